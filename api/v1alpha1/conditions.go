@@ -1,0 +1,44 @@
+package v1alpha1
+
+// Condition types.
+const (
+	// ConditionReady is True when the object is usable: a Connection has its id, an APIKey
+	// authenticates requests.
+	ConditionReady = "Ready"
+
+	// ConditionRevealed tells what became of an APIKey's one-time reveal: claimed, delivered,
+	// still pending, or expired unclaimed.
+	ConditionRevealed = "Revealed"
+)
+
+// Reasons of the Ready condition.
+const (
+	// ReasonIDAssigned: the Connection has its public id.
+	ReasonIDAssigned = "IDAssigned"
+	// ReasonIDConflict: the Connection's spec.id is already used by another Connection.
+	ReasonIDConflict = "IDConflict"
+
+	// ReasonKeyIssued: the APIKey has a valid key.
+	ReasonKeyIssued = "KeyIssued"
+	// ReasonIssuing: the operator is issuing the key.
+	ReasonIssuing = "Issuing"
+	// ReasonRevoked: spec.revoked is true; the key is refused.
+	ReasonRevoked = "Revoked"
+	// ReasonExpired: spec.expiresAt has passed; the key is refused.
+	ReasonExpired = "Expired"
+	// ReasonDeliveryConflict: spec.secretName names a Secret that switchboard does not manage.
+	ReasonDeliveryConflict = "DeliveryConflict"
+)
+
+// Reasons of the Revealed condition.
+const (
+	// ReasonRevealPending: the reveal Secret waits to be claimed.
+	ReasonRevealPending = "Pending"
+	// ReasonRevealClaimed: the reveal Secret was claimed (read and deleted) by someone.
+	ReasonRevealClaimed = "Claimed"
+	// ReasonRevealExpired: nobody claimed the reveal Secret in time; it was deleted. The key
+	// stays valid; rotate it to get one you can see.
+	ReasonRevealExpired = "RevealExpired"
+	// ReasonDelivered: the key is kept in spec.secretName.
+	ReasonDelivered = "Delivered"
+)

@@ -1,0 +1,94 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConnectionIDPrefix begins every public connection id.
+const ConnectionIDPrefix = "conn_"
+
+// ConnectionSpec is what a tenant declares about a connection.
+// +kubebuilder:validation:XValidation:rule="has(self.id) == has(oldSelf.id)",message="spec.id can only be set when the Connection is created, and never removed"
+type ConnectionSpec struct {
+	// id pins the public id of this connection (conn_ followed by lower-case letters and digits),
+	// so that a connection moved or restored through GitOps keeps the id its clients know.
+	// When empty the operator assigns one. It is immutable once set.
+	// +optional
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^conn_[a-z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.id is immutable; create a new Connection to change it"
+	ID string `json:"id,omitempty"`
+
+	// displayName is a human-readable name, returned as display_name by the API.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	DisplayName string `json:"displayName,omitempty"`
+
+	// provider names what this connection connects to (for example "postgres" or "salesforce").
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	Provider string `json:"provider,omitempty"`
+
+	// metadata holds non-secret attributes returned to API clients as they are.
+	// Never put credentials here: use credentialsSecretRef.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// credentialsSecretRef names a Secret in this namespace with the connection's credentials.
+	// It is never exposed by the /v1 API.
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// ConnectionStatus is what the operator observed and decided about a connection.
+type ConnectionStatus struct {
+	// observedGeneration is the metadata.generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// id is the public id of this connection, assigned once and never changed.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="status.id is assigned once and never changed"
+	ID string `json:"id,omitempty"`
+
+	// conditions describe the state of the connection; Ready is True once it has an id.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=conn,categories=switchboard
+// +kubebuilder:printcolumn:name="ID",type=string,JSONPath=`.status.id`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Connection is a tenant's connection, listed by GET /v1/connections for the API keys of its namespace.
+type Connection struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired connection.
+	// +optional
+	Spec ConnectionSpec `json:"spec,omitempty"`
+
+	// status is the connection as the operator last saw it.
+	// +optional
+	Status ConnectionStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ConnectionList is a list of Connections.
+type ConnectionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Connection `json:"items"`
+}
