@@ -1,0 +1,82 @@
+// Package reveal claims an APIKey's one-time reveal Secret: it reads the key and deletes the
+// Secret with UID and resourceVersion preconditions, so that exactly one claimer ever gets it.
+// It acts with the caller's client, and so with the caller's own Kubernetes identity.
+package reveal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+var (
+	// ErrNotPublished means the operator has not published a reveal Secret for the key (yet):
+	// it is still issuing it, the key is delivered to spec.secretName, or the reveal was
+	// claimed or expired and the status already says so.
+	ErrNotPublished = errors.New("the key has no reveal Secret to claim")
+	// ErrAlreadyClaimed means somebody else claimed the reveal Secret first, or it expired.
+	ErrAlreadyClaimed = errors.New("the key was already claimed by someone else, or its reveal expired; rotate the key to get a new one")
+)
+
+// Revealed is a claimed key.
+type Revealed struct {
+	// Key is the plaintext key. Show it once; never log it.
+	Key string
+	// Hint identifies the key without revealing it.
+	Hint string
+	// Generation is the key generation (status.keyGeneration) the key belongs to.
+	Generation int64
+}
+
+// Claim claims the reveal Secret that apiKey's status publishes. apiKey must be fresh enough
+// to name it: pass the object as last read.
+func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.APIKey) (Revealed, error) {
+	name := apiKey.Status.RevealSecretName
+	if name == "" {
+		return Revealed{}, ErrNotPublished
+	}
+	var secret corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: apiKey.Namespace, Name: name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Revealed{}, ErrAlreadyClaimed
+		}
+		return Revealed{}, fmt.Errorf("reading reveal Secret %s/%s: %w", apiKey.Namespace, name, err)
+	}
+	if err := belongsTo(&secret, apiKey); err != nil {
+		return Revealed{}, err
+	}
+	key := string(secret.Data[switchboardv1alpha1.KeySecretDataKey])
+	if key == "" {
+		return Revealed{}, fmt.Errorf("reveal Secret %s/%s holds no key", apiKey.Namespace, name)
+	}
+	uid, rv := secret.UID, secret.ResourceVersion
+	err := c.Delete(ctx, &secret, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return Revealed{}, ErrAlreadyClaimed
+	default:
+		return Revealed{}, fmt.Errorf("claiming reveal Secret %s/%s: %w", apiKey.Namespace, name, err)
+	}
+	generation, _ := strconv.ParseInt(secret.Labels[switchboardv1alpha1.LabelKeyGeneration], 10, 64)
+	return Revealed{Key: key, Hint: string(secret.Data[switchboardv1alpha1.KeyHintSecretDataKey]), Generation: generation}, nil
+}
+
+// belongsTo refuses a Secret that is not the reveal Secret of this very APIKey object: a
+// Secret of the same name planted by someone else, or one left by a deleted namesake.
+func belongsTo(secret *corev1.Secret, apiKey *switchboardv1alpha1.APIKey) error {
+	if secret.Type != switchboardv1alpha1.SecretTypeKeyReveal ||
+		secret.Labels[switchboardv1alpha1.LabelComponent] != switchboardv1alpha1.ComponentKeyReveal ||
+		secret.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(apiKey.UID) {
+		return fmt.Errorf("secret %s/%s is not the reveal Secret of APIKey %s", secret.Namespace, secret.Name, apiKey.Name)
+	}
+	return nil
+}
