@@ -1,17 +1,51 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/devenv"
 )
 
 func newDevCommand() *cobra.Command {
-	return &cobra.Command{
+	opts := devenv.Options{
+		StateDir:        devenv.DefaultStateDir,
+		Listen:          devenv.DefaultListen,
+		PanelListen:     devenv.DefaultPanelListen,
+		Assets:          devenv.DefaultAssets(),
+		SystemNamespace: switchboardv1alpha1.DefaultSystemNamespace,
+		KeyPrefix:       devenv.DefaultKeyPrefix,
+	}
+	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "not implemented yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("switchboard dev is not implemented yet")
+		Short: "Run the whole system on a local control plane (etcd + kube-apiserver) with a demo namespace",
+		Long: `dev starts etcd and kube-apiserver from --assets (built by ` + "`make envtest`" + `), installs the
+CRDs, runs the operator, the /v1 API server and the panel in this process, seeds namespace
+"demo" with two Connections and an APIKey, prints the demo key once with a curl line, and
+prints "ready". Data survives restarts unless --fresh. Ctrl-C stops everything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.ConsoleEncoder()))
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Out = cmd.OutOrStdout()
+			return devenv.Run(ctx, opts)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&opts.StateDir, "state-dir", opts.StateDir, "directory for etcd data, certificates, logs and the admin kubeconfig")
+	f.StringVar(&opts.Listen, "listen", opts.Listen, "address of the /v1 API")
+	f.StringVar(&opts.PanelListen, "panel-listen", opts.PanelListen, `address of the panel ("0" for none)`)
+	f.BoolVar(&opts.Fresh, "fresh", false, "delete the state dir first and start from nothing")
+	f.StringVar(&opts.Assets, "assets", opts.Assets, "directory with the etcd and kube-apiserver binaries")
+	f.StringVar(&opts.SystemNamespace, "system-namespace", opts.SystemNamespace, "namespace of the hash Secrets")
+	f.StringVar(&opts.KeyPrefix, "key-prefix", opts.KeyPrefix, "prefix of generated keys")
+	return cmd
 }
