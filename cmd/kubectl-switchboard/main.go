@@ -3,12 +3,20 @@
 package main
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/switchboard-dev/switchboard/internal/plugin"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "kubectl-switchboard:", errors.New("not implemented yet"))
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	code := plugin.Main(ctx, streams, nil, os.Args[1:])
+	stop()
+	os.Exit(code)
 }

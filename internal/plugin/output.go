@@ -1,0 +1,92 @@
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Output formats.
+const (
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
+
+// checkOutput accepts the -o values of commands that show a key: none (text) or json.
+func checkOutput(output string) error {
+	if output == "" || output == outputJSON {
+		return nil
+	}
+	return fmt.Errorf("unsupported output format %q: use -o json, or no -o for text", output)
+}
+
+// checkListOutput accepts the -o values of list commands: none (table), json or yaml.
+func checkListOutput(output string) error {
+	if output == "" || output == outputJSON || output == outputYAML {
+		return nil
+	}
+	return fmt.Errorf("unsupported output format %q: use -o json, -o yaml, or no -o for a table", output)
+}
+
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
+// exactlyOneName requires one argument that can be an object name, with a clear message.
+func exactlyOneName(use string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%s needs exactly one NAME argument, got %d", use, len(args))
+		}
+		if errs := validation.IsDNS1123Subdomain(args[0]); len(errs) > 0 {
+			return fmt.Errorf("%q is not a valid name: %s", args[0], errs[0])
+		}
+		return nil
+	}
+}
+
+// printObjects prints a list as kubectl -o json|yaml does: with apiVersion and kind on the
+// list and its items, and without managed fields.
+func printObjects(w io.Writer, list k8sruntime.Object, output string) error {
+	// ExtractList returns pointers into the list, so the items are changed in place.
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	for _, item := range items {
+		if err := setKind(item); err != nil {
+			return err
+		}
+		if accessor, err := meta.Accessor(item); err == nil {
+			accessor.SetManagedFields(nil)
+		}
+	}
+	if err := setKind(list); err != nil {
+		return err
+	}
+	var p printers.ResourcePrinter = &printers.JSONPrinter{}
+	if output == outputYAML {
+		p = &printers.YAMLPrinter{}
+	}
+	return p.PrintObj(list, w)
+}
+
+func setKind(obj k8sruntime.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
+}

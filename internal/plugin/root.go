@@ -1,0 +1,124 @@
+// Package plugin implements kubectl-switchboard, the kubectl plugin that creates, lists, rotates
+// and revokes switchboard API keys and port-forwards to the web panel. Every call is made with
+// the user's own Kubernetes identity (their kubeconfig), so RBAC decides what they may do.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/version"
+)
+
+// Options is the state shared by all commands: where to reach the cluster and as whom, where
+// to write, and the clock.
+type Options struct {
+	genericiooptions.IOStreams
+
+	// Flags are the standard kubectl flags (--kubeconfig, --context, -n, …).
+	Flags *genericclioptions.ConfigFlags
+	// Clock tells the time for rotation requests, expiries and ages; tests may inject one.
+	Clock clock.PassiveClock
+
+	once      sync.Once
+	client    client.Client
+	config    *rest.Config
+	namespace string
+	explicit  bool
+	err       error
+}
+
+// NewCommand returns the kubectl-switchboard root command. streams are where it reads and
+// writes; flags may be nil, in which case the standard kubectl flags are created and bound.
+func NewCommand(streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags) *cobra.Command {
+	if flags == nil {
+		flags = genericclioptions.NewConfigFlags(true)
+	}
+	o := &Options{IOStreams: streams, Flags: flags, Clock: clock.RealClock{}}
+	root := &cobra.Command{
+		Use:   "kubectl-switchboard",
+		Short: "Manage switchboard API keys with your own Kubernetes identity",
+		Long: "kubectl switchboard creates, lists, rotates and revokes switchboard API keys and opens the\n" +
+			"web panel. It acts with your kubeconfig's identity: RBAC decides what you may do.",
+		Version:       version.Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl switchboard",
+		},
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	flags.AddFlags(root.PersistentFlags())
+
+	key := &cobra.Command{Use: "key", Short: "Create, list, reveal, rotate and revoke API keys"}
+	key.AddCommand(newKeyCreateCommand(o), newKeyListCommand(o), newKeyRevealCommand(o),
+		newKeyRotateCommand(o), newKeyRevokeCommand(o))
+	conn := &cobra.Command{Use: "connection", Aliases: []string{"connections", "conn"}, Short: "List Connections"}
+	conn.AddCommand(newConnectionListCommand(o))
+	root.AddCommand(key, conn, newPanelCommand(o))
+	return root
+}
+
+// Main runs the plugin with args (without the program name) and returns the process exit
+// code. A failure is reported as one line on streams.ErrOut.
+func Main(ctx context.Context, streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags, args []string) int {
+	cmd := NewCommand(streams, flags)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(streams.ErrOut, "error: "+oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// oneLine folds a multi-line message (some API server messages have several) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// connect builds, once, the client for the user's kubeconfig and resolves the namespace.
+func (o *Options) connect() (client.Client, string, error) {
+	o.once.Do(func() {
+		loader := o.Flags.ToRawKubeConfigLoader()
+		o.namespace, o.explicit, o.err = loader.Namespace()
+		if o.err != nil {
+			o.err = fmt.Errorf("reading the kubeconfig: %w", o.err)
+			return
+		}
+		o.config, o.err = o.Flags.ToRESTConfig()
+		if o.err != nil {
+			o.err = fmt.Errorf("reading the kubeconfig: %w", o.err)
+			return
+		}
+		o.config = rest.CopyConfig(o.config)
+		o.config.UserAgent = "kubectl-switchboard/" + version.Version
+		o.client, o.err = client.New(o.config, client.Options{Scheme: scheme})
+		if o.err != nil {
+			o.err = fmt.Errorf("connecting to the cluster: %w", o.err)
+		}
+	})
+	return o.client, o.namespace, o.err
+}
+
+// scheme knows the core types and switchboard's.
+var scheme = func() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(switchboardv1alpha1.AddToScheme(s))
+	return s
+}()
