@@ -1,0 +1,81 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Error codes of the /v1 API. They are the contract clients branch on; the README has one table
+// of them all and api/openapi/openapi.yaml lists them too.
+const (
+	CodeAPIKeyMissing    = "API_KEY_MISSING"
+	CodeAPIKeyInvalid    = "API_KEY_INVALID"
+	CodeNotFound         = "NOT_FOUND"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeInvalidParameter = "INVALID_PARAMETER"
+	CodeRateLimited      = "RATE_LIMITED"
+	CodeNotReady         = "NOT_READY"
+	CodeInternal         = "INTERNAL_ERROR"
+)
+
+const (
+	msgMissing  = "The Authorization header is missing or malformed: send exactly `Authorization: Bearer <API_KEY>`."
+	msgInvalid  = "The API key is not valid: it is unknown, mistyped, revoked, expired, or was replaced by a rotation whose grace period has ended. Rotate the key in the panel to get a new one."
+	msgNotFound = "There is nothing at this path. The API serves GET /v1/connections."
+	msgNotReady = "The server is starting and has not loaded its data yet; retry in a moment."
+	msgLimited  = "Too many failed authentications from this address; retry after the number of seconds in Retry-After."
+	msgInternal = "The server failed to answer; retry, and report the request id if it persists."
+)
+
+// realm names the protection space in WWW-Authenticate (RFC 6750 section 3).
+const realm = `Bearer realm="switchboard"`
+
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError writes the JSON error object every non-2xx answer of the API carries.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	raw, err := json.Marshal(errorBody{Error: errorObject{Code: code, Message: message}})
+	if err != nil { // cannot happen with two strings; keep the contract's shape anyway
+		raw = []byte(`{"error":{"code":"INTERNAL_ERROR","message":"encoding the error failed"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(raw)))
+	w.WriteHeader(status)
+	_, _ = w.Write(raw)
+}
+
+// writeUnauthorized answers 401 with the RFC 6750 challenge. A missing header gets the bare
+// challenge, a malformed one error="invalid_request", a bad key error="invalid_token".
+func writeUnauthorized(w http.ResponseWriter, code string, headerPresent bool) {
+	switch {
+	case code == CodeAPIKeyInvalid:
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, code, msgInvalid)
+	case headerPresent:
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_request"`)
+		writeError(w, http.StatusUnauthorized, code, msgMissing)
+	default:
+		w.Header().Set("WWW-Authenticate", realm)
+		writeError(w, http.StatusUnauthorized, code, msgMissing)
+	}
+}
+
+// retryAfter formats a Retry-After value in whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+)
+
+// MaxLimit is the largest page size a client may ask for.
+const MaxLimit = 1000
+
+// page is what the query asks for: everything (limit 0), or limit items after a cursor.
+type page struct {
+	limit     int
+	afterID   string
+	afterName string
+	hasCursor bool
+}
+
+// parsePage reads ?limit and ?cursor. Other parameters are ignored, as most APIs do.
+func parsePage(rawQuery string) (page, string) {
+	var p page
+	if rawQuery == "" {
+		return p, ""
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return p, "The query string cannot be parsed."
+	}
+	if vs, ok := q["limit"]; ok {
+		if len(vs) != 1 {
+			return p, "limit may be given once."
+		}
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || n < 1 || n > MaxLimit {
+			return p, "limit must be an integer from 1 to " + strconv.Itoa(MaxLimit) + "."
+		}
+		p.limit = n
+	}
+	if vs, ok := q["cursor"]; ok {
+		if len(vs) != 1 {
+			return p, "cursor may be given once."
+		}
+		id, name, ok := decodeCursor(vs[0])
+		if !ok {
+			return p, "cursor is not one this API issued; pass the Link header's URL as it is."
+		}
+		p.afterID, p.afterName, p.hasCursor = id, name, true
+	}
+	return p, ""
+}
+
+// A cursor is the sort key of the last item of a page, so a walk stays correct while
+// Connections come and go: nothing is listed twice, and what exists throughout is listed once.
+const cursorVersion = "c1\n"
+
+func encodeCursor(c *keyindex.Conn) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorVersion + c.ID + "\n" + c.Name))
+}
+
+func decodeCursor(s string) (id, name string, ok bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || !strings.HasPrefix(string(raw), cursorVersion) {
+		return "", "", false
+	}
+	id, name, ok = strings.Cut(string(raw[len(cursorVersion):]), "\n")
+	return id, name, ok && id != "" && name != ""
+}
+
+// listConnections answers GET /v1/connections for key. With no selector and no page the whole
+// namespace's cached body is written as it is; otherwise the matching pre-encoded items are
+// concatenated.
+func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
+	p, problem := parsePage(r.URL.RawQuery)
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, CodeInvalidParameter, problem)
+		return
+	}
+	snap := h.index.Connections(key.Namespace)
+	var body []byte
+	var etag, next string
+	if key.Selector == nil && p.limit == 0 && !p.hasCursor {
+		body, etag = snap.Body()
+	} else {
+		items := snap.Items()
+		if p.hasCursor {
+			items = items[keyindex.After(items, p.afterID, p.afterName):]
+		}
+		selected := selectItems(items, key.Selector, p.limit)
+		if p.limit > 0 && len(selected) == p.limit && hasMore(items, key.Selector, selected[len(selected)-1]) {
+			next = encodeCursor(selected[len(selected)-1])
+		}
+		body = keyindex.AppendList(make([]byte, 0, 64+len(selected)*256), selected)
+		etag = keyindex.ETag(body, next)
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "private, no-cache")
+	hdr.Set("Vary", "Authorization")
+	hdr.Set("ETag", etag)
+	if next != "" {
+		q := "limit=" + strconv.Itoa(p.limit) + "&cursor=" + next
+		hdr.Set("Link", "<"+routeConnections+"?"+q+`>; rel="next"`)
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// selectItems returns up to limit (0: all) items that sel matches (nil: all).
+func selectItems(items []*keyindex.Conn, sel labels.Selector, limit int) []*keyindex.Conn {
+	if sel == nil {
+		if limit > 0 && limit < len(items) {
+			return items[:limit]
+		}
+		return items
+	}
+	out := make([]*keyindex.Conn, 0, min(len(items), max(limit, 16)))
+	for _, c := range items {
+		if sel.Matches(c.Labels) {
+			out = append(out, c)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// hasMore reports whether an item after last matches sel, so the last page has no next link.
+func hasMore(items []*keyindex.Conn, sel labels.Selector, last *keyindex.Conn) bool {
+	for _, c := range items[keyindex.After(items, last.ID, last.Name):] {
+		if sel == nil || sel.Matches(c.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// etagMatches implements If-None-Match's weak comparison (RFC 9110 section 13.1.2).
+func etagMatches(header, etag string) bool {
+	for _, candidate := range strings.Split(header, ",") {
+		candidate = strings.TrimSpace(candidate)
+		if candidate == "*" || strings.TrimPrefix(candidate, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
