@@ -1,19 +1,171 @@
 // Package panel serves the web panel's "API keys" section. Every action runs against the
-// Kubernetes API server with the signed-in person's own bearer token.
+// Kubernetes API server with the signed-in person's own bearer token, so that RBAC decides
+// what they may do; the panel's own credentials serve for nothing but TokenReview.
 package panel
 
 import (
+	"embed"
 	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
 	"net/http"
+	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
-// Options configure the panel.
-type Options struct{}
+// Defaults of Options.
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultSessionMaxAge      = 8 * time.Hour
+	DefaultRevealTimeout      = 30 * time.Second
+	DefaultPollInterval       = 250 * time.Millisecond
+)
+
+// Options configure the panel. The zero value is usable.
+type Options struct {
+	// Logger gets one line per sign-in and per change (user, namespace, APIKey, hint). Keys
+	// and tokens never reach it.
+	Logger logr.Logger
+	// SecureCookies marks the session cookie Secure on plain-HTTP requests too, for a panel
+	// behind a TLS-terminating proxy. Cookies set over TLS are always Secure.
+	SecureCookies bool
+	// SessionIdleTimeout ends a session unused for this long (default 30 minutes).
+	SessionIdleTimeout time.Duration
+	// SessionMaxAge ends a session this long after sign-in, used or not (default 8 hours).
+	SessionMaxAge time.Duration
+	// RevealTimeout bounds the wait for the operator to issue a created or rotated key
+	// (default 30 seconds).
+	RevealTimeout time.Duration
+	// PollInterval is how often the panel reads an APIKey while waiting for the operator
+	// (default 250 milliseconds).
+	PollInterval time.Duration
+	// Clock tells the time; tests inject a fake one (default the real clock).
+	Clock clock.Clock
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	if o.SessionIdleTimeout <= 0 {
+		o.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if o.SessionMaxAge <= 0 {
+		o.SessionMaxAge = DefaultSessionMaxAge
+	}
+	if o.RevealTimeout <= 0 {
+		o.RevealTimeout = DefaultRevealTimeout
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// handler is the panel. Its fields are read-only after NewHandler, except the session store,
+// which locks itself.
+type handler struct {
+	opts     Options
+	base     *rest.Config
+	reviewer kubernetes.Interface
+	sessions *sessionStore
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
 
 // NewHandler returns the panel's HTTP handler. cfg locates the API server; its credentials are
-// used for nothing but TokenReview.
-func NewHandler(_ *rest.Config, _ Options) (http.Handler, error) {
-	return nil, errors.New("the panel is not implemented yet")
+// used for nothing but TokenReview (the panel's service account needs "create" on
+// tokenreviews.authentication.k8s.io, as granted by the system:auth-delegator ClusterRole).
+func NewHandler(cfg *rest.Config, opts Options) (http.Handler, error) {
+	if cfg == nil {
+		return nil, errors.New("panel: no rest.Config to reach the API server")
+	}
+	opts.setDefaults()
+	reviewer, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("panel: building the TokenReview client: %w", err)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, fmt.Errorf("panel: parsing templates: %w", err)
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, fmt.Errorf("panel: static files: %w", err)
+	}
+	h := &handler{
+		opts:     opts,
+		base:     rest.CopyConfig(cfg),
+		reviewer: reviewer,
+		sessions: newSessionStore(opts.Clock, opts.SessionIdleTimeout, opts.SessionMaxAge),
+		pages:    pages,
+		mux:      http.NewServeMux(),
+	}
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler(static)))
+	h.mux.HandleFunc("GET /{$}", h.root)
+	h.mux.HandleFunc("GET /login", h.loginForm)
+	h.mux.HandleFunc("POST /login", h.login)
+	h.mux.HandleFunc("POST /logout", h.withSession(h.logout))
+	h.mux.HandleFunc("GET /keys", h.withSession(h.keysPage))
+	h.mux.HandleFunc("POST /keys/create", h.withSession(h.createKey))
+	h.mux.HandleFunc("GET /keys/rotate", h.withSession(h.rotateForm))
+	h.mux.HandleFunc("POST /keys/rotate", h.withSession(h.rotateKey))
+	h.mux.HandleFunc("GET /keys/revoke", h.withSession(h.revokeForm))
+	h.mux.HandleFunc("POST /keys/revoke", h.withSession(h.revokeKey))
+	h.mux.HandleFunc("POST /keys/reveal", h.withSession(h.revealKey))
+	return h, nil
+}
+
+// maxFormBytes bounds a form body: a bearer token is a few kilobytes at most.
+const maxFormBytes = 64 << 10
+
+// ServeHTTP sets the security headers every response carries, then routes.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("X-Frame-Options", "DENY")
+	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// contentSecurityPolicy allows nothing but the panel's own script, style sheet and images:
+// no inline script, no framing, forms only to the panel itself.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// staticHandler serves the embedded CSS and JavaScript. They change only with the binary,
+// but a short max-age keeps an upgraded panel from running yesterday's script.
+func staticHandler(static fs.FS) http.Handler {
+	files := http.FileServerFS(static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// root sends signed-in people to their keys and everybody else to the sign-in page.
+func (h *handler) root(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.currentSession(r); ok {
+		http.Redirect(w, r, "/keys", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

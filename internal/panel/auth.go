@@ -1,0 +1,176 @@
+package panel
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// scheme and mapper know the few kinds the panel touches. A static mapper spares every
+// session a discovery round-trip, and the panel from needing discovery rights.
+var (
+	scheme = newScheme()
+	mapper = newMapper()
+)
+
+func newScheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(switchboardv1alpha1.AddToScheme(s))
+	return s
+}
+
+func newMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	add := func(gvk schema.GroupVersionKind, plural, singular string, scope meta.RESTScope) {
+		gv := gvk.GroupVersion()
+		m.AddSpecific(gvk, gv.WithResource(plural), gv.WithResource(singular), scope)
+	}
+	// Spelled out: guessing the plural of "APIKey" gives "apikeies".
+	add(switchboardv1alpha1.GroupVersion.WithKind("APIKey"), "apikeys", "apikey", meta.RESTScopeNamespace)
+	add(switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection", meta.RESTScopeNamespace)
+	add(corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret", meta.RESTScopeNamespace)
+	add(corev1.SchemeGroupVersion.WithKind("Namespace"), "namespaces", "namespace", meta.RESTScopeRoot)
+	return m
+}
+
+// userClient reaches the API server as the token's owner: the panel's own credentials are
+// stripped (AnonymousClientConfig keeps only the address and the CA), the token added.
+func (h *handler) userClient(token string) (client.Client, error) {
+	cfg := rest.AnonymousClientConfig(h.base)
+	cfg.BearerToken = token
+	cfg.UserAgent = "switchboard-panel"
+	// A person's clicks are few; waiting for the operator polls a few times a second.
+	cfg.QPS, cfg.Burst = 20, 40
+	cfg.Timeout = 30 * time.Second
+	return client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+}
+
+// loginPage is the data of the sign-in page.
+type loginPage struct {
+	layout
+	Error     string
+	LoginCSRF string
+}
+
+// loginForm shows the sign-in page. Its CSRF token is a cookie echoed by a hidden field, so
+// that no other site can sign a visitor in under someone else's identity.
+func (h *handler) loginForm(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.currentSession(r); ok {
+		http.Redirect(w, r, "/keys", http.StatusSeeOther)
+		return
+	}
+	page := loginPage{layout: layout{Title: "Sign in"}}
+	if r.URL.Query().Get("expired") != "" {
+		page.Error = "Your session ended. Sign in again; nothing was changed."
+	}
+	h.renderLogin(w, r, http.StatusOK, page)
+}
+
+func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, page loginPage) {
+	token, err := randomToken()
+	if err != nil {
+		http.Error(w, "no randomness available", http.StatusInternalServerError)
+		return
+	}
+	http.SetCookie(w, h.cookie(r, loginCookie, token, 3600))
+	page.LoginCSRF = token
+	h.render(w, status, "login", page)
+}
+
+// login checks the pasted token with TokenReview and starts a session.
+func (h *handler) login(w http.ResponseWriter, r *http.Request) {
+	c, err := r.Cookie(loginCookie)
+	if err != nil || !validCSRF(r.PostFormValue(csrfField), c.Value) {
+		h.forbiddenCSRF(w)
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	token = strings.TrimSpace(strings.TrimPrefix(token, "Bearer "))
+	if token == "" {
+		h.renderLogin(w, r, http.StatusBadRequest, loginPage{Error: "Paste a Kubernetes bearer token to sign in."})
+		return
+	}
+	if strings.ContainsAny(token, " \t\r\n") {
+		h.renderLogin(w, r, http.StatusBadRequest, loginPage{Error: "A bearer token is one line without spaces; paste only the token."})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	review, err := h.reviewer.AuthenticationV1().TokenReviews().Create(ctx,
+		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		h.opts.Logger.Error(err, "TokenReview failed")
+		msg := "The panel could not verify the token: the API server is unreachable or refused the TokenReview."
+		if apierrors.IsForbidden(err) {
+			msg = `The panel may not verify tokens: its service account needs "create" on tokenreviews.authentication.k8s.io (ClusterRole system:auth-delegator).`
+		}
+		h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: msg})
+		return
+	}
+	if !review.Status.Authenticated {
+		h.opts.Logger.Info("sign-in refused: token not authenticated")
+		h.renderLogin(w, r, http.StatusUnauthorized, loginPage{Error: "The API server did not accept this token. It may be mistyped, expired or revoked."})
+		return
+	}
+	uc, err := h.userClient(token)
+	if err != nil {
+		h.renderLogin(w, r, http.StatusInternalServerError, loginPage{Error: fmt.Sprintf("Cannot build a client for this token: %v", err)})
+		return
+	}
+	user := review.Status.User.Username
+	sess, err := h.sessions.create(user, serviceAccountNamespace(user), uc)
+	if err != nil {
+		http.Error(w, "no randomness available", http.StatusInternalServerError)
+		return
+	}
+	h.opts.Logger.Info("signed in", "user", user)
+	http.SetCookie(w, h.cookie(r, sessionCookie, sess.id, 0))
+	http.SetCookie(w, h.cookie(r, loginCookie, "", -1))
+	http.Redirect(w, r, "/keys", http.StatusSeeOther)
+}
+
+// serviceAccountNamespace returns the namespace of a "system:serviceaccount:NS:NAME" user.
+func serviceAccountNamespace(user string) string {
+	rest, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	if !ok {
+		return ""
+	}
+	ns, _, ok := strings.Cut(rest, ":")
+	if !ok {
+		return ""
+	}
+	return ns
+}
+
+// logout ends the session and forgets its token.
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	h.sessions.delete(s.id)
+	h.opts.Logger.Info("signed out", "user", s.user)
+	http.SetCookie(w, h.cookie(r, sessionCookie, "", -1))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// endSession handles a token the API server no longer accepts (expired, or its
+// ServiceAccount deleted): the session is over.
+func (h *handler) endSession(w http.ResponseWriter, r *http.Request, s *session) {
+	h.sessions.delete(s.id)
+	http.SetCookie(w, h.cookie(r, sessionCookie, "", -1))
+	http.Redirect(w, r, "/login?expired=1", http.StatusSeeOther)
+}

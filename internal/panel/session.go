@@ -1,0 +1,204 @@
+package panel
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Cookie names. The session cookie carries only a random id: the token stays in memory.
+const (
+	sessionCookie = "switchboard_session"
+	loginCookie   = "switchboard_login"
+	csrfField     = "csrf_token"
+)
+
+// session is one signed-in person. The bearer token lives only inside client's transport.
+type session struct {
+	id        string
+	csrf      string
+	user      string
+	saNS      string // the namespace of a ServiceAccount's token, the natural default
+	client    client.Client
+	createdAt time.Time
+	lastSeen  time.Time
+	flash     string // one notice shown by the next page, after a redirect
+	namespace string // the namespace last viewed
+}
+
+// sessionStore keeps sessions in memory: a restart signs everybody out, which is the safe
+// failure for credentials.
+type sessionStore struct {
+	clock   clock.PassiveClock
+	idle    time.Duration
+	maxAge  time.Duration
+	mu      sync.Mutex
+	entries map[string]*session
+}
+
+func newSessionStore(c clock.PassiveClock, idle, maxAge time.Duration) *sessionStore {
+	return &sessionStore{clock: c, idle: idle, maxAge: maxAge, entries: map[string]*session{}}
+}
+
+// randomToken returns 256 random bits, URL-safe.
+func randomToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// create starts a session and drops expired ones, so that the map cannot grow without bound.
+func (s *sessionStore) create(user, saNS string, c client.Client) (*session, error) {
+	id, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	csrf, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	sess := &session{id: id, csrf: csrf, user: user, saNS: saNS, client: c, createdAt: now, lastSeen: now}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.entries {
+		if s.expired(e, now) {
+			delete(s.entries, k)
+		}
+	}
+	s.entries[id] = sess
+	return sess, nil
+}
+
+func (s *sessionStore) expired(e *session, now time.Time) bool {
+	return now.Sub(e.lastSeen) >= s.idle || now.Sub(e.createdAt) >= s.maxAge
+}
+
+// get returns a live session and marks it used.
+func (s *sessionStore) get(id string) (*session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[id]
+	if !ok {
+		return nil, false
+	}
+	now := s.clock.Now()
+	if s.expired(e, now) {
+		delete(s.entries, id)
+		return nil, false
+	}
+	e.lastSeen = now
+	return e, true
+}
+
+// delete ends a session.
+func (s *sessionStore) delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.entries, id)
+}
+
+// takeFlash returns and clears the session's one-time notice.
+func (s *sessionStore) takeFlash(e *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := e.flash
+	e.flash = ""
+	return f
+}
+
+// setFlash leaves a notice for the next page.
+func (s *sessionStore) setFlash(e *session, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.flash = msg
+}
+
+// rememberNamespace records the namespace last viewed, the default of the next page.
+func (s *sessionStore) rememberNamespace(e *session, ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.namespace = ns
+}
+
+// lastNamespace is the namespace to show when the URL names none.
+func (s *sessionStore) lastNamespace(e *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case e.namespace != "":
+		return e.namespace
+	case e.saNS != "":
+		return e.saNS
+	default:
+		return "default"
+	}
+}
+
+// cookie builds a panel cookie: HttpOnly, SameSite=Strict, Path=/, Secure over TLS (or when
+// the operator of the panel says a proxy terminates TLS in front of it).
+func (h *handler) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{ //nolint:gosec // Secure is set whenever the browser reaches the panel over TLS
+
+		Name:     name,
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   r.TLS != nil || h.opts.SecureCookies,
+		SameSite: http.SameSiteStrictMode,
+	}
+}
+
+// currentSession finds the request's session, if any.
+func (h *handler) currentSession(r *http.Request) (*session, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return nil, false
+	}
+	return h.sessions.get(c.Value)
+}
+
+// sessionHandler is a handler that needs a signed-in person.
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
+
+// withSession sends people without a session to the sign-in page, and refuses every POST
+// whose CSRF token does not match the session's with 403.
+func (h *handler) withSession(next sessionHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.currentSession(r)
+		if !ok {
+			if r.Method != http.MethodGet {
+				// A form posted after the session ended: nothing is done, the person signs in again.
+				http.Redirect(w, r, "/login?expired=1", http.StatusSeeOther)
+				return
+			}
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost && !validCSRF(r.PostFormValue(csrfField), s.csrf) {
+			h.forbiddenCSRF(w)
+			return
+		}
+		next(w, r, s)
+	}
+}
+
+// validCSRF compares in constant time; an empty token never matches.
+func validCSRF(got, want string) bool {
+	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// forbiddenCSRF answers a POST without the form's CSRF token.
+func (h *handler) forbiddenCSRF(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "403 Forbidden: the form's security token is missing or stale. Reload the page and try again.", http.StatusForbidden)
+}

@@ -1,0 +1,246 @@
+package panel
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// layout is what every page's frame shows.
+type layout struct {
+	Title     string
+	User      string
+	CSRF      string
+	Namespace string
+	// ReplaceURL, when set, is written into the browser's history in place of the POST that
+	// produced the page, so that reloading shows the plain page (and never posts again).
+	ReplaceURL string
+}
+
+// pageNames are the templates under templates/, each rendered inside layout.html.
+var pageNames = []string{"login", "keys", "rotate", "revoke"}
+
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{"graceChoices": func() []graceChoice { return graceChoices }}
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		if err != nil {
+			return nil, err
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes a whole page or, if the template fails, a plain error: never half a page.
+// Every page is personal and some show a key, so none may be stored by a browser or proxy.
+func (h *handler) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", data); err != nil {
+		h.opts.Logger.Error(err, "rendering a page", "page", name)
+		http.Error(w, "the panel failed to render this page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// timeView is an instant as a table cell: relative text, and the exact time on hover.
+type timeView struct {
+	Text string
+	Full string
+	ISO  string
+}
+
+func viewTime(t *metav1.Time, now time.Time, none string) timeView {
+	if t == nil || t.IsZero() {
+		return timeView{Text: none}
+	}
+	return timeView{
+		Text: relative(t.Time, now),
+		Full: t.UTC().Format("2006-01-02 15:04:05 UTC"),
+		ISO:  t.UTC().Format(time.RFC3339),
+	}
+}
+
+// relative says "5 minutes ago" or "in 3 days", in the largest whole unit.
+func relative(t, now time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + humanDuration(-d)
+	}
+	if d < time.Minute {
+		return "just now"
+	}
+	return humanDuration(d) + " ago"
+}
+
+// humanDuration rounds down to the largest unit that fits.
+func humanDuration(d time.Duration) string {
+	units := []struct {
+		size time.Duration
+		name string
+	}{
+		{365 * 24 * time.Hour, "year"},
+		{30 * 24 * time.Hour, "month"},
+		{7 * 24 * time.Hour, "week"},
+		{24 * time.Hour, "day"},
+		{time.Hour, "hour"},
+		{time.Minute, "minute"},
+		{time.Second, "second"},
+	}
+	for _, u := range units {
+		if n := int64(d / u.size); n >= 1 {
+			if n == 1 {
+				return "1 " + u.name
+			}
+			return fmt.Sprintf("%d %ss", n, u.name)
+		}
+	}
+	return "less than a second"
+}
+
+// keyRow is one APIKey in the table.
+type keyRow struct {
+	Name        string
+	Description string
+	Hint        string
+	State       string
+	StateClass  string
+	Notes       []string
+	Created     timeView
+	LastUsed    timeView
+	Expires     timeView
+	CanRotate   bool
+	CanRevoke   bool
+	CanReveal   bool
+}
+
+// keyState is the one-word state of a key and the CSS class of its badge.
+func keyState(k *switchboardv1alpha1.APIKey, now time.Time) (state, class string) {
+	if k.Spec.Revoked {
+		return "Revoked", "revoked"
+	}
+	if k.Spec.ExpiresAt != nil && !now.Before(k.Spec.ExpiresAt.Time) {
+		return "Expired", "expired"
+	}
+	ready := apimeta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady)
+	switch {
+	case ready == nil || k.Status.KeyGeneration == 0:
+		return "Issuing", "pending"
+	case ready.Status == metav1.ConditionTrue:
+		return "Active", "active"
+	case ready.Reason == switchboardv1alpha1.ReasonIssuing:
+		return "Issuing", "pending"
+	case ready.Reason == switchboardv1alpha1.ReasonRevoked:
+		return "Revoked", "revoked"
+	case ready.Reason == switchboardv1alpha1.ReasonExpired:
+		return "Expired", "expired"
+	case ready.Reason == switchboardv1alpha1.ReasonDeliveryConflict:
+		return "Delivery conflict", "error"
+	default:
+		return ready.Reason, "error"
+	}
+}
+
+// keyNotes are the facts beside the state that a person acts on.
+func keyNotes(k *switchboardv1alpha1.APIKey, now time.Time) []string {
+	var notes []string
+	if k.Status.RevealSecretName != "" && !k.Spec.Revoked {
+		notes = append(notes, "Key not yet shown")
+	}
+	if k.Spec.SecretName != "" {
+		notes = append(notes, "Delivered to Secret "+k.Spec.SecretName)
+	}
+	if v := k.Status.PreviousKeyValidUntil; v != nil && now.Before(v.Time) && !k.Spec.Revoked {
+		notes = append(notes, "Previous key valid "+relative(v.Time, now))
+	}
+	return notes
+}
+
+func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
+	state, class := keyState(k, now)
+	created := k.Status.CreatedAt
+	if created == nil {
+		created = &k.CreationTimestamp
+	}
+	hint := k.Status.KeyHint
+	if hint == "" {
+		hint = "—"
+	}
+	live := !k.Spec.Revoked && k.DeletionTimestamp == nil
+	return keyRow{
+		Name:        k.Name,
+		Description: k.Spec.Description,
+		Hint:        hint,
+		State:       state,
+		StateClass:  class,
+		Notes:       keyNotes(k, now),
+		Created:     viewTime(created, now, "—"),
+		LastUsed:    viewTime(k.Status.LastUsedAt, now, "Never"),
+		Expires:     viewTime(k.Spec.ExpiresAt, now, "Never"),
+		CanRotate:   live,
+		CanRevoke:   live,
+		CanReveal:   live && k.Status.RevealSecretName != "" && k.Spec.SecretName == "",
+	}
+}
+
+func keyRows(keys []switchboardv1alpha1.APIKey, now time.Time) []keyRow {
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Name < keys[j].Name })
+	rows := make([]keyRow, 0, len(keys))
+	for i := range keys {
+		rows = append(rows, newKeyRow(&keys[i], now))
+	}
+	return rows
+}
+
+// connRow is one Connection in the read-only table.
+type connRow struct {
+	ID          string
+	Name        string
+	DisplayName string
+	Provider    string
+	Ready       string
+	ReadyClass  string
+}
+
+func connRows(conns []switchboardv1alpha1.Connection) []connRow {
+	sort.Slice(conns, func(i, j int) bool { return conns[i].Name < conns[j].Name })
+	rows := make([]connRow, 0, len(conns))
+	for i := range conns {
+		c := &conns[i]
+		row := connRow{ID: c.Status.ID, Name: c.Name, DisplayName: c.Spec.DisplayName, Provider: c.Spec.Provider, Ready: "Pending", ReadyClass: "pending"}
+		if row.ID == "" {
+			row.ID = "—"
+		}
+		if row.Provider == "" {
+			row.Provider = "—"
+		}
+		if cond := apimeta.FindStatusCondition(c.Status.Conditions, switchboardv1alpha1.ConditionReady); cond != nil {
+			switch cond.Status {
+			case metav1.ConditionTrue:
+				row.Ready, row.ReadyClass = "Ready", "active"
+			case metav1.ConditionFalse:
+				row.Ready, row.ReadyClass = cond.Reason, "error"
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}

@@ -1,0 +1,134 @@
+package panel
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+func TestRelative(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		t    time.Time
+		want string
+	}{
+		{"seconds ago", now.Add(-30 * time.Second), "just now"},
+		{"one minute ago", now.Add(-61 * time.Second), "1 minute ago"},
+		{"hours ago", now.Add(-5*time.Hour - 59*time.Minute), "5 hours ago"},
+		{"days ago", now.Add(-3 * 24 * time.Hour), "3 days ago"},
+		{"weeks ago", now.Add(-15 * 24 * time.Hour), "2 weeks ago"},
+		{"in a month", now.Add(31 * 24 * time.Hour), "in 1 month"},
+		{"in a year", now.Add(366 * 24 * time.Hour), "in 1 year"},
+		{"in under a second", now.Add(time.Millisecond), "in less than a second"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := relative(tt.t, now); got != tt.want {
+				t.Fatalf("relative = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyState(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	past := metav1.NewTime(now.Add(-time.Hour))
+	future := metav1.NewTime(now.Add(time.Hour))
+	ready := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: switchboardv1alpha1.ConditionReady, Status: status, Reason: reason}}
+	}
+	tests := []struct {
+		name       string
+		spec       switchboardv1alpha1.APIKeySpec
+		status     switchboardv1alpha1.APIKeyStatus
+		wantState  string
+		wantClass  string
+		wantNotes  int
+		wantRotate bool
+		wantReveal bool
+	}{
+		{"new, not yet seen by the operator", switchboardv1alpha1.APIKeySpec{}, switchboardv1alpha1.APIKeyStatus{}, "Issuing", "pending", 0, true, false},
+		{"active and waiting to be shown", switchboardv1alpha1.APIKeySpec{ExpiresAt: &future},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, RevealSecretName: "k-key-1", Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
+			"Active", "active", 1, true, true},
+		{"revoked wins over everything", switchboardv1alpha1.APIKeySpec{Revoked: true, ExpiresAt: &past},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, RevealSecretName: "k-key-1", Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
+			"Revoked", "revoked", 0, false, false},
+		{"expired by the clock before the operator says so", switchboardv1alpha1.APIKeySpec{ExpiresAt: &past},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
+			"Expired", "expired", 0, true, false},
+		{"delivery conflict", switchboardv1alpha1.APIKeySpec{SecretName: "taken"},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: ready(metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict)},
+			"Delivery conflict", "error", 1, true, false},
+		{"rotated with grace", switchboardv1alpha1.APIKeySpec{},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 2, PreviousKeyValidUntil: &future, Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
+			"Active", "active", 1, true, false},
+		{"grace over", switchboardv1alpha1.APIKeySpec{},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 2, PreviousKeyValidUntil: &past, Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
+			"Active", "active", 0, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "k"}, Spec: tt.spec, Status: tt.status}
+			row := newKeyRow(k, now)
+			if row.State != tt.wantState || row.StateClass != tt.wantClass {
+				t.Fatalf("state = %q/%q, want %q/%q", row.State, row.StateClass, tt.wantState, tt.wantClass)
+			}
+			if len(row.Notes) != tt.wantNotes {
+				t.Fatalf("notes = %q, want %d of them", row.Notes, tt.wantNotes)
+			}
+			if row.CanRotate != tt.wantRotate || row.CanRevoke != tt.wantRotate || row.CanReveal != tt.wantReveal {
+				t.Fatalf("actions rotate=%v revoke=%v reveal=%v, want rotate/revoke=%v reveal=%v",
+					row.CanRotate, row.CanRevoke, row.CanReveal, tt.wantRotate, tt.wantReveal)
+			}
+		})
+	}
+}
+
+func TestValidation(t *testing.T) {
+	tests := []struct {
+		name      string
+		namespace string
+		key       string
+		nsOK      bool
+		keyOK     bool
+	}{
+		{"plain", "team-a", "ci", true, true},
+		{"dotted key name", "team-a", "ci.nightly", true, true},
+		{"empty", "", "", false, false},
+		{"upper case", "Team", "CI", false, false},
+		{"too long key", "a", strings.Repeat("k", 64), true, false},
+		{"path traversal", "../x", "a/b", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := validNamespace(tt.namespace) == ""; got != tt.nsOK {
+				t.Fatalf("validNamespace(%q) ok = %v, want %v", tt.namespace, got, tt.nsOK)
+			}
+			if got := validKeyName(tt.key) == ""; got != tt.keyOK {
+				t.Fatalf("validKeyName(%q) ok = %v, want %v", tt.key, got, tt.keyOK)
+			}
+		})
+	}
+}
+
+func TestServiceAccountNamespace(t *testing.T) {
+	tests := []struct{ user, want string }{
+		{"system:serviceaccount:team-a:ci", "team-a"},
+		{"system:serviceaccount:broken", ""},
+		{"alice@example.com", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.user, func(t *testing.T) {
+			if got := serviceAccountNamespace(tt.user); got != tt.want {
+				t.Fatalf("serviceAccountNamespace(%q) = %q, want %q", tt.user, got, tt.want)
+			}
+		})
+	}
+}
