@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -47,6 +48,8 @@ func ctx(t testing.TB) context.Context {
 // testServer is a running server.Run on a loopback port.
 type testServer struct {
 	URL string
+	// Stop cancels Run's context and returns what Run returned. It is safe to call twice.
+	Stop func() error
 }
 
 // startServer runs Run with opts (Listener, SystemNamespace and test defaults filled in) and
@@ -78,18 +81,25 @@ func startServer(t testing.TB, cfg *rest.Config, opts Options, wait bool) *testS
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(runCtx, cfg, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned: %v", err)
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				runErr = errors.New("Run did not return after its context was cancelled")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return after its context was cancelled")
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run returned: %v", err)
 		}
 	})
-	s := &testServer{URL: "http://" + l.Addr().String()}
+	s := &testServer{URL: "http://" + l.Addr().String(), Stop: stop}
 	if wait {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -288,4 +298,29 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// freeAddress returns a loopback address that was free a moment ago, for the manager's probe
+// listener, which takes an address rather than a listener.
+func freeAddress(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// probe GETs a probe endpoint and returns its status, or 0 when nothing answers.
+func probe(addr, path string) int {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
