@@ -1,17 +1,71 @@
 package main
 
 import (
-	"errors"
+	"flag"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
 func newOperatorCommand() *cobra.Command {
-	return &cobra.Command{
+	var (
+		opts    operator.Options
+		zapOpts zap.Options
+	)
+	cmd := &cobra.Command{
 		Use:   "operator",
-		Short: "not implemented yet",
+		Short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
+		Long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
+generated, hashed into a Secret of the system namespace, revealed once through a one-time Secret
+(or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return errors.New("switchboard operator is not implemented yet")
+			if err := apikey.ValidatePrefix(opts.KeyPrefix); err != nil {
+				return fmt.Errorf("--key-prefix: %w", err)
+			}
+			if opts.RevealTTL <= 0 {
+				return fmt.Errorf("--reveal-ttl must be positive, got %s", opts.RevealTTL)
+			}
+			if opts.QPS <= 0 || opts.Burst <= 0 {
+				return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+			}
+			logger := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrl.SetLogger(logger)
+			opts.Logger = logger
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return fmt.Errorf("finding the Kubernetes API server: %w", err)
+			}
+			return operator.Run(ctrl.SetupSignalHandler(), cfg, opts)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&opts.SystemNamespace, "system-namespace", operatorSystemNamespace(), "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set")
+	f.StringVar(&opts.KeyPrefix, "key-prefix", apikey.DefaultPrefix, "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter")
+	f.DurationVar(&opts.RevealTTL, "reveal-ttl", operator.DefaultRevealTTL, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)")
+	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
+	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus metrics; "0" disables them`)
+	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
+	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")
+	f.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)")
+	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
+	zapOpts.BindFlags(gofs)
+	f.AddGoFlagSet(gofs)
+	return cmd
+}
+
+// operatorSystemNamespace is the pod's namespace when running in a cluster (the downward API
+// sets POD_NAMESPACE), else switchboard's default.
+func operatorSystemNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return switchboardv1alpha1.DefaultSystemNamespace
 }

@@ -4,19 +4,227 @@ package operator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/controllers"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
 )
 
-// Options configure the operator.
+// Defaults of Options.
+const (
+	// DefaultRevealTTL is how long an unclaimed reveal Secret lives.
+	DefaultRevealTTL = time.Hour
+	// DefaultLeaderElectionID names the Lease the replicas compete for.
+	DefaultLeaderElectionID = "switchboard-operator.switchboard.dev"
+	// DefaultQPS and DefaultBurst raise client-go's 5/10, which throttles a busy operator.
+	DefaultQPS = 50
+	// DefaultBurst is the client's burst above DefaultQPS.
+	DefaultBurst = 100
+	// EventSource is the reporting controller of the operator's Events.
+	EventSource = "switchboard-operator"
+)
+
+// Options configure the operator. The zero value of each field is replaced by its default.
 type Options struct {
-	// SystemNamespace holds the hash Secrets.
+	// SystemNamespace holds the hash Secrets (default switchboard-system).
 	SystemNamespace string
-	// KeyPrefix begins every generated key.
+	// KeyPrefix begins every generated key (default "sb").
 	KeyPrefix string
+	// RevealTTL is how long an unclaimed reveal Secret lives (default 1h).
+	RevealTTL time.Duration
+
+	// LeaderElection makes replicas elect one active operator; Run's callers turn it on.
+	LeaderElection bool
+	// LeaderElectionID names the Lease (default DefaultLeaderElectionID).
+	LeaderElectionID string
+	// LeaderElectionNamespace holds the Lease (default SystemNamespace).
+	LeaderElectionNamespace string
+	// MetricsBindAddress serves Prometheus metrics; "" or "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
+	HealthProbeBindAddress string
+	// QPS and Burst limit the client (defaults DefaultQPS and DefaultBurst).
+	QPS float32
+	// Burst is the client's burst.
+	Burst int
+
+	// Logger logs for the manager and the controllers (default: controller-runtime's global logger).
+	Logger logr.Logger
+	// Clock tells the time for expiry, grace and reveal deadlines (default: the real clock).
+	// Tests pass a fake clock.
+	Clock clock.PassiveClock
+	// Namespaces restricts what the manager watches (default: all). Tests that run several
+	// operators against one API server give each its own namespaces; SystemNamespace is added.
+	Namespaces []string
+	// SkipControllerNameValidation lets several managers in one process register the same
+	// controllers (tests).
+	SkipControllerNameValidation bool
+}
+
+// withDefaults returns o with its zero fields set to their defaults, or an error for bad values.
+func (o Options) withDefaults() (Options, error) {
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = switchboardv1alpha1.DefaultSystemNamespace
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = apikey.DefaultPrefix
+	}
+	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
+		return o, err
+	}
+	if o.RevealTTL == 0 {
+		o.RevealTTL = DefaultRevealTTL
+	}
+	if o.RevealTTL < 0 {
+		return o, fmt.Errorf("the reveal TTL must be positive, got %s", o.RevealTTL)
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = DefaultLeaderElectionID
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.SystemNamespace
+	}
+	if o.MetricsBindAddress == "" {
+		o.MetricsBindAddress = "0"
+	}
+	if o.HealthProbeBindAddress == "" {
+		o.HealthProbeBindAddress = "0"
+	}
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = ctrl.Log
+	}
+	o.Logger = capVerbosity(o.Logger)
+	return o, nil
+}
+
+// CacheOptions returns the manager cache configuration the controllers are built for: only
+// switchboard's own Secrets (by label), and no managedFields, which the controllers never read.
+func CacheOptions(opts Options) cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{switchboardv1alpha1.LabelManagedBy: switchboardv1alpha1.ManagedByValue})
+	c := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: managed}},
+	}
+	if len(opts.Namespaces) > 0 {
+		c.DefaultNamespaces = map[string]cache.Config{opts.SystemNamespace: {}}
+		for _, ns := range opts.Namespaces {
+			c.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return c
+}
+
+// NewScheme returns a scheme with the core Kubernetes types and switchboard's.
+func NewScheme() *k8sruntime.Scheme {
+	scheme := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(switchboardv1alpha1.AddToScheme(scheme))
+	return scheme
+}
+
+// NewManager returns a manager with the operator's controllers, not started yet.
+func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        NewScheme(),
+		Logger:                        opts.Logger,
+		Cache:                         CacheOptions(opts),
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := SetupWithManager(context.Background(), mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// SetupWithManager adds the Connection and APIKey controllers to mgr. Other components' tests
+// call it to run the real controllers in their own manager; give that manager CacheOptions.
+func SetupWithManager(ctx context.Context, mgr manager.Manager, opts Options) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	ctrlOpts := controller.Options{}
+	if opts.SkipControllerNameValidation {
+		ctrlOpts.SkipNameValidation = ptr.To(true)
+	}
+	conns := &controllers.ConnectionReconciler{Client: mgr.GetClient(), ControllerOptions: ctrlOpts}
+	if err := conns.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the Connection controller: %w", err)
+	}
+	keys := &controllers.APIKeyReconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorder(EventSource),
+		Clock:             opts.Clock,
+		SystemNamespace:   opts.SystemNamespace,
+		KeyPrefix:         opts.KeyPrefix,
+		RevealTTL:         opts.RevealTTL,
+		ControllerOptions: ctrlOpts,
+	}
+	if err := keys.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the APIKey controller: %w", err)
+	}
+	return nil
 }
 
 // Run runs the operator until ctx is done.
-func Run(_ context.Context, _ *rest.Config, _ Options) error {
-	return errors.New("the operator is not implemented yet")
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	if cfg == nil {
+		return errors.New("operator: no Kubernetes client configuration")
+	}
+	mgr, err := NewManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
 }

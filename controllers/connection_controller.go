@@ -1,0 +1,257 @@
+// Package controllers holds switchboard's reconcilers: Connections get their public ids, and
+// APIKeys become hashed keys with a one-time reveal.
+package controllers
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// ConnectionIDIndex indexes Connections by their public id: status.id and spec.id, so that a
+// pinned id collides with an assigned one before its owner has a status.
+const ConnectionIDIndex = "switchboard.dev/connection-id"
+
+// generatedIDLength is the number of base36 characters after "conn_": 20 × log2(36) ≈ 103 bits.
+const generatedIDLength = 20
+
+// maxIDAttempts bounds the retries of a generated id that collides (never seen in practice).
+const maxIDAttempts = 5
+
+// ConnectionReconciler assigns each Connection its public id, once.
+type ConnectionReconciler struct {
+	// Client reads through the manager's cache (with ConnectionIDIndex) and writes status.
+	Client client.Client
+	// ControllerOptions tune the controller (tests skip the name validation).
+	ControllerOptions controller.Options
+}
+
+// +kubebuilder:rbac:groups=switchboard.dev,resources=connections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=connections/status,verbs=get;update;patch
+
+// SetupWithManager indexes Connections by id and registers the reconciler with mgr.
+func (r *ConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &switchboardv1alpha1.Connection{}, ConnectionIDIndex, connectionIDs); err != nil {
+		return fmt.Errorf("indexing Connections by id: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&switchboardv1alpha1.Connection{}).
+		// A Connection that gives up an id (deleted) lets a conflicting one take it.
+		Watches(&switchboardv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.sameID)).
+		Named("connection").
+		WithOptions(r.ControllerOptions).
+		Complete(r)
+}
+
+// sameID maps a Connection to the other Connections that want one of its ids.
+func (r *ConnectionReconciler) sameID(ctx context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, id := range connectionIDs(obj) {
+		var list switchboardv1alpha1.ConnectionList
+		if err := r.Client.List(ctx, &list, client.MatchingFields{ConnectionIDIndex: id}); err != nil {
+			log.FromContext(ctx).Error(err, "listing Connections by id", "id", id)
+			continue
+		}
+		for _, o := range list.Items {
+			if o.UID != obj.GetUID() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
+			}
+		}
+	}
+	return reqs
+}
+
+// connectionIDs is the index function of ConnectionIDIndex.
+func connectionIDs(obj client.Object) []string {
+	conn, ok := obj.(*switchboardv1alpha1.Connection)
+	if !ok {
+		return nil
+	}
+	var ids []string
+	for _, id := range []string{conn.Status.ID, conn.Spec.ID} {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Reconcile gives the Connection its id and patches the status once, at the end.
+func (r *ConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	conn := &switchboardv1alpha1.Connection{}
+	if err := r.Client.Get(ctx, req.NamespacedName, conn); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !conn.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := conn.DeepCopy()
+	defer func() {
+		conn.Status.ObservedGeneration = conn.Generation
+		if err := patchConnectionStatus(ctx, r.Client, before, conn); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+	return ctrl.Result{}, r.reconcile(ctx, conn)
+}
+
+func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv1alpha1.Connection) error {
+	if conn.Status.ID != "" {
+		// Assigned once, kept forever, even when a later object claims the same spec.id.
+		if other, err := r.outrankedBy(ctx, conn, conn.Status.ID); err != nil {
+			return err
+		} else if other != nil {
+			setConnectionIDConflict(conn, conn.Status.ID, other)
+			return nil
+		}
+		setConnectionReady(conn)
+		return nil
+	}
+	if conn.Spec.ID != "" {
+		other, err := r.outrankedBy(ctx, conn, conn.Spec.ID)
+		if err != nil {
+			return err
+		}
+		if other != nil {
+			setConnectionIDConflict(conn, conn.Spec.ID, other)
+			return nil
+		}
+		conn.Status.ID = conn.Spec.ID
+		setConnectionReady(conn)
+		return nil
+	}
+	for range maxIDAttempts {
+		id, err := GenerateConnectionID()
+		if err != nil {
+			return err
+		}
+		used, err := r.idUsed(ctx, conn, id)
+		if err != nil {
+			return err
+		}
+		if !used {
+			conn.Status.ID = id
+			setConnectionReady(conn)
+			log.FromContext(ctx).Info("assigned connection id", "id", id)
+			return nil
+		}
+	}
+	return errors.New("could not generate an unused connection id")
+}
+
+// holders lists the other Connections that use id, in spec or status.
+func (r *ConnectionReconciler) holders(ctx context.Context, conn *switchboardv1alpha1.Connection, id string) ([]switchboardv1alpha1.Connection, error) {
+	var list switchboardv1alpha1.ConnectionList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{ConnectionIDIndex: id}); err != nil {
+		return nil, fmt.Errorf("listing Connections with id %s: %w", id, err)
+	}
+	others := list.Items[:0]
+	for _, o := range list.Items {
+		if o.UID != conn.UID {
+			others = append(others, o)
+		}
+	}
+	return others, nil
+}
+
+func (r *ConnectionReconciler) idUsed(ctx context.Context, conn *switchboardv1alpha1.Connection, id string) (bool, error) {
+	others, err := r.holders(ctx, conn, id)
+	return len(others) > 0, err
+}
+
+// outrankedBy returns the Connection that has a better claim to id than conn, if any: one that
+// already holds it in status while conn does not, or else the older one (then by namespace/name).
+func (r *ConnectionReconciler) outrankedBy(ctx context.Context, conn *switchboardv1alpha1.Connection, id string) (*switchboardv1alpha1.Connection, error) {
+	others, err := r.holders(ctx, conn, id)
+	if err != nil {
+		return nil, err
+	}
+	for i := range others {
+		if outranks(&others[i], conn, id) {
+			return &others[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// outranks reports whether a has a better claim to id than b.
+func outranks(a, b *switchboardv1alpha1.Connection, id string) bool {
+	aHolds, bHolds := a.Status.ID == id, b.Status.ID == id
+	if aHolds != bHolds {
+		return aHolds
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+}
+
+// GenerateConnectionID returns "conn_" and 20 random lower-case base36 characters from crypto/rand.
+func GenerateConnectionID() (string, error) {
+	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+	buf := make([]byte, 0, len(switchboardv1alpha1.ConnectionIDPrefix)+generatedIDLength)
+	buf = append(buf, switchboardv1alpha1.ConnectionIDPrefix...)
+	limit := big.NewInt(int64(len(alphabet)))
+	for range generatedIDLength {
+		n, err := rand.Int(rand.Reader, limit)
+		if err != nil {
+			return "", fmt.Errorf("reading random bytes for a connection id: %w", err)
+		}
+		buf = append(buf, alphabet[n.Int64()])
+	}
+	return string(buf), nil
+}
+
+func setConnectionReady(conn *switchboardv1alpha1.Connection) {
+	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
+		Type:               switchboardv1alpha1.ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             switchboardv1alpha1.ReasonIDAssigned,
+		Message:            "the connection's public id is " + conn.Status.ID,
+		ObservedGeneration: conn.Generation,
+	})
+}
+
+func setConnectionIDConflict(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) {
+	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
+		Type:   switchboardv1alpha1.ConditionReady,
+		Status: metav1.ConditionFalse,
+		Reason: switchboardv1alpha1.ReasonIDConflict,
+		Message: fmt.Sprintf("id %s is already used by Connection %s/%s: ids are unique in the cluster, so pick another spec.id",
+			id, other.Namespace, other.Name),
+		ObservedGeneration: conn.Generation,
+	})
+}
+
+// patchConnectionStatus patches the status when it changed, with an optimistic lock so that a
+// stale cached object can never assign a second id.
+func patchConnectionStatus(ctx context.Context, c client.Client, before, conn *switchboardv1alpha1.Connection) error {
+	if equality.Semantic.DeepEqual(before.Status, conn.Status) {
+		return nil
+	}
+	err := c.Status().Patch(ctx, conn, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("patching the status of Connection %s/%s: %w", conn.Namespace, conn.Name, err)
+	}
+	return nil
+}

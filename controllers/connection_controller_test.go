@@ -1,0 +1,169 @@
+package controllers_test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/controllers"
+)
+
+var generatedID = regexp.MustCompile(`^conn_[a-z0-9]{20}$`)
+
+func TestGenerateConnectionID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id, err := controllers.GenerateConnectionID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !generatedID.MatchString(id) {
+			t.Fatalf("generated id %q does not match %s", id, generatedID)
+		}
+		if seen[id] {
+			t.Fatalf("generated id %q twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+func newConnection(ns, name, id string) *switchboardv1alpha1.Connection {
+	return &switchboardv1alpha1.Connection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       switchboardv1alpha1.ConnectionSpec{ID: id, Provider: "postgres"},
+	}
+}
+
+// readyConnection waits until the Connection has an id and Ready=True, and returns it.
+func readyConnection(t *testing.T, key client.ObjectKey) *switchboardv1alpha1.Connection {
+	t.Helper()
+	conn := &switchboardv1alpha1.Connection{}
+	eventually(t, "Connection "+key.String()+" to get its id", func() error {
+		if err := env.Client.Get(testCtx(t), key, conn); err != nil {
+			return err
+		}
+		if conn.Status.ID == "" {
+			return fmt.Errorf("no id yet")
+		}
+		if conn.Status.ObservedGeneration != conn.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", conn.Status.ObservedGeneration, conn.Generation)
+		}
+		return hasCondition(conn.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue, switchboardv1alpha1.ReasonIDAssigned)
+	})
+	return conn
+}
+
+// TestConnectionIDsAssignedOnceAndStable: generated ids are unique, well-formed, and survive a
+// restart of the operator unchanged; spec.id pins the id.
+func TestConnectionIDsAssignedOnceAndStable(t *testing.T) {
+	t.Parallel()
+	ns, system := env.Namespace(t, "conn-ids"), env.Namespace(t, "conn-ids-system")
+	op := startOperator(t, nil, system, ns)
+
+	const n = 12
+	ids := map[string]string{}
+	for i := range n {
+		id := ""
+		if i == 0 {
+			id = "conn_pinned" + strings.ToLower(ns[len(ns)-5:])
+		}
+		if err := env.Client.Create(testCtx(t), newConnection(ns, fmt.Sprintf("c%d", i), id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range n {
+		conn := readyConnection(t, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("c%d", i)})
+		if i == 0 {
+			if conn.Status.ID != conn.Spec.ID {
+				t.Fatalf("spec.id %s did not pin the id: status.id is %s", conn.Spec.ID, conn.Status.ID)
+			}
+		} else if !generatedID.MatchString(conn.Status.ID) {
+			t.Fatalf("generated id %q is not conn_ + 20 base36 characters", conn.Status.ID)
+		}
+		if seen[conn.Status.ID] {
+			t.Fatalf("id %s assigned twice", conn.Status.ID)
+		}
+		seen[conn.Status.ID] = true
+		ids[conn.Name] = conn.Status.ID
+	}
+
+	// A restarted operator (a new manager, a new cache) keeps every id, even after the
+	// Connections change.
+	op.stop()
+	startOperator(t, nil, system, ns)
+	for name, id := range ids {
+		conn := &switchboardv1alpha1.Connection{}
+		if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: ns, Name: name}, conn); err != nil {
+			t.Fatal(err)
+		}
+		conn.Spec.DisplayName = "renamed " + name
+		if err := env.Client.Update(testCtx(t), conn); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the restarted operator to observe "+name, func() error {
+			got := readyConnection(t, client.ObjectKeyFromObject(conn))
+			if got.Status.ObservedGeneration != conn.Generation {
+				return fmt.Errorf("observedGeneration %d, want %d", got.Status.ObservedGeneration, conn.Generation)
+			}
+			if got.Status.ID != id {
+				t.Fatalf("id of %s changed across a restart: %s → %s", name, id, got.Status.ID)
+			}
+			return nil
+		})
+	}
+}
+
+// TestConnectionIDConflict: a second Connection pinning an id another one holds, in another
+// namespace, is refused with IDConflict naming the holder, and gets the id once the holder goes.
+func TestConnectionIDConflict(t *testing.T) {
+	t.Parallel()
+	ns1, ns2, system := env.Namespace(t, "conn-a"), env.Namespace(t, "conn-b"), env.Namespace(t, "conn-conflict-system")
+	startOperator(t, nil, system, ns1, ns2)
+
+	id := "conn_shared" + strings.ToLower(ns1[len(ns1)-5:])
+	first := newConnection(ns1, "first", id)
+	if err := env.Client.Create(testCtx(t), first); err != nil {
+		t.Fatal(err)
+	}
+	readyConnection(t, client.ObjectKeyFromObject(first))
+
+	second := newConnection(ns2, "second", id)
+	if err := env.Client.Create(testCtx(t), second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "IDConflict on the second Connection", func() error {
+		got := &switchboardv1alpha1.Connection{}
+		if err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(second), got); err != nil {
+			return err
+		}
+		if got.Status.ID != "" {
+			t.Fatalf("the second Connection got the id %s its namesake holds", got.Status.ID)
+		}
+		if err := hasCondition(got.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonIDConflict); err != nil {
+			return err
+		}
+		c, _ := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady)
+		if !strings.Contains(c.Message, ns1+"/first") {
+			t.Fatalf("the IDConflict message does not name the holder %s/first: %q", ns1, c.Message)
+		}
+		return nil
+	})
+	// The first keeps its id and stays Ready.
+	if got := readyConnection(t, client.ObjectKeyFromObject(first)); got.Status.ID != id {
+		t.Fatalf("the holder lost its id: %s", got.Status.ID)
+	}
+
+	// Deleting the holder frees the id (Connections have no finalizer).
+	if err := env.Client.Delete(testCtx(t), first); err != nil {
+		t.Fatal(err)
+	}
+	if got := readyConnection(t, client.ObjectKeyFromObject(second)); got.Status.ID != id {
+		t.Fatalf("the second Connection got %s, want the freed id %s", got.Status.ID, id)
+	}
+}
