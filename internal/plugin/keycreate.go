@@ -9,7 +9,10 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -86,7 +89,7 @@ func (o *keyCreateOptions) build(namespace, name string) (*switchboardv1alpha1.A
 		key.Spec.ExpiresAt = &t
 	}
 	if o.selector != "" {
-		sel, err := metav1.ParseToLabelSelector(o.selector)
+		sel, err := parseSelector(o.selector)
 		if err != nil {
 			return nil, fmt.Errorf("--selector %q is not a label selector: %w", o.selector, err)
 		}
@@ -198,9 +201,11 @@ func printIssued(ctx context.Context, o *Options, k *switchboardv1alpha1.APIKey,
 		return explain(err, action{verb: "delete", resource: "secrets", kind: "Secret", namespace: k.Namespace, name: ""})
 	}
 	if output == outputJSON {
-		return writeJSON(o.Out, keyResult{Name: k.Name, Namespace: k.Namespace, Key: got.Key, Hint: got.Hint, ExpiresAt: expires})
+		err = writeJSON(o.Out, keyResult{Name: k.Name, Namespace: k.Namespace, Key: got.Key, Hint: got.Hint, ExpiresAt: expires})
+	} else {
+		_, err = fmt.Fprintln(o.Out, got.Key)
 	}
-	if _, err := fmt.Fprintln(o.Out, got.Key); err != nil {
+	if err != nil {
 		return fmt.Errorf("printing the key: %w", err)
 	}
 	fmt.Fprintf(o.ErrOut, "Warning: APIKey %s/%s %s (hint %s). This key will not be shown again: store it now.%s\n",
@@ -259,4 +264,42 @@ func (o *keyRevealOptions) run(ctx context.Context, name string) error {
 		return err
 	}
 	return printIssued(ctx, o.Options, k, o.output, "revealed", "")
+}
+
+// parseSelector turns a kubectl-style label selector ("team=data,env!=prod,tier in (a,b)")
+// into the LabelSelector of spec.connectionSelector.
+func parseSelector(s string) (*metav1.LabelSelector, error) {
+	parsed, err := labels.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	reqs, _ := parsed.Requirements()
+	sel := &metav1.LabelSelector{}
+	for _, r := range reqs {
+		var values []string
+		if r.Values().Len() > 0 {
+			values = sets.List(sets.Set[string](r.Values()))
+		}
+		var op metav1.LabelSelectorOperator
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals:
+			if sel.MatchLabels == nil {
+				sel.MatchLabels = map[string]string{}
+			}
+			sel.MatchLabels[r.Key()] = values[0] // Parse guarantees exactly one value
+			continue
+		case selection.NotEquals, selection.NotIn:
+			op = metav1.LabelSelectorOpNotIn
+		case selection.In:
+			op = metav1.LabelSelectorOpIn
+		case selection.Exists:
+			op = metav1.LabelSelectorOpExists
+		case selection.DoesNotExist:
+			op = metav1.LabelSelectorOpDoesNotExist
+		default:
+			return nil, fmt.Errorf("operator %q is not supported by a label selector", r.Operator())
+		}
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key(), Operator: op, Values: values})
+	}
+	return sel, nil
 }

@@ -1,0 +1,249 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/server"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// env is the real control plane; the real operator runs against it in this process.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	e, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	env = e
+	defer func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.EnsureNamespace(ctx, switchboardv1alpha1.DefaultSystemNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, "creating the system namespace:", err)
+		cancel()
+		return 1
+	}
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listening for the API server:", err)
+		cancel()
+		return 1
+	}
+	apiURL = "http://" + listener.Addr().String()
+	stopped := make(chan error, 2)
+	go func() {
+		err := operator.Run(ctx, e.Config, operator.Options{
+			SystemNamespace:        switchboardv1alpha1.DefaultSystemNamespace,
+			MetricsBindAddress:     "0",
+			HealthProbeBindAddress: "0",
+		})
+		stopped <- wrapIf("the operator", err)
+	}()
+	go func() {
+		err := server.Run(ctx, e.Config, server.Options{
+			Listener:               listener,
+			SystemNamespace:        switchboardv1alpha1.DefaultSystemNamespace,
+			HealthProbeBindAddress: "0",
+			ShutdownDelay:          -1,
+			LastUsedFlush:          200 * time.Millisecond,
+			LastUsedInterval:       time.Second,
+			FailureRate:            -1,
+		})
+		stopped <- wrapIf("the API server", err)
+	}()
+	code := m.Run()
+	cancel()
+	for range 2 {
+		if err := <-stopped; err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// apiURL is the base URL of the real /v1 API server running in this process.
+var apiURL string
+
+func wrapIf(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s stopped with an error: %w", what, err)
+}
+
+// apiStatus is the HTTP status of GET /v1/connections with key as the bearer key.
+func apiStatus(t *testing.T, key string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, apiURL+"/v1/connections", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("calling the API server: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// eventuallyStatus waits (the server's cache follows the API server) until GET
+// /v1/connections with key answers want.
+func eventuallyStatus(t *testing.T, key string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := apiStatus(t, key)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/connections answered %d, want %d", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func streams(out, errOut io.Writer, in string) genericiooptions.IOStreams {
+	return genericiooptions.IOStreams{In: strings.NewReader(in), Out: out, ErrOut: errOut}
+}
+
+// result is what one run of the plugin produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// kubeconfig writes a kubeconfig file for cfg's identity (client certificate or bearer
+// token) with namespace as the context's namespace, as a user's would be.
+func kubeconfig(t *testing.T, cfg *rest.Config, namespace string) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "user", Namespace: namespace}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// run runs `kubectl switchboard args…` in-process, through the same entry point as the
+// binary, as the identity of cfg in namespace, with stdin as its input.
+func run(t *testing.T, cfg *rest.Config, namespace, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut strings.Builder
+	full := append([]string{"--kubeconfig", kubeconfig(t, cfg, namespace)}, args...)
+	code := Main(testContext(t), streams(&out, &errOut, stdin), nil, full)
+	return result{stdout: out.String(), stderr: errOut.String(), code: code}
+}
+
+// admin runs the plugin as the cluster admin.
+func admin(t *testing.T, namespace string, args ...string) result {
+	t.Helper()
+	return run(t, env.Config, namespace, "", args...)
+}
+
+// mustSucceed fails the test unless r exited 0.
+func mustSucceed(t *testing.T, r result) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// mustFail fails the test unless r exited non-zero with one line on stderr containing want.
+func mustFail(t *testing.T, r result, want string) {
+	t.Helper()
+	if r.code == 0 {
+		t.Fatalf("succeeded, want a failure with %q\nstdout: %s\nstderr: %s", want, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, want) {
+		t.Fatalf("stderr %q lacks %q", r.stderr, want)
+	}
+	if lines := strings.Count(strings.TrimRight(r.stderr, "\n"), "\n") + 1; lines != 1 {
+		t.Fatalf("want one line on stderr, got %d: %q", lines, r.stderr)
+	}
+}
+
+// serviceAccountConfig creates a ServiceAccount bound to a Role with rules in namespace and
+// returns a client configuration that carries a token minted for it (TokenRequest API).
+func serviceAccountConfig(t *testing.T, namespace, name string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	ctx := testContext(t)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: rules}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}
+	for _, obj := range []client.Object{sa, role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	token, err := clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token: %v", err)
+	}
+	return &rest.Config{
+		Host:            env.Config.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData},
+		BearerToken:     token.Status.Token,
+	}
+}
+
+// rule grants verbs on resources of group.
+func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
+}
