@@ -260,6 +260,22 @@ func TestAPIKeyIssued(t *testing.T) {
 	kt.waitEvent(got, "KeyCreated", got.Status.KeyHint)
 	kt.assertNoPlaintext(got, plaintext)
 
+	// The API server writes lastUsedAt; the operator's later status patches leave it alone.
+	used := metav1.NewTime(time.Now().Truncate(time.Second))
+	withUse := got.DeepCopy()
+	withUse.Status.LastUsedAt = &used
+	if err := env.Client.Status().Patch(testCtx(t), withUse, client.MergeFrom(got)); err != nil {
+		t.Fatal(err)
+	}
+	kt.op.clock.Step(revealTTL + time.Second)
+	poke(t, got)
+	got = kt.waitFor(got, "the reveal to expire", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionRevealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevealExpired)
+	})
+	if got.Status.LastUsedAt == nil || !got.Status.LastUsedAt.Equal(&used) {
+		t.Fatalf("the operator clobbered status.lastUsedAt: %v, want %v", got.Status.LastUsedAt, used)
+	}
+
 	// With the operator warm, issuing is a handful of API calls.
 	start = time.Now()
 	kt.waitIssued(kt.create("ci-warm", nil), 1)

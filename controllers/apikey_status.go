@@ -74,8 +74,10 @@ func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1
 // reconcileReveal follows the one-time reveal Secret: claimed when it disappears before its
 // deadline, deleted (RevealExpired) when the deadline passes unclaimed.
 func (r *APIKeyReconciler) reconcileReveal(ctx context.Context, key *switchboardv1alpha1.APIKey, now time.Time) (time.Duration, error) {
+	// Followed even when spec.secretName was set after the reveal was published: delivery
+	// starts with the next key, and this one stays claimable until its deadline.
 	name := key.Status.RevealSecretName
-	if key.Spec.SecretName != "" || name == "" {
+	if name == "" {
 		return 0, nil
 	}
 	deadline := key.Status.RevealExpiresAt

@@ -1,0 +1,163 @@
+package operator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Run(m, &env) }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRun runs the operator as `switchboard operator` does: leader election, probes, metrics;
+// it takes the Lease, serves the probes and metrics, issues keys, and stops when told.
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	system, tenant := env.Namespace(t, "run-system"), env.Namespace(t, "run-tenant")
+	health, metrics := freeAddr(t), freeAddr(t)
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- operator.Run(runCtx, env.Config, operator.Options{
+			SystemNamespace:              system,
+			LeaderElection:               true,
+			HealthProbeBindAddress:       health,
+			MetricsBindAddress:           metrics,
+			SkipControllerNameValidation: true,
+		})
+	}()
+
+	eventually(t, "the leader election Lease", func() error {
+		var lease coordinationv1.Lease
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: operator.DefaultLeaderElectionID}, &lease); err != nil {
+			return err
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			return errors.New("no holder")
+		}
+		return nil
+	})
+	for _, url := range []string{"http://" + health + "/healthz", "http://" + health + "/readyz", "http://" + metrics + "/metrics"} {
+		eventually(t, url, func() error {
+			resp, err := http.Get(url) //nolint:gosec // a test URL built from a local address
+			if err != nil {
+				return err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		})
+	}
+
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "run"}}
+	if err := env.Client.Create(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the key issued", func() error {
+		got := &switchboardv1alpha1.APIKey{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(key), got); err != nil {
+			return err
+		}
+		if got.Status.KeyGeneration != 1 {
+			return errors.New("not issued yet")
+		}
+		return nil
+	})
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v after its context ended", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// TestManagerCachesOnlyOwnSecrets: the manager's cache holds switchboard's Secrets only, and
+// without managedFields.
+func TestManagerCachesOnlyOwnSecrets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := env.Namespace(t, "cache")
+	mgr, err := operator.NewManager(env.Config, operator.Options{SystemNamespace: ns, Namespaces: []string{ns}, SkipControllerNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = mgr.Start(mgrCtx) }()
+
+	// "theirs" first: the watch delivers in order, so once "ours" is cached, "theirs" would be too.
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ours", Labels: map[string]string{switchboardv1alpha1.LabelManagedBy: switchboardv1alpha1.ManagedByValue}}},
+	} {
+		if err := env.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the cache to list switchboard's Secret", func() error {
+		var list corev1.SecretList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d Secrets cached", len(list.Items))
+		}
+		if list.Items[0].Name != "ours" {
+			t.Fatalf("the cache holds Secret %s, which switchboard does not manage", list.Items[0].Name)
+		}
+		if len(list.Items[0].ManagedFields) != 0 {
+			t.Fatal("the cache keeps managedFields")
+		}
+		return nil
+	})
+}
