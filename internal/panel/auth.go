@@ -8,6 +8,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -47,6 +48,7 @@ func newMapper() meta.RESTMapper {
 	add(switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection", meta.RESTScopeNamespace)
 	add(corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret", meta.RESTScopeNamespace)
 	add(corev1.SchemeGroupVersion.WithKind("Namespace"), "namespaces", "namespace", meta.RESTScopeRoot)
+	add(authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview"), "selfsubjectaccessreviews", "selfsubjectaccessreview", meta.RESTScopeRoot)
 	return m
 }
 

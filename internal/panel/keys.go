@@ -30,6 +30,10 @@ type keysData struct {
 	ConnectionsError string
 	Form             createForm
 	ExpiryChoices    []expiryChoice
+
+	// claimed is the reveal Secret this response claimed: the operator has not noticed yet,
+	// but the table must not offer to show that key again.
+	claimed string
 }
 
 // revealedKey is a key shown once, in the response to the POST that claimed it.
@@ -153,6 +157,11 @@ func (h *handler) showKeys(w http.ResponseWriter, r *http.Request, s *session, s
 			}
 			data.KeysError = p.Message
 		} else {
+			for i := range keys.Items {
+				if k := &keys.Items[i]; data.claimed != "" && k.Status.RevealSecretName == data.claimed {
+					k.Status.RevealSecretName = ""
+				}
+			}
 			data.Keys = keyRows(keys.Items, now)
 		}
 		var conns switchboardv1alpha1.ConnectionList
@@ -211,6 +220,10 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
 	defer cancel()
 	act := action{Verb: "create", Resource: "apikeys", Group: switchboardv1alpha1.GroupVersion.Group, Namespace: ns, Name: key.Name}
+	if p := checkAccess(ctx, s.client, ns, createNeeds); p != nil {
+		h.fail(w, r, s, data, *p)
+		return
+	}
 	if err := s.client.Create(ctx, key); err != nil {
 		h.fail(w, r, s, data, describe(err, act))
 		return
@@ -264,6 +277,7 @@ func (h *handler) claimAndShow(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	h.opts.Logger.Info("revealed APIKey", "user", s.user, "namespace", key.Namespace, "name", key.Name, "hint", revealed.Hint, "keyGeneration", revealed.Generation)
 	data.Revealed = &revealedKey{Name: key.Name, Key: revealed.Key, Hint: revealed.Hint, Rotated: revealed.Generation > 1}
+	data.claimed = key.Status.RevealSecretName
 	if v := key.Status.PreviousKeyValidUntil; v != nil && h.opts.Clock.Now().Before(v.Time) {
 		data.Revealed.PreviousValidUntil = v.UTC().Format("2006-01-02 15:04 UTC")
 	}

@@ -16,20 +16,21 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // Defaults of Options.
 const (
 	DefaultSessionIdleTimeout = 30 * time.Minute
 	DefaultSessionMaxAge      = 8 * time.Hour
-	DefaultRevealTimeout      = 30 * time.Second
+	DefaultRevealTimeout      = 20 * time.Second
 	DefaultPollInterval       = 250 * time.Millisecond
 )
 
 // Options configure the panel. The zero value is usable.
 type Options struct {
 	// Logger gets one line per sign-in and per change (user, namespace, APIKey, hint). Keys
-	// and tokens never reach it.
+	// and tokens never reach it. Default: controller-runtime's logger, named "panel".
 	Logger logr.Logger
 	// SecureCookies marks the session cookie Secure on plain-HTTP requests too, for a panel
 	// behind a TLS-terminating proxy. Cookies set over TLS are always Secure.
@@ -39,7 +40,8 @@ type Options struct {
 	// SessionMaxAge ends a session this long after sign-in, used or not (default 8 hours).
 	SessionMaxAge time.Duration
 	// RevealTimeout bounds the wait for the operator to issue a created or rotated key
-	// (default 30 seconds).
+	// (default 20 seconds, so that the answer is written well within the 30-second write
+	// timeout of the listener that serves the panel).
 	RevealTimeout time.Duration
 	// PollInterval is how often the panel reads an APIKey while waiting for the operator
 	// (default 250 milliseconds).
@@ -50,7 +52,7 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.Logger.GetSink() == nil {
-		o.Logger = logr.Discard()
+		o.Logger = ctrl.Log.WithName("panel")
 	}
 	if o.SessionIdleTimeout <= 0 {
 		o.SessionIdleTimeout = DefaultSessionIdleTimeout

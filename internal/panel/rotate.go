@@ -102,6 +102,10 @@ func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *session) 
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
 	defer cancel()
 	act := action{Verb: "patch", Resource: "apikeys", Group: switchboardv1alpha1.GroupVersion.Group, Namespace: ns, Name: name}
+	if p := checkAccess(ctx, s.client, ns, rotateNeeds); p != nil {
+		h.fail(w, r, s, data, *p)
+		return
+	}
 	if key.Spec.Rotation == nil || key.Spec.Rotation.RequestedAt != requestedAt {
 		before := key.DeepCopy()
 		key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: requestedAt, GracePeriod: metav1.Duration{Duration: grace.Period}}

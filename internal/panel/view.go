@@ -91,8 +91,12 @@ func relative(t, now time.Time) string {
 	return humanDuration(d) + " ago"
 }
 
-// humanDuration rounds down to the largest unit that fits.
+// humanDuration rounds down to the largest unit that fits, after rounding to the minute, so
+// that a key created to expire in a year says "in 1 year" a few seconds later.
 func humanDuration(d time.Duration) string {
+	if d >= time.Minute {
+		d = d.Round(time.Minute)
+	}
 	units := []struct {
 		size time.Duration
 		name string
@@ -169,7 +173,7 @@ func keyNotes(k *switchboardv1alpha1.APIKey, now time.Time) []string {
 		notes = append(notes, "Delivered to Secret "+k.Spec.SecretName)
 	}
 	if v := k.Status.PreviousKeyValidUntil; v != nil && now.Before(v.Time) && !k.Spec.Revoked {
-		notes = append(notes, "Previous key valid "+relative(v.Time, now))
+		notes = append(notes, "Previous key expires "+relative(v.Time, now))
 	}
 	return notes
 }

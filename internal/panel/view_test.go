@@ -24,6 +24,7 @@ func TestRelative(t *testing.T) {
 		{"weeks ago", now.Add(-15 * 24 * time.Hour), "2 weeks ago"},
 		{"in a month", now.Add(31 * 24 * time.Hour), "in 1 month"},
 		{"in a year", now.Add(366 * 24 * time.Hour), "in 1 year"},
+		{"in a year, seconds later", now.Add(365*24*time.Hour - 3*time.Second), "in 1 year"},
 		{"in under a second", now.Add(time.Millisecond), "in less than a second"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,411 @@
+package panel_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/panel"
+	"github.com/switchboard-dev/switchboard/internal/server"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// systemNS holds the operator's hash Secrets in these tests.
+const systemNS = "switchboard-system"
+
+var (
+	env  *testenv.Env
+	kube kubernetes.Interface
+	// operatorDone receives the operator's error if it stops; the tests that need it fail then.
+	operatorDone = make(chan error, 1)
+	// v1URL is the real /v1 API server, serverDone receives its error if it stops.
+	v1URL      string
+	serverDone = make(chan error, 1)
+)
+
+// TestMain starts the real control plane and the real operator in this process: the panel
+// is tested against both, as it runs in production.
+func TestMain(m *testing.M) {
+	e, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	env = e
+	kube = kubernetes.NewForConfigOrDie(e.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.EnsureNamespace(ctx, systemNS); err != nil {
+		fmt.Fprintln(os.Stderr, "creating the system namespace:", err)
+		os.Exit(1)
+	}
+	go func() {
+		operatorDone <- operator.Run(ctx, e.Config, operator.Options{SystemNamespace: systemNS, Logger: logr.Discard()})
+	}()
+	// The real /v1 API server, to prove that a key the panel shows authenticates.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listening for the /v1 server:", err)
+		os.Exit(1)
+	}
+	v1URL = "http://" + l.Addr().String()
+	quiet := logr.Discard()
+	go func() {
+		serverDone <- server.Run(ctx, e.Config, server.Options{
+			Listener: l, SystemNamespace: systemNS, FailureRate: -1, ShutdownDelay: -1, Logger: &quiet,
+			LastUsedInterval: time.Second, LastUsedFlush: 200 * time.Millisecond,
+		})
+	}()
+	code := m.Run()
+	cancel()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// requireOperator fails a test that needs the operator when it is not running.
+func requireOperator(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-operatorDone:
+		operatorDone <- err
+		t.Fatalf("the operator is not running, so no key can be issued: %v", err)
+	default:
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Rules a key owner needs in the panel.
+var (
+	ownerRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"connections"}, Verbs: []string{"get", "list"}},
+	}
+	readOnlyRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list"}},
+	}
+	noSecretRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+	}
+)
+
+// grant creates a ServiceAccount bound to a Role with rules in ns and mints a token for it with
+// the TokenRequest API (envtest runs no token controller).
+func grant(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := testCtx(t)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := env.Client.Create(ctx, sa); err != nil {
+		t.Fatalf("creating ServiceAccount: %v", err)
+	}
+	if len(rules) > 0 {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+		}
+		for _, obj := range []client.Object{role, binding} {
+			if err := env.Client.Create(ctx, obj); err != nil {
+				t.Fatalf("creating %T: %v", obj, err)
+			}
+		}
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token: %v", err)
+	}
+	return tr.Status.Token
+}
+
+// logBuffer collects the panel's log lines, to prove that no key or token reaches them.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *logBuffer) logger() logr.Logger {
+	return funcr.NewJSON(func(obj string) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.lines = append(b.lines, obj)
+	}, funcr.Options{})
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
+
+// startPanel serves a panel for one test over plain HTTP.
+func startPanel(t *testing.T, opts panel.Options) *httptest.Server {
+	t.Helper()
+	h, err := panel.NewHandler(env.Config, opts)
+	if err != nil {
+		t.Fatalf("NewHandler: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// visitor is a cookie-keeping HTTP client: a browser without JavaScript.
+type visitor struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+	csrf string
+}
+
+func newVisitor(t *testing.T, srv *httptest.Server) *visitor {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	c.Jar = jar
+	return &visitor{t: t, base: srv.URL, c: c}
+}
+
+var csrfPattern = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// page is a response as the tests look at it.
+type page struct {
+	status int
+	header http.Header
+	body   string
+	url    *url.URL
+}
+
+func (v *visitor) do(req *http.Request) page {
+	v.t.Helper()
+	resp, err := v.c.Do(req)
+	if err != nil {
+		v.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	if m := csrfPattern.FindSubmatch(body); m != nil {
+		v.csrf = string(m[1])
+	}
+	return page{status: resp.StatusCode, header: resp.Header, body: string(body), url: resp.Request.URL}
+}
+
+func (v *visitor) get(path string) page {
+	v.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, v.base+path, nil)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return v.do(req)
+}
+
+// post sends a form as it is; the caller adds csrf_token when it means to.
+func (v *visitor) post(path string, form url.Values) page {
+	v.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, v.base+path, bytes.NewBufferString(form.Encode()))
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return v.do(req)
+}
+
+// postCSRF sends a form with the CSRF token of the last page.
+func (v *visitor) postCSRF(path string, form url.Values) page {
+	v.t.Helper()
+	form.Set("csrf_token", v.csrf)
+	return v.post(path, form)
+}
+
+// signIn signs in with token and lands on the keys page of ns.
+func (v *visitor) signIn(token, ns string) page {
+	v.t.Helper()
+	v.get("/login")
+	p := v.postCSRF("/login", url.Values{"token": {token}})
+	if p.status != http.StatusOK || p.url.Path != "/keys" {
+		v.t.Fatalf("sign-in landed on %s with %d: %s", p.url, p.status, errorLine(p.body))
+	}
+	return v.get("/keys?namespace=" + ns)
+}
+
+var (
+	newKeyPattern = regexp.MustCompile(`id="new-key"[^>]*\svalue="([^"]*)"`)
+	errorPattern  = regexp.MustCompile(`(?s)class="error"[^>]*>(.*?)</p>`)
+	noticePattern = regexp.MustCompile(`(?s)class="notice"[^>]*>(.*?)</p>`)
+)
+
+// revealedKey is the key a page shows once, or "".
+func revealedKey(body string) string {
+	if m := newKeyPattern.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// errorLine is the page's error line, or "".
+func errorLine(body string) string {
+	if m := errorPattern.FindStringSubmatch(body); m != nil {
+		return html.UnescapeString(m[1])
+	}
+	return ""
+}
+
+// hashSecret reads the APIKey's hash Secret in the system namespace.
+func hashSecret(t *testing.T, ns, name string) (*switchboardv1alpha1.APIKey, *corev1.Secret) {
+	t.Helper()
+	ctx := testCtx(t)
+	var key switchboardv1alpha1.APIKey
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &key); err != nil {
+		t.Fatalf("reading APIKey %s/%s: %v", ns, name, err)
+	}
+	var secret corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "apikey-" + string(key.UID)}, &secret); err != nil {
+		t.Fatalf("reading the hash Secret of %s/%s: %v", ns, name, err)
+	}
+	return &key, &secret
+}
+
+// requireHash fails unless key is well formed and its SHA-256 is the current hash of ns/name.
+func requireHash(t *testing.T, ns, name, key string) {
+	t.Helper()
+	if err := apikey.Parse(key, apikey.DefaultPrefix); err != nil {
+		t.Fatalf("the page showed a malformed key (hint %s): %v", apikey.Hint(key), err)
+	}
+	_, secret := hashSecret(t, ns, name)
+	if got, want := string(secret.Data[switchboardv1alpha1.HashSecretCurrentKey]), apikey.Sum(key).String(); got != want {
+		t.Fatalf("hash Secret holds %s, the shown key hashes to %s", got, want)
+	}
+}
+
+func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+func sha(key string) string { return apikey.Sum(key).String() }
+
+// regexpValue reads a hidden field's value from a form.
+func regexpValue(t *testing.T, body, field string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="` + regexp.QuoteMeta(field) + `" value="([^"]*)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s field on the page", field)
+	}
+	return m[1]
+}
+
+// waitFor polls cond for up to 30 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out after 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// bindClusterNamespaceReader lets a ServiceAccount list namespaces.
+func bindClusterNamespaceReader(t *testing.T, ns, sa string) {
+	t.Helper()
+	name := "ns-reader-" + ns + "-" + sa
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(testCtx(t), obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+}
+
+// v1Status calls GET /v1/connections with key and returns the status and the error code.
+func v1Status(t *testing.T, key string) (int, string) {
+	t.Helper()
+	select {
+	case err := <-serverDone:
+		serverDone <- err
+		t.Fatalf("the /v1 server is not running: %v", err)
+	default:
+	}
+	req, err := http.NewRequest(http.MethodGet, v1URL+"/v1/connections", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/connections: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Connections []struct {
+			ID string `json:"id"`
+		} `json:"connections"`
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Error.Code
+}
+
+// requireV1 waits (the server learns of keys through its informers) until GET /v1/connections
+// with key answers status.
+func requireV1(t *testing.T, key string, status int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, code := v1Status(t, key)
+		if got == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/connections with the key (hint %s): %d %s, want %d", apikey.Hint(key), got, code, status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
