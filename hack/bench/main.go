@@ -1,0 +1,134 @@
+// Command bench measures switchboard on this machine and writes docs/benchmarks.md: /v1
+// throughput against a bare net/http handler serving the same bytes, latency at half the
+// maximum rate, revocation latency, the server's memory per cached Connection, page latency
+// in a large namespace, operator throughput, and the hot path's Go benchmarks.
+//
+// It starts a real control plane (internal/testenv), runs bin/switchboard operator and
+// bin/switchboard server as separate processes, and drives them from this process with
+// internal/loadgen, everything on loopback. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+type options struct {
+	out        string
+	bin        string
+	duration   time.Duration
+	rounds     int
+	conns      int
+	scale      []int
+	operatorN  int
+	revokeN    int
+	bareListen string
+	bareBody   string
+}
+
+func main() {
+	var o options
+	var scale string
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
+	flag.StringVar(&o.bin, "bin", "bin/switchboard", "the switchboard binary")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
+	flag.IntVar(&o.rounds, "rounds", 3, "throughput runs of each handler, interleaved; the median is reported")
+	flag.IntVar(&o.conns, "connections", 16, "keep-alive connections of the load generator")
+	flag.StringVar(&scale, "scale", "10000,50000", "cached Connection counts to measure memory at")
+	flag.IntVar(&o.operatorN, "operator-keys", 5000, "APIKeys created at once for the operator throughput")
+	flag.IntVar(&o.revokeN, "revoke-keys", 50, "keys revoked one by one for the revocation latency")
+	flag.StringVar(&o.bareListen, "bare-listen", "", "internal: serve the bare handler on this address")
+	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
+	flag.Parse()
+	if o.bareListen != "" {
+		if err := serveBare(o.bareListen, o.bareBody); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: bare handler:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	for _, s := range strings.Split(scale, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: bad -scale value %q\n", s)
+			os.Exit(2)
+		}
+		o.scale = append(o.scale, n)
+	}
+	// The bench reports through its own output; controller-runtime's client would otherwise
+	// complain that no logger was set.
+	ctrllog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// serveBare is the baseline: net/http writing pre-serialised bytes, nothing else.
+func serveBare(addr, bodyFile string) error {
+	body, err := os.ReadFile(filepath.Clean(bodyFile))
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(body)
+		}),
+	}
+	return srv.Serve(l)
+}
+
+// freeAddr returns a loopback address nobody listens on.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// waitHTTP polls url until it answers want or ctx ends.
+func waitHTTP(ctx context.Context, url string, want int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer %d in %s", url, want, timeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

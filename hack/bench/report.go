@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/loadgen"
+)
+
+type scalePoint struct {
+	n       int
+	live    int64
+	rss     int64
+	fill    time.Duration
+	pageP50 time.Duration
+	pageP99 time.Duration
+}
+
+// report holds what the run measured; write renders it as docs/benchmarks.md.
+type report struct {
+	cores    int
+	total    time.Duration
+	conns    int
+	duration time.Duration
+	rounds   int
+
+	bareRPS, authRPS []float64
+	bodyBytes        int
+	loadErrors       int
+
+	latencyRate              float64
+	authLatency, bareLatency loadgen.Result
+
+	revocations []time.Duration
+
+	operatorN      int
+	operatorCreate time.Duration
+	operatorReady  time.Duration
+
+	scaleBase scalePoint
+	scale     []scalePoint
+
+	benchLines []string
+}
+
+func newReport() *report { return &report{} }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+func percentile(ds []time.Duration, q float64) time.Duration {
+	return loadgen.Result{Latencies: ds}.Percentile(q)
+}
+
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	if dirty, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(dirty) > 0 {
+		commit += " (with uncommitted changes)"
+	}
+	return commit
+}
+
+func (r *report) write(path string) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	bare, auth := median(r.bareRPS), median(r.authRPS)
+	p("# switchboard benchmarks")
+	p("")
+	p("Written by `make bench` (`go run ./hack/bench`); every number below is what that run measured.")
+	p("Commit %s, %s, %d cores (`nproc`), Go %s. The whole run took %s.", gitCommit(), time.Now().UTC().Format("2006-01-02 15:04 MST"), r.cores, goVersion(), r.total.Round(time.Second))
+	p("")
+	p("Everything runs on this one machine over loopback: a control plane built from source (etcd + kube-apiserver),")
+	p("`bin/switchboard operator` and `bin/switchboard server` as separate processes, and the load generator")
+	p("(`internal/loadgen`, keep-alive connections) in the bench process. The load generator shares the cores with the")
+	p("server, so absolute figures are lower than on a dedicated client machine; the ratios compare runs made side by side.")
+	p("")
+	p("## 1. Throughput: authenticated `GET /v1/connections` vs a bare handler")
+	p("")
+	p("Both serve the same %d-byte body (10 connections). The bare handler is `net/http` writing those bytes; the", r.bodyBytes)
+	p("switchboard server parses the header, checks the checksum, hashes the key, looks it up, checks the key's state")
+	p("and writes the namespace's pre-encoded list. %d rounds of %s each, interleaved, %d connections, 1 s warm-up each; medians.", r.rounds, r.duration, r.conns)
+	p("")
+	p("| handler | requests/s (median) | all rounds |")
+	p("|---|---|---|")
+	p("| bare `net/http` | %.0f | %s |", bare, floats(r.bareRPS))
+	p("| switchboard, authenticated | %.0f | %s |", auth, floats(r.authRPS))
+	p("")
+	p("**Ratio: %.2f** (target ≥ 0.85). Failed or unexpected responses during all load runs: %d.", auth/bare, r.loadErrors)
+	p("")
+	p("## 2. Latency at half the maximum rate")
+	p("")
+	p("Open loop at %.0f requests/s (half the median authenticated maximum) for 10 s, each latency measured from the", r.latencyRate)
+	p("request's scheduled start, so a stall is not hidden by the client waiting for it.")
+	p("")
+	p("| handler | requests | p50 | p99 | p99.9 | max |")
+	p("|---|---|---|---|---|---|")
+	for _, row := range []struct {
+		name string
+		res  loadgen.Result
+	}{{"switchboard, authenticated", r.authLatency}, {"bare `net/http`", r.bareLatency}} {
+		p("| %s | %d | %s | %s | %s | %s |", row.name, row.res.Requests, ms(row.res.Percentile(0.5)), ms(row.res.Percentile(0.99)), ms(row.res.Percentile(0.999)), ms(row.res.Percentile(1)))
+	}
+	p("")
+	p("Target: p99 ≤ 1 ms.")
+	p("")
+	p("## 3. Revocation latency")
+	p("")
+	p("For each of %d keys, one client polls `/v1/connections` every millisecond while the bench patches", len(r.revocations))
+	p("`spec.revoked: true`; the figure is from the start of the patch to the first 401. The server learns of the")
+	p("revocation from its APIKey informer (and the operator's deletion of the hash Secret), whichever comes first.")
+	p("")
+	rev := slices.Clone(r.revocations)
+	slices.Sort(rev)
+	p("| keys | p50 | p99 | max |")
+	p("|---|---|---|---|")
+	p("| %d | %s | %s | %s |", len(rev), ms(percentile(rev, 0.5)), ms(percentile(rev, 0.99)), ms(percentile(rev, 1)))
+	p("")
+	p("Target: p99 ≤ 1 s.")
+	p("")
+	p("## 4. Scale: memory per cached Connection and one page in a large namespace")
+	p("")
+	p("Connections are created in one namespace (32 parallel creates), the operator assigns their ids, and the bench")
+	p("waits until the server lists them all. Live heap is read from the server's own GC trace (`GODEBUG=gctrace=1`,")
+	p("the live heap after the mark phase of a GC forced by requests after the fill), RSS from `/proc`. Per-object")
+	p("figures are the growth over the empty baseline divided by the number of Connections. They include the")
+	p("informer's trimmed object and the index's pre-encoded JSON. The page is `?limit=100` from a cursor in the middle")
+	p("of the namespace (reached by following `Link` headers), requested back to back on one keep-alive connection;")
+	p("the latency is what the client sees over loopback, which bounds the server's time from above.")
+	p("")
+	p("| Connections | fill time | live heap | per Connection | RSS | RSS per Connection | page of 100: p50 | p99 |")
+	p("|---|---|---|---|---|---|---|---|")
+	p("| 0 (baseline) | – | %s | – | %s | – | – | – |", fmtBytes(r.scaleBase.live), fmtBytes(r.scaleBase.rss))
+	for _, s := range r.scale {
+		p("| %d | %s | %s | %s | %s | %s | %s | %s |", s.n, s.fill.Round(time.Second), fmtBytes(s.live),
+			fmtBytes((s.live-r.scaleBase.live)/int64(s.n)), fmtBytes(s.rss), fmtBytes((s.rss-r.scaleBase.rss)/int64(s.n)), ms(s.pageP50), ms(s.pageP99))
+	}
+	p("")
+	p("Targets: ≤ 3 KiB per cached object; one page of 100 from a 10k-Connection namespace ≤ 1 ms.")
+	p("")
+	p("## 5. Operator throughput")
+	p("")
+	p("%d APIKeys created at once (32 parallel creates, done in %s) in one namespace; the operator", r.operatorN, r.operatorCreate.Round(time.Millisecond))
+	p("(`--kube-api-qps=1000 --kube-api-burst=2000`) issues each one: a reveal Secret, a hash Secret and a status patch.")
+	p("")
+	p("| APIKeys | all Ready after | keys/s |")
+	p("|---|---|---|")
+	p("| %d | %s | %.0f |", r.operatorN, r.operatorReady.Round(time.Millisecond), float64(r.operatorN)/r.operatorReady.Seconds())
+	p("")
+	p("Target: ≤ 60 s for 5,000.")
+	p("")
+	p("## 6. Hot path (`go test -bench . -benchmem`)")
+	p("")
+	p("```")
+	for _, l := range r.benchLines {
+		p("%s", l)
+	}
+	p("```")
+	p("")
+	p("## Rerunning")
+	p("")
+	p("- Everything: `make bench` (builds the binaries and the control plane when missing).")
+	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale 10000 -operator-keys 1000 -revoke-keys 50`.")
+	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
+	p("- Logs of each run's processes are kept in the temporary directory the bench prints first.")
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func floats(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// rig is the system under measurement.
+type rig struct {
+	env      *testenv.Env
+	dir      string
+	apiURL   string
+	server   *proc
+	operator *proc
+	report   *report
+}
+
+func run(ctx context.Context, o options) error {
+	started := time.Now()
+	dir, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: logs in %s\n", dir)
+	env, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(env.Config, kubeconfig); err != nil {
+		return err
+	}
+	if err := env.EnsureNamespace(ctx, "switchboard-system"); err != nil {
+		return err
+	}
+	r := &rig{env: env, dir: dir, report: newReport()}
+	kenv := []string{"KUBECONFIG=" + kubeconfig}
+
+	r.operator, err = startProc("operator", dir, kenv, o.bin, "operator", "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")
+	if err != nil {
+		return err
+	}
+	defer r.operator.stop()
+
+	api, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	health, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	r.apiURL = "http://" + api
+	// The failure limiter is off: the revocation run makes 50 clients fail on purpose, and
+	// throughput is measured for valid keys, which the limiter never slows anyway.
+	r.server, err = startProc("server", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "server", "--listen="+api,
+		"--metrics-bind-address=0", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
+	if err != nil {
+		return err
+	}
+	defer r.server.stop()
+	if err := waitHTTP(ctx, "http://"+health+"/readyz", 200, 60*time.Second); err != nil {
+		return fmt.Errorf("the server did not become ready (see %s): %w", filepath.Join(dir, "server.log"), err)
+	}
+
+	steps := []struct {
+		name string
+		fn   func(context.Context, options) error
+	}{
+		{"throughput and latency", r.throughput},
+		{"revocation latency", r.revocation},
+		{"operator throughput", r.operatorThroughput},
+		{"scale", r.scaleMemory},
+		{"hot path", r.hotPath},
+	}
+	for _, s := range steps {
+		t := time.Now()
+		fmt.Printf("bench: %s…\n", s.name)
+		if err := s.fn(ctx, o); err != nil {
+			return fmt.Errorf("%s: %w (logs in %s)", s.name, err, dir)
+		}
+		fmt.Printf("bench: %s done in %s\n", s.name, time.Since(t).Round(time.Second))
+	}
+	r.report.total = time.Since(started)
+	r.report.cores = runtime.NumCPU()
+	if err := r.report.write(o.out); err != nil {
+		return err
+	}
+	fmt.Printf("bench: wrote %s in %s\n", o.out, time.Since(started).Round(time.Second))
+	return nil
+}

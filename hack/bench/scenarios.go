@@ -1,0 +1,450 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/loadgen"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// fastClient is an admin client whose rate limit does not shape what the bench measures.
+func (r *rig) fastClient() (client.Client, error) {
+	cfg := *r.env.Config
+	cfg.QPS, cfg.Burst = 5000, 10000
+	return client.New(&cfg, client.Options{Scheme: testenv.NewScheme()})
+}
+
+// parallel runs fn(i) for i in [0, n) on width goroutines and returns the first error.
+func parallel(n, width int, fn func(i int) error) error {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range width {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := fn(i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func (r *rig) createConnections(ctx context.Context, c client.Client, ns string, from, to int) error {
+	return parallel(to-from, 32, func(i int) error {
+		n := from + i
+		conn := &switchboardv1alpha1.Connection{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("conn-%06d", n), Labels: map[string]string{"tier": "bench"}},
+			Spec: switchboardv1alpha1.ConnectionSpec{
+				DisplayName: fmt.Sprintf("Connection %d", n), Provider: "postgres",
+				Metadata: map[string]string{"region": "eu-west-1"},
+			},
+		}
+		return c.Create(ctx, conn)
+	})
+}
+
+// issueKeys creates APIKeys and claims their keys once the operator publishes them.
+func (r *rig) issueKeys(ctx context.Context, c client.Client, ns string, names []string) (map[string]string, error) {
+	for _, name := range names {
+		if err := c.Create(ctx, &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			return nil, err
+		}
+	}
+	keys := map[string]string{}
+	var mu sync.Mutex
+	err := parallel(len(names), 8, func(i int) error {
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			var ak switchboardv1alpha1.APIKey
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: names[i]}, &ak); err != nil {
+				return err
+			}
+			if ak.Status.RevealSecretName != "" {
+				got, err := reveal.Claim(ctx, c, &ak)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				keys[names[i]] = got.Key
+				mu.Unlock()
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return fmt.Errorf("APIKey %s/%s was not issued in 2 minutes", ns, names[i])
+	})
+	return keys, err
+}
+
+func bearer(key string) http.Header { return http.Header{"Authorization": {"Bearer " + key}} }
+
+// get fetches url with key and returns the status and body.
+func get(ctx context.Context, url, key string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = bearer(key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// waitListed waits until the key lists exactly n connections.
+func (r *rig) waitListed(ctx context.Context, key string, n int, timeout time.Duration) ([]byte, error) {
+	deadline := time.Now().Add(timeout)
+	got := -1
+	for time.Now().Before(deadline) {
+		status, body, err := get(ctx, r.apiURL+"/v1/connections", key)
+		if err == nil && status == http.StatusOK {
+			if got = bytes.Count(body, []byte(`{"id":"conn_`)); got == n {
+				return body, nil
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("the server listed %d connections, not %d, after %s", got, n, timeout)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func (r *rig) throughput(ctx context.Context, o options) error {
+	c, err := r.fastClient()
+	if err != nil {
+		return err
+	}
+	const ns = "bench-throughput"
+	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	if err := r.createConnections(ctx, c, ns, 0, 10); err != nil {
+		return err
+	}
+	keys, err := r.issueKeys(ctx, c, ns, []string{"load"})
+	if err != nil {
+		return err
+	}
+	key := keys["load"]
+	body, err := r.waitListed(ctx, key, 10, time.Minute)
+	if err != nil {
+		return err
+	}
+	bodyFile := filepath.Join(r.dir, "body.json")
+	if err := os.WriteFile(bodyFile, body, 0o600); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bareAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile)
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	if err := waitHTTP(ctx, "http://"+bareAddr+"/", 200, 10*time.Second); err != nil {
+		return err
+	}
+	authT := loadgen.Target{URL: r.apiURL + "/v1/connections", Header: bearer(key), WantStatus: http.StatusOK}
+	bareT := loadgen.Target{URL: "http://" + bareAddr + "/v1/connections", WantStatus: http.StatusOK}
+
+	var bareRPS, authRPS []float64
+	errs := 0
+	for range o.rounds {
+		for _, t := range []struct {
+			target loadgen.Target
+			into   *[]float64
+		}{{bareT, &bareRPS}, {authT, &authRPS}} {
+			res, err := loadgen.ClosedLoop(ctx, t.target, o.conns, time.Second, o.duration)
+			if err != nil {
+				return err
+			}
+			errs += res.Errors
+			*t.into = append(*t.into, res.RPS())
+		}
+	}
+	rep := r.report
+	rep.bareRPS, rep.authRPS, rep.bodyBytes, rep.loadErrors = bareRPS, authRPS, len(body), errs
+	rep.conns, rep.duration, rep.rounds = o.conns, o.duration, o.rounds
+
+	rate := median(authRPS) / 2
+	for _, t := range []struct {
+		target loadgen.Target
+		into   *loadgen.Result
+	}{{authT, &rep.authLatency}, {bareT, &rep.bareLatency}} {
+		res, err := loadgen.OpenLoop(ctx, t.target, o.conns, rate, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		rep.loadErrors += res.Errors
+		*t.into = res
+	}
+	rep.latencyRate = rate
+	return nil
+}
+
+func (r *rig) revocation(ctx context.Context, o options) error {
+	c, err := r.fastClient()
+	if err != nil {
+		return err
+	}
+	const ns = "bench-revoke"
+	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	names := make([]string, o.revokeN)
+	for i := range names {
+		names[i] = fmt.Sprintf("revoke-%03d", i)
+	}
+	keys, err := r.issueKeys(ctx, c, ns, names)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		got, err := r.revokeOne(ctx, c, ns, name, keys[name])
+		if err != nil {
+			return err
+		}
+		r.report.revocations = append(r.report.revocations, got)
+	}
+	return nil
+}
+
+// revokeOne polls /v1 with the key every millisecond, patches spec.revoked, and returns the
+// time from the start of the patch to the first 401.
+func (r *rig) revokeOne(ctx context.Context, c client.Client, ns, name, key string) (time.Duration, error) {
+	status, _, err := get(ctx, r.apiURL+"/v1/connections", key)
+	if err != nil {
+		return 0, fmt.Errorf("key %s before its revocation: %w", name, err)
+	}
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("key %s does not work before its revocation: status %d", name, status)
+	}
+	refused := make(chan time.Time, 1)
+	pollCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	go func() {
+		for pollCtx.Err() == nil {
+			status, _, err := get(pollCtx, r.apiURL+"/v1/connections", key)
+			if err == nil && status == http.StatusUnauthorized {
+				refused <- time.Now()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var ak switchboardv1alpha1.APIKey
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ak); err != nil {
+		return 0, err
+	}
+	base := ak.DeepCopy()
+	ak.Spec.Revoked = true
+	start := time.Now()
+	if err := c.Patch(ctx, &ak, client.MergeFrom(base)); err != nil {
+		return 0, err
+	}
+	select {
+	case at := <-refused:
+		return at.Sub(start), nil
+	case <-pollCtx.Done():
+		return 0, fmt.Errorf("key %s still worked 30 s after its revocation", name)
+	}
+}
+
+func (r *rig) operatorThroughput(ctx context.Context, o options) error {
+	c, err := r.fastClient()
+	if err != nil {
+		return err
+	}
+	const ns = "bench-operator"
+	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := parallel(o.operatorN, 32, func(i int) error {
+		return c.Create(ctx, &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("key-%05d", i)}})
+	}); err != nil {
+		return err
+	}
+	r.report.operatorCreate = time.Since(start)
+	deadline := start.Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		var list switchboardv1alpha1.APIKeyList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		ready := 0
+		for i := range list.Items {
+			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, switchboardv1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		if ready == o.operatorN {
+			r.report.operatorN, r.report.operatorReady = o.operatorN, time.Since(start)
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("%d APIKeys were not all Ready in 10 minutes", o.operatorN)
+}
+
+// liveHeap makes the server allocate (requests with a large junk header) until two more GCs
+// have run, and returns the live heap after the last one and the RSS.
+func (r *rig) liveHeap(ctx context.Context, key string) (int64, int64, error) {
+	before, _ := r.server.gc()
+	h := bearer(key)
+	h.Set("X-Padding", strings.Repeat("p", 6000))
+	t := loadgen.Target{URL: r.apiURL + "/v1/nothing-here", Header: h, WantStatus: http.StatusNotFound}
+	for range 600 {
+		if n, live := r.server.gc(); n >= before+2 {
+			rss, err := r.server.rss()
+			return live, rss, err
+		}
+		if _, err := loadgen.ClosedLoop(ctx, t, 4, 0, 100*time.Millisecond); err != nil {
+			return 0, 0, err
+		}
+	}
+	return 0, 0, errors.New("the server ran no GC in 60 s of requests (is GODEBUG=gctrace=1 reaching it?)")
+}
+
+func (r *rig) scaleMemory(ctx context.Context, o options) error {
+	c, err := r.fastClient()
+	if err != nil {
+		return err
+	}
+	const ns = "bench-scale"
+	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	keys, err := r.issueKeys(ctx, c, ns, []string{"scale"})
+	if err != nil {
+		return err
+	}
+	key := keys["scale"]
+	if _, err := r.waitListed(ctx, key, 0, time.Minute); err != nil {
+		return err
+	}
+	live0, rss0, err := r.liveHeap(ctx, key)
+	if err != nil {
+		return err
+	}
+	r.report.scaleBase = scalePoint{live: live0, rss: rss0}
+	have := 0
+	for _, n := range o.scale {
+		start := time.Now()
+		if err := r.createConnections(ctx, c, ns, have, n); err != nil {
+			return err
+		}
+		if _, err := r.waitListed(ctx, key, n, 15*time.Minute); err != nil {
+			return err
+		}
+		took := time.Since(start)
+		have = n
+		live, rss, err := r.liveHeap(ctx, key)
+		if err != nil {
+			return err
+		}
+		p50, p99, err := r.pageLatency(ctx, key, n)
+		if err != nil {
+			return err
+		}
+		r.report.scale = append(r.report.scale, scalePoint{n: n, live: live, rss: rss, fill: took, pageP50: p50, pageP99: p99})
+	}
+	return nil
+}
+
+// pageLatency follows Link headers to the middle of a namespace of n connections and measures
+// one page of 100 from there.
+func (r *rig) pageLatency(ctx context.Context, key string, n int) (time.Duration, time.Duration, error) {
+	url := r.apiURL + "/v1/connections?limit=100"
+	for range n / 200 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		req.Header = bearer(key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		link := resp.Header.Get("Link")
+		start, end := strings.Index(link, "<"), strings.Index(link, ">")
+		if resp.StatusCode != http.StatusOK || start < 0 || end < start {
+			return 0, 0, fmt.Errorf("paging: status %d, Link %q", resp.StatusCode, link)
+		}
+		url = r.apiURL + link[start+1:end]
+	}
+	res, err := loadgen.ClosedLoop(ctx, loadgen.Target{URL: url, Header: bearer(key), WantStatus: http.StatusOK}, 1, 500*time.Millisecond, 3*time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	return res.Percentile(0.5), res.Percentile(0.99), nil
+}
+
+func (r *rig) hotPath(ctx context.Context, _ options) error {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1",
+		"./internal/apikey/", "./internal/keyindex/", "./internal/server/")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go test -bench: %w\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "Benchmark") {
+			r.report.benchLines = append(r.report.benchLines, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	if len(r.report.benchLines) == 0 {
+		return errors.New("go test -bench printed no benchmark")
+	}
+	return nil
+}
+
+func fmtBytes(b int64) string {
+	switch {
+	case b >= 1<<20:
+		return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
+	case b >= 1<<10:
+		return strconv.FormatFloat(float64(b)/(1<<10), 'f', 2, 64) + " KiB"
+	}
+	return strconv.FormatInt(b, 10) + " B"
+}
