@@ -186,7 +186,8 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(40 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	if _, err := http.Get(s.URL + "/openapi.yaml"); err == nil {
+	if resp, err := http.Get(s.URL + "/openapi.yaml"); err == nil {
+		_ = resp.Body.Close()
 		t.Error("the listener still answers after Run returned")
 	}
 }

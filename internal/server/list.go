@@ -38,7 +38,7 @@ func parsePage(rawQuery string) (page, string) {
 			return p, "limit may be given once."
 		}
 		n, err := strconv.Atoi(vs[0])
-		if err != nil || n < 1 || n > MaxLimit {
+		if err != nil || n < 1 || n > MaxLimit || strings.TrimLeft(vs[0], "0123456789") != "" {
 			return p, "limit must be an integer from 1 to " + strconv.Itoa(MaxLimit) + "."
 		}
 		p.limit = n

@@ -1,0 +1,44 @@
+// Package bearer parses the Authorization header of RFC 6750 bearer requests, strictly and
+// without allocating: the API server calls it for every /v1 request.
+package bearer
+
+import "strings"
+
+// ParseAuthorization extracts the token of an `Authorization: Bearer <token>` header value.
+//
+// The scheme is matched case-insensitively ("bearer" works too), as RFC 7235 section 2.1 makes
+// auth-schemes case-insensitive. Exactly one space separates it from the token, and the token
+// must be an RFC 6750 b64token: one run of letters, digits and -._~+/ with optional trailing '='.
+// Anything else (another scheme, no token, two tokens, extra or other whitespace) is malformed.
+// It does not allocate.
+func ParseAuthorization(value string) (token string, ok bool) {
+	const scheme = "Bearer "
+	if len(value) <= len(scheme) || !strings.EqualFold(value[:len(scheme)], scheme) {
+		return "", false
+	}
+	token = value[len(scheme):]
+	i := 0
+	for i < len(token) && isB64TokenChar(token[i]) {
+		i++
+	}
+	if i == 0 {
+		return "", false
+	}
+	for i < len(token) && token[i] == '=' {
+		i++
+	}
+	if i != len(token) {
+		return "", false
+	}
+	return token, true
+}
+
+func isB64TokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		return true
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// TestRateLimitedAfterRepeatedFailures: an address that keeps failing gets 429 with
+// Retry-After, while a valid key from another address still gets 200.
+func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
+	ns := env.Namespace(t, "ratelimit")
+	k := newKey(t, ns, "good", switchboardv1alpha1.APIKeySpec{})
+	const burst = 5
+	s := startServer(t, nil, Options{
+		FailureRate: 0.01, FailureBurst: burst,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+	}, true)
+	from := func(addr, key string) response {
+		return s.request(t, http.MethodGet, "/v1/connections", func(h http.Header) {
+			h.Set("X-Forwarded-For", addr)
+			if key != "" {
+				h.Set("Authorization", "Bearer "+key)
+			}
+		})
+	}
+	limitedBefore := testutil.ToFloat64(authTotal.WithLabelValues(CodeRateLimited, ""))
+	for i := range burst {
+		if resp := from("203.0.113.7", "sb_live_guess"+strconv.Itoa(i)); resp.Status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, resp.Status)
+		}
+	}
+	resp := from("203.0.113.7", "sb_live_guess")
+	if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != CodeRateLimited {
+		t.Fatalf("after %d failures: %d %s, want 429 RATE_LIMITED", burst, resp.Status, resp.Body)
+	}
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After = %q, want whole seconds >= 1", resp.Header.Get("Retry-After"))
+	}
+	if resp := from("203.0.113.7", ""); resp.Status != http.StatusTooManyRequests {
+		t.Errorf("the limited address without a key: %d, want 429", resp.Status)
+	}
+	// Other clients are untouched: a valid key and even a failure of their own.
+	for range 20 {
+		if resp := from("203.0.113.8", k.Key); resp.Status != http.StatusOK {
+			t.Fatalf("a valid key from another address: %d, want 200", resp.Status)
+		}
+	}
+	if resp := from("198.51.100.1", "sb_live_other"); resp.Status != http.StatusUnauthorized {
+		t.Errorf("another address's first failure: %d, want 401", resp.Status)
+	}
+	// Exactly the two requests of the limited address were refused as RATE_LIMITED.
+	if got := testutil.ToFloat64(authTotal.WithLabelValues(CodeRateLimited, "")) - limitedBefore; got != 2 {
+		t.Errorf("RATE_LIMITED outcomes counted %v, want 2", got)
+	}
+}
+
+func TestClientAddress(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	tests := []struct {
+		name, remote string
+		xff          []string
+		trusted      []netip.Prefix
+		want         string
+	}{
+		{"no proxies configured", "10.1.1.1:5000", []string{"1.2.3.4"}, nil, "10.1.1.1"},
+		{"untrusted peer: header ignored", "192.0.2.1:5000", []string{"1.2.3.4"}, trusted, "192.0.2.1"},
+		{"trusted peer", "10.1.1.1:5000", []string{"1.2.3.4"}, trusted, "1.2.3.4"},
+		{"rightmost untrusted wins over a spoofed left", "10.1.1.1:5000", []string{"6.6.6.6, 1.2.3.4"}, trusted, "1.2.3.4"},
+		{"trusted hops skipped", "10.1.1.1:5000", []string{"1.2.3.4, 10.2.2.2,10.3.3.3"}, trusted, "1.2.3.4"},
+		{"several headers", "10.1.1.1:5000", []string{"6.6.6.6", "1.2.3.4, 10.9.9.9"}, trusted, "1.2.3.4"},
+		{"all trusted: leftmost", "10.1.1.1:5000", []string{"10.2.2.2, 10.3.3.3"}, trusted, "10.2.2.2"},
+		{"no header from a trusted peer", "10.1.1.1:5000", nil, trusted, "10.1.1.1"},
+		{"IPv6 peer", "[::1]:5000", []string{"2001:db8::1"}, trusted, "2001:db8::1"},
+		{"empty entries", "10.1.1.1:5000", []string{" , 1.2.3.4 , "}, trusted, "1.2.3.4"},
+		{"remote without port", "10.1.1.1", []string{"1.2.3.4"}, trusted, "1.2.3.4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/v1/connections", nil)
+			r.RemoteAddr = tt.remote
+			for _, v := range tt.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			if got := clientAddress(r, tt.trusted); got != tt.want {
+				t.Errorf("clientAddress = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFailureLimiter(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	l := newFailureLimiter(1, 3, 32)
+	for i := range 3 {
+		if blocked, _ := l.blocked("a", now); blocked {
+			t.Fatalf("blocked after %d failures", i)
+		}
+		l.fail("a", now)
+	}
+	blocked, wait := l.blocked("a", now)
+	if !blocked || wait <= 0 || wait > time.Second {
+		t.Fatalf("after the burst: blocked=%v wait=%v, want blocked for up to 1s", blocked, wait)
+	}
+	if blocked, _ := l.blocked("b", now); blocked {
+		t.Error("another address is blocked")
+	}
+	if blocked, _ := l.blocked("a", now.Add(time.Second)); blocked {
+		t.Error("still blocked after a token refilled")
+	}
+	// The LRU forgets the oldest addresses rather than grow without bound.
+	for i := range 1000 {
+		l.fail(strconv.Itoa(i), now)
+	}
+	n := 0
+	for i := range l.shards {
+		n += len(l.shards[i].entries)
+	}
+	if n > 32+limiterShards {
+		t.Errorf("the limiter remembers %d addresses, bound is about 32", n)
+	}
+	if newFailureLimiter(-1, 3, 32) != nil {
+		t.Error("a negative rate must disable the limiter")
+	}
+}
