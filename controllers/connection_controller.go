@@ -41,6 +41,8 @@ type ConnectionReconciler struct {
 	Client client.Client
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions controller.Options
+	// NewID generates an id (default GenerateConnectionID); tests make it collide.
+	NewID func() (string, error)
 }
 
 // +kubebuilder:rbac:groups=switchboard.dev,resources=connections,verbs=get;list;watch
@@ -137,8 +139,12 @@ func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv
 		setConnectionReady(conn)
 		return nil
 	}
+	newID := r.NewID
+	if newID == nil {
+		newID = GenerateConnectionID
+	}
 	for range maxIDAttempts {
-		id, err := GenerateConnectionID()
+		id, err := newID()
 		if err != nil {
 			return err
 		}

@@ -1,16 +1,23 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
+	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
 var generatedID = regexp.MustCompile(`^conn_[a-z0-9]{20}$`)
@@ -165,5 +172,67 @@ func TestConnectionIDConflict(t *testing.T) {
 	}
 	if got := readyConnection(t, client.ObjectKeyFromObject(second)); got.Status.ID != id {
 		t.Fatalf("the second Connection got %s, want the freed id %s", got.Status.ID, id)
+	}
+}
+
+// TestConnectionGeneratedIDCollision: a generated id that another Connection already uses is
+// thrown away and another one drawn.
+func TestConnectionGeneratedIDCollision(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "conn-collide")
+	taken := "conn_taken" + strings.ToLower(ns[len(ns)-5:])
+	fresh := "conn_fresh" + strings.ToLower(ns[len(ns)-5:])
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Cache:      operator.CacheOptions(operator.Options{SystemNamespace: ns, Namespaces: []string{ns}}),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	drawn := []string{}
+	r := &controllers.ConnectionReconciler{Client: mgr.GetClient(), NewID: func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		// The first draw collides with the pinned id of "holder"; the next is free.
+		id := taken
+		if len(drawn) > 0 {
+			id = fresh
+		}
+		drawn = append(drawn, id)
+		return id, nil
+	}}
+	if err := r.SetupWithManager(testCtx(t), mgr); err != nil {
+		t.Fatal(err)
+	}
+	holder := newConnection(ns, "holder", taken)
+	if err := env.Client.Create(testCtx(t), holder); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	readyConnection(t, client.ObjectKeyFromObject(holder))
+
+	drawer := newConnection(ns, "drawer", "")
+	if err := env.Client.Create(testCtx(t), drawer); err != nil {
+		t.Fatal(err)
+	}
+	if got := readyConnection(t, client.ObjectKeyFromObject(drawer)); got.Status.ID != fresh {
+		t.Fatalf("id %s, want the second draw %s after the first collided", got.Status.ID, fresh)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(drawn) != 2 || drawn[0] != taken {
+		t.Fatalf("draws %v, want the colliding one then a fresh one", drawn)
 	}
 }
