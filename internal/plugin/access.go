@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,6 +64,16 @@ func checkAccess(ctx context.Context, c client.Client, namespace string, perms .
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: you may not %s in namespace %q (needed to %s); ask a cluster administrator for a Role that grants %s; nothing was changed",
-		ErrForbidden, joinVerbs(missing), namespace, missing[0].purpose, joinVerbs(missing))
+	return fmt.Errorf("%w: %s may not %s in namespace %q (needed to %s); ask a cluster administrator for a Role that grants %s; nothing was changed",
+		ErrForbidden, whoAmI(ctx, c), joinVerbs(missing), namespace, missing[0].purpose, joinVerbs(missing))
+}
+
+// whoAmI names the user for error messages ("you (jane@example.com)"), as far as the API
+// server tells (SelfSubjectReview, which every authenticated user may create).
+func whoAmI(ctx context.Context, c client.Client) string {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil || review.Status.UserInfo.Username == "" {
+		return "you"
+	}
+	return fmt.Sprintf("you (%s)", review.Status.UserInfo.Username)
 }

@@ -135,7 +135,7 @@ func TestForbidden(t *testing.T) {
 		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "watch"),
 	})
 	r := run(t, reader, ns, "", "key", "create", "nope", "--timeout", "10s")
-	mustFail(t, r, `forbidden: you may not create apikeys.switchboard.dev`)
+	mustFail(t, r, `forbidden: you (system:serviceaccount:`+ns+`:reader) may not create apikeys.switchboard.dev`)
 	if !strings.Contains(r.stderr, `namespace "`+ns+`"`) {
 		t.Fatalf("the error should name the namespace: %q", r.stderr)
 	}
@@ -150,7 +150,7 @@ func TestForbidden(t *testing.T) {
 		rule("", secrets, "get"),
 	})
 	r = run(t, noDelete, ns, "", "key", "create", "nope", "--timeout", "10s")
-	mustFail(t, r, "forbidden: you may not delete secrets")
+	mustFail(t, r, `forbidden: you (system:serviceaccount:`+ns+`:no-delete) may not delete secrets in namespace "`+ns+`"`)
 	if err := env.Client.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: "nope"}, &switchboardv1alpha1.APIKey{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a refused create left an APIKey behind: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestForbidden(t *testing.T) {
 		t.Fatal("a forbidden revoke revoked the key")
 	}
 	r = run(t, noDelete, ns, "", "key", "rotate", "kept")
-	mustFail(t, r, "forbidden: you may not delete secrets")
+	mustFail(t, r, "may not delete secrets")
 	if getAPIKey(t, ns, "kept").Spec.Rotation != nil {
 		t.Fatal("a refused rotate requested a rotation")
 	}
@@ -195,4 +195,49 @@ func TestPanelErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFail(t, admin(t, ns, "panel", "-n", ns), "no running and ready pod behind the panel Service")
+}
+
+// TestPanelForwardFailureIsClear goes as far as envtest allows: it has no kubelet, so the API
+// server cannot reach the pod's node; the plugin must say so in one line, not hang.
+func TestPanelForwardFailureIsClear(t *testing.T) {
+	ns := env.Namespace(t, "panelpod")
+	ctx := testContext(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "no-kubelet-"}}
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 1 // nothing listens there
+	if err := env.Client.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "server-0", Labels: map[string]string{"app": "switchboard-server"}},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{
+			Name: "server", Image: "switchboard", Ports: []corev1.ContainerPort{{Name: "panel", ContainerPort: 8081}},
+		}}},
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PanelServiceName},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "switchboard-server"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("panel")}},
+		},
+	}
+	if err := env.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	r := admin(t, ns, "panel", "-n", ns)
+	mustFail(t, r, "port-forwarding to pod "+ns+"/server-0")
+	if r.stdout != "" {
+		t.Fatalf("printed a URL although nothing is forwarded: %q", r.stdout)
+	}
 }

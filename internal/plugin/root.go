@@ -47,7 +47,12 @@ func NewCommand(streams genericiooptions.IOStreams, flags *genericclioptions.Con
 	if flags == nil {
 		flags = genericclioptions.NewConfigFlags(true)
 	}
-	o := &Options{IOStreams: streams, Flags: flags, Clock: clock.RealClock{}}
+	return newRootCommand(&Options{IOStreams: streams, Flags: flags, Clock: clock.RealClock{}})
+}
+
+// newRootCommand builds the command tree on o.
+func newRootCommand(o *Options) *cobra.Command {
+	streams, flags := o.IOStreams, o.Flags
 	root := &cobra.Command{
 		Use:   "kubectl-switchboard",
 		Short: "Manage switchboard API keys with your own Kubernetes identity",

@@ -27,6 +27,9 @@ func waitForKey(ctx context.Context, c client.Client, key types.NamespacedName, 
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		var k switchboardv1alpha1.APIKey
 		if err := c.Get(ctx, key, &k); err != nil {
+			if ctx.Err() != nil {
+				return false, nil //nolint:nilerr // the timeout (or an interrupt) struck during the read: say so below
+			}
 			failed = explain(err, action{verb: "get", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: key.Namespace, name: key.Name})
 			return false, failed
 		}
