@@ -268,18 +268,32 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options) *co
 		return operator.Run(ctx, rest.CopyConfig(cfg), operator.Options{
 			SystemNamespace: opts.SystemNamespace,
 			KeyPrefix:       opts.KeyPrefix,
+			// One replica in one process: no Lease, and no extra listeners to collide.
+			LeaderElection:         false,
+			MetricsBindAddress:     "0",
+			HealthProbeBindAddress: "0",
 		})
 	})
 	run("the API server", func(ctx context.Context) error {
-		return server.Run(ctx, rest.CopyConfig(cfg), server.Options{
-			Listen:          opts.Listen,
-			SystemNamespace: opts.SystemNamespace,
-			KeyPrefix:       opts.KeyPrefix,
-		})
+		serverOpts := server.Options{
+			Listen:                 opts.Listen,
+			SystemNamespace:        opts.SystemNamespace,
+			KeyPrefix:              opts.KeyPrefix,
+			MetricsBindAddress:     "0",
+			HealthProbeBindAddress: "0",
+			// No load balancer to drain from: Ctrl-C stops at once.
+			ShutdownDelay:   -1,
+			ShutdownTimeout: 5 * time.Second,
+		}
+		if enabled(opts.PanelListen) {
+			handler, err := panel.NewHandler(rest.CopyConfig(cfg), panel.Options{})
+			if err != nil {
+				return fmt.Errorf("the panel: %w", err)
+			}
+			serverOpts.PanelListen, serverOpts.Panel = opts.PanelListen, handler
+		}
+		return server.Run(ctx, rest.CopyConfig(cfg), serverOpts)
 	})
-	if enabled(opts.PanelListen) {
-		run("the panel", func(ctx context.Context) error { return servePanel(ctx, cfg, opts.PanelListen) })
-	}
 	return comps
 }
 
@@ -301,24 +315,6 @@ func (c *components) stop() {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-	}
-}
-
-func servePanel(ctx context.Context, cfg *rest.Config, addr string) error {
-	handler, err := panel.NewHandler(rest.CopyConfig(cfg), panel.Options{})
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdownCtx)
 	}
 }
 

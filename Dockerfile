@@ -1,0 +1,23 @@
+# syntax=docker/dockerfile:1
+# switchboard: one static binary that runs the operator (`switchboard operator`) or the /v1 API
+# server (`switchboard server`). Build: docker build -t REGISTRY/switchboard:TAG .
+
+FROM golang:1.26 AS build
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+ARG VERSION=dev
+WORKDIR /src
+# Dependencies first, so that a source change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY api/ api/
+COPY cmd/ cmd/
+COPY controllers/ controllers/
+COPY internal/ internal/
+# test/dockerfile_test.go runs this very command, so keep it on one line.
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=${VERSION}" -o /out/switchboard ./cmd/switchboard
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/switchboard /switchboard
+USER 65532:65532
+ENTRYPOINT ["/switchboard"]

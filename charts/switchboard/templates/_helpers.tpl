@@ -1,0 +1,89 @@
+{{/* Chart name, truncated to fit label values. */}}
+{{- define "switchboard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Prefix of every resource name. */}}
+{{- define "switchboard.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "switchboard.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "switchboard.labels" -}}
+helm.sh/chart: {{ include "switchboard.chart" . }}
+app.kubernetes.io/name: {{ include "switchboard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: switchboard
+{{- end -}}
+
+{{/* Selector labels of one component: call with (dict "ctx" $ "component" "server"). */}}
+{{- define "switchboard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "switchboard.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "switchboard.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "switchboard.operatorServiceAccount" -}}
+{{- if .Values.operator.serviceAccount.create -}}
+{{- default (printf "%s-operator" (include "switchboard.fullname" .)) .Values.operator.serviceAccount.name -}}
+{{- else -}}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "switchboard.serverServiceAccount" -}}
+{{- if .Values.server.serviceAccount.create -}}
+{{- default (printf "%s-server" (include "switchboard.fullname" .)) .Values.server.serviceAccount.name -}}
+{{- else -}}
+{{- required "server.serviceAccount.name is required when server.serviceAccount.create is false" .Values.server.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The restricted Pod Security Standard, for pods and containers. */}}
+{{- define "switchboard.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "switchboard.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Environment every container gets: its namespace, the system namespace. */}}
+{{- define "switchboard.podNamespaceEnv" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- end -}}

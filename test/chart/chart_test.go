@@ -1,0 +1,341 @@
+// Package chart tests the Helm chart and the kustomize tree the way a cluster would see them:
+// every rendering is applied with a server-side dry run against a real kube-apiserver, so the
+// API server itself validates each object (schemas, CRD schemas, admission).
+package chart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Run(m, &env) }
+
+const releaseNamespace = "switchboard-system"
+
+// allFeatures turns on every optional part of the chart.
+var allFeatures = []string{
+	"server.autoscaling.enabled=true",
+	"ingress.enabled=true",
+	"ingress.className=nginx",
+	"ingress.hosts[0].host=api.example.com",
+	"ingress.tls[0].secretName=api-tls",
+	"ingress.tls[0].hosts[0]=api.example.com",
+	"metrics.serviceMonitor.enabled=true",
+	"networkPolicy.enabled=true",
+	"networkPolicy.apiFrom[0].namespaceSelector.matchLabels.name=ingress",
+	"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+	"server.trustedProxies[0]=10.0.0.0/8",
+	"server.podAnnotations.example\\.com/team=platform",
+	"operator.nodeSelector.kubernetes\\.io/os=linux",
+}
+
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "switchboard") }
+
+// helmBinary is bin/helm-<version>, installed by `make helm-lint` (and `make test`).
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("HELM")
+	if bin == "" {
+		bin = filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("helm is missing at %s: run `make helm-lint` to install it (%v)", bin, err)
+	}
+	return bin
+}
+
+func run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = testenv.RepoRoot()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func setArgs(sets []string) []string {
+	var args []string
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+func TestHelmLintStrict(t *testing.T) {
+	helm := helmBinary(t)
+	for name, sets := range map[string][]string{"defaults": nil, "every feature": allFeatures} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", "--namespace", releaseNamespace, chartDir()}, setArgs(sets)...)
+			if out, err := run(t, helm, args...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestHelmTemplateServerSideDryRun(t *testing.T) {
+	helm := helmBinary(t)
+	ctx := context.Background()
+	if err := env.EnsureNamespace(ctx, releaseNamespace); err != nil {
+		t.Fatal(err)
+	}
+	installServiceMonitorCRD(t)
+	tests := []struct {
+		name string
+		sets []string
+		want []string // kinds the rendering must hold
+		not  []string // kinds it must not hold
+	}{
+		{
+			name: "defaults",
+			want: []string{"Deployment/switchboard-operator", "Deployment/switchboard-server", "Service/switchboard-api", "Service/switchboard-panel",
+				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
+				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server"},
+			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler"},
+		},
+		{
+			name: "every feature",
+			sets: allFeatures,
+			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "NetworkPolicy/switchboard-server",
+				"NetworkPolicy/switchboard-operator", "HorizontalPodAutoscaler/switchboard-server"},
+		},
+		{
+			name: "panel and metrics off",
+			sets: []string{"panel.enabled=false", "metrics.enabled=false", "server.podDisruptionBudget.enabled=false"},
+			not:  []string{"Service/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(tt.sets)...)
+			out, err := run(t, helm, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, out)
+			kinds := map[string]bool{}
+			for _, o := range objs {
+				kinds[o.GetKind()] = true
+				kinds[o.GetKind()+"/"+o.GetName()] = true
+			}
+			for _, k := range tt.want {
+				if !kinds[k] {
+					t.Errorf("the rendering has no %s", k)
+				}
+			}
+			for _, k := range tt.not {
+				if kinds[k] {
+					t.Errorf("the rendering has %s, which these values turn off", k)
+				}
+			}
+			dryRunApply(t, objs)
+			checkRestricted(t, objs)
+		})
+	}
+}
+
+func TestHelmRejectsBadValues(t *testing.T) {
+	helm := helmBinary(t)
+	tests := []struct {
+		name string
+		set  string
+		want string // the value helm's message must name
+	}{
+		{name: "key prefix with capitals", set: "keyPrefix=Live", want: "/keyPrefix"},
+		{name: "zero operator replicas", set: "operator.replicas=0", want: "/operator/replicas"},
+		{name: "reveal TTL not a duration", set: "operator.revealTTL=soon", want: "/operator/revealTTL"},
+		{name: "unknown top-level value", set: "replicaCount=3", want: "replicaCount"},
+		{name: "bad service type", set: "server.service.type=Internal", want: "/server/service/type"},
+		{name: "trusted proxy not a CIDR", set: "server.trustedProxies[0]=proxy.local", want: "/server/trustedProxies/0"},
+		{name: "unknown log level", set: "server.logLevel=verbose", want: "/server/logLevel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := run(t, helm, "template", "switchboard", chartDir(), "--namespace", releaseNamespace, "--set", tt.set)
+			if err == nil {
+				t.Fatalf("helm template accepted %s:\n%.300s", tt.set, out)
+			}
+			if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("helm's message does not name %q:\n%v", tt.want, err)
+			}
+		})
+	}
+}
+
+func TestKustomizeServerSideDryRun(t *testing.T) {
+	kubectl := filepath.Join(testenv.AssetsDir(), "kubectl")
+	out, err := run(t, kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decode(t, out)
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()+"/"+o.GetName()] = true
+		if ns := o.GetNamespace(); ns != "" && ns != releaseNamespace {
+			t.Errorf("%s/%s is in namespace %q, not %s", o.GetKind(), o.GetName(), ns, releaseNamespace)
+		}
+	}
+	for _, k := range []string{"Namespace/switchboard-system", "CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev",
+		"ClusterRole/switchboard-operator", "ClusterRole/switchboard-server", "Deployment/switchboard-operator", "Deployment/switchboard-server",
+		"Service/switchboard-panel", "Service/switchboard-api", "PodDisruptionBudget/switchboard-server"} {
+		if !kinds[k] {
+			t.Errorf("config/default renders no %s", k)
+		}
+	}
+	if err := env.EnsureNamespace(context.Background(), releaseNamespace); err != nil {
+		t.Fatal(err)
+	}
+	dryRunApply(t, objs)
+	checkRestricted(t, objs)
+}
+
+// decode splits a multi-document YAML stream into objects.
+func decode(t *testing.T, stream string) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding the rendering: %v", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	if len(objs) == 0 {
+		t.Fatal("the rendering is empty")
+	}
+	return objs
+}
+
+// dryRunApply applies each object with a server-side dry run: the API server validates it
+// fully (types, CRD schemas, admission) and stores nothing.
+func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, o := range objs {
+		o.SetManagedFields(nil)
+		// Patch, not Client.Apply: only Patch takes FieldValidation, and Strict is what turns a
+		// mistyped field in a template into an error instead of a silently dropped value.
+		err := env.Client.Patch(ctx, o, client.Apply, //nolint:staticcheck // see above
+			client.DryRunAll, client.FieldOwner("chart-test"), client.ForceOwnership, client.FieldValidation("Strict"))
+		if err != nil {
+			t.Errorf("server-side dry run of %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+// checkRestricted checks every pod template against the restricted Pod Security Standard and
+// for probes and resource requests.
+func checkRestricted(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		name := o.GetName()
+		pod, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		if v, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !v {
+			t.Errorf("%s: pod runAsNonRoot is not true", name)
+		}
+		if v, _, _ := unstructured.NestedString(pod, "securityContext", "seccompProfile", "type"); v != "RuntimeDefault" {
+			t.Errorf("%s: pod seccompProfile is %q", name, v)
+		}
+		containers, _, _ := unstructured.NestedSlice(pod, "containers")
+		for _, c := range containers {
+			cm := c.(map[string]any)
+			if v, found, _ := unstructured.NestedBool(cm, "securityContext", "allowPrivilegeEscalation"); !found || v {
+				t.Errorf("%s: allowPrivilegeEscalation is not false", name)
+			}
+			if v, _, _ := unstructured.NestedBool(cm, "securityContext", "readOnlyRootFilesystem"); !v {
+				t.Errorf("%s: readOnlyRootFilesystem is not true", name)
+			}
+			if drop, _, _ := unstructured.NestedStringSlice(cm, "securityContext", "capabilities", "drop"); len(drop) != 1 || drop[0] != "ALL" {
+				t.Errorf("%s: capabilities.drop is %v, want [ALL]", name, drop)
+			}
+			for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
+				if v, _, _ := unstructured.NestedString(cm, probe, "httpGet", "path"); v != path {
+					t.Errorf("%s: %s path is %q, want %s", name, probe, v, path)
+				}
+			}
+			if req, _, _ := unstructured.NestedMap(cm, "resources", "requests"); req["cpu"] == nil || req["memory"] == nil {
+				t.Errorf("%s: no cpu and memory requests", name)
+			}
+		}
+	}
+}
+
+// installServiceMonitorCRD installs a minimal monitoring.coreos.com/v1 ServiceMonitor CRD, the
+// shape the Prometheus Operator serves, so the ServiceMonitor is dry-run like every other object.
+func installServiceMonitorCRD(t *testing.T) {
+	t.Helper()
+	preserve := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "monitoring.coreos.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "ServiceMonitor", ListKind: "ServiceMonitorList", Plural: "servicemonitors", Singular: "servicemonitor"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type:     "object",
+					Required: []string{"spec"},
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {
+							Type:     "object",
+							Required: []string{"selector", "endpoints"},
+							Properties: map[string]apiextensionsv1.JSONSchemaProps{
+								"selector":          {Type: "object", XPreserveUnknownFields: &preserve},
+								"namespaceSelector": {Type: "object", XPreserveUnknownFields: &preserve},
+								"endpoints": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+									Type: "object",
+									Properties: map[string]apiextensionsv1.JSONSchemaProps{
+										"port":          {Type: "string"},
+										"path":          {Type: "string"},
+										"interval":      {Type: "string", Pattern: `^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`},
+										"scrapeTimeout": {Type: "string", Pattern: `^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`},
+									},
+								}}},
+							},
+						},
+					},
+				}},
+			}},
+		},
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}, MaxTime: time.Minute}); err != nil {
+		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
+	}
+}
