@@ -34,9 +34,25 @@ func (c *Conn) Less(id, name string) bool {
 type Snapshot struct {
 	items []*Conn
 
+	whole lazyBody
+	// bySelector caches the list body per distinct selector of the namespace's keys
+	// (Key.SelectorKey → *lazyBody), so keys with a selector also get a ready body.
+	bySelector sync.Map
+}
+
+// lazyBody is a list response built on first use.
+type lazyBody struct {
 	once sync.Once
 	body []byte
 	etag string
+}
+
+func (l *lazyBody) get(items []*Conn) ([]byte, string) {
+	l.once.Do(func() {
+		l.body = AppendList(make([]byte, 0, listSize(items)), items)
+		l.etag = ETag(l.body, "")
+	})
+	return l.body, l.etag
 }
 
 // Items returns the Connections in order. The slice must not be modified.
@@ -44,12 +60,30 @@ func (s *Snapshot) Items() []*Conn { return s.items }
 
 // Body returns the whole namespace's list response and its ETag, built on first use and then
 // shared by every key of the namespace that has no selector.
-func (s *Snapshot) Body() ([]byte, string) {
-	s.once.Do(func() {
-		s.body = AppendList(make([]byte, 0, listSize(s.items)), s.items)
-		s.etag = ETag(s.body, "")
+func (s *Snapshot) Body() ([]byte, string) { return s.whole.get(s.items) }
+
+// SelectedBody returns the list response of the items sel matches and its ETag, built on first
+// use and shared by every key with the same selector (selectorKey is Key.SelectorKey).
+func (s *Snapshot) SelectedBody(selectorKey string, sel labels.Selector) ([]byte, string) {
+	if sel == nil {
+		return s.Body()
+	}
+	v, ok := s.bySelector.Load(selectorKey)
+	if !ok {
+		v, _ = s.bySelector.LoadOrStore(selectorKey, &lazyBody{})
+	}
+	l := v.(*lazyBody)
+	l.once.Do(func() {
+		var selected []*Conn
+		for _, c := range s.items {
+			if sel.Matches(c.Labels) {
+				selected = append(selected, c)
+			}
+		}
+		l.body = AppendList(make([]byte, 0, listSize(selected)), selected)
+		l.etag = ETag(l.body, "")
 	})
-	return s.body, s.etag
+	return l.body, l.etag
 }
 
 // listSize is the length of the list response of items.

@@ -65,6 +65,8 @@ type Key struct {
 	ExpiresAt time.Time
 	// Selector is spec.connectionSelector; nil means every Connection of the namespace.
 	Selector labels.Selector
+	// SelectorKey is Selector's canonical string, the key of the per-selector body cache.
+	SelectorKey string
 	// Hint is status.keyHint, the only form of a key the server may log.
 	Hint string
 	// LastUsedAt is status.lastUsedAt as last seen in the cache.

@@ -104,6 +104,7 @@ func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 			key.Selector = labels.Nothing()
 			err = errorf("APIKey %s/%s: connectionSelector: %v", k.Namespace, k.Name, err)
 		}
+		key.SelectorKey = key.Selector.String()
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -73,9 +73,9 @@ func decodeCursor(s string) (id, name string, ok bool) {
 	return id, name, ok && id != "" && name != ""
 }
 
-// listConnections answers GET /v1/connections for key. With no selector and no page the whole
-// namespace's cached body is written as it is; otherwise the matching pre-encoded items are
-// concatenated.
+// listConnections answers GET /v1/connections for key. Without a page, the body cached for the
+// namespace (or for the key's selector) is written as it is; a page concatenates the matching
+// pre-encoded items.
 func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
 	p, problem := parsePage(r.URL.RawQuery)
 	if problem != "" {
@@ -85,8 +85,8 @@ func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *k
 	snap := h.index.Connections(key.Namespace)
 	var body []byte
 	var etag, next string
-	if key.Selector == nil && p.limit == 0 && !p.hasCursor {
-		body, etag = snap.Body()
+	if p.limit == 0 && !p.hasCursor {
+		body, etag = snap.SelectedBody(key.SelectorKey, key.Selector)
 	} else {
 		items := snap.Items()
 		if p.hasCursor {

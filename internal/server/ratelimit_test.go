@@ -130,3 +130,5 @@ func TestFailureLimiter(t *testing.T) {
 		t.Error("a negative rate must disable the limiter")
 	}
 }
+
+var trustedLoopback = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
