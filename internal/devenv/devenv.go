@@ -181,6 +181,7 @@ func printBanner(out io.Writer, opts Options, kubeconfig, baseURL string, demo d
 	}
 	if enabled(opts.PanelListen) {
 		p("  panel (API keys):  http://%s/", opts.PanelListen)
+		p("    sign in with the token from:  kubectl create token %s -n %s", DemoPanelUser, DemoNamespace)
 	}
 	p("")
 }

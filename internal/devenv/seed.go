@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,10 @@ const DemoNamespace = "demo"
 
 // DemoAPIKeyName is the seeded APIKey.
 const DemoAPIKeyName = "demo"
+
+// DemoPanelUser is the ServiceAccount whose token signs in to the panel in dev: it may manage
+// the APIKeys of the demo namespace and nothing else, as a tenant would.
+const DemoPanelUser = "demo-admin"
 
 // installCRDs installs (or updates) the CRDs embedded in the binary and waits until they serve.
 func installCRDs(cfg *rest.Config) error {
@@ -90,11 +95,33 @@ func demoObjects() []client.Object {
 	}
 }
 
+// panelUserObjects let DemoPanelUser do in the demo namespace what the panel offers. There is
+// no controller-manager here to aggregate CRD rights into the built-in "edit" role, so the Role
+// spells them out.
+func panelUserObjects() []client.Object {
+	labels := map[string]string{"switchboard.dev/seeded-by": "switchboard-dev"}
+	meta := metav1.ObjectMeta{Namespace: DemoNamespace, Name: DemoPanelUser, Labels: labels}
+	return []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: meta},
+		&rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{switchboardv1alpha1.GroupVersion.Group}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{switchboardv1alpha1.GroupVersion.Group}, Resources: []string{"connections"}, Verbs: []string{"get", "list", "watch"}},
+			// Claiming a one-time reveal reads and deletes its Secret.
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}},
+		}},
+		&rbacv1.RoleBinding{
+			ObjectMeta: meta,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: DemoPanelUser},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: DemoNamespace, Name: DemoPanelUser}},
+		},
+	}
+}
+
 func seed(ctx context.Context, c client.Client) error {
 	if err := ensureNamespace(ctx, c, DemoNamespace); err != nil {
 		return err
 	}
-	for _, obj := range demoObjects() {
+	for _, obj := range append(demoObjects(), panelUserObjects()...) {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("seeding %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 		}
