@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -47,6 +48,16 @@ func explain(err error, a action) error {
 		return forbidden(status.Status().Message, a)
 	case apierrors.IsInvalid(err) && errors.As(err, &status):
 		return fmt.Errorf("the API server refused the %s: %s", a.kind, status.Status().Message)
+	case apierrors.IsUnauthorized(err):
+		return errors.New("the Kubernetes API server did not accept your credentials (Unauthorized): check your kubeconfig, or log in again")
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		host := urlErr.URL
+		if u, perr := url.Parse(urlErr.URL); perr == nil {
+			host = u.Scheme + "://" + u.Host
+		}
+		return fmt.Errorf("cannot reach the Kubernetes API server at %s: %w", host, urlErr.Err)
 	}
 	return err
 }

@@ -53,7 +53,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 	f.StringVar(&opts.secretName, "secret-name", "", "deliver the key into this Secret of the namespace instead of printing it")
 	f.StringVar(&opts.selector, "selector", "", "only Connections matching this label selector are listed with the key (e.g. team=data,env!=prod)")
 	f.DurationVar(&opts.timeout, "timeout", defaultTimeout, "how long to wait for the operator to issue the key")
-	f.StringVarP(&opts.output, "output", "o", "", "output format: json prints {name, namespace, key, hint, expires_at} and nothing else")
+	f.StringVarP(&opts.output, "output", "o", "", "output format: json prints {name, namespace, key, hint, expires_at} and nothing else\n(with --secret-name: {name, namespace, secret_name, hint, expires_at})")
 	cmd.MarkFlagsMutuallyExclusive("expires-in", "expires-at")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -168,6 +169,11 @@ func TestForbidden(t *testing.T) {
 		t.Fatal("a refused rotate requested a rotation")
 	}
 	mustFail(t, run(t, noDelete, ns, "", "connection", "list"), "may not list connections.switchboard.dev")
+
+	// A token the API server does not know is refused as such.
+	stranger := rest.CopyConfig(reader)
+	stranger.BearerToken = "not-a-token"
+	mustFail(t, run(t, stranger, ns, "", "key", "create", "nope"), "did not accept your credentials")
 
 	// With every right the plugin needs, the same kind of identity succeeds: RBAC decided above.
 	full := serviceAccountConfig(t, ns, "full", []rbacv1.PolicyRule{

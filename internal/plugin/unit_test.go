@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,18 @@ func TestExplain(t *testing.T) {
 			action: create,
 			want:   `forbidden: you may not create apikeys.switchboard.dev in namespace "team-a"; ask a cluster administrator for a Role that grants "create" on "apikeys.switchboard.dev"`,
 			is:     ErrForbidden,
+		},
+		{
+			name:   "unreachable API server",
+			err:    fmt.Errorf("failed to get server groups: %w", &url.Error{Op: "Get", URL: "https://10.0.0.1:6443/api?timeout=32s", Err: errors.New("connection refused")}),
+			action: get,
+			want:   "cannot reach the Kubernetes API server at https://10.0.0.1:6443: connection refused",
+		},
+		{
+			name:   "bad credentials",
+			err:    apierrors.NewUnauthorized("Unauthorized"),
+			action: get,
+			want:   "the Kubernetes API server did not accept your credentials (Unauthorized): check your kubeconfig, or log in again",
 		},
 		{
 			name:   "not found",
