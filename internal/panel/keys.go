@@ -262,11 +262,9 @@ const (
 func (h *handler) claimAndShow(w http.ResponseWriter, r *http.Request, s *session, data keysData, key *switchboardv1alpha1.APIKey, via string) {
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
+	// The status names the reveal Secret of its current key generation only, and waitForKey
+	// waited for the generation wanted, so what Claim returns is the key to show.
 	revealed, err := reveal.Claim(ctx, s.client, key)
-	if err == nil && revealed.Generation != key.Status.KeyGeneration {
-		// Not the key the status names: an older reveal Secret. Never show a stale key as new.
-		err = reveal.ErrAlreadyClaimed
-	}
 	if err != nil {
 		p := describe(err, action{Verb: "get", Resource: "secrets", Namespace: key.Namespace, Name: key.Name})
 		if via != viaReveal && !p.SignedOut {
