@@ -172,6 +172,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "bad service type", set: "server.service.type=Internal", want: "/server/service/type"},
 		{name: "trusted proxy not a CIDR", set: "server.trustedProxies[0]=proxy.local", want: "/server/trustedProxies/0"},
 		{name: "unknown log level", set: "server.logLevel=verbose", want: "/server/logLevel"},
+		{name: "ingress without hosts", set: "ingress.enabled=true,ingress.hosts=null", want: "/ingress"},
+		{name: "HPA with a zero CPU target", set: "server.autoscaling.targetCPUUtilizationPercentage=0", want: "/server/autoscaling/targetCPUUtilizationPercentage"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
