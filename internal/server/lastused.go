@@ -69,8 +69,8 @@ func (u *usageWriter) flush(ctx context.Context) {
 		case err == nil:
 			usage.MarkWritten(used, now)
 			lastUsedWrites.WithLabelValues("ok").Inc()
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Deleted, or replaced by another APIKey of the same name: nothing to record.
+		case apierrors.IsNotFound(err):
+			// Deleted since: nothing to record.
 			usage.MarkWritten(used, now)
 			lastUsedWrites.WithLabelValues("gone").Inc()
 		default:
@@ -80,13 +80,15 @@ func (u *usageWriter) flush(ctx context.Context) {
 	}
 }
 
-// patch merges status.lastUsedAt; metadata.uid makes the API server refuse it (409) if the name
-// now belongs to another APIKey.
+// patch merges status.lastUsedAt and nothing else. The status subresource ignores metadata, so
+// the patch cannot carry a UID precondition: the writer only patches keys the index still holds
+// by UID, which leaves a window of one informer event for an APIKey deleted and re-created under
+// the same name to receive its predecessor's last use.
 func (u *usageWriter) patch(ctx context.Context, k *keyindex.Key, at time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	stamp := metav1.NewTime(at).UTC().Format(time.RFC3339)
-	body := fmt.Appendf(nil, `{"metadata":{"uid":%q},"status":{"lastUsedAt":%q}}`, k.UID, stamp)
+	body := fmt.Appendf(nil, `{"status":{"lastUsedAt":%q}}`, stamp)
 	obj := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 	return u.client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
 }
