@@ -76,8 +76,9 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		return err
 	}
 	if err := waitHTTP(ctx, cp.etcd, http.DefaultClient, etcdURL+"/health", 60*time.Second); err != nil {
-		if hadData {
-			return brokenState(fmt.Errorf("etcd did not start on the existing data in %s: %w", cp.etcdDataDir(), err))
+		if hadData && cp.etcd.exited() {
+			// The log's tail is a Go stack trace here; the path is more use than the trace.
+			return brokenState(fmt.Errorf("etcd could not open its data in %s (%w; see %s)", cp.etcdDataDir(), cp.etcd.err, cp.etcd.logPath))
 		}
 		return err
 	}

@@ -109,7 +109,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 			err = errors.Join(err, stopErr)
 			return
 		}
-		_, _ = fmt.Fprintln(out, "switchboard dev: stopped kube-apiserver and etcd; data kept in", stateDir)
+		if cp.apiServer != nil {
+			_, _ = fmt.Fprintln(out, "switchboard dev: stopped kube-apiserver and etcd; data kept in", stateDir)
+		}
 	}()
 	if err := cp.start(ctx); err != nil {
 		if errors.Is(err, ErrBrokenState) {
