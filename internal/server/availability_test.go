@@ -235,3 +235,25 @@ func TestRevokeIsAppliedWithinOneSecond(t *testing.T) {
 		t.Logf("%s: refused %v after the write was sent", name, time.Since(start).Round(100*time.Microsecond))
 	}
 }
+
+// TestRunRefusesBadOptions: options that cannot work stop Run with a clear error.
+func TestRunRefusesBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"bad key prefix", Options{KeyPrefix: "Not_A_Prefix"}, "key prefix"},
+		{"panel address without a panel", Options{PanelListen: "127.0.0.1:0"}, "panel"},
+		{"invalid listen address", Options{Listen: "256.0.0.1:80"}, "listening"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.HealthProbeBindAddress = "0"
+			err := Run(ctx(t), env.Config, tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Run = %v, want an error about %q", err, tt.want)
+			}
+		})
+	}
+}

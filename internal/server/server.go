@@ -144,6 +144,9 @@ func newHTTPServer(h http.Handler) *http.Server {
 // and stops the cache. It returns an error when it cannot start or a listener fails.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := opts.setDefaults(); err != nil {
+		if opts.Listener != nil {
+			_ = opts.Listener.Close()
+		}
 		return fmt.Errorf("server options: %w", err)
 	}
 	log := ctrl.Log.WithName("server")
@@ -256,6 +259,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegistration, synced *atomic.Bool, log logr.Logger) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
+	start := time.Now()
+	nextLog := start.Add(30 * time.Second)
 	for {
 		all := true
 		for _, r := range regs {
@@ -265,6 +270,12 @@ func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegis
 			synced.Store(true)
 			log.Info("index synced; serving /v1")
 			return
+		}
+		if time.Now().After(nextLog) {
+			// Usually RBAC: the server must list and watch Connections and APIKeys cluster-wide
+			// and Secrets in the system namespace.
+			log.Info("still waiting for the cache to sync; /v1 answers 503", "waited", time.Since(start).Round(time.Second))
+			nextLog = time.Now().Add(30 * time.Second)
 		}
 		select {
 		case <-ctx.Done():
