@@ -205,6 +205,30 @@ func TestEndToEnd(t *testing.T) {
 		// The control plane's own logs are part of the run's logs too.
 		checkLogFiles(t, s, append(issued, s.demoKey))
 	})
+	t.Run("a restart without --fresh keeps keys and objects", func(t *testing.T) {
+		restartedAt := time.Now()
+		again := restartSystem(t, s)
+		t.Logf("switchboard dev (warm) reached ready in %s", time.Since(restartedAt).Round(10*time.Millisecond))
+		out := again.out.String()
+		if strings.Contains(out, s.demoKey) || !strings.Contains(out, "was shown when an earlier run created it") {
+			t.Fatalf("a restart must not show the demo key again, only say it was shown:\n%s", tail(out, 12))
+		}
+		for key, want := range map[string][]string{s.demoKey: {"crm", "warehouse"}, otherKey: {"billing"}} {
+			names, _ := again.get(t, key).connections(t)
+			if !equal(names, want) {
+				t.Errorf("after a restart a key lists %v, want %v", names, want)
+			}
+		}
+		again.get(t, demoKey2).expectError(t, "a key revoked before the restart", 401, "API_KEY_INVALID")
+		again.stop()
+		if strays := again.strays(); len(strays) > 0 {
+			t.Fatalf("processes outlived the restarted switchboard dev:\n%s", strings.Join(strays, "\n"))
+		}
+		checkLogFiles(t, again, append(issued, s.demoKey))
+		if strings.Contains(again.out.String(), s.demoKey) {
+			t.Fatal("the restarted dev printed the demo key")
+		}
+	})
 	t.Logf("end-to-end run: %s", time.Since(start).Round(10*time.Millisecond))
 }
 

@@ -84,7 +84,20 @@ func (s *system) kubectlBin() string {
 // test fails.
 func startSystem(t *testing.T) *system {
 	t.Helper()
-	s := &system{t: t, root: repoRoot(), stateDir: filepath.Join(t.TempDir(), "state"), out: &lockedBuffer{}, exited: make(chan struct{})}
+	s := launch(t, filepath.Join(t.TempDir(), "state"), true)
+	s.parseBanner(t)
+	return s
+}
+
+// restartSystem runs `bin/switchboard dev` again on the state dir of a stopped system.
+func restartSystem(t *testing.T, stopped *system) *system {
+	t.Helper()
+	return launch(t, stopped.stateDir, false)
+}
+
+func launch(t *testing.T, stateDir string, fresh bool) *system {
+	t.Helper()
+	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &lockedBuffer{}, exited: make(chan struct{})}
 	for _, bin := range []string{s.bin("switchboard"), s.bin("kubectl-switchboard"), s.kubectlBin()} {
 		if _, err := os.Stat(bin); err != nil {
 			t.Fatalf("%s is missing: run `make build envtest` (make test-e2e does)", bin)
@@ -93,8 +106,11 @@ func startSystem(t *testing.T) *system {
 	listen, panel := freeAddr(t), freeAddr(t)
 	s.baseURL = "http://" + listen
 	s.kubeconfig = filepath.Join(s.stateDir, "kubeconfig")
-	s.cmd = exec.Command(s.bin("switchboard"), "dev", "--fresh", "--state-dir", s.stateDir,
-		"--listen", listen, "--panel-listen", panel, "--assets", filepath.Dir(s.kubectlBin()))
+	args := []string{"dev", "--state-dir", s.stateDir, "--listen", listen, "--panel-listen", panel, "--assets", filepath.Dir(s.kubectlBin())}
+	if fresh {
+		args = append(args, "--fresh")
+	}
+	s.cmd = exec.Command(s.bin("switchboard"), args...)
 	s.cmd.Dir = s.root
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pr, pw := io.Pipe()
@@ -128,7 +144,6 @@ func startSystem(t *testing.T) *system {
 	case <-time.After(4 * time.Minute):
 		t.Fatalf("switchboard dev printed no ready line within 4m:\n%s", s.out.String())
 	}
-	s.parseBanner(t)
 	return s
 }
 
