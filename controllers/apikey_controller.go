@@ -262,7 +262,7 @@ func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboar
 	}
 	key.Status.PreviousKeyValidUntil = nil
 	if readyReason(key) != switchboardv1alpha1.ReasonRevoked {
-		r.event(key, corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", key.Status.KeyHint)
+		r.event(key, corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", hintOf(key))
 	}
 	setReadyRevoked(key)
 	return nil
@@ -288,6 +288,14 @@ func (r *APIKeyReconciler) reconcileDelete(ctx context.Context, key *switchboard
 	}
 	log.FromContext(ctx).Info("deleted the key's hash", "hint", key.Status.KeyHint)
 	return nil
+}
+
+// hintOf names the APIKey's key for people: its hint, or a word when none was issued.
+func hintOf(key *switchboardv1alpha1.APIKey) string {
+	if key.Status.KeyHint == "" {
+		return "(none issued yet)"
+	}
+	return key.Status.KeyHint
 }
 
 // event records an Event about key. Callers pass the hint, never the key.

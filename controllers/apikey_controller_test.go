@@ -448,6 +448,19 @@ func TestAPIKeyExpires(t *testing.T) {
 	later := metav1.NewTime(kt.op.clock.Now().Add(time.Hour))
 	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) { k.Spec.ExpiresAt = &later })
 	kt.waitIssued(key, 1)
+
+	// An APIKey that is born expired gets no key at all.
+	past := metav1.NewTime(kt.op.clock.Now().Add(-time.Minute))
+	born := kt.create("born-expired", func(k *switchboardv1alpha1.APIKey) { k.Spec.ExpiresAt = &past })
+	got = kt.waitFor(born, "Ready=False Expired", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired)
+	})
+	if got.Status.KeyGeneration != 0 || got.Status.RevealSecretName != "" {
+		t.Fatalf("an expired APIKey was issued a key: generation %d", got.Status.KeyGeneration)
+	}
+	if _, err := kt.hashSecret(got); !apierrors.IsNotFound(err) {
+		t.Fatalf("an expired APIKey has a hash Secret (err %v)", err)
+	}
 }
 
 // TestAPIKeyRotationWithGrace: a rotation issues key 2; both hashes are accepted until the grace

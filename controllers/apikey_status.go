@@ -157,7 +157,7 @@ func setReadyDeliveryConflict(key *switchboardv1alpha1.APIKey, message string) {
 func (r *APIKeyReconciler) setReadyExpired(key *switchboardv1alpha1.APIKey) {
 	if readyReason(key) != switchboardv1alpha1.ReasonExpired {
 		r.event(key, corev1.EventTypeNormal, "KeyExpired", "ExpireKey", "key %s expired at %s",
-			key.Status.KeyHint, key.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+			hintOf(key), key.Spec.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	setCondition(key, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
 		fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
