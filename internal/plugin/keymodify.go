@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -160,6 +161,9 @@ func (o *keyRotateOptions) run(ctx context.Context, name string) error {
 		}
 		return false, nil
 	})
+	if errors.Is(err, ErrTimeout) && k.Spec.SecretName == "" {
+		return fmt.Errorf("%w; the rotation stays requested: once the new key is issued, `kubectl switchboard key reveal %s` claims it", err, k.Name)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,100 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// fakeCluster runs commands against a fake client that plays an operator which never answers,
+// or (with publish) one whose reveal Secret somebody else claimed first: states the real
+// control plane of the other tests, whose operator runs and whose Secrets nobody races for,
+// cannot produce on demand. Every access review is allowed.
+func fakeCluster(t *testing.T, publish bool) (client.Client, func(args ...string) result) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&switchboardv1alpha1.APIKey{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, inner client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if review, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+					review.Status.Allowed = true
+					return nil
+				}
+				if err := inner.Create(ctx, obj, opts...); err != nil {
+					return err
+				}
+				if k, ok := obj.(*switchboardv1alpha1.APIKey); ok && publish {
+					k.Status = switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, RevealSecretName: k.Name + "-key-1", Conditions: []metav1.Condition{{
+						Type: switchboardv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: switchboardv1alpha1.ReasonKeyIssued,
+						LastTransitionTime: metav1.Now(),
+					}}}
+					return inner.Status().Update(ctx, k)
+				}
+				return nil
+			},
+		}).Build()
+	return c, func(args ...string) result {
+		var out, errOut strings.Builder
+		o := &Options{IOStreams: streams(&out, &errOut, ""), Flags: genericclioptions.NewConfigFlags(false), Clock: clocktesting.NewFakePassiveClock(now)}
+		o.once.Do(func() { o.client, o.namespace = c, "team-a" })
+		cmd := newRootCommand(o)
+		cmd.SetArgs(args)
+		code := 0
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			fmt.Fprintln(&errOut, "error: "+oneLine(err.Error()))
+			code = 1
+		}
+		return result{stdout: out.String(), stderr: errOut.String(), code: code}
+	}
+}
+
+func TestCreateTimesOutAndLeavesNothing(t *testing.T) {
+	c, run := fakeCluster(t, false)
+	r := run("key", "create", "ci", "--timeout", "300ms")
+	mustFail(t, r, "timed out waiting for the operator after 300ms")
+	mustFail(t, r, "the switchboard operator may not be running")
+	mustFail(t, r, `the APIKey "ci" was deleted again`)
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "ci"}, &switchboardv1alpha1.APIKey{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the APIKey of a timed-out create is still there: %v", err)
+	}
+}
+
+func TestCreateClaimedBySomeoneElse(t *testing.T) {
+	c, run := fakeCluster(t, true)
+	r := run("key", "create", "ci", "--timeout", "10s")
+	mustFail(t, r, "already claimed by someone else")
+	if r.stdout != "" {
+		t.Fatalf("printed %q", r.stdout)
+	}
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "ci"}, &switchboardv1alpha1.APIKey{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("an APIKey whose key someone else claimed was kept: %v", err)
+	}
+}
+
+func TestRotateTimeoutSaysHowToGetTheKey(t *testing.T) {
+	c, run := fakeCluster(t, false)
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci"}}
+	if err := c.Create(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	r := run("key", "rotate", "ci", "--timeout", "300ms")
+	mustFail(t, r, "timed out waiting for the operator")
+	mustFail(t, r, "`kubectl switchboard key reveal ci` claims it")
+	var got switchboardv1alpha1.APIKey
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(key), &got); err != nil || got.Spec.Rotation == nil {
+		t.Fatalf("the rotation request was lost: %v %+v", err, got.Spec)
+	}
+}

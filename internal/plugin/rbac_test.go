@@ -1,0 +1,75 @@
+package plugin
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+func TestForbidden(t *testing.T) {
+	ns := env.Namespace(t, "rbac")
+	apiKeys := []string{"apikeys"}
+	secrets := []string{"secrets"}
+
+	// May read keys but not create them.
+	reader := serviceAccountConfig(t, ns, "reader", []rbacv1.PolicyRule{
+		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "watch"),
+	})
+	r := run(t, reader, ns, "", "key", "create", "nope", "--timeout", "10s")
+	mustFail(t, r, `forbidden: you (system:serviceaccount:`+ns+`:reader) may not create apikeys.switchboard.dev`)
+	if !strings.Contains(r.stderr, `namespace "`+ns+`"`) {
+		t.Fatalf("the error should name the namespace: %q", r.stderr)
+	}
+	if err := env.Client.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: "nope"}, &switchboardv1alpha1.APIKey{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused create left an APIKey behind: %v", err)
+	}
+	mustSucceed(t, run(t, reader, ns, "", "key", "list"))
+
+	// May create keys and read Secrets but not delete them: it could never claim the key.
+	noDelete := serviceAccountConfig(t, ns, "no-delete", []rbacv1.PolicyRule{
+		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "create", "patch"),
+		rule("", secrets, "get"),
+	})
+	r = run(t, noDelete, ns, "", "key", "create", "nope", "--timeout", "10s")
+	mustFail(t, r, `forbidden: you (system:serviceaccount:`+ns+`:no-delete) may not delete secrets in namespace "`+ns+`"`)
+	if err := env.Client.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: "nope"}, &switchboardv1alpha1.APIKey{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused create left an APIKey behind: %v", err)
+	}
+
+	// The refusal comes from the API server itself (no pre-check for revoke): it names the user.
+	mustSucceed(t, admin(t, ns, "key", "create", "kept", "--timeout", "30s"))
+	r = run(t, reader, ns, "", "key", "revoke", "kept", "--yes")
+	mustFail(t, r, `forbidden: you (system:serviceaccount:`+ns+`:reader) may not patch apikeys.switchboard.dev in namespace "`+ns+`"`)
+	if getAPIKey(t, ns, "kept").Spec.Revoked {
+		t.Fatal("a forbidden revoke revoked the key")
+	}
+	r = run(t, noDelete, ns, "", "key", "rotate", "kept")
+	mustFail(t, r, "may not delete secrets")
+	if getAPIKey(t, ns, "kept").Spec.Rotation != nil {
+		t.Fatal("a refused rotate requested a rotation")
+	}
+	mustFail(t, run(t, noDelete, ns, "", "connection", "list"), "may not list connections.switchboard.dev")
+
+	// A token the API server does not know is refused as such.
+	stranger := rest.CopyConfig(reader)
+	stranger.BearerToken = "not-a-token"
+	mustFail(t, run(t, stranger, ns, "", "key", "create", "nope"), "did not accept your credentials")
+
+	// With every right the plugin needs, the same kind of identity succeeds: RBAC decided above.
+	full := serviceAccountConfig(t, ns, "full", []rbacv1.PolicyRule{
+		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "create", "patch"),
+		rule("", secrets, "get", "delete"),
+	})
+	r = run(t, full, ns, "", "key", "create", "mine", "--timeout", "30s")
+	mustSucceed(t, r)
+	checkKeyMatchesHash(t, ns, "mine", strings.TrimSpace(r.stdout))
+	eventuallyStatus(t, strings.TrimSpace(r.stdout), http.StatusOK)
+	mustSucceed(t, run(t, full, ns, "", "key", "rotate", "mine", "--timeout", "30s"))
+}
