@@ -49,7 +49,7 @@ type lazyBody struct {
 
 func (l *lazyBody) get(items []*Conn) ([]byte, string) {
 	l.once.Do(func() {
-		l.body = AppendList(make([]byte, 0, listSize(items)), items)
+		l.body = AppendList(make([]byte, 0, ListSize(items)), items)
 		l.etag = ETag(l.body, "")
 	})
 	return l.body, l.etag
@@ -80,14 +80,14 @@ func (s *Snapshot) SelectedBody(selectorKey string, sel labels.Selector) ([]byte
 				selected = append(selected, c)
 			}
 		}
-		l.body = AppendList(make([]byte, 0, listSize(selected)), selected)
+		l.body = AppendList(make([]byte, 0, ListSize(selected)), selected)
 		l.etag = ETag(l.body, "")
 	})
 	return l.body, l.etag
 }
 
-// listSize is the length of the list response of items.
-func listSize(items []*Conn) int {
+// ListSize is the length of the list response of items.
+func ListSize(items []*Conn) int {
 	n := len(`{"connections":[]}`)
 	for _, c := range items {
 		n += len(c.JSON) + 1

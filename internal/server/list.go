@@ -96,7 +96,7 @@ func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *k
 		if p.limit > 0 && len(selected) == p.limit && hasMore(items, key.Selector, selected[len(selected)-1]) {
 			next = encodeCursor(selected[len(selected)-1])
 		}
-		body = keyindex.AppendList(make([]byte, 0, 64+len(selected)*256), selected)
+		body = keyindex.AppendList(make([]byte, 0, keyindex.ListSize(selected)), selected)
 		etag = keyindex.ETag(body, next)
 	}
 	hdr := w.Header()
