@@ -600,3 +600,30 @@ func TestAPIKeyDelivered(t *testing.T) {
 		t.Fatalf("a hash exists for a key that was never delivered (err %v)", err)
 	}
 }
+
+// TestAPIKeyHashDeletedByHand: the operator watches hash Secrets across namespaces; one deleted
+// by hand turns Ready False (the key is refused), and a rotation issues a working key again.
+func TestAPIKeyHashDeletedByHand(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("tampered", nil), 1)
+	if err := env.Client.Delete(testCtx(t), kt.mustHash(key)); err != nil {
+		t.Fatal(err)
+	}
+	got := kt.waitFor(key, "Ready=False after the hash went", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing)
+	})
+	if c, _ := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady); !strings.Contains(c.Message, "rotate") {
+		t.Fatalf("the condition does not say what to do: %q", c.Message)
+	}
+	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "after-tampering"}
+	})
+	got = kt.waitIssued(key, 2)
+	claimed, err := reveal.Claim(testCtx(t), env.Client, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(kt.mustHash(got).Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(claimed.Key).String() {
+		t.Fatal("the new key is not the hashed one")
+	}
+}
