@@ -216,6 +216,44 @@ func TestKustomizeServerSideDryRun(t *testing.T) {
 	checkRestricted(t, objs)
 }
 
+// TestContainerArgsParse runs the switchboard binary with each container's args from both
+// renderings (plus --help, which parses every flag and its value but starts nothing), so that a
+// renamed flag or a badly formatted value fails here and not in a CrashLoopBackOff.
+func TestContainerArgsParse(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "switchboard")
+	if out, err := run(t, "go", "build", "-o", bin, "./cmd/switchboard"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	helm := helmBinary(t)
+	templated, err := run(t, helm, append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(allFeatures)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomized, err := run(t, filepath.Join(testenv.AssetsDir(), "kubectl"), "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for source, stream := range map[string]string{"chart": templated, "config/default": kustomized} {
+		for _, o := range decode(t, stream) {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+				seen++
+				if out, err := run(t, bin, append(args, "--help")...); err != nil {
+					t.Errorf("%s: %s: the binary refuses its args: %v\n%s", source, o.GetName(), err, out)
+				}
+			}
+		}
+	}
+	if seen != 4 {
+		t.Fatalf("checked %d containers, want 4 (operator and server, in the chart and in config/default)", seen)
+	}
+}
+
 // decode splits a multi-document YAML stream into objects.
 func decode(t *testing.T, stream string) []*unstructured.Unstructured {
 	t.Helper()
