@@ -1,0 +1,76 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// TestLeastPrivilege runs the server as a ServiceAccount holding only the permissions the Helm
+// chart grants it (charts/switchboard/templates/server-rbac.yaml): read Connections and APIKeys
+// everywhere, patch APIKey status, read Secrets in the system namespace. It must sync, serve and
+// write lastUsedAt with nothing more.
+func TestLeastPrivilege(t *testing.T) {
+	ensureSystemNamespace(t)
+	name := "server-" + env.Namespace(t, "rbac") // a unique name for cluster-scoped objects
+	ns := env.Namespace(t, "least")
+	create := func(obj client.Object) {
+		t.Helper()
+		if err := env.Client.Create(ctx(t), obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: systemNamespace}}
+	create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}})
+	create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "connections"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status"}, Verbs: []string{"patch"}},
+	}})
+	create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+	}})
+	create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr, err := kube.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx(t), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token: %v", err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tr.Status.Token
+
+	newConnection(t, ns, "one", "conn_least1", nil)
+	k := newKey(t, ns, "minimal", switchboardv1alpha1.APIKeySpec{})
+	s := startServer(t, cfg, Options{LastUsedFlush: 20 * time.Millisecond}, true)
+	if got := ids(s.get(t, "/v1/connections", k.Key).connections(t)); len(got) != 1 || got[0] != "conn_least1" {
+		t.Fatalf("listed %v", got)
+	}
+	if resp := s.get(t, "/v1/connections", "sb_live_x"); resp.Status != http.StatusUnauthorized {
+		t.Errorf("an unknown key: %d", resp.Status)
+	}
+	var ak switchboardv1alpha1.APIKey
+	eventually(t, "lastUsedAt written with the chart's permissions", func() bool {
+		if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(k.APIKey), &ak); err != nil {
+			t.Fatal(err)
+		}
+		return ak.Status.LastUsedAt != nil
+	})
+}
