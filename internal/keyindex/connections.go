@@ -130,12 +130,11 @@ type nsState struct {
 // Connections returns the listable Connections of namespace ns.
 func (x *Index) Connections(ns string) *Snapshot {
 	x.mu.RLock()
-	st := x.conns[ns]
-	x.mu.RUnlock()
-	if st == nil {
-		return emptySnapshot
+	defer x.mu.RUnlock()
+	if st := x.conns[ns]; st != nil {
+		return st.snap
 	}
-	return st.snap
+	return emptySnapshot
 }
 
 // SetConnection adds, replaces or (when it has no status.id yet) removes a Connection.

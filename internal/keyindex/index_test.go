@@ -361,3 +361,5 @@ func BenchmarkEncodeConnection(b *testing.B) {
 		}
 	}
 }
+
+func sumOf(key string) apikey.Hash { return apikey.Sum(key) }
