@@ -55,6 +55,7 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
 	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")
 	f.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)")
+	f.IntVar(&opts.KeyWorkers, "key-workers", operator.DefaultKeyWorkers, "APIKeys reconciled concurrently")
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
 	zapOpts.BindFlags(gofs)
 	f.AddGoFlagSet(gofs)

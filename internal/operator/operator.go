@@ -40,6 +40,9 @@ const (
 	DefaultQPS = 50
 	// DefaultBurst is the client's burst above DefaultQPS.
 	DefaultBurst = 100
+	// DefaultKeyWorkers is how many APIKeys are reconciled at once. Issuing a key is four
+	// sequential API writes, so one worker caps throughput at the API server's round-trip time.
+	DefaultKeyWorkers = 8
 	// EventSource is the reporting controller of the operator's Events.
 	EventSource = "switchboard-operator"
 )
@@ -67,6 +70,10 @@ type Options struct {
 	QPS float32
 	// Burst is the client's burst.
 	Burst int
+	// KeyWorkers is how many APIKeys are reconciled concurrently (default DefaultKeyWorkers).
+	// The workqueue never hands one APIKey to two workers. Connections keep one worker: their
+	// id-uniqueness check reads the cache and must not race with another assignment.
+	KeyWorkers int
 
 	// Logger logs for the manager and the controllers (default: controller-runtime's global logger).
 	Logger logr.Logger
@@ -115,6 +122,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Burst == 0 {
 		o.Burst = DefaultBurst
+	}
+	if o.KeyWorkers == 0 {
+		o.KeyWorkers = DefaultKeyWorkers
+	}
+	if o.KeyWorkers < 0 {
+		return o, fmt.Errorf("the number of key workers must be positive, got %d", o.KeyWorkers)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -201,6 +214,8 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, opts Options) er
 	if err := conns.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the Connection controller: %w", err)
 	}
+	keyCtrlOpts := ctrlOpts
+	keyCtrlOpts.MaxConcurrentReconciles = opts.KeyWorkers
 	keys := &controllers.APIKeyReconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
@@ -209,7 +224,7 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, opts Options) er
 		SystemNamespace:   opts.SystemNamespace,
 		KeyPrefix:         opts.KeyPrefix,
 		RevealTTL:         opts.RevealTTL,
-		ControllerOptions: ctrlOpts,
+		ControllerOptions: keyCtrlOpts,
 	}
 	if err := keys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
