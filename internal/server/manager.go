@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -36,6 +39,7 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 	})
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		MapperProvider:         staticRESTMapper,
 		Logger:                 log,
 		LeaderElection:         false,
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
@@ -53,6 +57,24 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 			},
 		},
 	})
+}
+
+// staticRESTMapper knows the only kinds the server reads or patches. With it, creating the
+// manager makes no discovery call, so a server started while the API server is unreachable
+// stays up, fails readiness and answers 503 until its caches sync, instead of exiting.
+func staticRESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+	m := meta.NewDefaultRESTMapper(nil)
+	for _, r := range []struct {
+		gvk              schema.GroupVersionKind
+		plural, singular string
+	}{
+		{corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret"},
+		{switchboardv1alpha1.GroupVersion.WithKind("APIKey"), "apikeys", "apikey"},
+		{switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection"},
+	} {
+		m.AddSpecific(r.gvk, r.gvk.GroupVersion().WithResource(r.plural), r.gvk.GroupVersion().WithResource(r.singular), meta.RESTScopeNamespace)
+	}
+	return m, nil
 }
 
 // trimMeta keeps the metadata the index needs: identity, labels, creation and deletion times.
