@@ -46,7 +46,7 @@ func scanAfter(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for where, text := range hygieneSources(t, ctx) {
+		for where, text := range hygieneSources(ctx, t) {
 			if m := keyPattern.FindString(text); m != "" {
 				t.Errorf("secret hygiene: a key appears in %s", where)
 			}
@@ -60,7 +60,7 @@ func scanAfter(t *testing.T) {
 }
 
 // hygieneSources returns every text the scan reads, by where it comes from.
-func hygieneSources(t *testing.T, ctx context.Context) map[string]string {
+func hygieneSources(ctx context.Context, t *testing.T) map[string]string {
 	sources := map[string]string{}
 	logs.mu.Lock()
 	for name, bufs := range logs.outs {
@@ -118,7 +118,7 @@ func TestHygieneScanFindsAKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := false
-	for where, text := range hygieneSources(t, ctx) {
+	for where, text := range hygieneSources(ctx, t) {
 		if keyPattern.FindString(text) == planted && strings.Contains(where, "planted") {
 			found = true
 		}
