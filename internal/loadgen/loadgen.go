@@ -110,6 +110,19 @@ func (w *worker) do(ctx context.Context, start time.Time) {
 	w.latencies = append(w.latencies, time.Since(start))
 }
 
+// newWorkers returns n workers for t, each with its own connection.
+func newWorkers(t Target, n int) ([]*worker, error) {
+	workers := make([]*worker, n)
+	for i := range workers {
+		w, err := newWorker(t)
+		if err != nil {
+			return nil, err
+		}
+		workers[i] = w
+	}
+	return workers, nil
+}
+
 func collect(workers []*worker, elapsed time.Duration) Result {
 	r := Result{Elapsed: elapsed}
 	for _, w := range workers {
@@ -128,13 +141,9 @@ func ClosedLoop(ctx context.Context, t Target, connections int, warm, d time.Dur
 	if connections < 1 || d <= 0 {
 		return Result{}, errors.New("loadgen: connections and duration must be positive")
 	}
-	workers := make([]*worker, connections)
-	for i := range workers {
-		w, err := newWorker(t)
-		if err != nil {
-			return Result{}, err
-		}
-		workers[i] = w
+	workers, err := newWorkers(t, connections)
+	if err != nil {
+		return Result{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -167,13 +176,9 @@ func OpenLoop(ctx context.Context, t Target, connections int, rate float64, d ti
 	if connections < 1 || rate <= 0 || d <= 0 {
 		return Result{}, errors.New("loadgen: connections, rate and duration must be positive")
 	}
-	workers := make([]*worker, connections)
-	for i := range workers {
-		w, err := newWorker(t)
-		if err != nil {
-			return Result{}, err
-		}
-		workers[i] = w
+	workers, err := newWorkers(t, connections)
+	if err != nil {
+		return Result{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
