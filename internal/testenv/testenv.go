@@ -19,6 +19,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -110,6 +112,17 @@ func Run(m *testing.M, env **Env) {
 		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
 	}
 	os.Exit(code)
+}
+
+// WriteKubeconfig writes a kubeconfig to path that reaches server (an https URL: the API
+// server, or a proxy in front of it) with cfg's CA and credentials, for child processes.
+func WriteKubeconfig(cfg *rest.Config, server, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*kc, path)
 }
 
 // Namespace creates a namespace with a generated name for one test and returns its name.

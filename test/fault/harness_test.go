@@ -24,8 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -137,13 +135,8 @@ func (p *proxy) restore() {
 // kubeconfig writes an admin kubeconfig whose server is host:port (the proxy or the API server).
 func kubeconfig(t *testing.T, cfg *rest.Config, hostPort string) string {
 	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["fault"] = &clientcmdapi.Cluster{Server: "https://" + hostPort, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["fault"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["fault"] = &clientcmdapi.Context{Cluster: "fault", AuthInfo: "fault"}
-	kc.CurrentContext = "fault"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, "https://"+hostPort, path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -70,17 +70,17 @@ func hostileHeader(rng *rand.Rand, valid string, i int) string {
 	}
 }
 
-// TestHostileAuthorizationHeaders: 10,000 random and malformed Authorization values get only 401
-// with one of the two codes, or 429/431 — never a 5xx, never a dropped connection (a panic).
-func TestHostileAuthorizationHeaders(t *testing.T) {
-	scanAfter(t)
+// servingWithOneKey runs an operator and a server on a fresh namespace with one Connection and
+// one issued key, waits until the key gets 200, and returns the server's URL and the key.
+func servingWithOneKey(t *testing.T, nsPrefix string, serverArgs ...string) (string, string) {
+	t.Helper()
 	ensureSystemNamespace(t)
-	ns := env.Namespace(t, "hostile")
+	ns := env.Namespace(t, nsPrefix)
 	kc := kubeconfig(t, env.Config, apiServerHostPort(t))
 	startOperator(t, "operator", kc, "--leader-elect=false")
 	createConnections(t, ns, "alpha")
 	valid := issue(t, ns, "valid")
-	_, api, _ := startServer(t, kc, "--auth-failure-burst=100000", "--auth-failure-rate=100000")
+	_, api, _ := startServer(t, kc, serverArgs...)
 	eventually(t, 30*time.Second, "the server serving", func() error {
 		r, err := call(api+"/v1/connections", "Bearer "+valid)
 		if err == nil && r.status != 200 {
@@ -88,6 +88,14 @@ func TestHostileAuthorizationHeaders(t *testing.T) {
 		}
 		return err
 	})
+	return api, valid
+}
+
+// TestHostileAuthorizationHeaders: 10,000 random and malformed Authorization values get only 401
+// with one of the two codes, or 429/431 — never a 5xx, never a dropped connection (a panic).
+func TestHostileAuthorizationHeaders(t *testing.T) {
+	scanAfter(t)
+	api, valid := servingWithOneKey(t, "hostile", "--auth-failure-burst=100000", "--auth-failure-rate=100000")
 
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -168,20 +176,7 @@ func sendRaw(api, authorization string) (string, error) {
 // by the server's header timeout, while a normal client keeps getting answers.
 func TestSlowClientsDoNotHurtOthers(t *testing.T) {
 	scanAfter(t)
-	ensureSystemNamespace(t)
-	ns := env.Namespace(t, "slow")
-	kc := kubeconfig(t, env.Config, apiServerHostPort(t))
-	startOperator(t, "operator", kc, "--leader-elect=false")
-	createConnections(t, ns, "alpha")
-	valid := issue(t, ns, "valid")
-	_, api, _ := startServer(t, kc)
-	eventually(t, 30*time.Second, "the server serving", func() error {
-		r, err := call(api+"/v1/connections", "Bearer "+valid)
-		if err == nil && r.status != 200 {
-			err = fmt.Errorf("status %d", r.status)
-		}
-		return err
-	})
+	api, valid := servingWithOneKey(t, "slow")
 
 	const slow = 100
 	cutOff := make(chan time.Duration, slow)

@@ -104,6 +104,18 @@ func assertOneKeyEach(t *testing.T, ns string, n int) {
 	}
 }
 
+// waitAllReady waits up to 2 minutes for all n APIKeys of ns to be Ready.
+func waitAllReady(t *testing.T, ns string, n int, what string) {
+	t.Helper()
+	eventually(t, 120*time.Second, what, func() error {
+		ready, err := readyCount(ctxFor(t, 5*time.Second), ns)
+		if err == nil && ready != n {
+			err = fmt.Errorf("%d of %d Ready", ready, n)
+		}
+		return err
+	})
+}
+
 // leaseHolder returns the identity holding the operator's leader-election Lease.
 func leaseHolder(ctx context.Context) (string, error) {
 	var lease coordinationv1.Lease
@@ -157,13 +169,7 @@ func TestOperatorFailover(t *testing.T) {
 		return err
 	})
 	takeover := time.Since(killedAt)
-	eventually(t, 120*time.Second, "all keys issued after the failover", func() error {
-		ready, err := readyCount(ctxFor(t, 5*time.Second), ns)
-		if err == nil && ready != n {
-			err = fmt.Errorf("%d of %d Ready", ready, n)
-		}
-		return err
-	})
+	waitAllReady(t, ns, n, "all keys issued after the failover")
 	t.Logf("leader killed with %d of %d keys Ready; the other took the Lease after %s; all Ready after %s",
 		readyAtKill, n, takeover.Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
 	// controller-runtime's default lease is 15 s; the new leader must not need much more.
@@ -195,13 +201,7 @@ func TestCrashDuringIssue(t *testing.T) {
 	}
 	readyBefore, _ := readyCount(ctxFor(t, 5*time.Second), ns)
 	startOperator(t, "operator-final", kc, "--leader-elect=false")
-	eventually(t, 120*time.Second, "all keys issued after the crashes", func() error {
-		ready, err := readyCount(ctxFor(t, 5*time.Second), ns)
-		if err == nil && ready != n {
-			err = fmt.Errorf("%d of %d Ready", ready, n)
-		}
-		return err
-	})
+	waitAllReady(t, ns, n, "all keys issued after the crashes")
 	t.Logf("%d kills; %d of %d keys were Ready before the last restart", kills, readyBefore, n)
 	if readyBefore == n {
 		t.Log("every key was issued before the last kill; the kills still fell mid-work for the earlier keys")
