@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -72,7 +71,7 @@ func startServer(t testing.TB, cfg *rest.Config, opts Options, wait bool) *testS
 		opts.HealthProbeBindAddress = "0"
 	}
 	if opts.Logger == nil {
-		log := testr.NewWithOptions(t.(*testing.T), testr.Options{Verbosity: 0})
+		log := testenv.Logger(t)
 		opts.Logger = &log
 	}
 	if cfg == nil {
