@@ -97,6 +97,8 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if !key.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, key)
 	}
+	// live is true when key is the API server's answer to a write, not a cache read.
+	live := false
 	if !controllerutil.ContainsFinalizer(key, switchboardv1alpha1.FinalizerAPIKey) {
 		// The finalizer goes on before any hash exists, so no hash can outlive its APIKey.
 		before := key.DeepCopy()
@@ -104,6 +106,7 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		if err := r.Client.Patch(ctx, key, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
+		live = true
 	}
 	before := key.DeepCopy()
 	defer func() {
@@ -112,7 +115,7 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
-	return r.reconcile(ctx, key)
+	return r.reconcile(ctx, key, live)
 }
 
 // patchStatus patches the status when it changed. The optimistic lock makes a reconcile that
@@ -132,7 +135,9 @@ func (r *APIKeyReconciler) patchStatus(ctx context.Context, before, key *switchb
 	return nil
 }
 
-func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alpha1.APIKey) (ctrl.Result, error) {
+// reconcile brings key's Secrets and status in line with its spec; live says key came from the
+// API server rather than the cache.
+func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
 	if key.Spec.Revoked {
@@ -146,7 +151,7 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 			return ctrl.Result{}, nil
 		}
 	} else if needsKey(key) {
-		return r.issue(ctx, key, now)
+		return r.issue(ctx, key, live, now)
 	}
 
 	var next requeue
@@ -187,15 +192,17 @@ func needsKey(key *switchboardv1alpha1.APIKey) bool {
 // issue issues key generation N+1 in the protocol's order: (1) the reveal or delivery Secret
 // with the plaintext, (2) the hash Secret from that plaintext, (3) the status that publishes it.
 // Each step accepts the work of an interrupted earlier run as done.
-func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, now time.Time) (ctrl.Result, error) {
-	// A cache that has not seen our last status would make us mint a second key for a
-	// generation that is already published: check the status at the source.
-	live := &switchboardv1alpha1.APIKey{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), live); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if live.Status.KeyGeneration != key.Status.KeyGeneration || live.Status.LastHandledRotationAt != key.Status.LastHandledRotationAt {
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
+func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, now time.Time) (ctrl.Result, error) {
+	if !live {
+		// A cache that has not seen our last status would make us mint a second key for a
+		// generation that is already published: check the status at the source.
+		source := &switchboardv1alpha1.APIKey{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), source); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if source.Status.KeyGeneration != key.Status.KeyGeneration || source.Status.LastHandledRotationAt != key.Status.LastHandledRotationAt {
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
 	}
 	gen := key.Status.KeyGeneration + 1
 	setReadyIssuing(key, gen)

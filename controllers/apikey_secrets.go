@@ -186,15 +186,30 @@ func hashSecretLabels(key *switchboardv1alpha1.APIKey, gen int64) map[string]str
 func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64, plaintext string, now time.Time) (*corev1.Secret, error) {
 	sum := apikey.Sum(plaintext).String()
 	name := HashSecretName(key)
-	existing := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: name}, existing)
-	if apierrors.IsNotFound(err) {
+	create := func() (*corev1.Secret, error) {
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.SystemNamespace, Name: name, Labels: hashSecretLabels(key, gen)},
 			Type:       switchboardv1alpha1.SecretTypeKeyHash,
 			Data:       map[string][]byte{switchboardv1alpha1.HashSecretCurrentKey: []byte(sum)},
 		}
-		if err := r.Client.Create(ctx, secret); err != nil {
+		return secret, r.Client.Create(ctx, secret)
+	}
+	if gen == 1 {
+		// A first key almost never finds a hash Secret: try the create and read only if one
+		// was left by an interrupted run, one request instead of two.
+		secret, err := create()
+		if err == nil {
+			return secret, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
+		}
+	}
+	existing := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: name}, existing)
+	if apierrors.IsNotFound(err) {
+		secret, err := create()
+		if err != nil {
 			return nil, fmt.Errorf("creating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 		}
 		return secret, nil

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,11 +39,12 @@ type options struct {
 	revokeN    int
 	bareListen string
 	bareBody   string
+	only       []string
 }
 
 func main() {
 	var o options
-	var scale string
+	var scale, only string
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
 	flag.StringVar(&o.bin, "bin", "bin/switchboard", "the switchboard binary")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
@@ -51,6 +53,7 @@ func main() {
 	flag.StringVar(&scale, "scale", "10000,50000", "cached Connection counts to measure memory at")
 	flag.IntVar(&o.operatorN, "operator-keys", 5000, "APIKeys created at once for the operator throughput")
 	flag.IntVar(&o.revokeN, "revoke-keys", 50, "keys revoked one by one for the revocation latency")
+	flag.StringVar(&only, "only", "", "comma-separated parts to run ("+strings.Join(stepNames(), ", ")+"); all when empty")
 	flag.StringVar(&o.bareListen, "bare-listen", "", "internal: serve the bare handler on this address")
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
 	flag.Parse()
@@ -68,6 +71,16 @@ func main() {
 			os.Exit(2)
 		}
 		o.scale = append(o.scale, n)
+	}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(stepNames(), s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown part %q in -only (parts: %s)\n", s, strings.Join(stepNames(), ", "))
+			os.Exit(2)
+		}
+		o.only = append(o.only, s)
 	}
 	// The bench reports through its own output; controller-runtime's client would otherwise
 	// complain that no logger was set.

@@ -46,9 +46,12 @@ type report struct {
 	scale     []scalePoint
 
 	benchLines []string
+
+	// ran names the steps this run measured; the report has a section for each.
+	ran map[string]bool
 }
 
-func newReport() *report { return &report{} }
+func newReport() *report { return &report{ran: map[string]bool{}} }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
 
@@ -71,7 +74,6 @@ func gitCommit() string {
 func (r *report) write(path string) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	bare, auth := median(r.bareRPS), median(r.authRPS)
 	p("# switchboard benchmarks")
 	p("")
 	p("Written by `make bench` (`go run ./hack/bench`); every number below is what that run measured.")
@@ -82,6 +84,39 @@ func (r *report) write(path string) error {
 	p("(`internal/loadgen`, keep-alive connections) in the bench process. The load generator shares the cores with the")
 	p("server, so absolute figures are lower than on a dedicated client machine; the ratios compare runs made side by side.")
 	p("")
+	if r.ran["throughput"] {
+		r.writeThroughput(p)
+	}
+	if r.ran["revocation"] {
+		r.writeRevocation(p)
+	}
+	if r.ran["scale"] {
+		r.writeScale(p)
+	}
+	if r.ran["operator"] {
+		r.writeOperator(p)
+	}
+	if r.ran["hotpath"] {
+		r.writeHotPath(p)
+	}
+	p("## Rerunning")
+	p("")
+	p("- Everything: `make bench` (builds the binaries and the control plane when missing).")
+	p("- One part: `go run ./hack/bench -only operator -out /tmp/operator.md` (parts: %s; comma-separated).", strings.Join(stepNames(), ", "))
+	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale 10000 -operator-keys 1000 -revoke-keys 50`.")
+	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
+	p("- Logs of each run's processes are kept in the temporary directory the bench prints first.")
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// printer appends one formatted line to the report.
+type printer func(format string, args ...any)
+
+func (r *report) writeThroughput(p printer) {
+	bare, auth := median(r.bareRPS), median(r.authRPS)
 	p("## 1. Throughput: authenticated `GET /v1/connections` vs a bare handler")
 	p("")
 	p("Both serve the same %d-byte body (10 connections). The bare handler is `net/http` writing those bytes; the", r.bodyBytes)
@@ -111,6 +146,9 @@ func (r *report) write(path string) error {
 	p("")
 	p("Target: p99 ≤ 1 ms.")
 	p("")
+}
+
+func (r *report) writeRevocation(p printer) {
 	p("## 3. Revocation latency")
 	p("")
 	p("For each of %d keys, one client polls `/v1/connections` every millisecond while the bench patches", len(r.revocations))
@@ -125,6 +163,9 @@ func (r *report) write(path string) error {
 	p("")
 	p("Target: p99 ≤ 1 s.")
 	p("")
+}
+
+func (r *report) writeScale(p printer) {
 	p("## 4. Scale: memory per cached Connection and one page in a large namespace")
 	p("")
 	p("Connections are created in one namespace (32 parallel creates), the operator assigns their ids, and the bench")
@@ -145,6 +186,9 @@ func (r *report) write(path string) error {
 	p("")
 	p("Targets: ≤ 3 KiB per cached object; one page of 100 from a 10k-Connection namespace ≤ 1 ms.")
 	p("")
+}
+
+func (r *report) writeOperator(p printer) {
 	p("## 5. Operator throughput")
 	p("")
 	p("%d APIKeys created at once (32 parallel creates, done in %s) in one namespace; the operator", r.operatorN, r.operatorCreate.Round(time.Millisecond))
@@ -156,6 +200,9 @@ func (r *report) write(path string) error {
 	p("")
 	p("Target: ≤ 60 s for 5,000.")
 	p("")
+}
+
+func (r *report) writeHotPath(p printer) {
 	p("## 6. Hot path (`go test -bench . -benchmem`)")
 	p("")
 	p("```")
@@ -164,16 +211,6 @@ func (r *report) write(path string) error {
 	}
 	p("```")
 	p("")
-	p("## Rerunning")
-	p("")
-	p("- Everything: `make bench` (builds the binaries and the control plane when missing).")
-	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale 10000 -operator-keys 1000 -revoke-keys 50`.")
-	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
-	p("- Logs of each run's processes are kept in the temporary directory the bench prints first.")
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 func floats(xs []float64) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -19,6 +20,32 @@ type rig struct {
 	server   *proc
 	operator *proc
 	report   *report
+}
+
+// step is one part of the bench; its name selects it with -only and its section in the report.
+type step struct {
+	name string
+	fn   func(context.Context, options) error
+}
+
+// steps lists the bench's parts in the order they run.
+func steps(r *rig) []step {
+	return []step{
+		{"throughput", r.throughput}, // sections 1 and 2: throughput ratio and latency
+		{"revocation", r.revocation},
+		{"operator", r.operatorThroughput},
+		{"scale", r.scaleMemory},
+		{"hotpath", r.hotPath},
+	}
+}
+
+// stepNames lists the names -only accepts.
+func stepNames() []string {
+	var names []string
+	for _, s := range steps(&rig{}) {
+		names = append(names, s.name)
+	}
+	return names
 }
 
 func run(ctx context.Context, o options) error {
@@ -71,22 +98,16 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("the server did not become ready (see %s): %w", filepath.Join(dir, "server.log"), err)
 	}
 
-	steps := []struct {
-		name string
-		fn   func(context.Context, options) error
-	}{
-		{"throughput and latency", r.throughput},
-		{"revocation latency", r.revocation},
-		{"operator throughput", r.operatorThroughput},
-		{"scale", r.scaleMemory},
-		{"hot path", r.hotPath},
-	}
-	for _, s := range steps {
+	for _, s := range steps(r) {
+		if len(o.only) > 0 && !slices.Contains(o.only, s.name) {
+			continue
+		}
 		t := time.Now()
 		fmt.Printf("bench: %s…\n", s.name)
 		if err := s.fn(ctx, o); err != nil {
 			return fmt.Errorf("%s: %w (logs in %s)", s.name, err, dir)
 		}
+		r.report.ran[s.name] = true
 		fmt.Printf("bench: %s done in %s\n", s.name, time.Since(t).Round(time.Second))
 	}
 	r.report.total = time.Since(started)
