@@ -148,8 +148,6 @@ func ClosedLoop(ctx context.Context, t Target, connections int, warm, d time.Dur
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	var measuring sync.WaitGroup
-	measuring.Add(1)
 	startAt := time.Now().Add(warm)
 	stopAt := startAt.Add(d)
 	for _, w := range workers {
@@ -194,10 +192,16 @@ func OpenLoop(ctx context.Context, t Target, connections int, rate float64, d ti
 		offset := time.Duration(i) * interval / time.Duration(connections)
 		wg.Go(func() {
 			for next := begin.Add(offset); next.Before(end) && ctx.Err() == nil; next = next.Add(interval) {
+				start := next
 				if wait := time.Until(next); wait > 0 {
 					time.Sleep(wait)
+					// The connection was free before its turn, so the server held nothing up:
+					// count from when the sleep ended. Go's timers can wake up to a
+					// millisecond late when the process idles, and that is the load
+					// generator's delay, not the server's.
+					start = time.Now()
 				}
-				w.do(ctx, next)
+				w.do(ctx, start)
 			}
 		})
 	}
