@@ -50,7 +50,8 @@ func TestConcurrentReadsAndUpdates(t *testing.T) {
 		if k, r := x.Lookup(&h, now); r != OK || k.UID != "u1" {
 			t.Fatalf("Lookup = %v during updates", r)
 		}
-		body, etag := x.Connections("tenant").Body()
+		list := x.Connections("tenant").Body()
+		body, etag := list.Body, list.ETag
 		var v struct {
 			Connections []map[string]any `json:"connections"`
 		}

@@ -34,56 +34,71 @@ func (c *Conn) Less(id, name string) bool {
 type Snapshot struct {
 	items []*Conn
 
-	whole lazyBody
-	// bySelector caches the list body per distinct selector of the namespace's keys
-	// (Key.SelectorKey → *lazyBody), so keys with a selector also get a ready body.
+	whole lazyList
+	// bySelector caches the list response per distinct selector of the namespace's keys
+	// (Key.SelectorKey → *lazyList), so keys with a selector also get a ready one.
 	bySelector sync.Map
 }
 
-// lazyBody is a list response built on first use.
-type lazyBody struct {
-	once sync.Once
-	body []byte
-	etag string
+// List is a ready list response: built once per snapshot and selector, then shared by every
+// request that wants it.
+type List struct {
+	// Body is the JSON response.
+	Body []byte
+	// ETag is the body's quoted entity tag.
+	ETag string
+	// ETagHeader and LengthHeader are the ETag and Content-Length header values as
+	// one-element slices, so that a response's header map takes them without allocating.
+	// They must not be modified.
+	ETagHeader, LengthHeader []string
 }
 
-func (l *lazyBody) get(items []*Conn) ([]byte, string) {
+// NewList wraps body as a List; extra goes into the ETag with the body (a page's next cursor).
+func NewList(body []byte, extra string) *List {
+	etag := ETag(body, extra)
+	return &List{Body: body, ETag: etag, ETagHeader: []string{etag}, LengthHeader: []string{strconv.Itoa(len(body))}}
+}
+
+// lazyList is a list response built on first use.
+type lazyList struct {
+	once sync.Once
+	list *List
+}
+
+func (l *lazyList) get(items func() []*Conn) *List {
 	l.once.Do(func() {
-		l.body = AppendList(make([]byte, 0, ListSize(items)), items)
-		l.etag = ETag(l.body, "")
+		selected := items()
+		l.list = NewList(AppendList(make([]byte, 0, ListSize(selected)), selected), "")
 	})
-	return l.body, l.etag
+	return l.list
 }
 
 // Items returns the Connections in order. The slice must not be modified.
 func (s *Snapshot) Items() []*Conn { return s.items }
 
-// Body returns the whole namespace's list response and its ETag, built on first use and then
-// shared by every key of the namespace that has no selector.
-func (s *Snapshot) Body() ([]byte, string) { return s.whole.get(s.items) }
+// Body returns the whole namespace's list response, built on first use and then shared by
+// every key of the namespace that has no selector.
+func (s *Snapshot) Body() *List { return s.whole.get(func() []*Conn { return s.items }) }
 
-// SelectedBody returns the list response of the items sel matches and its ETag, built on first
-// use and shared by every key with the same selector (selectorKey is Key.SelectorKey).
-func (s *Snapshot) SelectedBody(selectorKey string, sel labels.Selector) ([]byte, string) {
+// SelectedBody returns the list response of the items sel matches, built on first use and
+// shared by every key with the same selector (selectorKey is Key.SelectorKey).
+func (s *Snapshot) SelectedBody(selectorKey string, sel labels.Selector) *List {
 	if sel == nil {
 		return s.Body()
 	}
 	v, ok := s.bySelector.Load(selectorKey)
 	if !ok {
-		v, _ = s.bySelector.LoadOrStore(selectorKey, &lazyBody{})
+		v, _ = s.bySelector.LoadOrStore(selectorKey, &lazyList{})
 	}
-	l := v.(*lazyBody)
-	l.once.Do(func() {
+	return v.(*lazyList).get(func() []*Conn {
 		var selected []*Conn
 		for _, c := range s.items {
 			if sel.Matches(c.Labels) {
 				selected = append(selected, c)
 			}
 		}
-		l.body = AppendList(make([]byte, 0, ListSize(selected)), selected)
-		l.etag = ETag(l.body, "")
+		return selected
 	})
-	return l.body, l.etag
 }
 
 // ListSize is the length of the list response of items.

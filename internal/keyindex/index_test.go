@@ -3,6 +3,7 @@ package keyindex
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,7 +209,7 @@ func TestConnections(t *testing.T) {
 		t.Fatalf("namespace a = %s, want %s", got, want)
 	}
 	before := x.Connections("a")
-	beforeBody, beforeTag := before.Body()
+	beforeBody, beforeTag := before.Body().Body, before.Body().ETag
 	set(connection("a", "a", "conn_9", now)) // moves to the end
 	x.DeleteConnection("a", "b")
 	if got, want := listIDs(x.Connections("a")), "conn_2/dup,conn_3/c,conn_9/a"; got != want {
@@ -217,15 +218,19 @@ func TestConnections(t *testing.T) {
 	if got := listIDs(before); got != "conn_1/a,conn_2/b,conn_2/dup,conn_3/c" {
 		t.Errorf("an earlier snapshot changed: %s", got)
 	}
-	body, tag := x.Connections("a").Body()
+	list := x.Connections("a").Body()
+	body, tag := list.Body, list.ETag
+	if list.LengthHeader[0] != strconv.Itoa(len(body)) || list.ETagHeader[0] != tag {
+		t.Errorf("header values %v %v do not describe the body", list.LengthHeader, list.ETagHeader)
+	}
 	if tag == beforeTag || string(body) == string(beforeBody) {
 		t.Error("the ETag or body did not change with the list")
 	}
 	x.DeleteConnection("b", "z")
-	if b, _ := x.Connections("b").Body(); string(b) != `{"connections":[]}` {
+	if b := x.Connections("b").Body().Body; string(b) != `{"connections":[]}` {
 		t.Errorf("empty namespace = %s", b)
 	}
-	if b, _ := x.Connections("nowhere").Body(); string(b) != `{"connections":[]}` {
+	if b := x.Connections("nowhere").Body().Body; string(b) != `{"connections":[]}` {
 		t.Errorf("unknown namespace = %s", b)
 	}
 	// Losing its id removes a Connection from the list.
@@ -234,11 +239,12 @@ func TestConnections(t *testing.T) {
 		t.Errorf("after c lost its id: %s", got)
 	}
 	sel := labels.SelectorFromSet(labels.Set{"n": "dup"})
-	body, tag = x.Connections("a").SelectedBody(sel.String(), sel)
+	selected := x.Connections("a").SelectedBody(sel.String(), sel)
+	body, tag = selected.Body, selected.ETag
 	if !strings.Contains(string(body), `"name":"dup"`) || strings.Contains(string(body), `"name":"a"`) || tag == "" {
 		t.Errorf("selected body = %s", body)
 	}
-	if again, _ := x.Connections("a").SelectedBody(sel.String(), sel); &again[0] != &body[0] {
+	if again := x.Connections("a").SelectedBody(sel.String(), sel); &again.Body[0] != &body[0] {
 		t.Error("the selected body is not cached")
 	}
 	if got := After(x.Connections("a").Items(), "conn_2", "dup"); got != 1 {

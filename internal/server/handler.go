@@ -51,8 +51,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := requestID(r)
-	w.Header().Set("X-Request-Id", id)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	hdr := w.Header()
+	hdr["X-Request-Id"] = []string{id}
+	hdr["X-Content-Type-Options"] = headerNoSniff // shared, never modified: no allocation
 	sw := &statusWriter{ResponseWriter: w}
 	route := routeOther
 	var hint string
@@ -68,7 +69,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		elapsed := time.Since(start)
-		requestsTotal.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		requestsTotal.WithLabelValues(route, statusLabel(status)).Inc()
 		requestDuration.WithLabelValues(route).Observe(elapsed.Seconds())
 		if log := h.log.V(1); log.Enabled() {
 			log.Info("request", "requestID", id, "method", r.Method, "path", r.URL.Path, "status", status,
@@ -128,6 +129,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.listConnections(sw, r, auth.key)
+}
+
+// headerNoSniff is the X-Content-Type-Options value of every response. It must not be modified.
+var headerNoSniff = []string{"nosniff"}
+
+// statusLabel is status as a metric label, without formatting the statuses the API answers.
+func statusLabel(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusNotModified:
+		return "304"
+	case http.StatusUnauthorized:
+		return "401"
+	case http.StatusNotFound:
+		return "404"
+	case http.StatusTooManyRequests:
+		return "429"
+	default:
+		return strconv.Itoa(status)
+	}
 }
 
 // serveUnauthenticated serves what lies outside /v1: the OpenAPI document, and 404 for the rest.

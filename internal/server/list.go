@@ -83,10 +83,10 @@ func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *k
 		return
 	}
 	snap := h.index.Connections(key.Namespace)
-	var body []byte
-	var etag, next string
+	var list *keyindex.List
+	var next string
 	if p.limit == 0 && !p.hasCursor {
-		body, etag = snap.SelectedBody(key.SelectorKey, key.Selector)
+		list = snap.SelectedBody(key.SelectorKey, key.Selector)
 	} else {
 		items := snap.Items()
 		if p.hasCursor {
@@ -96,28 +96,35 @@ func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *k
 		if p.limit > 0 && len(selected) == p.limit && hasMore(items, key.Selector, selected[len(selected)-1]) {
 			next = encodeCursor(selected[len(selected)-1])
 		}
-		body = keyindex.AppendList(make([]byte, 0, keyindex.ListSize(selected)), selected)
-		etag = keyindex.ETag(body, next)
+		list = keyindex.NewList(keyindex.AppendList(make([]byte, 0, keyindex.ListSize(selected)), selected), next)
 	}
+	// Shared, never modified header values: a map assignment allocates nothing, Set would.
 	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Cache-Control", "private, no-cache")
-	hdr.Set("Vary", "Authorization")
-	hdr.Set("ETag", etag)
+	hdr["Content-Type"] = headerJSON
+	hdr["Cache-Control"] = headerPrivateNoCache
+	hdr["Vary"] = headerVaryAuthorization
+	hdr["Etag"] = list.ETagHeader
 	if next != "" {
 		q := "limit=" + strconv.Itoa(p.limit) + "&cursor=" + next
 		hdr.Set("Link", "<"+routeConnections+"?"+q+`>; rel="next"`)
 	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, list.ETag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	hdr["Content-Length"] = list.LengthHeader
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(body)
+		_, _ = w.Write(list.Body)
 	}
 }
+
+// Header values every list response carries, shared by all of them. They must not be modified.
+var (
+	headerJSON              = []string{"application/json"}
+	headerPrivateNoCache    = []string{"private, no-cache"}
+	headerVaryAuthorization = []string{"Authorization"}
+)
 
 // selectItems returns up to limit (0: all) items that sel matches (nil: all).
 func selectItems(items []*keyindex.Conn, sel labels.Selector, limit int) []*keyindex.Conn {
