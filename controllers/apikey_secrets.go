@@ -60,16 +60,8 @@ func (r *APIKeyReconciler) ensureRevealSecret(ctx context.Context, key *switchbo
 	if err != nil {
 		return "", err
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace,
-			Name:      name,
-			Labels:    keySecretLabels(key, switchboardv1alpha1.ComponentKeyReveal, gen),
-		},
-		Type: switchboardv1alpha1.SecretTypeKeyReveal,
-		Data: keySecretData(plaintext),
-	}
-	if err := controllerutil.SetControllerReference(key, secret, r.Client.Scheme()); err != nil {
+	secret, err := r.newKeySecret(key, name, switchboardv1alpha1.ComponentKeyReveal, switchboardv1alpha1.SecretTypeKeyReveal, gen, plaintext)
+	if err != nil {
 		return "", err
 	}
 	err = r.Client.Create(ctx, secret)
@@ -100,16 +92,8 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 		if err != nil {
 			return "", err
 		}
-		secret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: key.Namespace,
-				Name:      name,
-				Labels:    keySecretLabels(key, switchboardv1alpha1.ComponentKeyDelivery, gen),
-			},
-			Type: corev1.SecretTypeOpaque,
-			Data: keySecretData(plaintext),
-		}
-		if err := controllerutil.SetControllerReference(key, secret, r.Client.Scheme()); err != nil {
+		secret, err := r.newKeySecret(key, name, switchboardv1alpha1.ComponentKeyDelivery, corev1.SecretTypeOpaque, gen, plaintext)
+		if err != nil {
 			return "", err
 		}
 		if err := r.Client.Create(ctx, secret); err != nil {
@@ -143,6 +127,24 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 		return "", fmt.Errorf("updating delivery Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	return plaintext, nil
+}
+
+// newKeySecret builds a Secret of key's namespace that holds the plaintext of key generation
+// gen, owned by key so that it goes with it.
+func (r *APIKeyReconciler) newKeySecret(key *switchboardv1alpha1.APIKey, name, component string, secretType corev1.SecretType, gen int64, plaintext string) (*corev1.Secret, error) {
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace,
+			Name:      name,
+			Labels:    keySecretLabels(key, component, gen),
+		},
+		Type: secretType,
+		Data: keySecretData(plaintext),
+	}
+	if err := controllerutil.SetControllerReference(key, secret, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	return secret, nil
 }
 
 func readPlaintext(s *corev1.Secret) (string, error) {

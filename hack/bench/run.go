@@ -61,7 +61,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer func() { _ = env.Stop() }()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := testenv.WriteKubeconfig(env.Config, env.Config.Host, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(env.Config, env.Config.Host, "", kubeconfig); err != nil {
 		return err
 	}
 	if err := env.EnsureNamespace(ctx, "switchboard-system"); err != nil {

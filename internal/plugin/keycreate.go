@@ -109,8 +109,7 @@ func (o *keyCreateOptions) run(ctx context.Context, name string) error {
 	}
 	perms := []permission{apiKeyPermission("create", "create the APIKey"), apiKeyPermission("get", "wait for its key")}
 	if o.secretName == "" {
-		perms = append(perms, secretPermission("get", "read the key's one-time reveal Secret"),
-			secretPermission("delete", "claim the key's one-time reveal Secret"))
+		perms = append(perms, claimPermissions("the key's")...)
 	}
 	if err := checkAccess(ctx, c, ns, perms...); err != nil {
 		return err
@@ -121,18 +120,7 @@ func (o *keyCreateOptions) run(ctx context.Context, name string) error {
 		}
 		return explain(err, action{verb: "create", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: ""})
 	}
-	published, err := waitForKey(ctx, c, client.ObjectKeyFromObject(key), o.timeout, "published the key", func(k *switchboardv1alpha1.APIKey) (bool, error) {
-		if err := refusal(k); err != nil {
-			return false, err
-		}
-		switch currentReveal(k) {
-		case revealClaimable, revealDelivered:
-			return true, nil
-		case revealGone:
-			return false, errGone(k)
-		}
-		return false, nil
-	})
+	published, err := waitForKey(ctx, c, client.ObjectKeyFromObject(key), o.timeout, "published the key", keyShowable)
 	if err == nil {
 		if err = printIssued(ctx, o.Options, published, o.output, "created", ""); err == nil {
 			return nil
@@ -243,23 +231,11 @@ func (o *keyRevealOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkAccess(ctx, c, ns, apiKeyPermission("get", "read the APIKey"),
-		secretPermission("get", "read the key's one-time reveal Secret"),
-		secretPermission("delete", "claim the key's one-time reveal Secret")); err != nil {
+	perms := append([]permission{apiKeyPermission("get", "read the APIKey")}, claimPermissions("the key's")...)
+	if err := checkAccess(ctx, c, ns, perms...); err != nil {
 		return err
 	}
-	k, err := waitForKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name}, o.timeout, "published the key", func(k *switchboardv1alpha1.APIKey) (bool, error) {
-		if err := refusal(k); err != nil {
-			return false, err
-		}
-		switch currentReveal(k) {
-		case revealClaimable, revealDelivered:
-			return true, nil
-		case revealGone:
-			return false, errGone(k)
-		}
-		return false, nil
-	})
+	k, err := waitForKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name}, o.timeout, "published the key", keyShowable)
 	if err != nil {
 		return err
 	}

@@ -134,8 +134,7 @@ func (o *keyRotateOptions) run(ctx context.Context, name string) error {
 	}
 	perms := []permission{apiKeyPermission("patch", "request the rotation")}
 	if k.Spec.SecretName == "" {
-		perms = append(perms, secretPermission("get", "read the new key's one-time reveal Secret"),
-			secretPermission("delete", "claim the new key's one-time reveal Secret"))
+		perms = append(perms, claimPermissions("the new key's")...)
 	}
 	if err := checkAccess(ctx, c, ns, perms...); err != nil {
 		return err
@@ -147,19 +146,10 @@ func (o *keyRotateOptions) run(ctx context.Context, name string) error {
 		return err
 	}
 	rotated, err := waitForKey(ctx, c, client.ObjectKeyFromObject(k), o.timeout, "issued the new key", func(k *switchboardv1alpha1.APIKey) (bool, error) {
-		if err := refusal(k); err != nil {
-			return false, err
-		}
 		if k.Status.LastHandledRotationAt != requestedAt || k.Status.KeyGeneration <= previous {
-			return false, nil
+			return false, refusal(k)
 		}
-		switch currentReveal(k) {
-		case revealClaimable, revealDelivered:
-			return true, nil
-		case revealGone:
-			return false, errGone(k)
-		}
-		return false, nil
+		return keyShowable(k)
 	})
 	if errors.Is(err, ErrTimeout) && k.Spec.SecretName == "" {
 		return fmt.Errorf("%w; the rotation stays requested: once the new key is issued, `kubectl switchboard key reveal %s` claims it", err, k.Name)

@@ -86,6 +86,30 @@ func refusal(k *switchboardv1alpha1.APIKey) error {
 	return nil
 }
 
+// keyShowable is the wait condition of the commands that show a key: true once it can be
+// claimed or was delivered, an error once it never will be.
+func keyShowable(k *switchboardv1alpha1.APIKey) (bool, error) {
+	if err := refusal(k); err != nil {
+		return false, err
+	}
+	switch currentReveal(k) {
+	case revealClaimable, revealDelivered:
+		return true, nil
+	case revealGone:
+		return false, errGone(k)
+	}
+	return false, nil
+}
+
+// claimPermissions are what claiming a one-time reveal takes; whose names the key in the
+// message ("the key's", "the new key's").
+func claimPermissions(whose string) []permission {
+	return []permission{
+		secretPermission("get", "read "+whose+" one-time reveal Secret"),
+		secretPermission("delete", "claim "+whose+" one-time reveal Secret"),
+	}
+}
+
 // revealState is what can be done about the current key's one-time reveal.
 type revealState int
 

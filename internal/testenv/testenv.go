@@ -115,12 +115,14 @@ func Run(m *testing.M, env **Env) {
 }
 
 // WriteKubeconfig writes a kubeconfig to path that reaches server (an https URL: the API
-// server, or a proxy in front of it) with cfg's CA and credentials, for child processes.
-func WriteKubeconfig(cfg *rest.Config, server, path string) error {
+// server, or a proxy in front of it) with cfg's CA and credentials (client certificate or
+// bearer token), for child processes and CLI tests; namespace, when given, is the context's
+// default namespace, as in a user's kubeconfig.
+func WriteKubeconfig(cfg *rest.Config, server, namespace, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest", Namespace: namespace}
 	kc.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*kc, path)
 }

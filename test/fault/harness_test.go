@@ -136,7 +136,7 @@ func (p *proxy) restore() {
 func kubeconfig(t *testing.T, cfg *rest.Config, hostPort string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := testenv.WriteKubeconfig(cfg, "https://"+hostPort, path); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, "https://"+hostPort, "", path); err != nil {
 		t.Fatal(err)
 	}
 	return path
