@@ -102,17 +102,7 @@ func testCtx(t *testing.T) context.Context {
 // eventually polls cond until it returns nil or 30 seconds pass.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
 // poke changes an annotation so that the operator reconciles obj now: requeues are timed by

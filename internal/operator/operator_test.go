@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -23,41 +22,13 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Run(m, &env) }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestRun runs the operator as `switchboard operator` does: leader election, probes, metrics;
 // it takes the Lease, serves the probes and metrics, issues keys, and stops when told.
 func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	system, tenant := env.Namespace(t, "run-system"), env.Namespace(t, "run-tenant")
-	health, metrics := freeAddr(t), freeAddr(t)
+	health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -71,7 +42,7 @@ func TestRun(t *testing.T) {
 		})
 	}()
 
-	eventually(t, "the leader election Lease", func() error {
+	testenv.Eventually(t, 30*time.Second, "the leader election Lease", func() error {
 		var lease coordinationv1.Lease
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: operator.DefaultLeaderElectionID}, &lease); err != nil {
 			return err
@@ -82,7 +53,7 @@ func TestRun(t *testing.T) {
 		return nil
 	})
 	for _, url := range []string{"http://" + health + "/healthz", "http://" + health + "/readyz", "http://" + metrics + "/metrics"} {
-		eventually(t, url, func() error {
+		testenv.Eventually(t, 30*time.Second, url, func() error {
 			resp, err := http.Get(url) //nolint:gosec // a test URL built from a local address
 			if err != nil {
 				return err
@@ -99,7 +70,7 @@ func TestRun(t *testing.T) {
 	if err := env.Client.Create(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the key issued", func() error {
+	testenv.Eventually(t, 30*time.Second, "the key issued", func() error {
 		got := &switchboardv1alpha1.APIKey{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(key), got); err != nil {
 			return err
@@ -144,7 +115,7 @@ func TestManagerCachesOnlyOwnSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the cache to list switchboard's Secret", func() error {
+	testenv.Eventually(t, 30*time.Second, "the cache to list switchboard's Secret", func() error {
 		var list corev1.SecretList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // gate stands between the server and the real API server: it can hold back the lists and
@@ -69,7 +70,7 @@ func TestNotReadyUntilSynced(t *testing.T) {
 	newConnection(t, ns, "one", "conn_one", nil)
 	k := newKey(t, ns, "early", switchboardv1alpha1.APIKeySpec{})
 	g := newGate()
-	probes := freeAddress(t)
+	probes := testenv.FreeAddr(t)
 	s := startServer(t, g.config(), Options{HealthProbeBindAddress: probes}, false)
 	eventually(t, "the probe listener", func() bool { return probe(probes, "/healthz") == http.StatusOK })
 
@@ -169,7 +170,7 @@ func TestHungAPIServerNeverSlowsRequests(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	ns := env.Namespace(t, "shutdown")
 	k := newKey(t, ns, "last", switchboardv1alpha1.APIKeySpec{})
-	probes := freeAddress(t)
+	probes := testenv.FreeAddr(t)
 	s := startServer(t, nil, Options{HealthProbeBindAddress: probes, ShutdownDelay: 3 * time.Second}, true)
 	eventually(t, "readiness", func() bool { return probe(probes, "/readyz") == http.StatusOK })
 	stopped := make(chan error, 1)

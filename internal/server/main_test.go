@@ -299,21 +299,6 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// freeAddress returns a loopback address that was free a moment ago, for the manager's probe
-// listener, which takes an address rather than a listener.
-func freeAddress(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // probe GETs a probe endpoint and returns its status, or 0 when nothing answers.
 func probe(addr, path string) int {
 	resp, err := http.Get("http://" + addr + path)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 func TestEndToEnd(t *testing.T) {
@@ -40,7 +42,7 @@ func TestEndToEnd(t *testing.T) {
 		key := s.pluginKey(t, "key", "reveal", "ci", "-n", "demo", "-o", "json")
 		issued = append(issued, key)
 		// The sample key selects team=data: the sample warehouse, not the seeded crm.
-		eventually(t, 30*time.Second, 100*time.Millisecond, "the sample key lists the team=data connections", func() error {
+		testenv.Eventually(t, 30*time.Second, "the sample key lists the team=data connections", func() error {
 			r := s.get(t, key)
 			if r.status != http.StatusOK {
 				return fmt.Errorf("status %d: %s", r.status, r.body)
@@ -66,7 +68,7 @@ func TestEndToEnd(t *testing.T) {
 		demoKey2 = s.pluginKey(t, "key", "create", "e2e", "-n", "demo", "--description", "end-to-end", "-o", "json")
 		otherKey = s.pluginKey(t, "key", "create", "other-key", "-n", "other", "-o", "json")
 		issued = append(issued, demoKey2, otherKey)
-		eventually(t, 30*time.Second, 100*time.Millisecond, "each key lists its namespace's connections", func() error {
+		testenv.Eventually(t, 30*time.Second, "each key lists its namespace's connections", func() error {
 			demo, _ := s.get(t, demoKey2).connections(t)
 			other, _ := s.get(t, otherKey).connections(t)
 			if !equal(demo, []string{"crm", "warehouse"}) || !equal(other, []string{"billing"}) {
@@ -120,7 +122,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		revokedAt := time.Now()
-		eventually(t, time.Second, 20*time.Millisecond, "the revoked key is refused", func() error {
+		testenv.Eventually(t, time.Second, "the revoked key is refused", func() error {
 			if r := s.get(t, demoKey2); r.status != http.StatusUnauthorized {
 				return fmt.Errorf("status %d", r.status)
 			}
@@ -146,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 		if fresh == old {
 			t.Fatal("rotation returned the same key")
 		}
-		eventually(t, 5*time.Second, 50*time.Millisecond, "the new key works", func() error {
+		testenv.Eventually(t, 5*time.Second, "the new key works", func() error {
 			if r := s.get(t, fresh); r.status != http.StatusOK {
 				return fmt.Errorf("status %d", r.status)
 			}
@@ -157,7 +159,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatalf("the old key stopped inside its grace period: %d %s", r.status, r.body)
 			}
 		}
-		eventually(t, grace+10*time.Second, 100*time.Millisecond, "the old key is refused after the grace", func() error {
+		testenv.Eventually(t, grace+10*time.Second, "the old key is refused after the grace", func() error {
 			if r := s.get(t, old); r.status != http.StatusUnauthorized {
 				return fmt.Errorf("status %d", r.status)
 			}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // repoRoot is the module root, two directories above this file.
@@ -34,39 +35,12 @@ type system struct {
 	kubeconfig string
 	baseURL    string
 	cmd        *exec.Cmd
-	out        *lockedBuffer // the dev process's stdout and stderr, as a user's terminal shows them
+	out        *testenv.LockedBuffer // the dev process's stdout and stderr, as a user's terminal shows them
 	exited     chan struct{}
 	stopOnce   sync.Once
-	pluginErrs lockedBuffer // stderr of every plugin and kubectl run
+	pluginErrs testenv.LockedBuffer // stderr of every plugin and kubectl run
 	demoKey    string
 	bannerKeys []string // the lines of the dev banner that show the demo key, by design
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 func (s *system) bin(name string) string { return filepath.Join(s.root, "bin", name) }
@@ -97,13 +71,13 @@ func restartSystem(t *testing.T, stopped *system) *system {
 
 func launch(t *testing.T, stateDir string, fresh bool) *system {
 	t.Helper()
-	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &lockedBuffer{}, exited: make(chan struct{})}
+	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &testenv.LockedBuffer{}, exited: make(chan struct{})}
 	for _, bin := range []string{s.bin("switchboard"), s.bin("kubectl-switchboard"), s.kubectlBin()} {
 		if _, err := os.Stat(bin); err != nil {
 			t.Fatalf("%s is missing: run `make build envtest` (make test-e2e does)", bin)
 		}
 	}
-	listen, panel := freeAddr(t), freeAddr(t)
+	listen, panel := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	s.baseURL = "http://" + listen
 	s.kubeconfig = filepath.Join(s.stateDir, "kubeconfig")
 	args := []string{"dev", "--state-dir", s.stateDir, "--listen", listen, "--panel-listen", panel, "--assets", filepath.Dir(s.kubectlBin())}
@@ -248,20 +222,4 @@ func (s *system) pluginKey(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl-switchboard %s returned no key: %v", strings.Join(args, " "), m)
 	}
 	return key
-}
-
-// eventually polls check every interval until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout, interval time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }

@@ -156,25 +156,8 @@ func apiServerHostPort(t *testing.T) string {
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testenv.LockedBuffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start runs bin/switchboard with args and the kubeconfig; it is killed when the test ends.
@@ -182,7 +165,7 @@ func start(t *testing.T, name, kubeconfigPath string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(switchboardBin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
-	out := &lockedBuffer{}
+	out := &testenv.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -218,32 +201,22 @@ var logs = &outputs{}
 
 type outputs struct {
 	mu   sync.Mutex
-	outs map[string][]*lockedBuffer
+	outs map[string][]*testenv.LockedBuffer
 }
 
-func (o *outputs) add(name string, b *lockedBuffer) {
+func (o *outputs) add(name string, b *testenv.LockedBuffer) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.outs == nil {
-		o.outs = map[string][]*lockedBuffer{}
+		o.outs = map[string][]*testenv.LockedBuffer{}
 	}
 	o.outs[name] = append(o.outs[name], b)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // startServer runs `switchboard server` and returns its API and health base URLs.
 func startServer(t *testing.T, kubeconfigPath string, extra ...string) (*process, string, string) {
 	t.Helper()
-	api, health := freeAddr(t), freeAddr(t)
+	api, health := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	args := append([]string{"server", "--listen=" + api, "--metrics-bind-address=0",
 		"--health-probe-bind-address=" + health, "--system-namespace=" + systemNamespace, "--shutdown-delay=-1s"}, extra...)
 	p := start(t, "server", kubeconfigPath, args...)
@@ -262,20 +235,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// eventually polls cond every 100 ms until it returns nil or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, d, err)
 }
 
 // response is one /v1 answer, reduced to what the contract speaks of.
@@ -323,7 +282,7 @@ func issue(t *testing.T, ns, name string) string {
 		t.Fatal(err)
 	}
 	var key string
-	eventually(t, 60*time.Second, "issuing "+name, func() error {
+	testenv.Eventually(t, 60*time.Second, "issuing "+name, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ak), ak); err != nil {
 			return err
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // hostileHeader returns the i-th of a family of malformed or random Authorization values.
@@ -81,7 +83,7 @@ func servingWithOneKey(t *testing.T, nsPrefix string, serverArgs ...string) (str
 	createConnections(t, ns, "alpha")
 	valid := issue(t, ns, "valid")
 	_, api, _ := startServer(t, kc, serverArgs...)
-	eventually(t, 30*time.Second, "the server serving", func() error {
+	testenv.Eventually(t, 30*time.Second, "the server serving", func() error {
 		r, err := call(api+"/v1/connections", "Bearer "+valid)
 		if err == nil && r.status != 200 {
 			err = fmt.Errorf("status %d", r.status)

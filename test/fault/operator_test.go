@@ -16,6 +16,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 const leaseName = "switchboard-operator.switchboard.dev"
@@ -107,7 +108,7 @@ func assertOneKeyEach(t *testing.T, ns string, n int) {
 // waitAllReady waits up to 2 minutes for all n APIKeys of ns to be Ready.
 func waitAllReady(t *testing.T, ns string, n int, what string) {
 	t.Helper()
-	eventually(t, 120*time.Second, what, func() error {
+	testenv.Eventually(t, 120*time.Second, what, func() error {
 		ready, err := readyCount(ctxFor(t, 5*time.Second), ns)
 		if err == nil && ready != n {
 			err = fmt.Errorf("%d of %d Ready", ready, n)
@@ -138,7 +139,7 @@ func TestOperatorFailover(t *testing.T) {
 	kc := kubeconfig(t, env.Config, apiServerHostPort(t))
 	first := startOperator(t, "operator-a", kc, "--leader-elect=true")
 	var leader string
-	eventually(t, 60*time.Second, "the first operator becoming leader", func() error {
+	testenv.Eventually(t, 60*time.Second, "the first operator becoming leader", func() error {
 		var err error
 		leader, err = leaseHolder(ctxFor(t, 5*time.Second))
 		if err == nil && leader == "" {
@@ -150,7 +151,7 @@ func TestOperatorFailover(t *testing.T) {
 
 	const n = 150
 	createAPIKeys(t, ns, n)
-	eventually(t, 60*time.Second, "the leader issuing some keys", func() error {
+	testenv.Eventually(t, 60*time.Second, "the leader issuing some keys", func() error {
 		ready, err := readyCount(ctxFor(t, 5*time.Second), ns)
 		if err == nil && ready == 0 {
 			err = fmt.Errorf("none of %d Ready yet", n)
@@ -161,7 +162,7 @@ func TestOperatorFailover(t *testing.T) {
 	killedAt := time.Now()
 	readyAtKill, _ := readyCount(ctxFor(t, 5*time.Second), ns)
 
-	eventually(t, 60*time.Second, "the second operator taking the Lease", func() error {
+	testenv.Eventually(t, 60*time.Second, "the second operator taking the Lease", func() error {
 		holder, err := leaseHolder(ctxFor(t, 5*time.Second))
 		if err == nil && (holder == leader || holder == "") {
 			err = fmt.Errorf("the Lease is still %q's", holder)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // expectation is the answer the contract requires for one kind of request.
@@ -52,7 +54,7 @@ func TestAPIServerOutage(t *testing.T) {
 		{name: "no header", status: 401, code: "API_KEY_MISSING"},
 		{name: "unknown key", auth: "Bearer sb_live_" + valid[len("sb_live_"):len(valid)-1] + "x", status: 401, code: "API_KEY_INVALID"},
 	}
-	eventually(t, 30*time.Second, "the server answering correctly before the outage", func() error {
+	testenv.Eventually(t, 30*time.Second, "the server answering correctly before the outage", func() error {
 		for _, e := range expectations {
 			r, err := call(api+"/v1/connections", e.auth)
 			if err != nil {
@@ -103,7 +105,7 @@ func TestAPIServerOutage(t *testing.T) {
 	createConnections(t, ns, "delta")
 	revoke(t, ns, "valid")
 	// client-go's reflectors back off while the API server is away; allow for that.
-	eventually(t, 60*time.Second, "changes made after the outage reaching the server", func() error {
+	testenv.Eventually(t, 60*time.Second, "changes made after the outage reaching the server", func() error {
 		r, err := call(api+"/v1/connections", "Bearer "+valid)
 		if err != nil {
 			return err
@@ -130,7 +132,7 @@ func TestStartBeforeSync(t *testing.T) {
 	p := newProxy(t, apiServerHostPort(t))
 	p.cut()
 	_, api, health := startServer(t, kubeconfig(t, env.Config, p.addr()), "--auth-failure-rate=-1")
-	eventually(t, 30*time.Second, "the server listening", func() error {
+	testenv.Eventually(t, 30*time.Second, "the server listening", func() error {
 		_, err := call(health+"/healthz", "")
 		return err
 	})
@@ -148,7 +150,7 @@ func TestStartBeforeSync(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	p.restore()
-	eventually(t, 60*time.Second, "the key working once synced", func() error {
+	testenv.Eventually(t, 60*time.Second, "the key working once synced", func() error {
 		r, err := call(api+"/v1/connections", "Bearer "+key)
 		if err != nil {
 			return err
