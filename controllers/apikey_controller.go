@@ -30,6 +30,14 @@ import (
 // again: that Secret is not in the cache (it lacks switchboard's label), so no event wakes us.
 const conflictRetry = time.Minute
 
+// RedeliveryGrace is how long a delivered key stays valid after its delivery Secret was
+// deleted and a new key was issued into the Secret again.
+const RedeliveryGrace = time.Hour
+
+// ReasonDeliverySecretLost is the Event reason of a delivery Secret that was deleted or lost
+// its key; a new key is issued into it.
+const ReasonDeliverySecretLost = "DeliverySecretLost"
+
 // staleRetry is how soon a reconcile that found the cache behind the API server runs again.
 const staleRetry = time.Second
 
@@ -151,7 +159,16 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 			return ctrl.Result{}, nil
 		}
 	} else if needsKey(key) {
-		return r.issue(ctx, key, live, now)
+		return r.issue(ctx, key, live, now, gracePeriod(key))
+	} else if lost, err := r.deliveryLost(ctx, key); err != nil {
+		return ctrl.Result{}, err
+	} else if lost {
+		// Like cert-manager with a deleted certificate Secret: issue anew into it. Pods that
+		// still hold the old key keep working for a while.
+		r.event(key, corev1.EventTypeWarning, ReasonDeliverySecretLost, "RedeliverKey",
+			"Secret %s no longer holds key %s; issuing a new key into it, the old one stays valid for %s",
+			key.Spec.SecretName, key.Status.KeyHint, RedeliveryGrace)
+		return r.issue(ctx, key, live, now, RedeliveryGrace)
 	}
 
 	var next requeue
@@ -191,8 +208,9 @@ func needsKey(key *switchboardv1alpha1.APIKey) bool {
 
 // issue issues key generation N+1 in the protocol's order: (1) the reveal or delivery Secret
 // with the plaintext, (2) the hash Secret from that plaintext, (3) the status that publishes it.
-// Each step accepts the work of an interrupted earlier run as done.
-func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, now time.Time) (ctrl.Result, error) {
+// Each step accepts the work of an interrupted earlier run as done. The key it replaces, if
+// any, stays valid for grace.
+func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, now time.Time, grace time.Duration) (ctrl.Result, error) {
 	if !live {
 		// A cache that has not seen our last status would make us mint a second key for a
 		// generation that is already published: check the status at the source.
@@ -217,7 +235,7 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	hash, err := r.ensureHash(ctx, key, gen, plaintext, now)
+	hash, err := r.ensureHash(ctx, key, gen, plaintext, now, grace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

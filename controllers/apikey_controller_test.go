@@ -601,6 +601,45 @@ func TestAPIKeyDelivered(t *testing.T) {
 	}
 }
 
+// TestAPIKeyDeliverySecretDeleted: a delivery Secret deleted by hand is issued again, like
+// cert-manager re-issues a deleted certificate Secret; the old key keeps working for
+// RedeliveryGrace (fake clock), so pods that still hold it do not fail at once.
+func TestAPIKeyDeliverySecretDeleted(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("redeliver", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "redeliver-key" }), 1)
+	delivery, err := kt.secret("redeliver-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := plaintextOf(t, delivery)
+	if err := env.Client.Delete(testCtx(t), delivery); err != nil {
+		t.Fatal(err)
+	}
+	got := kt.waitIssued(key, 2)
+	kt.waitEvent(key, controllers.ReasonDeliverySecretLost, "redeliver-key")
+	delivery, err = kt.secret("redeliver-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := plaintextOf(t, delivery)
+	hash := kt.mustHash(got)
+	if second == first || string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(second).String() {
+		t.Fatal("the re-created Secret does not hold the new, hashed key")
+	}
+	if string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(first).String() {
+		t.Fatal("the old key stopped working at once")
+	}
+	until := got.Status.PreviousKeyValidUntil
+	if until == nil || until.Sub(kt.op.clock.Now()) > controllers.RedeliveryGrace || until.Sub(kt.op.clock.Now()) < controllers.RedeliveryGrace-time.Minute {
+		t.Fatalf("previousKeyValidUntil %v, want about %s from now", until, controllers.RedeliveryGrace)
+	}
+	if err := hasCondition(got.Status.Conditions, switchboardv1alpha1.ConditionRevealed, metav1.ConditionTrue, switchboardv1alpha1.ReasonDelivered); err != nil {
+		t.Fatal(err)
+	}
+	kt.assertNoPlaintext(got, first)
+	kt.assertNoPlaintext(got, second)
+}
+
 // TestAPIKeyHashDeletedByHand: the operator watches hash Secrets across namespaces; one deleted
 // by hand turns Ready False (the key is refused), and a rotation issues a working key again.
 func TestAPIKeyHashDeletedByHand(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -147,6 +148,38 @@ func (r *APIKeyReconciler) newKeySecret(key *switchboardv1alpha1.APIKey, name, c
 	return secret, nil
 }
 
+// deliveryLost reports whether the key was delivered into spec.secretName and that Secret no
+// longer holds it: deleted, or switchboard's Secret of this APIKey holding another generation
+// (an issue into it was interrupted). Someone else's Secret under that name is left alone.
+func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1alpha1.APIKey) (bool, error) {
+	if key.Spec.SecretName == "" || key.Status.KeyGeneration == 0 {
+		return false, nil
+	}
+	revealed := meta.FindStatusCondition(key.Status.Conditions, switchboardv1alpha1.ConditionRevealed)
+	if revealed == nil || revealed.Reason != switchboardv1alpha1.ReasonDelivered {
+		return false, nil
+	}
+	secret, err := r.getSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Spec.SecretName})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
+	}
+	if secret.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(key.UID) || generationOf(secret) == key.Status.KeyGeneration {
+		return false, nil
+	}
+	// The cache may not have seen the write that published this generation: ask the source.
+	live := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
+	}
+	return live.Labels[switchboardv1alpha1.LabelAPIKeyUID] == string(key.UID) && generationOf(live) != key.Status.KeyGeneration, nil
+}
+
 func readPlaintext(s *corev1.Secret) (string, error) {
 	plaintext := string(s.Data[switchboardv1alpha1.KeySecretDataKey])
 	if plaintext == "" {
@@ -185,7 +218,7 @@ func hashSecretLabels(key *switchboardv1alpha1.APIKey, gen int64) map[string]str
 
 // ensureHash makes the hash Secret hash plaintext as key generation gen. Moving from an older
 // generation is a rotation: the old hash becomes previous.sha256 until the grace period ends.
-func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64, plaintext string, now time.Time) (*corev1.Secret, error) {
+func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64, plaintext string, now time.Time, grace time.Duration) (*corev1.Secret, error) {
 	sum := apikey.Sum(plaintext).String()
 	name := HashSecretName(key)
 	create := func() (*corev1.Secret, error) {
@@ -233,7 +266,7 @@ func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alp
 	if current < gen {
 		delete(existing.Data, switchboardv1alpha1.HashSecretPreviousKey)
 		delete(existing.Data, switchboardv1alpha1.HashSecretPreviousValidUntilKey)
-		if grace := gracePeriod(key); grace > 0 && len(existing.Data[switchboardv1alpha1.HashSecretCurrentKey]) > 0 {
+		if grace > 0 && len(existing.Data[switchboardv1alpha1.HashSecretCurrentKey]) > 0 {
 			existing.Data[switchboardv1alpha1.HashSecretPreviousKey] = existing.Data[switchboardv1alpha1.HashSecretCurrentKey]
 			existing.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey] = []byte(timePtr(now.Add(grace)).Format(time.RFC3339))
 		}

@@ -199,6 +199,25 @@ func (w *crashWorld) check(name, when string) {
 		}
 	}
 	key, keyErr := w.apiKey(name)
+	if keyErr == nil && key.Spec.SecretName != "" {
+		// A delivered key is held by its delivery Secret.
+		delivery := &corev1.Secret{}
+		err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.ns, Name: key.Spec.SecretName}, delivery)
+		if err == nil {
+			gen := generationOfSecret(delivery)
+			plaintext := string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])
+			byGen[gen] = plaintext
+			if w.seen[name][gen] == nil {
+				w.seen[name][gen] = map[string]bool{}
+			}
+			w.seen[name][gen][plaintext] = true
+			if len(w.seen[name][gen]) > 1 {
+				fail("two different keys were delivered for key generation %d", gen)
+			}
+		} else if !apierrors.IsNotFound(err) {
+			w.t.Fatal(err)
+		}
+	}
 	var hash *corev1.Secret
 	if keyErr == nil {
 		hash = &corev1.Secret{}
@@ -361,6 +380,49 @@ func TestCrashSafetyRotation(t *testing.T) {
 			}
 			if key.Status.PreviousKeyValidUntil == nil {
 				t.Fatalf("%s: no previousKeyValidUntil", name)
+			}
+		})
+}
+
+// TestCrashSafetyRedelivery: interrupting the new issue into a deleted delivery Secret never
+// delivers two keys for one generation, and the old key keeps its grace throughout.
+func TestCrashSafetyRedelivery(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t)
+	runCrashes(t, w,
+		func(name string) {
+			w.createKey(name, func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = name + "-secret" })
+			w.settle(name)
+			delivery := &corev1.Secret{}
+			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.ns, Name: name + "-secret"}, delivery); err != nil {
+				t.Fatal(err)
+			}
+			w.held[name] = map[int64]string{1: string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])}
+			if err := env.Client.Delete(testCtx(t), delivery); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func(name string) {
+			key := w.mustKey(name)
+			if key.Status.KeyGeneration != 2 {
+				t.Fatalf("%s: keyGeneration %d, want 2", name, key.Status.KeyGeneration)
+			}
+			if err := hasCondition(key.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			delivery := &corev1.Secret{}
+			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.ns, Name: name + "-secret"}, delivery); err != nil {
+				t.Fatalf("%s: the delivery Secret was not re-created: %v", name, err)
+			}
+			hash := &corev1.Secret{}
+			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: controllers.HashSecretName(key)}, hash); err != nil {
+				t.Fatal(err)
+			}
+			if generationOfSecret(delivery) != 2 || string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])).String() {
+				t.Fatalf("%s: the re-created Secret does not hold the hashed key of generation 2", name)
+			}
+			if string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(w.held[name][1]).String() {
+				t.Fatalf("%s: the old key lost its grace", name)
 			}
 		})
 }

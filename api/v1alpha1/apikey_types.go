@@ -29,7 +29,9 @@ type APIKeySpec struct {
 
 	// secretName, when set, makes the operator deliver the key into this Secret of the same
 	// namespace (data key "apiKey") and keep it there, updated on rotation, for in-cluster
-	// clients that mount it. Without it the key is revealed once through a one-time Secret.
+	// clients that mount it. If that Secret is deleted, a new key is issued into it and the
+	// old one stays valid for an hour (revoke or rotate to end a key at once). Without it the
+	// key is revealed once through a one-time Secret.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
