@@ -179,22 +179,14 @@ func (w *crashWorld) check(name, when string) {
 		w.t.Fatal(err)
 	}
 	byGen := map[int64]string{}
-	if w.seen[name] == nil {
-		w.seen[name] = map[int64]map[string]bool{}
-	}
 	for i := range reveals.Items {
 		s := &reveals.Items[i]
 		gen := generationOfSecret(s)
 		if _, dup := byGen[gen]; dup {
 			fail("two reveal Secrets for key generation %d", gen)
 		}
-		plaintext := string(s.Data[switchboardv1alpha1.KeySecretDataKey])
-		byGen[gen] = plaintext
-		if w.seen[name][gen] == nil {
-			w.seen[name][gen] = map[string]bool{}
-		}
-		w.seen[name][gen][plaintext] = true
-		if len(w.seen[name][gen]) > 1 {
+		byGen[gen] = string(s.Data[switchboardv1alpha1.KeySecretDataKey])
+		if !w.saw(name, gen, byGen[gen]) {
 			fail("two different keys were issued for key generation %d", gen)
 		}
 	}
@@ -205,13 +197,8 @@ func (w *crashWorld) check(name, when string) {
 		err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.ns, Name: key.Spec.SecretName}, delivery)
 		if err == nil {
 			gen := generationOfSecret(delivery)
-			plaintext := string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])
-			byGen[gen] = plaintext
-			if w.seen[name][gen] == nil {
-				w.seen[name][gen] = map[string]bool{}
-			}
-			w.seen[name][gen][plaintext] = true
-			if len(w.seen[name][gen]) > 1 {
+			byGen[gen] = string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])
+			if !w.saw(name, gen, byGen[gen]) {
 				fail("two different keys were delivered for key generation %d", gen)
 			}
 		} else if !apierrors.IsNotFound(err) {
@@ -264,6 +251,19 @@ func (w *crashWorld) check(name, when string) {
 			fail("status publishes key generation %d without a hash", key.Status.KeyGeneration)
 		}
 	}
+}
+
+// saw records that plaintext was found for key generation gen of APIKey name, and reports
+// whether it is the only key ever found for that generation.
+func (w *crashWorld) saw(name string, gen int64, plaintext string) bool {
+	if w.seen[name] == nil {
+		w.seen[name] = map[int64]map[string]bool{}
+	}
+	if w.seen[name][gen] == nil {
+		w.seen[name][gen] = map[string]bool{}
+	}
+	w.seen[name][gen][plaintext] = true
+	return len(w.seen[name][gen]) == 1
 }
 
 func generationOfSecret(s *corev1.Secret) int64 {
