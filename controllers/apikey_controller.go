@@ -165,10 +165,14 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 	} else if lost {
 		// Like cert-manager with a deleted certificate Secret: issue anew into it. Pods that
 		// still hold the old key keep working for a while.
-		r.event(key, corev1.EventTypeWarning, ReasonDeliverySecretLost, "RedeliverKey",
-			"Secret %s no longer holds key %s; issuing a new key into it, the old one stays valid for %s",
-			key.Spec.SecretName, key.Status.KeyHint, RedeliveryGrace)
-		return r.issue(ctx, key, live, now, RedeliveryGrace)
+		lostHint, lostGen := key.Status.KeyHint, key.Status.KeyGeneration
+		res, err := r.issue(ctx, key, live, now, RedeliveryGrace)
+		if err == nil && key.Status.KeyGeneration > lostGen {
+			r.event(key, corev1.EventTypeWarning, ReasonDeliverySecretLost, "RedeliverKey",
+				"Secret %s no longer held key %s; issued key %s into it, the old one stays valid for %s",
+				key.Spec.SecretName, lostHint, key.Status.KeyHint, RedeliveryGrace)
+		}
+		return res, err
 	}
 
 	var next requeue
