@@ -64,6 +64,7 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.IntVar(&opts.FailureBurst, "auth-failure-burst", 20, "failed authentications an address may make at once before 429")
 	f.IntVar(&opts.RateLimitClients, "rate-limit-clients", 1<<16, "how many client addresses the failure limiter remembers")
 	f.DurationVar(&opts.LastUsedInterval, "last-used-interval", 0, "least time between two writes of one key's status.lastUsedAt (default 1m)")
+	f.Float64Var(&opts.LastUsedWriteRate, "last-used-writes-per-second", 20, "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first")
 	f.DurationVar(&opts.ShutdownDelay, "shutdown-delay", 0, "how long readiness fails before the listener closes (default 5s)")
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 0, "how long open requests may drain (default 30s)")
 	f.StringVar(&opts.PanelListen, "panel-listen", "", "address of the web panel; empty serves no panel")

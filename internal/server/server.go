@@ -54,6 +54,10 @@ type Options struct {
 	LastUsedInterval time.Duration
 	// LastUsedFlush is how often used keys are looked for (default 10s).
 	LastUsedFlush time.Duration
+	// LastUsedWriteRate bounds the status.lastUsedAt writes of this replica per second (default
+	// 20). With more keys in use than LastUsedWriteRate×LastUsedInterval, the stalest are
+	// written first and each key less often.
+	LastUsedWriteRate float64
 
 	// ShutdownDelay is how long readiness fails before the listener stops accepting, so that
 	// load balancers stop sending first (default 5s; negative: none).
@@ -113,6 +117,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.LastUsedFlush == 0 {
 		o.LastUsedFlush = 10 * time.Second
+	}
+	if o.LastUsedWriteRate == 0 {
+		o.LastUsedWriteRate = 20
+	}
+	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
+		return errors.New("the lastUsedAt interval, flush period and write rate must be positive")
 	}
 	if o.ShutdownDelay == 0 {
 		o.ShutdownDelay = 5 * time.Second
@@ -218,11 +228,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 	}()
 	go waitSynced(mgrCtx, regs, &synced, log)
-	writer := &usageWriter{
-		index: idx, client: mgr.GetClient(), clock: opts.Clock, log: log.WithName("last-used"),
-		interval: opts.LastUsedInterval, tick: opts.LastUsedFlush, timeout: 10 * time.Second,
-	}
-	go writer.run(mgrCtx)
+	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
 	for i, srv := range servers {
 		go func() {
 			log.Info("serving", "address", listeners[i].Addr().String())
