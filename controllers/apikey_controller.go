@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // conflictRetry is how often an APIKey whose delivery Secret is someone else's is looked at
@@ -74,7 +76,7 @@ func (r *APIKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	isHash := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.SystemNamespace &&
-			o.GetLabels()[switchboardv1alpha1.LabelComponent] == switchboardv1alpha1.ComponentKeyHash
+			o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentHash
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&switchboardv1alpha1.APIKey{}).
@@ -88,7 +90,7 @@ func (r *APIKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // hashSecretToAPIKey maps a hash Secret to the APIKey its labels name.
 func hashSecretToAPIKey(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	ns, name := l[switchboardv1alpha1.LabelAPIKeyNamespace], l[switchboardv1alpha1.LabelAPIKeyName]
+	ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]
 	if ns == "" || name == "" {
 		return nil
 	}
@@ -244,7 +246,7 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 		return ctrl.Result{}, err
 	}
 
-	hint := apikeyHint(plaintext)
+	hint := apikey.Hint(plaintext)
 	key.Status.KeyGeneration = gen
 	key.Status.KeyHint = hint
 	if key.Status.CreatedAt == nil {
@@ -261,7 +263,7 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
 		setRevealedDelivered(key)
 	} else {
-		key.Status.RevealSecretName = revealSecretName(key, gen)
+		key.Status.RevealSecretName = keysecret.RevealName(key.Name, gen)
 		key.Status.RevealExpiresAt = timePtr(now.Add(r.RevealTTL))
 		setRevealPending(key)
 	}

@@ -21,6 +21,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
@@ -94,7 +95,7 @@ func (kt *keyTest) waitIssued(key *switchboardv1alpha1.APIKey, gen int64) *switc
 
 func (kt *keyTest) hashSecret(key *switchboardv1alpha1.APIKey) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	err := env.Client.Get(testCtx(kt.t), client.ObjectKey{Namespace: kt.system, Name: controllers.HashSecretName(key)}, s)
+	err := env.Client.Get(testCtx(kt.t), client.ObjectKey{Namespace: kt.system, Name: keysecret.HashName(key.UID)}, s)
 	return s, err
 }
 
@@ -189,7 +190,7 @@ func (kt *keyTest) assertNoPlaintext(key *switchboardv1alpha1.APIKey, plaintext 
 
 func plaintextOf(t *testing.T, s *corev1.Secret) string {
 	t.Helper()
-	key := string(s.Data[switchboardv1alpha1.KeySecretDataKey])
+	key := string(s.Data[keysecret.DataKey])
 	if err := apikey.Parse(key, apikey.DefaultPrefix); err != nil {
 		t.Fatalf("Secret %s holds no valid key: %v", s.Name, err)
 	}
@@ -213,10 +214,10 @@ func TestAPIKeyIssued(t *testing.T) {
 		t.Fatal(err)
 	}
 	plaintext := plaintextOf(t, revealSecret)
-	if revealSecret.Type != switchboardv1alpha1.SecretTypeKeyReveal ||
-		revealSecret.Labels[switchboardv1alpha1.LabelComponent] != switchboardv1alpha1.ComponentKeyReveal ||
-		revealSecret.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(got.UID) ||
-		revealSecret.Labels[switchboardv1alpha1.LabelKeyGeneration] != "1" {
+	if revealSecret.Type != keysecret.TypeReveal ||
+		revealSecret.Labels[keysecret.LabelComponent] != keysecret.ComponentReveal ||
+		revealSecret.Labels[keysecret.LabelAPIKeyUID] != string(got.UID) ||
+		revealSecret.Labels[keysecret.LabelGeneration] != "1" {
 		t.Fatalf("reveal Secret has the wrong type or labels: %s %v", revealSecret.Type, revealSecret.Labels)
 	}
 	if ref := metav1.GetControllerOf(revealSecret); ref == nil || ref.UID != got.UID {
@@ -224,23 +225,23 @@ func TestAPIKeyIssued(t *testing.T) {
 	}
 
 	hash := kt.mustHash(got)
-	if want := apikey.Sum(plaintext).String(); string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != want {
-		t.Fatalf("hash Secret sha256 %q, want SHA-256 of the revealed key %q", hash.Data[switchboardv1alpha1.HashSecretCurrentKey], want)
+	if want := apikey.Sum(plaintext).String(); string(hash.Data[keysecret.DataHash]) != want {
+		t.Fatalf("hash Secret sha256 %q, want SHA-256 of the revealed key %q", hash.Data[keysecret.DataHash], want)
 	}
 	wantLabels := map[string]string{
-		switchboardv1alpha1.LabelManagedBy:       switchboardv1alpha1.ManagedByValue,
-		switchboardv1alpha1.LabelComponent:       switchboardv1alpha1.ComponentKeyHash,
-		switchboardv1alpha1.LabelAPIKeyNamespace: kt.ns,
-		switchboardv1alpha1.LabelAPIKeyName:      "ci",
-		switchboardv1alpha1.LabelAPIKeyUID:       string(got.UID),
-		switchboardv1alpha1.LabelKeyGeneration:   "1",
+		keysecret.LabelManagedBy:       keysecret.ManagedBy,
+		keysecret.LabelComponent:       keysecret.ComponentHash,
+		keysecret.LabelAPIKeyNamespace: kt.ns,
+		keysecret.LabelAPIKeyName:      "ci",
+		keysecret.LabelAPIKeyUID:       string(got.UID),
+		keysecret.LabelGeneration:      "1",
 	}
 	for k, v := range wantLabels {
 		if hash.Labels[k] != v {
 			t.Fatalf("hash Secret label %s=%q, want %q", k, hash.Labels[k], v)
 		}
 	}
-	if hash.Type != switchboardv1alpha1.SecretTypeKeyHash {
+	if hash.Type != keysecret.TypeHash {
 		t.Fatalf("hash Secret type %q", hash.Type)
 	}
 
@@ -317,7 +318,7 @@ func TestAPIKeyClaimedOnce(t *testing.T) {
 	if len(won) != 1 {
 		t.Fatalf("%d claimers got the key, want exactly 1", len(won))
 	}
-	if got := string(kt.mustHash(key).Data[switchboardv1alpha1.HashSecretCurrentKey]); got != apikey.Sum(won[0].Key).String() {
+	if got := string(kt.mustHash(key).Data[keysecret.DataHash]); got != apikey.Sum(won[0].Key).String() {
 		t.Fatal("the claimed key does not match the hash Secret")
 	}
 	if won[0].Hint != key.Status.KeyHint || won[0].Generation != 1 {
@@ -378,7 +379,7 @@ func TestAPIKeyRevealExpires(t *testing.T) {
 	if err := hasCondition(got.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued); err != nil {
 		t.Fatalf("the key should stay valid: %v", err)
 	}
-	if string(kt.mustHash(got).Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(plaintext).String() {
+	if string(kt.mustHash(got).Data[keysecret.DataHash]) != apikey.Sum(plaintext).String() {
 		t.Fatal("the hash changed when the reveal expired")
 	}
 	kt.waitEvent(got, switchboardv1alpha1.ReasonRevealExpired, got.Status.KeyHint)
@@ -493,12 +494,12 @@ func TestAPIKeyRotationWithGrace(t *testing.T) {
 		t.Fatalf("the rotation did not issue a new key (generation %d)", second.Generation)
 	}
 	hash := kt.mustHash(got)
-	if string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(second.Key).String() ||
-		string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(first.Key).String() {
+	if string(hash.Data[keysecret.DataHash]) != apikey.Sum(second.Key).String() ||
+		string(hash.Data[keysecret.DataPreviousHash]) != apikey.Sum(first.Key).String() {
 		t.Fatal("during the grace period the hash Secret should hold the new key's hash and the previous one")
 	}
-	if hash.Labels[switchboardv1alpha1.LabelKeyGeneration] != "2" {
-		t.Fatalf("hash Secret generation label %q", hash.Labels[switchboardv1alpha1.LabelKeyGeneration])
+	if hash.Labels[keysecret.LabelGeneration] != "2" {
+		t.Fatalf("hash Secret generation label %q", hash.Labels[keysecret.LabelGeneration])
 	}
 	kt.waitEvent(got, "KeyRotated", got.Status.KeyHint)
 
@@ -512,10 +513,10 @@ func TestAPIKeyRotationWithGrace(t *testing.T) {
 		return nil
 	})
 	hash = kt.mustHash(got)
-	if _, ok := hash.Data[switchboardv1alpha1.HashSecretPreviousKey]; ok {
+	if _, ok := hash.Data[keysecret.DataPreviousHash]; ok {
 		t.Fatal("the previous hash outlived its grace period")
 	}
-	if string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(second.Key).String() {
+	if string(hash.Data[keysecret.DataHash]) != apikey.Sum(second.Key).String() {
 		t.Fatal("the current hash changed when the grace period ended")
 	}
 
@@ -526,7 +527,7 @@ func TestAPIKeyRotationWithGrace(t *testing.T) {
 	})
 	got = kt.waitIssued(key, 3)
 	hash = kt.mustHash(got)
-	if _, ok := hash.Data[switchboardv1alpha1.HashSecretPreviousKey]; ok || got.Status.PreviousKeyValidUntil != nil {
+	if _, ok := hash.Data[keysecret.DataPreviousHash]; ok || got.Status.PreviousKeyValidUntil != nil {
 		t.Fatal("a zero-grace rotation kept the previous hash")
 	}
 	third := got.Status.RevealSecretName
@@ -560,7 +561,7 @@ func TestAPIKeyDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := plaintextOf(t, delivery)
-	if string(kt.mustHash(key).Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(first).String() {
+	if string(kt.mustHash(key).Data[keysecret.DataHash]) != apikey.Sum(first).String() {
 		t.Fatal("the delivered key does not match the hash")
 	}
 	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) {
@@ -572,7 +573,7 @@ func TestAPIKeyDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := plaintextOf(t, delivery)
-	if second == first || string(kt.mustHash(key).Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(second).String() {
+	if second == first || string(kt.mustHash(key).Data[keysecret.DataHash]) != apikey.Sum(second).String() {
 		t.Fatal("the rotation did not deliver the new key")
 	}
 	kt.assertNoPlaintext(key, second)
@@ -623,10 +624,10 @@ func TestAPIKeyDeliverySecretDeleted(t *testing.T) {
 	}
 	second := plaintextOf(t, delivery)
 	hash := kt.mustHash(got)
-	if second == first || string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(second).String() {
+	if second == first || string(hash.Data[keysecret.DataHash]) != apikey.Sum(second).String() {
 		t.Fatal("the re-created Secret does not hold the new, hashed key")
 	}
-	if string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(first).String() {
+	if string(hash.Data[keysecret.DataPreviousHash]) != apikey.Sum(first).String() {
 		t.Fatal("the old key stopped working at once")
 	}
 	until := got.Status.PreviousKeyValidUntil
@@ -662,7 +663,7 @@ func TestAPIKeyHashDeletedByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(kt.mustHash(got).Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(claimed.Key).String() {
+	if string(kt.mustHash(got).Data[keysecret.DataHash]) != apikey.Sum(claimed.Key).String() {
 		t.Fatal("the new key is not the hashed one")
 	}
 }

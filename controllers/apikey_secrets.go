@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // conflictError says a Secret switchboard needs to write belongs to someone else.
@@ -22,27 +21,9 @@ type conflictError struct{ msg string }
 
 func (e *conflictError) Error() string { return e.msg }
 
-// HashSecretName is the name of an APIKey's hash Secret in the system namespace.
-func HashSecretName(key *switchboardv1alpha1.APIKey) string { return "apikey-" + string(key.UID) }
-
-// revealSecretName is the deterministic name of the reveal Secret of key generation gen.
-func revealSecretName(key *switchboardv1alpha1.APIKey, gen int64) string {
-	return fmt.Sprintf("%s-key-%d", key.Name, gen)
-}
-
-func apikeyHint(plaintext string) string { return apikey.Hint(plaintext) }
-
 func timePtr(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
 	return &mt
-}
-
-func generationOf(o client.Object) int64 {
-	g, err := strconv.ParseInt(o.GetLabels()[switchboardv1alpha1.LabelKeyGeneration], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return g
 }
 
 // ensureKeySecret makes sure the plaintext of key generation gen sits in the reveal Secret
@@ -56,15 +37,12 @@ func (r *APIKeyReconciler) ensureKeySecret(ctx context.Context, key *switchboard
 }
 
 func (r *APIKeyReconciler) ensureRevealSecret(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64) (string, error) {
-	name := revealSecretName(key, gen)
+	name := keysecret.RevealName(key.Name, gen)
 	plaintext, err := apikey.Generate(r.KeyPrefix)
 	if err != nil {
 		return "", err
 	}
-	secret, err := r.newKeySecret(key, name, switchboardv1alpha1.ComponentKeyReveal, switchboardv1alpha1.SecretTypeKeyReveal, gen, plaintext)
-	if err != nil {
-		return "", err
-	}
+	secret := keysecret.NewReveal(key, gen, plaintext)
 	err = r.Client.Create(ctx, secret)
 	if err == nil {
 		return plaintext, nil
@@ -76,12 +54,10 @@ func (r *APIKeyReconciler) ensureRevealSecret(ctx context.Context, key *switchbo
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), existing); err != nil {
 		return "", fmt.Errorf("reading back reveal Secret %s/%s: %w", key.Namespace, name, err)
 	}
-	if existing.Type != switchboardv1alpha1.SecretTypeKeyReveal ||
-		existing.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(key.UID) ||
-		generationOf(existing) != gen {
+	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentReveal) || keysecret.Generation(existing) != gen {
 		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not the reveal Secret of key generation %d; delete or rename it", key.Namespace, name, gen)}
 	}
-	return readPlaintext(existing)
+	return keysecret.Plaintext(existing, r.KeyPrefix)
 }
 
 func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64) (string, error) {
@@ -93,11 +69,7 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 		if err != nil {
 			return "", err
 		}
-		secret, err := r.newKeySecret(key, name, switchboardv1alpha1.ComponentKeyDelivery, corev1.SecretTypeOpaque, gen, plaintext)
-		if err != nil {
-			return "", err
-		}
-		if err := r.Client.Create(ctx, secret); err != nil {
+		if err := r.Client.Create(ctx, keysecret.NewDelivery(key, gen, plaintext)); err != nil {
 			// AlreadyExists included: the next reconcile reads whoever won.
 			return "", fmt.Errorf("creating delivery Secret %s/%s: %w", key.Namespace, name, err)
 		}
@@ -106,14 +78,12 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 	if err != nil {
 		return "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, name, err)
 	}
-	if existing.Labels[switchboardv1alpha1.LabelManagedBy] != switchboardv1alpha1.ManagedByValue ||
-		existing.Labels[switchboardv1alpha1.LabelComponent] != switchboardv1alpha1.ComponentKeyDelivery ||
-		existing.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(key.UID) {
+	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentDelivery) {
 		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not managed by switchboard for this APIKey; "+
 			"switchboard will not overwrite it: delete it or choose another spec.secretName", key.Namespace, name)}
 	}
-	if g := generationOf(existing); g == gen {
-		return readPlaintext(existing)
+	if g := keysecret.Generation(existing); g == gen {
+		return keysecret.Plaintext(existing, r.KeyPrefix)
 	} else if g > gen {
 		return "", fmt.Errorf("delivery Secret %s/%s holds key generation %d, newer than %d", key.Namespace, name, g, gen)
 	}
@@ -122,30 +92,11 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 		return "", err
 	}
 	before := existing.DeepCopy()
-	existing.Labels = keySecretLabels(key, switchboardv1alpha1.ComponentKeyDelivery, gen)
-	existing.Data = keySecretData(plaintext)
+	keysecret.SetDelivered(existing, key, gen, plaintext)
 	if err := r.Client.Patch(ctx, existing, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return "", fmt.Errorf("updating delivery Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	return plaintext, nil
-}
-
-// newKeySecret builds a Secret of key's namespace that holds the plaintext of key generation
-// gen, owned by key so that it goes with it.
-func (r *APIKeyReconciler) newKeySecret(key *switchboardv1alpha1.APIKey, name, component string, secretType corev1.SecretType, gen int64, plaintext string) (*corev1.Secret, error) {
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace,
-			Name:      name,
-			Labels:    keySecretLabels(key, component, gen),
-		},
-		Type: secretType,
-		Data: keySecretData(plaintext),
-	}
-	if err := controllerutil.SetControllerReference(key, secret, r.Client.Scheme()); err != nil {
-		return nil, err
-	}
-	return secret, nil
 }
 
 // deliveryLost reports whether the key was delivered into spec.secretName and that Secret no
@@ -166,7 +117,7 @@ func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1a
 	if err != nil {
 		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
 	}
-	if secret.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(key.UID) || generationOf(secret) == key.Status.KeyGeneration {
+	if !keysecret.IsOwnedBy(secret, key, keysecret.ComponentDelivery) || keysecret.Generation(secret) == key.Status.KeyGeneration {
 		return false, nil
 	}
 	// The cache may not have seen the write that published this generation: ask the source.
@@ -177,56 +128,16 @@ func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1a
 		}
 		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
 	}
-	return live.Labels[switchboardv1alpha1.LabelAPIKeyUID] == string(key.UID) && generationOf(live) != key.Status.KeyGeneration, nil
-}
-
-func readPlaintext(s *corev1.Secret) (string, error) {
-	plaintext := string(s.Data[switchboardv1alpha1.KeySecretDataKey])
-	if plaintext == "" {
-		return "", fmt.Errorf("secret %s/%s holds no key", s.Namespace, s.Name)
-	}
-	return plaintext, nil
-}
-
-func keySecretLabels(key *switchboardv1alpha1.APIKey, component string, gen int64) map[string]string {
-	return map[string]string{
-		switchboardv1alpha1.LabelManagedBy:     switchboardv1alpha1.ManagedByValue,
-		switchboardv1alpha1.LabelComponent:     component,
-		switchboardv1alpha1.LabelAPIKeyName:    key.Name,
-		switchboardv1alpha1.LabelAPIKeyUID:     string(key.UID),
-		switchboardv1alpha1.LabelKeyGeneration: strconv.FormatInt(gen, 10),
-	}
-}
-
-func keySecretData(plaintext string) map[string][]byte {
-	return map[string][]byte{
-		switchboardv1alpha1.KeySecretDataKey:     []byte(plaintext),
-		switchboardv1alpha1.KeyHintSecretDataKey: []byte(apikey.Hint(plaintext)),
-	}
-}
-
-func hashSecretLabels(key *switchboardv1alpha1.APIKey, gen int64) map[string]string {
-	return map[string]string{
-		switchboardv1alpha1.LabelManagedBy:       switchboardv1alpha1.ManagedByValue,
-		switchboardv1alpha1.LabelComponent:       switchboardv1alpha1.ComponentKeyHash,
-		switchboardv1alpha1.LabelAPIKeyNamespace: key.Namespace,
-		switchboardv1alpha1.LabelAPIKeyName:      key.Name,
-		switchboardv1alpha1.LabelAPIKeyUID:       string(key.UID),
-		switchboardv1alpha1.LabelKeyGeneration:   strconv.FormatInt(gen, 10),
-	}
+	return keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) && keysecret.Generation(live) != key.Status.KeyGeneration, nil
 }
 
 // ensureHash makes the hash Secret hash plaintext as key generation gen. Moving from an older
 // generation is a rotation: the old hash becomes previous.sha256 until the grace period ends.
 func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64, plaintext string, now time.Time, grace time.Duration) (*corev1.Secret, error) {
-	sum := apikey.Sum(plaintext).String()
-	name := HashSecretName(key)
+	sum := apikey.Sum(plaintext)
+	name := keysecret.HashName(key.UID)
 	create := func() (*corev1.Secret, error) {
-		secret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.SystemNamespace, Name: name, Labels: hashSecretLabels(key, gen)},
-			Type:       switchboardv1alpha1.SecretTypeKeyHash,
-			Data:       map[string][]byte{switchboardv1alpha1.HashSecretCurrentKey: []byte(sum)},
-		}
+		secret := keysecret.NewHash(key, r.SystemNamespace, gen, sum)
 		return secret, r.Client.Create(ctx, secret)
 	}
 	if gen == 1 {
@@ -252,28 +163,19 @@ func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alp
 	if err != nil {
 		return nil, fmt.Errorf("reading hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 	}
-	current := generationOf(existing)
+	current := keysecret.Generation(existing)
 	if current > gen {
 		return nil, fmt.Errorf("hash Secret %s/%s hashes key generation %d, newer than %d", r.SystemNamespace, name, current, gen)
 	}
-	if current == gen && string(existing.Data[switchboardv1alpha1.HashSecretCurrentKey]) == sum {
+	if current == gen && string(existing.Data[keysecret.DataHash]) == sum.String() {
 		return existing, nil
 	}
 	before := existing.DeepCopy()
-	if existing.Data == nil {
-		existing.Data = map[string][]byte{}
+	var keepPreviousUntil time.Time
+	if grace > 0 {
+		keepPreviousUntil = timePtr(now.Add(grace)).Time
 	}
-	if current < gen {
-		delete(existing.Data, switchboardv1alpha1.HashSecretPreviousKey)
-		delete(existing.Data, switchboardv1alpha1.HashSecretPreviousValidUntilKey)
-		if grace > 0 && len(existing.Data[switchboardv1alpha1.HashSecretCurrentKey]) > 0 {
-			existing.Data[switchboardv1alpha1.HashSecretPreviousKey] = existing.Data[switchboardv1alpha1.HashSecretCurrentKey]
-			existing.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey] = []byte(timePtr(now.Add(grace)).Format(time.RFC3339))
-		}
-	}
-	existing.Data[switchboardv1alpha1.HashSecretCurrentKey] = []byte(sum)
-	existing.Labels = hashSecretLabels(key, gen)
-	existing.Type = switchboardv1alpha1.SecretTypeKeyHash
+	keysecret.SetCurrent(existing, key, gen, sum, keepPreviousUntil)
 	if err := r.Client.Patch(ctx, existing, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, fmt.Errorf("updating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 	}
@@ -287,14 +189,11 @@ func gracePeriod(key *switchboardv1alpha1.APIKey) time.Duration {
 	return key.Spec.Rotation.GracePeriod.Duration
 }
 
-// previousValidUntil reads previous.validUntil from a hash Secret; nil when there is none.
+// previousValidUntil reads when the previous key of a hash Secret stops working; nil when
+// there is none.
 func previousValidUntil(hash *corev1.Secret) *metav1.Time {
-	raw := string(hash.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey])
-	if raw == "" || len(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) == 0 {
-		return nil
-	}
-	t, err := time.Parse(time.RFC3339, raw)
-	if err != nil {
+	t, ok := keysecret.PreviousValidUntil(hash)
+	if !ok {
 		return nil
 	}
 	return timePtr(t)
@@ -302,7 +201,7 @@ func previousValidUntil(hash *corev1.Secret) *metav1.Time {
 
 // deleteHash deletes the APIKey's hash Secret, so that the server refuses its key.
 func (r *APIKeyReconciler) deleteHash(ctx context.Context, key *switchboardv1alpha1.APIKey) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.SystemNamespace, Name: HashSecretName(key)}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}}
 	if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting hash Secret %s/%s: %w", r.SystemNamespace, secret.Name, err)
 	}
@@ -314,14 +213,14 @@ func (r *APIKeyReconciler) deleteHash(ctx context.Context, key *switchboardv1alp
 func (r *APIKeyReconciler) sweepRevealSecrets(ctx context.Context, key *switchboardv1alpha1.APIKey, keep int64) error {
 	var list corev1.SecretList
 	if err := r.Client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{
-		switchboardv1alpha1.LabelComponent: switchboardv1alpha1.ComponentKeyReveal,
-		switchboardv1alpha1.LabelAPIKeyUID: string(key.UID),
+		keysecret.LabelComponent: keysecret.ComponentReveal,
+		keysecret.LabelAPIKeyUID: string(key.UID),
 	}); err != nil {
 		return fmt.Errorf("listing reveal Secrets: %w", err)
 	}
 	names := map[string]bool{}
 	for i := range list.Items {
-		if keep < 0 || generationOf(&list.Items[i]) < keep {
+		if keep < 0 || keysecret.Generation(&list.Items[i]) < keep {
 			names[list.Items[i].Name] = true
 		}
 	}
@@ -331,7 +230,7 @@ func (r *APIKeyReconciler) sweepRevealSecrets(ctx context.Context, key *switchbo
 		if key.Status.RevealSecretName != "" {
 			names[key.Status.RevealSecretName] = true
 		}
-		names[revealSecretName(key, key.Status.KeyGeneration+1)] = true
+		names[keysecret.RevealName(key.Name, key.Status.KeyGeneration+1)] = true
 	}
 	for name := range names {
 		secret := &corev1.Secret{}
@@ -341,7 +240,7 @@ func (r *APIKeyReconciler) sweepRevealSecrets(ctx context.Context, key *switchbo
 			}
 			return err
 		}
-		if secret.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(key.UID) || secret.Type != switchboardv1alpha1.SecretTypeKeyReveal {
+		if !keysecret.IsOwnedBy(secret, key, keysecret.ComponentReveal) {
 			continue
 		}
 		uid := secret.UID

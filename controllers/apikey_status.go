@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // getSecret reads a Secret from the cache and, when the cache does not have it, from the API
@@ -33,22 +34,22 @@ func (r *APIKeyReconciler) getSecret(ctx context.Context, key client.ObjectKey) 
 // its grace period ends, and asks to run again at that instant. found is false when the hash
 // Secret is gone (deleted by hand): the key is then refused.
 func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1alpha1.APIKey, now time.Time) (time.Duration, bool, error) {
-	hash, err := r.getSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: HashSecretName(key)})
+	hash, err := r.getSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)})
 	if apierrors.IsNotFound(err) {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("reading the hash Secret: %w", err)
 	}
-	if g := generationOf(hash); g < key.Status.KeyGeneration {
+	if g := keysecret.Generation(hash); g < key.Status.KeyGeneration {
 		// The cache has not caught up with the rotation we just made.
 		hash = &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: HashSecretName(key)}, hash); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}, hash); err != nil {
 			return 0, !apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		}
-		if generationOf(hash) < key.Status.KeyGeneration {
+		if keysecret.Generation(hash) < key.Status.KeyGeneration {
 			return 0, false, fmt.Errorf("hash Secret %s/%s hashes key generation %d, status says %d",
-				r.SystemNamespace, hash.Name, generationOf(hash), key.Status.KeyGeneration)
+				r.SystemNamespace, hash.Name, keysecret.Generation(hash), key.Status.KeyGeneration)
 		}
 	}
 	validUntil := previousValidUntil(hash)
@@ -61,8 +62,7 @@ func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1
 		return validUntil.Sub(now), true, nil
 	}
 	before := hash.DeepCopy()
-	delete(hash.Data, switchboardv1alpha1.HashSecretPreviousKey)
-	delete(hash.Data, switchboardv1alpha1.HashSecretPreviousValidUntilKey)
+	keysecret.DropPrevious(hash)
 	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return 0, false, fmt.Errorf("dropping the previous key's hash: %w", err)
 	}
@@ -147,7 +147,7 @@ func setReadyKeyIssued(key *switchboardv1alpha1.APIKey) {
 func setReadyHashMissing(key *switchboardv1alpha1.APIKey, systemNamespace string) {
 	setCondition(key, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing,
 		fmt.Sprintf("the hash Secret %s/%s of key %s is missing, so the key is refused; rotate the key to issue a new one",
-			systemNamespace, HashSecretName(key), key.Status.KeyHint))
+			systemNamespace, keysecret.HashName(key.UID), key.Status.KeyHint))
 }
 
 func setReadyDeliveryConflict(key *switchboardv1alpha1.APIKey, message string) {

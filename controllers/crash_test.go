@@ -19,6 +19,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
@@ -174,7 +175,7 @@ func (w *crashWorld) check(name, when string) {
 	}
 	var reveals corev1.SecretList
 	if err := env.Client.List(testCtx(w.t), &reveals, client.InNamespace(w.ns), client.MatchingLabels{
-		switchboardv1alpha1.LabelComponent: switchboardv1alpha1.ComponentKeyReveal, switchboardv1alpha1.LabelAPIKeyName: name,
+		keysecret.LabelComponent: keysecret.ComponentReveal, keysecret.LabelAPIKeyName: name,
 	}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func (w *crashWorld) check(name, when string) {
 		if _, dup := byGen[gen]; dup {
 			fail("two reveal Secrets for key generation %d", gen)
 		}
-		byGen[gen] = string(s.Data[switchboardv1alpha1.KeySecretDataKey])
+		byGen[gen] = string(s.Data[keysecret.DataKey])
 		if !w.saw(name, gen, byGen[gen]) {
 			fail("two different keys were issued for key generation %d", gen)
 		}
@@ -197,7 +198,7 @@ func (w *crashWorld) check(name, when string) {
 		err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.ns, Name: key.Spec.SecretName}, delivery)
 		if err == nil {
 			gen := generationOfSecret(delivery)
-			byGen[gen] = string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])
+			byGen[gen] = string(delivery.Data[keysecret.DataKey])
 			if !w.saw(name, gen, byGen[gen]) {
 				fail("two different keys were delivered for key generation %d", gen)
 			}
@@ -208,7 +209,7 @@ func (w *crashWorld) check(name, when string) {
 	var hash *corev1.Secret
 	if keyErr == nil {
 		hash = &corev1.Secret{}
-		if err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.system, Name: controllers.HashSecretName(key)}, hash); apierrors.IsNotFound(err) {
+		if err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, hash); apierrors.IsNotFound(err) {
 			hash = nil
 		} else if err != nil {
 			w.t.Fatal(err)
@@ -222,7 +223,7 @@ func (w *crashWorld) check(name, when string) {
 		if !ok {
 			fail("status publishes %s but there is no reveal Secret for generation %d", key.Status.RevealSecretName, key.Status.KeyGeneration)
 		}
-		if hash == nil || string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(plaintext).String() {
+		if hash == nil || string(hash.Data[keysecret.DataHash]) != apikey.Sum(plaintext).String() {
 			fail("the published key is not the hashed one")
 		}
 	}
@@ -236,12 +237,12 @@ func (w *crashWorld) check(name, when string) {
 		if !ok {
 			fail("the hash of key generation %d has no key anyone holds or can claim", gen)
 		}
-		if string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(plaintext).String() {
+		if string(hash.Data[keysecret.DataHash]) != apikey.Sum(plaintext).String() {
 			fail("the hash of key generation %d does not match its key", gen)
 		}
 		for g, held := range w.held[name] {
 			if g < gen && key.Spec.Rotation != nil && key.Spec.Rotation.GracePeriod.Duration > 0 &&
-				string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(held).String() && g == gen-1 {
+				string(hash.Data[keysecret.DataPreviousHash]) != apikey.Sum(held).String() && g == gen-1 {
 				fail("the key the user holds (generation %d) lost its grace period", g)
 			}
 		}
@@ -268,7 +269,7 @@ func (w *crashWorld) saw(name string, gen int64, plaintext string) bool {
 
 func generationOfSecret(s *corev1.Secret) int64 {
 	var g int64
-	_, _ = fmt.Sscan(s.Labels[switchboardv1alpha1.LabelKeyGeneration], &g)
+	_, _ = fmt.Sscan(s.Labels[keysecret.LabelGeneration], &g)
 	return g
 }
 
@@ -372,10 +373,10 @@ func TestCrashSafetyRotation(t *testing.T) {
 			w.verifyIssued(name, 2)
 			key := w.mustKey(name)
 			hash := &corev1.Secret{}
-			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: controllers.HashSecretName(key)}, hash); err != nil {
+			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, hash); err != nil {
 				t.Fatal(err)
 			}
-			if string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(w.held[name][1]).String() {
+			if string(hash.Data[keysecret.DataPreviousHash]) != apikey.Sum(w.held[name][1]).String() {
 				t.Fatalf("%s: the previous key is not valid during the grace period", name)
 			}
 			if key.Status.PreviousKeyValidUntil == nil {
@@ -397,7 +398,7 @@ func TestCrashSafetyRedelivery(t *testing.T) {
 			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.ns, Name: name + "-secret"}, delivery); err != nil {
 				t.Fatal(err)
 			}
-			w.held[name] = map[int64]string{1: string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])}
+			w.held[name] = map[int64]string{1: string(delivery.Data[keysecret.DataKey])}
 			if err := env.Client.Delete(testCtx(t), delivery); err != nil {
 				t.Fatal(err)
 			}
@@ -415,13 +416,13 @@ func TestCrashSafetyRedelivery(t *testing.T) {
 				t.Fatalf("%s: the delivery Secret was not re-created: %v", name, err)
 			}
 			hash := &corev1.Secret{}
-			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: controllers.HashSecretName(key)}, hash); err != nil {
+			if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, hash); err != nil {
 				t.Fatal(err)
 			}
-			if generationOfSecret(delivery) != 2 || string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]) != apikey.Sum(string(delivery.Data[switchboardv1alpha1.KeySecretDataKey])).String() {
+			if generationOfSecret(delivery) != 2 || string(hash.Data[keysecret.DataHash]) != apikey.Sum(string(delivery.Data[keysecret.DataKey])).String() {
 				t.Fatalf("%s: the re-created Secret does not hold the hashed key of generation 2", name)
 			}
-			if string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]) != apikey.Sum(w.held[name][1]).String() {
+			if string(hash.Data[keysecret.DataPreviousHash]) != apikey.Sum(w.held[name][1]).String() {
 				t.Fatalf("%s: the old key lost its grace", name)
 			}
 		})
@@ -437,7 +438,7 @@ func TestCrashSafetyDelete(t *testing.T) {
 			w.createKey(name, nil)
 			w.settle(name)
 			key := w.mustKey(name)
-			hashes[name] = controllers.HashSecretName(key)
+			hashes[name] = keysecret.HashName(key.UID)
 			if err := env.Client.Delete(testCtx(t), key); err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 var now = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
@@ -30,13 +31,13 @@ func mustKey(t testing.TB) string {
 
 func hashSecret(uid types.UID, current, previous string, until time.Time) *corev1.Secret {
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "apikey-" + string(uid), Labels: map[string]string{switchboardv1alpha1.LabelAPIKeyUID: string(uid)}},
-		Type:       switchboardv1alpha1.SecretTypeKeyHash,
-		Data:       map[string][]byte{switchboardv1alpha1.HashSecretCurrentKey: []byte(apikey.Sum(current).String())},
+		ObjectMeta: metav1.ObjectMeta{Name: "apikey-" + string(uid), Labels: map[string]string{keysecret.LabelAPIKeyUID: string(uid)}},
+		Type:       keysecret.TypeHash,
+		Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(current).String())},
 	}
 	if previous != "" {
-		s.Data[switchboardv1alpha1.HashSecretPreviousKey] = []byte(apikey.Sum(previous).String())
-		s.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey] = []byte(until.Format(time.RFC3339))
+		s.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum(previous).String())
+		s.Data[keysecret.DataPreviousValidUntil] = []byte(until.Format(time.RFC3339))
 	}
 	return s
 }
@@ -115,10 +116,10 @@ func TestHashSecretChanges(t *testing.T) {
 	}
 	broken := []func(*corev1.Secret){
 		func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque },
-		func(s *corev1.Secret) { delete(s.Labels, switchboardv1alpha1.LabelAPIKeyUID) },
-		func(s *corev1.Secret) { s.Data[switchboardv1alpha1.HashSecretCurrentKey] = []byte("not hex") },
-		func(s *corev1.Secret) { s.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey] = []byte("soon") },
-		func(s *corev1.Secret) { s.Data[switchboardv1alpha1.HashSecretPreviousKey] = []byte("abc") },
+		func(s *corev1.Secret) { delete(s.Labels, keysecret.LabelAPIKeyUID) },
+		func(s *corev1.Secret) { s.Data[keysecret.DataHash] = []byte("not hex") },
+		func(s *corev1.Secret) { s.Data[keysecret.DataPreviousValidUntil] = []byte("soon") },
+		func(s *corev1.Secret) { s.Data[keysecret.DataPreviousHash] = []byte("abc") },
 	}
 	for i, mutate := range broken {
 		s := hashSecret("u1", second, first, now.Add(time.Hour))

@@ -1,8 +1,6 @@
 package keyindex
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -10,6 +8,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // SetHashSecret adds or replaces the hashes of one hash Secret. It returns an error, and keeps
@@ -48,35 +47,15 @@ func (x *Index) removeSecretLocked(name string) {
 	delete(x.secretHashes, name)
 }
 
-// parseHashSecret reads a hash Secret as the contract in api/v1alpha1/wellknown.go defines it.
+// parseHashSecret reads a hash Secret as internal/keysecret defines it.
 func parseHashSecret(s *corev1.Secret) (map[apikey.Hash]hashRef, error) {
-	if s.Type != switchboardv1alpha1.SecretTypeKeyHash {
-		return nil, errorf("hash Secret %s has type %q, want %q", s.Name, s.Type, switchboardv1alpha1.SecretTypeKeyHash)
-	}
-	uid := types.UID(s.Labels[switchboardv1alpha1.LabelAPIKeyUID])
-	if uid == "" {
-		return nil, errorf("hash Secret %s has no %s label", s.Name, switchboardv1alpha1.LabelAPIKeyUID)
-	}
-	refs := map[apikey.Hash]hashRef{}
-	current, err := apikey.ParseHash(string(s.Data[switchboardv1alpha1.HashSecretCurrentKey]))
+	h, err := keysecret.ParseHash(s)
 	if err != nil {
-		return nil, errorf("hash Secret %s: %s: %v", s.Name, switchboardv1alpha1.HashSecretCurrentKey, err)
+		return nil, errorf("%v", err)
 	}
-	refs[current] = hashRef{uid: uid, secret: s.Name}
-	prev, hasPrev := s.Data[switchboardv1alpha1.HashSecretPreviousKey]
-	if !hasPrev || len(prev) == 0 {
-		return refs, nil
-	}
-	previous, err := apikey.ParseHash(string(prev))
-	if err != nil {
-		return nil, errorf("hash Secret %s: %s: %v", s.Name, switchboardv1alpha1.HashSecretPreviousKey, err)
-	}
-	until, err := time.Parse(time.RFC3339, string(s.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey]))
-	if err != nil {
-		return nil, errorf("hash Secret %s: %s: %v", s.Name, switchboardv1alpha1.HashSecretPreviousValidUntilKey, err)
-	}
-	if previous != current {
-		refs[previous] = hashRef{uid: uid, secret: s.Name, previous: true, validUntil: until}
+	refs := map[apikey.Hash]hashRef{h.Current: {uid: h.UID, secret: s.Name}}
+	if h.HasPrevious {
+		refs[h.Previous] = hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil}
 	}
 	return refs, nil
 }

@@ -28,6 +28,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // Defaults of Options.
@@ -142,7 +143,7 @@ func (o Options) withDefaults() (Options, error) {
 // CacheOptions returns the manager cache configuration the controllers are built for: only
 // switchboard's own Secrets (by label), and no managedFields, which the controllers never read.
 func CacheOptions(opts Options) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{switchboardv1alpha1.LabelManagedBy: switchboardv1alpha1.ManagedByValue})
+	managed := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
 	c := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: managed}},

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -109,7 +110,7 @@ func TestManagerCachesOnlyOwnSecrets(t *testing.T) {
 	// "theirs" first: the watch delivers in order, so once "ours" is cached, "theirs" would be too.
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ours", Labels: map[string]string{switchboardv1alpha1.LabelManagedBy: switchboardv1alpha1.ManagedByValue}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ours", Labels: map[string]string{keysecret.LabelManagedBy: keysecret.ManagedBy}}},
 	} {
 		if err := env.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)

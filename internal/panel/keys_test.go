@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
@@ -82,7 +83,7 @@ func TestCreateShowOnceRotateRevoke(t *testing.T) {
 	requireV1(t, rotated, http.StatusOK)
 	requireV1(t, key, http.StatusOK) // within the grace period
 	_, secret := hashSecret(t, ns, "ci")
-	if got := string(secret.Data[switchboardv1alpha1.HashSecretPreviousKey]); got != sha(key) {
+	if got := string(secret.Data[keysecret.DataPreviousHash]); got != sha(key) {
 		t.Fatalf("previous.sha256 = %s, want the hash of the first key", got)
 	}
 	// Posting the same rotate form again (a reload) rotates nothing.

@@ -25,6 +25,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -188,7 +189,7 @@ func requireHash(t *testing.T, ns, name, key string) {
 		t.Fatalf("the page showed a malformed key (hint %s): %v", apikey.Hint(key), err)
 	}
 	_, secret := hashSecret(t, ns, name)
-	if got, want := string(secret.Data[switchboardv1alpha1.HashSecretCurrentKey]), apikey.Sum(key).String(); got != want {
+	if got, want := string(secret.Data[keysecret.DataHash]), apikey.Sum(key).String(); got != want {
 		t.Fatalf("hash Secret holds %s, the shown key hashes to %s", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
@@ -178,7 +179,7 @@ func printIssued(ctx context.Context, o *Options, k *switchboardv1alpha1.APIKey,
 			return writeJSON(o.Out, deliveredResult{Name: k.Name, Namespace: k.Namespace, SecretName: k.Spec.SecretName, Hint: k.Status.KeyHint, ExpiresAt: expires})
 		}
 		fmt.Fprintf(o.Out, "APIKey %q %s (hint %s); its key is in Secret %q of namespace %q, data key %q.%s\n",
-			k.Name, done, k.Status.KeyHint, k.Spec.SecretName, k.Namespace, switchboardv1alpha1.KeySecretDataKey, note)
+			k.Name, done, k.Status.KeyHint, k.Spec.SecretName, k.Namespace, keysecret.DataKey, note)
 		return nil
 	}
 	got, err := reveal.Claim(ctx, c, k)

@@ -17,6 +17,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
@@ -48,7 +49,7 @@ func checkKeyMatchesHash(t *testing.T, ns, name, key string) {
 		t.Fatalf("the printed key is not a valid key: %v", err)
 	}
 	hash := hashSecret(t, getAPIKey(t, ns, name))
-	if got, want := string(hash.Data[switchboardv1alpha1.HashSecretCurrentKey]), apikey.Sum(key).String(); got != want {
+	if got, want := string(hash.Data[keysecret.DataHash]), apikey.Sum(key).String(); got != want {
 		t.Fatalf("hash Secret sha256 = %s, want apikey.Sum(printed key) = %s", got, want)
 	}
 }
@@ -145,7 +146,7 @@ func TestKeyCreateIntoSecret(t *testing.T) {
 	if err := env.Client.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: "worker-key"}, &s); err != nil {
 		t.Fatal(err)
 	}
-	key := string(s.Data[switchboardv1alpha1.KeySecretDataKey])
+	key := string(s.Data[keysecret.DataKey])
 	if strings.Contains(r.stdout+r.stderr, key) {
 		t.Fatal("a delivered key was printed")
 	}
@@ -231,10 +232,10 @@ func TestKeyRotateWithGrace(t *testing.T) {
 		t.Fatalf("grace period = %s, want 1h", k.Spec.Rotation.GracePeriod.Duration)
 	}
 	hash := hashSecret(t, k)
-	if got := string(hash.Data[switchboardv1alpha1.HashSecretPreviousKey]); got != apikey.Sum(old.Key).String() {
+	if got := string(hash.Data[keysecret.DataPreviousHash]); got != apikey.Sum(old.Key).String() {
 		t.Fatalf("previous.sha256 = %q, want the hash of the old key", got)
 	}
-	validUntil, err := time.Parse(time.RFC3339, string(hash.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey]))
+	validUntil, err := time.Parse(time.RFC3339, string(hash.Data[keysecret.DataPreviousValidUntil]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestKeyRotateWithGrace(t *testing.T) {
 		t.Fatalf("rotate -o json: %v %q", err, r.stdout)
 	}
 	checkKeyMatchesHash(t, ns, "svc", third.Key)
-	if _, ok := hashSecret(t, getAPIKey(t, ns, "svc")).Data[switchboardv1alpha1.HashSecretPreviousKey]; ok {
+	if _, ok := hashSecret(t, getAPIKey(t, ns, "svc")).Data[keysecret.DataPreviousHash]; ok {
 		t.Fatal("a rotation without grace kept the previous key")
 	}
 	eventuallyStatus(t, third.Key, http.StatusOK)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 var (
@@ -53,12 +53,12 @@ func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.API
 	if err := belongsTo(&secret, apiKey); err != nil {
 		return Revealed{}, err
 	}
-	key := string(secret.Data[switchboardv1alpha1.KeySecretDataKey])
-	if key == "" {
-		return Revealed{}, fmt.Errorf("reveal Secret %s/%s holds no key", apiKey.Namespace, name)
+	key, err := keysecret.Plaintext(&secret, "")
+	if err != nil {
+		return Revealed{}, err
 	}
 	uid, rv := secret.UID, secret.ResourceVersion
-	err := c.Delete(ctx, &secret, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	err = c.Delete(ctx, &secret, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	switch {
 	case err == nil:
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
@@ -66,16 +66,14 @@ func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.API
 	default:
 		return Revealed{}, fmt.Errorf("claiming reveal Secret %s/%s: %w", apiKey.Namespace, name, err)
 	}
-	generation, _ := strconv.ParseInt(secret.Labels[switchboardv1alpha1.LabelKeyGeneration], 10, 64)
-	return Revealed{Key: key, Hint: string(secret.Data[switchboardv1alpha1.KeyHintSecretDataKey]), Generation: generation}, nil
+	return Revealed{Key: key, Hint: keysecret.Hint(&secret), Generation: keysecret.Generation(&secret)}, nil
 }
 
-// belongsTo refuses a Secret that is not the reveal Secret of this very APIKey object: a
-// Secret of the same name planted by someone else, or one left by a deleted namesake.
+// belongsTo refuses a Secret that is not the reveal Secret of this very APIKey object (its
+// controller, by UID): a Secret of the same name planted by someone else, or one left by a
+// deleted namesake.
 func belongsTo(secret *corev1.Secret, apiKey *switchboardv1alpha1.APIKey) error {
-	if secret.Type != switchboardv1alpha1.SecretTypeKeyReveal ||
-		secret.Labels[switchboardv1alpha1.LabelComponent] != switchboardv1alpha1.ComponentKeyReveal ||
-		secret.Labels[switchboardv1alpha1.LabelAPIKeyUID] != string(apiKey.UID) {
+	if !keysecret.IsOwnedBy(secret, apiKey, keysecret.ComponentReveal) {
 		return fmt.Errorf("secret %s/%s is not the reveal Secret of APIKey %s", secret.Namespace, secret.Name, apiKey.Name)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 var benchNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
@@ -39,9 +40,9 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 			tb.Fatal(err)
 		}
 		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "apikey-" + string(uid), Labels: map[string]string{switchboardv1alpha1.LabelAPIKeyUID: string(uid)}},
-			Type:       switchboardv1alpha1.SecretTypeKeyHash,
-			Data:       map[string][]byte{switchboardv1alpha1.HashSecretCurrentKey: []byte(apikey.Sum(key).String())},
+			ObjectMeta: metav1.ObjectMeta{Name: "apikey-" + string(uid), Labels: map[string]string{keysecret.LabelAPIKeyUID: string(uid)}},
+			Type:       keysecret.TypeHash,
+			Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
 		}
 		if err := idx.SetHashSecret(s); err != nil {
 			tb.Fatal(err)

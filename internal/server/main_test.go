@@ -18,6 +18,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -244,21 +245,21 @@ func hashSecret(ak *switchboardv1alpha1.APIKey, current, previous string, validU
 			Namespace: systemNamespace,
 			Name:      "apikey-" + string(ak.UID),
 			Labels: map[string]string{
-				switchboardv1alpha1.LabelManagedBy:       switchboardv1alpha1.ManagedByValue,
-				switchboardv1alpha1.LabelComponent:       switchboardv1alpha1.ComponentKeyHash,
-				switchboardv1alpha1.LabelAPIKeyNamespace: ak.Namespace,
-				switchboardv1alpha1.LabelAPIKeyName:      ak.Name,
-				switchboardv1alpha1.LabelAPIKeyUID:       string(ak.UID),
-				switchboardv1alpha1.LabelKeyGeneration:   "1",
+				keysecret.LabelManagedBy:       keysecret.ManagedBy,
+				keysecret.LabelComponent:       keysecret.ComponentHash,
+				keysecret.LabelAPIKeyNamespace: ak.Namespace,
+				keysecret.LabelAPIKeyName:      ak.Name,
+				keysecret.LabelAPIKeyUID:       string(ak.UID),
+				keysecret.LabelGeneration:      "1",
 			},
 		},
-		Type: switchboardv1alpha1.SecretTypeKeyHash,
-		Data: map[string][]byte{switchboardv1alpha1.HashSecretCurrentKey: []byte(apikey.Sum(current).String())},
+		Type: keysecret.TypeHash,
+		Data: map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(current).String())},
 	}
 	if previous != "" {
-		s.Labels[switchboardv1alpha1.LabelKeyGeneration] = "2"
-		s.Data[switchboardv1alpha1.HashSecretPreviousKey] = []byte(apikey.Sum(previous).String())
-		s.Data[switchboardv1alpha1.HashSecretPreviousValidUntilKey] = []byte(validUntil.UTC().Format(time.RFC3339))
+		s.Labels[keysecret.LabelGeneration] = "2"
+		s.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum(previous).String())
+		s.Data[keysecret.DataPreviousValidUntil] = []byte(validUntil.UTC().Format(time.RFC3339))
 	}
 	return s
 }

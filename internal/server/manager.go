@@ -23,6 +23,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // newManager builds a manager whose cache holds only what the server reads: Connections and
@@ -34,8 +35,8 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(switchboardv1alpha1.AddToScheme(scheme))
 	hashSecrets := labels.SelectorFromSet(labels.Set{
-		switchboardv1alpha1.LabelManagedBy: switchboardv1alpha1.ManagedByValue,
-		switchboardv1alpha1.LabelComponent: switchboardv1alpha1.ComponentKeyHash,
+		keysecret.LabelManagedBy: keysecret.ManagedBy,
+		keysecret.LabelComponent: keysecret.ComponentHash,
 	})
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -90,7 +91,7 @@ func trimSecret(obj any) (any, error) {
 		trimMeta(&s.ObjectMeta)
 		for k := range s.Data {
 			switch k {
-			case switchboardv1alpha1.HashSecretCurrentKey, switchboardv1alpha1.HashSecretPreviousKey, switchboardv1alpha1.HashSecretPreviousValidUntilKey:
+			case keysecret.DataHash, keysecret.DataPreviousHash, keysecret.DataPreviousValidUntil:
 			default:
 				delete(s.Data, k)
 			}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -337,6 +338,6 @@ func ensureSystemNamespace(t *testing.T) {
 func hashSecrets(ctx context.Context, ns string) ([]corev1.Secret, error) {
 	var list corev1.SecretList
 	err := env.Client.List(ctx, &list, client.InNamespace(systemNamespace), client.MatchingLabels{
-		switchboardv1alpha1.LabelComponent: switchboardv1alpha1.ComponentKeyHash, switchboardv1alpha1.LabelAPIKeyNamespace: ns})
+		keysecret.LabelComponent: keysecret.ComponentHash, keysecret.LabelAPIKeyNamespace: ns})
 	return list.Items, err
 }

@@ -16,6 +16,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ func assertOneKeyEach(t *testing.T, ns string, n int) {
 	}
 	var reveals corev1.SecretList
 	if err := env.Client.List(ctx, &reveals, client.InNamespace(ns), client.MatchingLabels{
-		switchboardv1alpha1.LabelComponent: switchboardv1alpha1.ComponentKeyReveal}); err != nil {
+		keysecret.LabelComponent: keysecret.ComponentReveal}); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != n || len(hashes) != n || len(reveals.Items) != n {
@@ -72,15 +73,15 @@ func assertOneKeyEach(t *testing.T, ns string, n int) {
 	}
 	hashByUID := map[string]string{}
 	for _, h := range hashes {
-		uid := h.Labels[switchboardv1alpha1.LabelAPIKeyUID]
+		uid := h.Labels[keysecret.LabelAPIKeyUID]
 		if _, dup := hashByUID[uid]; dup {
 			t.Fatalf("two hash Secrets for APIKey UID %s", uid)
 		}
-		hashByUID[uid] = string(h.Data[switchboardv1alpha1.HashSecretCurrentKey])
+		hashByUID[uid] = string(h.Data[keysecret.DataHash])
 	}
 	revealByUID := map[string]corev1.Secret{}
 	for _, r := range reveals.Items {
-		revealByUID[r.Labels[switchboardv1alpha1.LabelAPIKeyUID]] = r
+		revealByUID[r.Labels[keysecret.LabelAPIKeyUID]] = r
 	}
 	for i := range list.Items {
 		ak := &list.Items[i]
@@ -94,7 +95,7 @@ func assertOneKeyEach(t *testing.T, ns string, n int) {
 			t.Errorf("%s: the published reveal Secret %q is missing", ak.Name, ak.Status.RevealSecretName)
 			continue
 		}
-		key := string(r.Data[switchboardv1alpha1.KeySecretDataKey])
+		key := string(r.Data[keysecret.DataKey])
 		issued.add(key)
 		if got := hashByUID[string(ak.UID)]; got != apikey.Sum(key).String() {
 			t.Errorf("%s: the hash Secret does not hash the key in the reveal Secret", ak.Name)

@@ -1,0 +1,142 @@
+package keysecret
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+)
+
+// Hashes is what a hash Secret says: which APIKey it belongs to and which key hashes it accepts.
+type Hashes struct {
+	// UID is the UID of the APIKey.
+	UID types.UID
+	// Generation is the key generation of Current (0 when the label is missing).
+	Generation int64
+	// Current is the hash of the current key.
+	Current apikey.Hash
+	// HasPrevious says whether the key replaced by the last rotation is still accepted.
+	HasPrevious bool
+	// Previous is the hash of that key, valid until PreviousValidUntil.
+	Previous apikey.Hash
+	// PreviousValidUntil is when Previous stops being accepted.
+	PreviousValidUntil time.Time
+}
+
+// ParseHash reads a hash Secret strictly: anything it does not fully understand is an error,
+// because a half-understood hash Secret must not authenticate anything. A previous hash equal
+// to the current one is dropped.
+func ParseHash(s *corev1.Secret) (Hashes, error) {
+	if s.Type != TypeHash {
+		return Hashes{}, fmt.Errorf("hash Secret %s has type %q, want %q", s.Name, s.Type, TypeHash)
+	}
+	h := Hashes{UID: types.UID(s.Labels[LabelAPIKeyUID]), Generation: Generation(s)}
+	if h.UID == "" {
+		return Hashes{}, fmt.Errorf("hash Secret %s has no %s label", s.Name, LabelAPIKeyUID)
+	}
+	if s.Name != HashName(h.UID) {
+		return Hashes{}, fmt.Errorf("hash Secret %s is labelled for APIKey UID %s, whose hash Secret is %s", s.Name, h.UID, HashName(h.UID))
+	}
+	var err error
+	if h.Current, err = apikey.ParseHash(string(s.Data[DataHash])); err != nil {
+		return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataHash, err)
+	}
+	prev := s.Data[DataPreviousHash]
+	if len(prev) == 0 {
+		return h, nil
+	}
+	if h.Previous, err = apikey.ParseHash(string(prev)); err != nil {
+		return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataPreviousHash, err)
+	}
+	if h.PreviousValidUntil, err = time.Parse(time.RFC3339, string(s.Data[DataPreviousValidUntil])); err != nil {
+		return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataPreviousValidUntil, err)
+	}
+	h.HasPrevious = h.Previous != h.Current
+	if !h.HasPrevious {
+		h.Previous, h.PreviousValidUntil = apikey.Hash{}, time.Time{}
+	}
+	return h, nil
+}
+
+// NewHash returns the hash Secret, in namespace, of key generation gen of key, whose hash is sum.
+func NewHash(key *switchboardv1alpha1.APIKey, namespace string, gen int64, sum apikey.Hash) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: HashName(key.UID)},
+		Type:       TypeHash,
+	}
+	SetCurrent(s, key, gen, sum, time.Time{})
+	return s
+}
+
+// SetCurrent makes hash Secret s hash sum as key generation gen of key. When s hashed an older
+// generation, its hash becomes the previous key's until keepPreviousUntil (zero: not kept), and
+// an older previous key is dropped.
+func SetCurrent(s *corev1.Secret, key *switchboardv1alpha1.APIKey, gen int64, sum apikey.Hash, keepPreviousUntil time.Time) {
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	if Generation(s) < gen {
+		old := s.Data[DataHash]
+		DropPrevious(s)
+		if !keepPreviousUntil.IsZero() && len(old) > 0 {
+			s.Data[DataPreviousHash] = old
+			s.Data[DataPreviousValidUntil] = []byte(keepPreviousUntil.UTC().Format(time.RFC3339))
+		}
+	}
+	s.Data[DataHash] = []byte(sum.String())
+	s.Labels = labelsFor(key, ComponentHash, gen)
+	s.Type = TypeHash
+}
+
+// DropPrevious removes the previous key's hash from hash Secret s: its grace period ended.
+func DropPrevious(s *corev1.Secret) {
+	delete(s.Data, DataPreviousHash)
+	delete(s.Data, DataPreviousValidUntil)
+}
+
+// PreviousValidUntil reads when the previous key of hash Secret s stops being accepted; false
+// when s keeps no previous key (or its instant does not parse, and so would not be honoured).
+func PreviousValidUntil(s *corev1.Secret) (time.Time, bool) {
+	if len(s.Data[DataPreviousHash]) == 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, string(s.Data[DataPreviousValidUntil]))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// ErrNoHash says a hash Secret stores no hash for the key generation asked about: the
+// generation was never hashed, or its hash was replaced by a newer one.
+var ErrNoHash = errors.New("no hash is stored for this key generation")
+
+// CheckHashed is the hash check: it returns nil when plaintext is the key that hash Secret hash
+// stores as the current key of generation gen of the APIKey with this UID. It returns ErrNoHash
+// when hash is nil or hashes another generation, and another error when the hash differs or
+// hash is not that APIKey's hash Secret. Only a key that passes was issued by switchboard:
+// tenants cannot write the system namespace that holds hash Secrets.
+func CheckHashed(hash *corev1.Secret, uid types.UID, gen int64, plaintext string) error {
+	if hash == nil || Generation(hash) != gen {
+		return ErrNoHash
+	}
+	h, err := ParseHash(hash)
+	if err != nil {
+		return err
+	}
+	if h.UID != uid {
+		return fmt.Errorf("hash Secret %s belongs to APIKey UID %s, not %s", hash.Name, h.UID, uid)
+	}
+	sum := apikey.Sum(plaintext)
+	if subtle.ConstantTimeCompare(sum[:], h.Current[:]) != 1 {
+		return fmt.Errorf("the key does not match the hash stored for key generation %d", gen)
+	}
+	return nil
+}

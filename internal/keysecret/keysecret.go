@@ -1,0 +1,120 @@
+// Package keysecret is the one home of the key-Secret format: the names, labels, types and data
+// of the Secrets switchboard writes for an APIKey, and the checks that tell switchboard's own
+// Secrets from ones a tenant planted. The operator writes these Secrets, the server's index
+// parses hash Secrets and the clients claim reveal Secrets, all through this package.
+//
+// Three kinds of Secret make up an issued key:
+//
+//   - the hash Secret, "apikey-<APIKey UID>" in the system namespace, of type TypeHash, holds the
+//     SHA-256 of the current key (and of the previous one during a rotation's grace period).
+//     Tenants cannot write the system namespace, so this is the record switchboard trusts.
+//   - the reveal Secret, "<APIKey name>-key-<generation>" in the APIKey's namespace, of type
+//     TypeReveal and immutable, holds the plaintext until someone claims (reads and deletes) it.
+//   - the delivery Secret, spec.secretName in the APIKey's namespace, of type Opaque, holds the
+//     plaintext for pods that mount it.
+//
+// Reveal and delivery Secrets live where tenants can write, so a label, a name or a type proves
+// nothing about them: switchboard believes one only when its value hashes to what the hash
+// Secret stores for that generation (HoldsHashedKey), and deletes or overwrites one only when it
+// names the APIKey as its controller (IsOwnedBy).
+package keysecret
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// Labels, Secret types and data keys. They are part of switchboard's contract with installed
+// clusters: changing one breaks them.
+const (
+	// LabelManagedBy marks every Secret switchboard creates; its value is ManagedBy.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "switchboard"
+
+	// LabelComponent says which kind of key Secret an object is: ComponentHash,
+	// ComponentReveal or ComponentDelivery.
+	LabelComponent = "switchboard.dev/component"
+	// ComponentHash marks a hash Secret in the system namespace.
+	ComponentHash = "key-hash"
+	// ComponentReveal marks a one-time reveal Secret in a tenant namespace.
+	ComponentReveal = "key-reveal"
+	// ComponentDelivery marks a delivery Secret (spec.secretName) in a tenant namespace.
+	ComponentDelivery = "key-delivery"
+
+	// LabelAPIKeyNamespace is the namespace of the APIKey a hash Secret belongs to.
+	LabelAPIKeyNamespace = "switchboard.dev/apikey-namespace"
+	// LabelAPIKeyName is the name of the APIKey a Secret belongs to.
+	LabelAPIKeyName = "switchboard.dev/apikey-name"
+	// LabelAPIKeyUID is the UID of the APIKey a Secret belongs to.
+	LabelAPIKeyUID = "switchboard.dev/apikey-uid"
+	// LabelGeneration is the status.keyGeneration of the key a Secret holds or hashes.
+	LabelGeneration = "switchboard.dev/key-generation"
+
+	// TypeHash is the type of hash Secrets.
+	TypeHash corev1.SecretType = "switchboard.dev/key-hash"
+	// TypeReveal is the type of one-time reveal Secrets.
+	TypeReveal corev1.SecretType = "switchboard.dev/key-reveal"
+	// TypeDelivery is the type of delivery Secrets: Opaque, so that any workload can mount one.
+	TypeDelivery = corev1.SecretTypeOpaque
+
+	// DataHash holds the lower-case hex SHA-256 of the current key in a hash Secret.
+	DataHash = "sha256"
+	// DataPreviousHash holds the hex SHA-256 of the key replaced by the last rotation.
+	DataPreviousHash = "previous.sha256"
+	// DataPreviousValidUntil holds the RFC 3339 instant the previous key stops working.
+	DataPreviousValidUntil = "previous.validUntil"
+
+	// DataKey holds the plaintext key in reveal and delivery Secrets.
+	DataKey = "apiKey"
+	// DataHint holds the key's hint in reveal and delivery Secrets.
+	DataHint = "keyHint"
+)
+
+// HashName is the name of the hash Secret of the APIKey with this UID. The UID, not the name,
+// makes it unique: an APIKey deleted and created again under the same name gets another one.
+func HashName(uid types.UID) string { return "apikey-" + string(uid) }
+
+// RevealName is the name of the reveal Secret of key generation gen of the named APIKey.
+func RevealName(apiKeyName string, gen int64) string {
+	return apiKeyName + "-key-" + strconv.FormatInt(gen, 10)
+}
+
+// Generation reads the key generation label of a key Secret; 0 when it is absent or not a
+// positive number.
+func Generation(o metav1.Object) int64 {
+	g, err := strconv.ParseInt(o.GetLabels()[LabelGeneration], 10, 64)
+	if err != nil || g < 0 {
+		return 0
+	}
+	return g
+}
+
+// Selector is the label set that selects every Secret of one component that switchboard wrote.
+func Selector(component string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedBy, LabelComponent: component}
+}
+
+// labelsFor are the labels of a key Secret of key generation gen.
+func labelsFor(key *switchboardv1alpha1.APIKey, component string, gen int64) map[string]string {
+	l := Selector(component)
+	l[LabelAPIKeyName] = key.Name
+	l[LabelAPIKeyUID] = string(key.UID)
+	l[LabelGeneration] = strconv.FormatInt(gen, 10)
+	if component == ComponentHash {
+		// A hash Secret lives in another namespace: the label leads back to its APIKey.
+		l[LabelAPIKeyNamespace] = key.Namespace
+	}
+	return l
+}
+
+// controllerRef makes the APIKey the controller of a Secret of its namespace, so that the
+// Secret goes with it and so that switchboard can recognise the Secret as its own.
+func controllerRef(key *switchboardv1alpha1.APIKey) metav1.OwnerReference {
+	return *metav1.NewControllerRef(key, switchboardv1alpha1.GroupVersion.WithKind("APIKey"))
+}

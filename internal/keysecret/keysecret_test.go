@@ -1,0 +1,319 @@
+package keysecret_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+func testKey() *switchboardv1alpha1.APIKey {
+	return &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci", UID: "uid-1"},
+		Spec: switchboardv1alpha1.APIKeySpec{SecretName: "ci-key"}}
+}
+
+func mustGenerate(t *testing.T) string {
+	t.Helper()
+	k, err := apikey.Generate(apikey.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestNames(t *testing.T) {
+	tests := []struct {
+		name, got, want string
+	}{
+		{"hash Secret by UID", keysecret.HashName("0f1e"), "apikey-0f1e"},
+		{"reveal Secret of generation 1", keysecret.RevealName("ci", 1), "ci-key-1"},
+		{"reveal Secret of generation 12", keysecret.RevealName("ci", 12), "ci-key-12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Fatalf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGeneration(t *testing.T) {
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   int64
+	}{
+		{"absent", nil, 0},
+		{"one", map[string]string{keysecret.LabelGeneration: "1"}, 1},
+		{"large", map[string]string{keysecret.LabelGeneration: "9000"}, 9000},
+		{"not a number", map[string]string{keysecret.LabelGeneration: "two"}, 0},
+		{"negative", map[string]string{keysecret.LabelGeneration: "-3"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels}}
+			if got := keysecret.Generation(s); got != tt.want {
+				t.Fatalf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseHash(t *testing.T) {
+	current, previous := apikey.Sum("a"), apikey.Sum("b")
+	until := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	valid := func() *corev1.Secret {
+		s := keysecret.NewHash(testKey(), "system", 1, previous)
+		keysecret.SetCurrent(s, testKey(), 2, current, until)
+		return s
+	}
+	tests := []struct {
+		name    string
+		mutate  func(*corev1.Secret)
+		want    keysecret.Hashes
+		wantErr string
+	}{
+		{name: "current and previous", mutate: func(*corev1.Secret) {},
+			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current, HasPrevious: true, Previous: previous, PreviousValidUntil: until}},
+		{name: "current only", mutate: keysecret.DropPrevious,
+			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current}},
+		{name: "empty previous means none", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataPreviousHash] = nil },
+			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current}},
+		{name: "previous equal to current is dropped", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataPreviousHash] = []byte(current.String()) },
+			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current}},
+		{name: "wrong type", mutate: func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }, wantErr: "has type"},
+		{name: "no UID label", mutate: func(s *corev1.Secret) { delete(s.Labels, keysecret.LabelAPIKeyUID) }, wantErr: "no switchboard.dev/apikey-uid label"},
+		{name: "UID label of another APIKey", mutate: func(s *corev1.Secret) { s.Labels[keysecret.LabelAPIKeyUID] = "uid-2" }, wantErr: "whose hash Secret is apikey-uid-2"},
+		{name: "current not hex", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataHash] = []byte(strings.Repeat("z", 64)) }, wantErr: "sha256"},
+		{name: "current missing", mutate: func(s *corev1.Secret) { delete(s.Data, keysecret.DataHash) }, wantErr: "sha256"},
+		{name: "previous too short", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataPreviousHash] = []byte("abc") }, wantErr: "previous.sha256"},
+		{name: "previous without its deadline", mutate: func(s *corev1.Secret) { delete(s.Data, keysecret.DataPreviousValidUntil) }, wantErr: "previous.validUntil"},
+		{name: "deadline not RFC 3339", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataPreviousValidUntil] = []byte("soon") }, wantErr: "previous.validUntil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := valid()
+			tt.mutate(s)
+			got, err := keysecret.ParseHash(s)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("want an error saying %q, got %v (%+v)", tt.wantErr, err, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSetCurrent(t *testing.T) {
+	key := testKey()
+	one, two, three := apikey.Sum("1"), apikey.Sum("2"), apikey.Sum("3")
+	until := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name         string
+		gen          int64
+		sum          apikey.Hash
+		keepUntil    time.Time
+		wantPrevious string
+	}{
+		{name: "rotation with grace keeps the old hash", gen: 3, sum: three, keepUntil: until, wantPrevious: two.String()},
+		{name: "rotation without grace drops it", gen: 3, sum: three},
+		{name: "same generation leaves the previous key alone", gen: 2, sum: two, keepUntil: until, wantPrevious: one.String()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := keysecret.NewHash(key, "system", 1, one)
+			keysecret.SetCurrent(s, key, 2, two, until)
+			keysecret.SetCurrent(s, key, tt.gen, tt.sum, tt.keepUntil)
+			if got := string(s.Data[keysecret.DataHash]); got != tt.sum.String() {
+				t.Fatalf("current hash %s, want %s", got, tt.sum)
+			}
+			if got := string(s.Data[keysecret.DataPreviousHash]); got != tt.wantPrevious {
+				t.Fatalf("previous hash %q, want %q", got, tt.wantPrevious)
+			}
+			gotUntil, ok := keysecret.PreviousValidUntil(s)
+			if ok != (tt.wantPrevious != "") || (ok && !gotUntil.Equal(until)) {
+				t.Fatalf("previous valid until %v (%t)", gotUntil, ok)
+			}
+			if keysecret.Generation(s) != tt.gen || s.Labels[keysecret.LabelAPIKeyNamespace] != "team-a" || s.Type != keysecret.TypeHash {
+				t.Fatalf("labels or type wrong: %v %s", s.Labels, s.Type)
+			}
+		})
+	}
+}
+
+func TestCheckHashed(t *testing.T) {
+	key := testKey()
+	plaintext, other := mustGenerate(t), mustGenerate(t)
+	hash := keysecret.NewHash(key, "system", 3, apikey.Sum(plaintext))
+	tests := []struct {
+		name      string
+		hash      *corev1.Secret
+		uid       types.UID
+		gen       int64
+		plaintext string
+		wantErr   error
+		anyErr    bool
+	}{
+		{name: "the hashed key of its generation", hash: hash, uid: key.UID, gen: 3, plaintext: plaintext},
+		{name: "no hash Secret (crash before the hash was written)", hash: nil, uid: key.UID, gen: 3, plaintext: plaintext, wantErr: keysecret.ErrNoHash},
+		{name: "the hash Secret is at an older generation", hash: hash, uid: key.UID, gen: 4, plaintext: plaintext, wantErr: keysecret.ErrNoHash},
+		{name: "a planted key", hash: hash, uid: key.UID, gen: 3, plaintext: other, anyErr: true},
+		{name: "another APIKey's hash Secret", hash: hash, uid: "uid-2", gen: 3, plaintext: plaintext, anyErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := keysecret.CheckHashed(tt.hash, tt.uid, tt.gen, tt.plaintext)
+			switch {
+			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+				t.Fatalf("want %v, got %v", tt.wantErr, err)
+			case tt.anyErr && (err == nil || errors.Is(err, keysecret.ErrNoHash)):
+				t.Fatalf("want a mismatch error, got %v", err)
+			case tt.wantErr == nil && !tt.anyErr && err != nil:
+				t.Fatalf("want the key accepted, got %v", err)
+			}
+			if err != nil && strings.Contains(err.Error(), tt.plaintext) {
+				t.Fatal("the error contains the key")
+			}
+		})
+	}
+}
+
+func TestPlaintext(t *testing.T) {
+	good := mustGenerate(t)
+	otherPrefix, err := apikey.Generate("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := good[:len(good)-1] + "x"
+	if broken == good {
+		broken = good[:len(good)-1] + "y"
+	}
+	tests := []struct {
+		name    string
+		value   string
+		prefix  string
+		wantErr bool
+	}{
+		{name: "a key with the prefix", value: good, prefix: apikey.DefaultPrefix},
+		{name: "any prefix when none is given", value: otherPrefix, prefix: ""},
+		{name: "empty", value: "", prefix: apikey.DefaultPrefix, wantErr: true},
+		{name: "another prefix", value: otherPrefix, prefix: apikey.DefaultPrefix, wantErr: true},
+		{name: "bad checksum", value: broken, prefix: apikey.DefaultPrefix, wantErr: true},
+		{name: "not a key at all, any prefix", value: "hunter2", prefix: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "s"},
+				Data: map[string][]byte{keysecret.DataKey: []byte(tt.value)}}
+			got, err := keysecret.Plaintext(s, tt.prefix)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("accepted %q", tt.value)
+				}
+				if tt.value != "" && strings.Contains(err.Error(), tt.value) {
+					t.Fatal("the error contains the value")
+				}
+				return
+			}
+			if err != nil || got != tt.value {
+				t.Fatalf("got %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestIsOwnedBy(t *testing.T) {
+	key := testKey()
+	plaintext := mustGenerate(t)
+	tests := []struct {
+		name      string
+		secret    func() *corev1.Secret
+		component string
+		want      bool
+	}{
+		{name: "its reveal Secret", secret: func() *corev1.Secret { return keysecret.NewReveal(key, 1, plaintext) }, component: keysecret.ComponentReveal, want: true},
+		{name: "its delivery Secret", secret: func() *corev1.Secret { return keysecret.NewDelivery(key, 1, plaintext) }, component: keysecret.ComponentDelivery, want: true},
+		{name: "a reveal Secret is not a delivery Secret", secret: func() *corev1.Secret { return keysecret.NewReveal(key, 1, plaintext) }, component: keysecret.ComponentDelivery},
+		{name: "a delivery Secret is not a reveal Secret", secret: func() *corev1.Secret { return keysecret.NewDelivery(key, 1, plaintext) }, component: keysecret.ComponentReveal},
+		{name: "labels and type but no owner reference", secret: func() *corev1.Secret {
+			s := keysecret.NewReveal(key, 1, plaintext)
+			s.OwnerReferences = nil
+			return s
+		}, component: keysecret.ComponentReveal},
+		{name: "owned but not controlled", secret: func() *corev1.Secret {
+			s := keysecret.NewReveal(key, 1, plaintext)
+			s.OwnerReferences[0].Controller = nil
+			return s
+		}, component: keysecret.ComponentReveal},
+		{name: "controlled by a namesake APIKey (another UID)", secret: func() *corev1.Secret {
+			other := testKey()
+			other.UID = "uid-2"
+			return keysecret.NewReveal(other, 1, plaintext)
+		}, component: keysecret.ComponentReveal},
+		{name: "controlled by another kind with the same UID", secret: func() *corev1.Secret {
+			s := keysecret.NewReveal(key, 1, plaintext)
+			s.OwnerReferences[0].Kind = "ConfigMap"
+			s.OwnerReferences[0].APIVersion = "v1"
+			return s
+		}, component: keysecret.ComponentReveal},
+		{name: "an Opaque Secret with reveal labels", secret: func() *corev1.Secret {
+			s := keysecret.NewReveal(key, 1, plaintext)
+			s.Type = corev1.SecretTypeOpaque
+			return s
+		}, component: keysecret.ComponentReveal},
+		{name: "a hash component is never owned this way", secret: func() *corev1.Secret { return keysecret.NewHash(key, "team-a", 1, apikey.Sum(plaintext)) }, component: keysecret.ComponentHash},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := keysecret.IsOwnedBy(tt.secret(), key, tt.component); got != tt.want {
+				t.Fatalf("got %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewSecrets(t *testing.T) {
+	key := testKey()
+	plaintext := mustGenerate(t)
+	reveal := keysecret.NewReveal(key, 2, plaintext)
+	if reveal.Immutable == nil || !*reveal.Immutable {
+		t.Fatal("a reveal Secret must be immutable")
+	}
+	if reveal.Name != "ci-key-2" || reveal.Namespace != "team-a" || keysecret.Generation(reveal) != 2 {
+		t.Fatalf("reveal Secret %s/%s generation %d", reveal.Namespace, reveal.Name, keysecret.Generation(reveal))
+	}
+	delivery := keysecret.NewDelivery(key, 2, plaintext)
+	if delivery.Name != "ci-key" || delivery.Type != corev1.SecretTypeOpaque {
+		t.Fatalf("delivery Secret %s of type %s", delivery.Name, delivery.Type)
+	}
+	for _, s := range []*corev1.Secret{reveal, delivery} {
+		got, err := keysecret.Plaintext(s, apikey.DefaultPrefix)
+		if err != nil || got != plaintext {
+			t.Fatalf("%s does not hold the key: %v", s.Name, err)
+		}
+		if keysecret.Hint(s) != apikey.Hint(plaintext) {
+			t.Fatalf("%s hint %q", s.Name, keysecret.Hint(s))
+		}
+		for k, v := range s.Labels {
+			if strings.Contains(v, plaintext) || strings.Contains(k, plaintext) {
+				t.Fatal("a label contains the key")
+			}
+		}
+	}
+}
