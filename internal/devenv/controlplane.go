@@ -1,13 +1,13 @@
 package devenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/switchboard-dev/switchboard/internal/proc"
 )
 
 // controlPlane is etcd + kube-apiserver from the assets dir, with data under the state dir.
@@ -23,8 +25,8 @@ type controlPlane struct {
 	stateDir string
 	pki      pki
 
-	etcd      *child
-	apiServer *child
+	etcd      *proc.Process
+	apiServer *proc.Process
 	config    *rest.Config
 }
 
@@ -34,6 +36,10 @@ func newControlPlane(assets, stateDir string) *controlPlane {
 
 func (cp *controlPlane) logDir() string      { return filepath.Join(cp.stateDir, "logs") }
 func (cp *controlPlane) etcdDataDir() string { return filepath.Join(cp.stateDir, "etcd") }
+func (cp *controlPlane) etcdLog() string     { return filepath.Join(cp.logDir(), "etcd.log") }
+func (cp *controlPlane) apiServerLog() string {
+	return filepath.Join(cp.logDir(), "kube-apiserver.log")
+}
 
 // checkBinaries names `make envtest` when a binary is missing.
 func checkBinaries(assets string) error {
@@ -63,7 +69,7 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		return err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
-	cp.etcd, err = startChild("etcd", filepath.Join(cp.assets, "etcd"), filepath.Join(cp.logDir(), "etcd.log"),
+	cp.etcd, err = startChild("etcd", filepath.Join(cp.assets, "etcd"), cp.etcdLog(),
 		"--name=switchboard-dev",
 		"--data-dir="+cp.etcdDataDir(),
 		"--listen-client-urls="+etcdURL,
@@ -75,10 +81,14 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, cp.etcd, http.DefaultClient, etcdURL+"/health", 60*time.Second); err != nil {
-		if hadData && cp.etcd.exited() {
+	if err := cp.etcd.WaitHTTP(ctx, http.DefaultClient, etcdURL+"/health", 60*time.Second); err != nil {
+		if exit := (*proc.ExitError)(nil); hadData && errors.As(err, &exit) {
 			// The log's tail is a Go stack trace here; the path is more use than the trace.
-			return brokenState(fmt.Errorf("etcd could not open its data in %s (%w; see %s)", cp.etcdDataDir(), cp.etcd.err, cp.etcd.logPath))
+			cause := exit.Err
+			if cause == nil {
+				cause = errors.New("exit status 0")
+			}
+			return brokenState(fmt.Errorf("etcd could not open its data in %s (%w; see %s)", cp.etcdDataDir(), cause, cp.etcdLog()))
 		}
 		return err
 	}
@@ -88,7 +98,7 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		return err
 	}
 	p := cp.pki
-	cp.apiServer, err = startChild("kube-apiserver", filepath.Join(cp.assets, "kube-apiserver"), filepath.Join(cp.logDir(), "kube-apiserver.log"),
+	cp.apiServer, err = startChild("kube-apiserver", filepath.Join(cp.assets, "kube-apiserver"), cp.apiServerLog(),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -119,12 +129,18 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return waitHTTP(ctx, cp.apiServer, httpClient, cp.config.Host+"/readyz", 120*time.Second)
+	return cp.apiServer.WaitHTTP(ctx, httpClient, cp.config.Host+"/readyz", 120*time.Second)
 }
 
 // stop stops kube-apiserver, then etcd.
 func (cp *controlPlane) stop() error {
-	return errors.Join(cp.apiServer.stop(15*time.Second), cp.etcd.stop(15*time.Second))
+	return errors.Join(cp.apiServer.Stop(15*time.Second), cp.etcd.Stop(15*time.Second))
+}
+
+// startChild starts a control-plane binary with its output appended to logPath.
+func startChild(name, bin, logPath string, args ...string) (*proc.Process, error) {
+	cmd := exec.Command(bin, args...) //nolint:gosec // the binaries are the control plane from --assets, chosen by the person running dev
+	return proc.Start(cmd, proc.Options{Name: name, LogPath: logPath})
 }
 
 // writeKubeconfig writes an admin kubeconfig with the certificates embedded.
@@ -137,49 +153,6 @@ func (cp *controlPlane) writeKubeconfig(path string) error {
 	cfg.Contexts["switchboard-dev"] = &clientcmdapi.Context{Cluster: "switchboard-dev", AuthInfo: "switchboard-dev-admin", Namespace: "demo"}
 	cfg.CurrentContext = "switchboard-dev"
 	return clientcmd.WriteToFile(*cfg, path)
-}
-
-// waitHTTP polls url until it answers 200, the process exits, or the timeout passes.
-func waitHTTP(ctx context.Context, proc *child, client *http.Client, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-proc.done:
-			return fmt.Errorf("%s exited (%w); the end of %s:\n%s", proc.name, proc.err, proc.logPath, tail(proc.logPath, 15))
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s did not become ready within %s; see %s:\n%s", proc.name, timeout, proc.logPath, tail(proc.logPath, 15))
-			}
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(filepath.Clean(path))
-	if err != nil {
-		return ""
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 func freePort() (int, error) {
