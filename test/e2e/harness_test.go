@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/internal/proc"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -34,9 +34,8 @@ type system struct {
 	stateDir   string
 	kubeconfig string
 	baseURL    string
-	cmd        *exec.Cmd
+	proc       *proc.Process
 	out        *testenv.LockedBuffer // the dev process's stdout and stderr, as a user's terminal shows them
-	exited     chan struct{}
 	stopOnce   sync.Once
 	pluginErrs testenv.LockedBuffer // stderr of every plugin and kubectl run
 	demoKey    string
@@ -71,7 +70,7 @@ func restartSystem(t *testing.T, stopped *system) *system {
 
 func launch(t *testing.T, stateDir string, fresh bool) *system {
 	t.Helper()
-	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &testenv.LockedBuffer{}, exited: make(chan struct{})}
+	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &testenv.LockedBuffer{}}
 	for _, bin := range []string{s.bin("switchboard"), s.bin("kubectl-switchboard"), s.kubectlBin()} {
 		if _, err := os.Stat(bin); err != nil {
 			t.Fatalf("%s is missing: run `make build envtest` (make test-e2e does)", bin)
@@ -84,37 +83,24 @@ func launch(t *testing.T, stateDir string, fresh bool) *system {
 	if fresh {
 		args = append(args, "--fresh")
 	}
-	s.cmd = exec.Command(s.bin("switchboard"), args...)
-	s.cmd.Dir = s.root
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pr, pw := io.Pipe()
-	s.cmd.Stdout, s.cmd.Stderr = pw, pw
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting switchboard dev: %v", err)
-	}
-	t.Cleanup(func() { s.stop() })
+	cmd := exec.Command(s.bin("switchboard"), args...)
+	cmd.Dir = s.root
 	ready := make(chan struct{})
-	go func() {
-		var once sync.Once
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			_, _ = s.out.Write([]byte(line + "\n"))
-			if strings.Contains(line, "switchboard dev: ready") {
-				once.Do(func() { close(ready) })
-			}
+	var once sync.Once
+	p, err := proc.Start(cmd, proc.Options{Name: "switchboard dev", Output: s.out, OnLine: func(line string) {
+		if strings.Contains(line, "switchboard dev: ready") {
+			once.Do(func() { close(ready) })
 		}
-	}()
-	go func() {
-		_ = s.cmd.Wait()
-		_ = pw.Close()
-		close(s.exited)
-	}()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proc = p
+	t.Cleanup(func() { s.stop() })
 	select {
 	case <-ready:
-	case <-s.exited:
-		t.Fatalf("switchboard dev exited before ready (%v):\n%s", s.cmd.ProcessState, s.out.String())
+	case <-p.Done():
+		t.Fatalf("switchboard dev exited before ready (%v):\n%s", p.Err(), s.out.String())
 	case <-time.After(4 * time.Minute):
 		t.Fatalf("switchboard dev printed no ready line within 4m:\n%s", s.out.String())
 	}
@@ -145,16 +131,18 @@ func (s *system) parseBanner(t *testing.T) {
 	}
 }
 
-// stop sends SIGTERM (what Ctrl-C does), waits, and kills the whole group if dev hangs.
+// stop sends SIGTERM (what Ctrl-C does) to dev alone, which must stop its own children; it
+// waits, and kills the whole group if dev hangs.
 func (s *system) stop() {
 	s.stopOnce.Do(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		if err := s.proc.Signal(syscall.SIGTERM); err != nil {
+			s.t.Error(err)
+		}
 		select {
-		case <-s.exited:
+		case <-s.proc.Done():
 		case <-time.After(60 * time.Second):
 			s.t.Errorf("switchboard dev did not stop within 60s of SIGTERM; killing its process group")
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
+			_ = s.proc.Kill()
 		}
 	})
 }

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/proc"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -155,10 +155,7 @@ func apiServerHostPort(t *testing.T) string {
 
 // process is a running bin/switchboard whose combined output is kept for the hygiene scan.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	out  *testenv.LockedBuffer
-	done chan struct{}
+	*proc.Process
 }
 
 // start runs bin/switchboard with args and the kubeconfig; it is killed when the test ends.
@@ -167,28 +164,22 @@ func start(t *testing.T, name, kubeconfigPath string, args ...string) *process {
 	cmd := exec.Command(switchboardBin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
 	out := &testenv.LockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+	p, err := proc.Start(cmd, proc.Options{Name: name, Output: out})
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := &process{name: name, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		p.kill()
+		_ = p.Kill()
 		logs.add(name, out)
 		if t.Failed() {
 			t.Logf("--- %s output (last 4 KiB) ---\n%s", name, tail(out.String(), 4096))
 		}
 	})
-	return p
+	return &process{p}
 }
 
 // kill ends the process at once, as a crash or a node loss would.
-func (p *process) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
+func (p *process) kill() { _ = p.Kill() }
 
 func tail(s string, n int) string {
 	if len(s) > n {
