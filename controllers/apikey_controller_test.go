@@ -21,8 +21,8 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // keyTest is one APIKey test: a tenant namespace, a system namespace and an operator for both.
@@ -290,7 +290,7 @@ func TestAPIKeyClaimedOnce(t *testing.T) {
 	key := kt.waitIssued(kt.create("claim", nil), 1)
 
 	type result struct {
-		r   reveal.Revealed
+		r   keyclient.Revealed
 		err error
 	}
 	results := make([]result, 2)
@@ -299,18 +299,18 @@ func TestAPIKeyClaimedOnce(t *testing.T) {
 	for i := range results {
 		wg.Go(func() {
 			<-start
-			r, err := reveal.Claim(context.Background(), env.Client, key)
+			r, err := keyclient.Claim(context.Background(), env.Client, key)
 			results[i] = result{r, err}
 		})
 	}
 	close(start)
 	wg.Wait()
-	var won []reveal.Revealed
+	var won []keyclient.Revealed
 	for _, r := range results {
 		switch {
 		case r.err == nil:
 			won = append(won, r.r)
-		case errors.Is(r.err, reveal.ErrAlreadyClaimed):
+		case errors.Is(r.err, keyclient.ErrAlreadyClaimed):
 		default:
 			t.Fatalf("unexpected claim error: %v", r.err)
 		}
@@ -334,7 +334,7 @@ func TestAPIKeyClaimedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A third claim, with the status as now published, finds nothing.
-	if _, err := reveal.Claim(testCtx(t), env.Client, got); !errors.Is(err, reveal.ErrNotPublished) {
+	if _, err := keyclient.Claim(testCtx(t), env.Client, got); !errors.Is(err, keyclient.ErrNotPublished) {
 		t.Fatalf("claim after the claim: %v, want ErrNotPublished", err)
 	}
 	kt.waitEvent(got, "KeyClaimed", got.Status.KeyHint)
@@ -469,7 +469,7 @@ func TestAPIKeyExpires(t *testing.T) {
 func TestAPIKeyRotationWithGrace(t *testing.T) {
 	kt := newKeyTest(t)
 	key := kt.waitIssued(kt.create("rotate", nil), 1)
-	first, err := reveal.Claim(testCtx(t), env.Client, key)
+	first, err := keyclient.Claim(testCtx(t), env.Client, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestAPIKeyRotationWithGrace(t *testing.T) {
 		got.Status.PreviousKeyValidUntil == nil || !got.Status.PreviousKeyValidUntil.Time.Equal(rotatedAt.Add(time.Hour)) {
 		t.Fatalf("rotation status: lastHandled %q rotatedAt %v previousKeyValidUntil %v", got.Status.LastHandledRotationAt, got.Status.RotatedAt, got.Status.PreviousKeyValidUntil)
 	}
-	second, err := reveal.Claim(testCtx(t), env.Client, got)
+	second, err := keyclient.Claim(testCtx(t), env.Client, got)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +659,7 @@ func TestAPIKeyHashDeletedByHand(t *testing.T) {
 		k.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "after-tampering"}
 	})
 	got = kt.waitIssued(key, 2)
-	claimed, err := reveal.Claim(testCtx(t), env.Client, got)
+	claimed, err := keyclient.Claim(testCtx(t), env.Client, got)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 var errCrash = errors.New("injected crash: the operator stopped here")
@@ -328,7 +328,7 @@ func (w *crashWorld) verifyIssued(name string, gen int64) {
 		w.t.Fatalf("%s: %v", name, err)
 	}
 	// The user can claim the key, and it is the hashed one (check did the hash comparison).
-	got, err := reveal.Claim(testCtx(w.t), env.Client, key)
+	got, err := keyclient.Claim(testCtx(w.t), env.Client, key)
 	if err != nil {
 		w.t.Fatalf("%s: the finished key cannot be claimed: %v", name, err)
 	}

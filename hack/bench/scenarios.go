@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/loadgen"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -85,7 +85,7 @@ func (r *rig) issueKeys(ctx context.Context, c client.Client, ns string, names [
 				return err
 			}
 			if ak.Status.RevealSecretName != "" {
-				got, err := reveal.Claim(ctx, c, &ak)
+				got, err := keyclient.Claim(ctx, c, &ak)
 				if err != nil {
 					return err
 				}

@@ -21,7 +21,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/crds"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 // DemoNamespace is where dev seeds its demo Connections and APIKey.
@@ -152,12 +152,12 @@ func claimDemoKey(ctx context.Context, c client.Client) (demoKey, error) {
 			return false, nil
 		}
 		out.hint = key.Status.KeyHint
-		revealed, err := reveal.Claim(ctx, c, &key)
+		revealed, err := keyclient.Claim(ctx, c, &key)
 		switch {
 		case err == nil:
 			out.key, out.hint = revealed.Key, revealed.Hint
 			return true, nil
-		case errors.Is(err, reveal.ErrNotPublished), errors.Is(err, reveal.ErrAlreadyClaimed):
+		case errors.Is(err, keyclient.ErrNotPublished), errors.Is(err, keyclient.ErrAlreadyClaimed):
 			return true, nil
 		default:
 			lastErr = err

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/panel"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -362,13 +362,13 @@ func TestBrowserScreenshot(t *testing.T) {
 // owner would with kubectl.
 func claimAsAdmin(t *testing.T, key *switchboardv1alpha1.APIKey) string {
 	t.Helper()
-	var revealed reveal.Revealed
+	var revealed keyclient.Revealed
 	waitFor(t, func() bool {
 		var k switchboardv1alpha1.APIKey
 		if err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(key), &k); err != nil || k.Status.RevealSecretName == "" {
 			return false
 		}
-		r, err := reveal.Claim(testCtx(t), env.Client, &k)
+		r, err := keyclient.Claim(testCtx(t), env.Client, &k)
 		revealed = r
 		return err == nil
 	})

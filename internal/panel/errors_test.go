@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 func TestDescribe(t *testing.T) {
@@ -38,9 +38,22 @@ func TestDescribe(t *testing.T) {
 		{"not found", apierrors.NewNotFound(keys, "ci"), create, http.StatusNotFound, []string{`APIKey "ci" not found in namespace "team-a"`}, false},
 		{"already exists", apierrors.NewAlreadyExists(keys, "ci"), create, http.StatusConflict, []string{`already exists`}, false},
 		{"token refused ends the session", apierrors.NewUnauthorized("expired"), create, http.StatusUnauthorized, []string{"Sign in again"}, true},
-		{"operator timeout", &timeoutError{name: "ci", what: "created", after: 30 * time.Second}, create,
-			http.StatusGatewayTimeout, []string{"30s", "operator may not be running", "was created"}, false},
-		{"claimed by someone else", reveal.ErrAlreadyClaimed, create, http.StatusConflict, []string{"already shown", "Rotate"}, false},
+		// On purpose since the key workflow is shared with the plugin: a create whose key cannot be
+		// shown deletes its APIKey again (it used to be kept, with a Show key button).
+		{"operator timeout at create", &keyclient.AbandonedError{Name: "ci", Namespace: "team-a",
+			Cause: &keyclient.TimeoutError{Name: "ci", Namespace: "team-a", After: 30 * time.Second}}, create,
+			http.StatusGatewayTimeout, []string{"30s", "operator may not be running", "was deleted again"}, false},
+		{"operator timeout at rotation", &keyclient.TimeoutError{Name: "ci", Namespace: "team-a", After: 30 * time.Second}, create,
+			http.StatusGatewayTimeout, []string{"30s", "operator may not be running", "rotation stays requested"}, false},
+		{"claimed by someone else", keyclient.ErrAlreadyClaimed, create, http.StatusConflict, []string{"already shown", "Rotate"}, false},
+		{"claimed by someone else at create", &keyclient.AbandonedError{Name: "ci", Namespace: "team-a",
+			Cause: &keyclient.ClaimedError{Name: "ci", Hint: "sb_live_AbCd…wxyz"}}, create,
+			http.StatusConflict, []string{"Someone else claimed the key", "was deleted again"}, false},
+		{"permission check", &keyclient.ForbiddenError{Namespace: "team-a", Missing: keyclient.Needs(keyclient.OpCreate, false)[3:]}, create,
+			http.StatusForbidden, []string{`you may not get secrets in namespace "team-a"`, "nothing was changed", `"get" on secrets, "delete" on secrets`}, false},
+		{"a workflow call refused", &keyclient.APIError{Permission: keyclient.Needs(keyclient.OpRevoke, false)[1], Namespace: "team-a", Name: "ci",
+			Err: apierrors.NewForbidden(keys, "ci", errors.New("no"))}, action{},
+			http.StatusForbidden, []string{"you may not patch apikeys.switchboard.dev"}, false},
 		{"other", errors.New("connection refused"), create, http.StatusBadGateway, []string{"connection refused"}, false},
 	}
 	for _, tt := range tests {

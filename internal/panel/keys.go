@@ -2,19 +2,17 @@ package panel
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 // keysData is the data of the "API keys" page.
@@ -43,6 +41,10 @@ type revealedKey struct {
 	Hint               string
 	Rotated            bool
 	PreviousValidUntil string
+	// Stolen lists the keys of this rotation that someone else claimed first (and that were
+	// stopped); Replaced is the key the rotation replaced, stopped with them.
+	Stolen   string
+	Replaced string
 }
 
 // createForm keeps what a person typed when creating a key fails, so nothing is lost.
@@ -100,6 +102,14 @@ func validKeyName(name string) string {
 		return "“" + name + "” is not a valid name: use lower-case letters, digits and '-', starting and ending with a letter or digit."
 	}
 	return ""
+}
+
+// validTarget reports what is wrong with a namespace and APIKey name posted by a form, or "".
+func validTarget(ns, name string) string {
+	if msg := validNamespace(ns); msg != "" {
+		return msg
+	}
+	return validKeyName(name)
 }
 
 // keysURL is the plain page of a namespace.
@@ -186,135 +196,46 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *session, data 
 	h.showKeys(w, r, s, p.Status, data)
 }
 
-// createKey creates an APIKey with the person's token, waits for the operator to issue its
-// key, claims the reveal Secret and shows the key in this very response, once.
-func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) {
-	ns := r.PostFormValue("namespace")
-	data := h.newKeysData(s, ns)
-	data.Form = createForm{Name: r.PostFormValue("name"), Description: r.PostFormValue("description"), Expires: r.PostFormValue("expires")}
-	if msg := validNamespace(ns); msg != "" {
-		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
-		return
-	}
-	if msg := validKeyName(data.Form.Name); msg != "" {
-		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
-		return
-	}
-	if len(data.Form.Description) > 256 {
-		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "The description is at most 256 characters."})
-		return
-	}
-	expiry, ok := findExpiry(data.Form.Expires)
-	if !ok {
-		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "Choose an expiry from the list."})
-		return
-	}
-	key := &switchboardv1alpha1.APIKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: data.Form.Name},
-		Spec:       switchboardv1alpha1.APIKeySpec{Description: data.Form.Description},
-	}
-	if expiry.After > 0 {
-		at := metav1.NewTime(h.opts.Clock.Now().Add(expiry.After).Truncate(time.Second))
-		key.Spec.ExpiresAt = &at
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
-	defer cancel()
-	act := action{Verb: "create", Resource: "apikeys", Group: switchboardv1alpha1.GroupVersion.Group, Namespace: ns, Name: key.Name}
-	if p := checkAccess(ctx, s.client, ns, createNeeds); p != nil {
-		h.fail(w, r, s, data, *p)
-		return
-	}
-	if err := s.client.Create(ctx, key); err != nil {
-		h.fail(w, r, s, data, describe(err, act))
-		return
-	}
-	h.opts.Logger.Info("created APIKey", "user", s.user, "namespace", ns, "name", key.Name)
-	data.Form = createForm{}
-	issued, err := h.waitForKey(ctx, s.client, key, "created", func(k *switchboardv1alpha1.APIKey) bool {
-		return k.Status.KeyGeneration >= 1 && k.Status.RevealSecretName != ""
-	})
-	if err != nil {
-		p := describe(err, act.with("get"))
-		if !p.SignedOut && !errors.As(err, new(*timeoutError)) {
-			// Say the APIKey exists, so that nobody creates it twice.
-			p.Message = "APIKey “" + key.Name + "” was created, but its key cannot be shown. " + p.Message
-		}
-		h.fail(w, r, s, data, p)
-		return
-	}
-	h.claimAndShow(w, r, s, data, issued, viaCreate)
-}
-
-// with returns the action with another verb on the same object.
-func (a action) with(verb string) action {
-	a.Verb = verb
-	return a
-}
-
-// How a key came to be shown, for the messages around it.
-const (
-	viaCreate = "created"
-	viaRotate = "rotated"
-	viaReveal = "pending"
-)
-
-// claimAndShow claims the published reveal Secret and renders the key once.
-func (h *handler) claimAndShow(w http.ResponseWriter, r *http.Request, s *session, data keysData, key *switchboardv1alpha1.APIKey, via string) {
-	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
-	defer cancel()
-	// The status names the reveal Secret of its current key generation only, and waitForKey
-	// waited for the generation wanted, so what Claim returns is the key to show.
-	revealed, err := reveal.Claim(ctx, s.client, key)
-	if err != nil {
-		p := describe(err, action{Verb: "get", Resource: "secrets", Namespace: key.Namespace, Name: key.Name})
-		if via != viaReveal && !p.SignedOut {
-			p.Message = "APIKey “" + key.Name + "” was " + via + ", but its key cannot be shown. " + p.Message
-		}
-		h.fail(w, r, s, data, p)
-		return
-	}
-	h.opts.Logger.Info("revealed APIKey", "user", s.user, "namespace", key.Namespace, "name", key.Name, "hint", revealed.Hint, "keyGeneration", revealed.Generation)
-	data.Revealed = &revealedKey{Name: key.Name, Key: revealed.Key, Hint: revealed.Hint, Rotated: revealed.Generation > 1}
-	data.claimed = key.Status.RevealSecretName
-	if v := key.Status.PreviousKeyValidUntil; v != nil && h.opts.Clock.Now().Before(v.Time) {
-		data.Revealed.PreviousValidUntil = v.UTC().Format("2006-01-02 15:04 UTC")
-	}
-	data.ReplaceURL = keysURL(key.Namespace)
-	h.showKeys(w, r, s, http.StatusOK, data)
-}
-
-// revealKey claims a key that is waiting to be shown: one whose creation timed out in the
-// panel, or that was created with kubectl and not yet claimed.
-func (h *handler) revealKey(w http.ResponseWriter, r *http.Request, s *session) {
-	ns, name := r.PostFormValue("namespace"), r.PostFormValue("name")
-	data := h.newKeysData(s, ns)
-	key, ok := h.getKey(w, r, s, data, ns, name)
-	if !ok {
-		return
-	}
-	if key.Status.RevealSecretName == "" {
-		h.fail(w, r, s, data, describe(reveal.ErrNotPublished, action{Namespace: ns, Name: name}))
-		return
-	}
-	h.claimAndShow(w, r, s, data, key, viaReveal)
-}
-
 // getKey reads one APIKey for a form or an action, showing the error line when it cannot.
 func (h *handler) getKey(w http.ResponseWriter, r *http.Request, s *session, data keysData, ns, name string) (*switchboardv1alpha1.APIKey, bool) {
-	if msg := validNamespace(ns); msg != "" {
-		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
-		return nil, false
-	}
-	if msg := validKeyName(name); msg != "" {
+	if msg := validTarget(ns, name); msg != "" {
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
-	var key switchboardv1alpha1.APIKey
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &key); err != nil {
-		h.fail(w, r, s, data, describe(err, action{Verb: "get", Resource: "apikeys", Group: switchboardv1alpha1.GroupVersion.Group, Namespace: ns, Name: name}))
+	key, err := h.keys(s).Get(ctx, ns, name)
+	if err != nil {
+		h.fail(w, r, s, data, describe(err, action{Namespace: ns, Name: name}))
 		return nil, false
 	}
-	return &key, true
+	return key, true
+}
+
+// keys is the key workflow acting with the signed-in person's token.
+func (h *handler) keys(s *session) *keyclient.Client {
+	return keyclient.New(s.client, keyclient.Options{Clock: h.opts.Clock, PollInterval: h.opts.PollInterval})
+}
+
+// confirmData is the data of the rotate and revoke pages.
+type confirmData struct {
+	layout
+	Key         keyRow
+	RequestedAt string
+}
+
+// confirmPage shows the rotate or revoke form of one key.
+func (h *handler) confirmPage(w http.ResponseWriter, r *http.Request, s *session, page, title string) {
+	q := r.URL.Query()
+	ns, name := q.Get("namespace"), q.Get("name")
+	key, ok := h.getKey(w, r, s, h.newKeysData(s, ns), ns, name)
+	if !ok {
+		return
+	}
+	now := h.opts.Clock.Now()
+	h.render(w, http.StatusOK, page, confirmData{
+		layout:      layout{Title: title, User: s.user, CSRF: s.csrf, Namespace: ns},
+		Key:         newKeyRow(key, now),
+		RequestedAt: now.UTC().Format(time.RFC3339Nano),
+	})
 }

@@ -101,10 +101,11 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// Rules a key owner needs in the panel.
+// Rules a key owner needs in the panel: deleting APIKeys too, since a create whose key cannot be
+// shown deletes the APIKey again.
 var (
 	ownerRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"connections"}, Verbs: []string{"get", "list"}},
 	}
@@ -112,7 +113,7 @@ var (
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list"}},
 	}
 	noSecretRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 // layout is what every page's frame shows.
@@ -136,31 +137,21 @@ type keyRow struct {
 	CanReveal   bool
 }
 
-// keyState is the one-word state of a key and the CSS class of its badge.
-func keyState(k *switchboardv1alpha1.APIKey, now time.Time) (state, class string) {
-	if k.Spec.Revoked {
-		return "Revoked", "revoked"
-	}
-	if k.Spec.ExpiresAt != nil && !now.Before(k.Spec.ExpiresAt.Time) {
-		return "Expired", "expired"
-	}
-	ready := apimeta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady)
-	switch {
-	case ready == nil || k.Status.KeyGeneration == 0:
-		return "Issuing", "pending"
-	case ready.Status == metav1.ConditionTrue:
+// stateBadge is the label and CSS class of a key's one-word state (keyclient.State).
+func stateBadge(state keyclient.KeyState) (label, class string) {
+	switch state {
+	case keyclient.StateActive:
 		return "Active", "active"
-	case ready.Reason == switchboardv1alpha1.ReasonIssuing:
-		return "Issuing", "pending"
-	case ready.Reason == switchboardv1alpha1.ReasonRevoked:
+	case keyclient.StateIssuing, keyclient.StateRotating, keyclient.StateDeleting:
+		return string(state), "pending"
+	case keyclient.StateRevoked:
 		return "Revoked", "revoked"
-	case ready.Reason == switchboardv1alpha1.ReasonExpired:
+	case keyclient.StateExpired:
 		return "Expired", "expired"
-	case ready.Reason == switchboardv1alpha1.ReasonDeliveryConflict:
+	case keyclient.StateDeliveryConflict:
 		return "Delivery conflict", "error"
-	default:
-		return ready.Reason, "error"
 	}
+	return string(state), "error"
 }
 
 // keyNotes are the facts beside the state that a person acts on.
@@ -179,7 +170,7 @@ func keyNotes(k *switchboardv1alpha1.APIKey, now time.Time) []string {
 }
 
 func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
-	state, class := keyState(k, now)
+	state, class := stateBadge(keyclient.State(k, now))
 	created := k.Status.CreatedAt
 	if created == nil {
 		created = &k.CreationTimestamp
@@ -188,7 +179,7 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 	if hint == "" {
 		hint = "—"
 	}
-	live := !k.Spec.Revoked && k.DeletionTimestamp == nil
+	live := keyclient.Live(k)
 	return keyRow{
 		Name:        k.Name,
 		Description: k.Spec.Description,
@@ -201,7 +192,7 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		Expires:     viewTime(k.Spec.ExpiresAt, now, "Never"),
 		CanRotate:   live,
 		CanRevoke:   live,
-		CanReveal:   live && k.Status.RevealSecretName != "" && k.Spec.SecretName == "",
+		CanReveal:   live && keyclient.RevealStatus(k) == keyclient.RevealClaimable,
 	}
 }
 

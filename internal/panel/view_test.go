@@ -72,6 +72,13 @@ func TestKeyState(t *testing.T) {
 		{"grace over", switchboardv1alpha1.APIKeySpec{},
 			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 2, PreviousKeyValidUntil: &past, Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
 			"Active", "active", 0, true, false},
+		// The panel knows Rotating (and Deleting, below) since it shares keyclient.State with the plugin.
+		{"rotation requested, not carried out yet", switchboardv1alpha1.APIKeySpec{Rotation: &switchboardv1alpha1.APIKeyRotation{RequestedAt: "b"}},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, LastHandledRotationAt: "a", Conditions: ready(metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)},
+			"Rotating", "pending", 0, true, false},
+		{"an unknown reason is shown as it is", switchboardv1alpha1.APIKeySpec{},
+			switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: ready(metav1.ConditionFalse, "HashMissing")},
+			"HashMissing", "error", 0, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +95,18 @@ func TestKeyState(t *testing.T) {
 					row.CanRotate, row.CanRevoke, row.CanReveal, tt.wantRotate, tt.wantReveal)
 			}
 		})
+	}
+}
+
+func TestDeletingKeyOffersNothing(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	gone := metav1.NewTime(now)
+	k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "k", DeletionTimestamp: &gone},
+		Status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, RevealSecretName: "k-key-1", Conditions: []metav1.Condition{
+			{Type: switchboardv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: switchboardv1alpha1.ReasonKeyIssued}}}}
+	row := newKeyRow(k, now)
+	if row.State != "Deleting" || row.StateClass != "pending" || row.CanRotate || row.CanRevoke || row.CanReveal {
+		t.Fatalf("row of a key being deleted: %+v", row)
 	}
 }
 

@@ -5,21 +5,20 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
-// ErrForbidden marks errors where RBAC refused the user; the message says which permission.
-var ErrForbidden = errors.New("forbidden")
-
-// ErrTimeout marks giving up on waiting for the operator.
-var ErrTimeout = errors.New("timed out waiting for the operator")
-
-// ErrAlreadyClaimed is reveal.ErrAlreadyClaimed, re-exported so callers need one import.
-var ErrAlreadyClaimed = reveal.ErrAlreadyClaimed
+// Errors the plugin's failures wrap, re-exported from keyclient so callers need one import:
+// RBAC refused the user (the message says which permission), the operator did not answer in
+// time, somebody else claimed the key first.
+var (
+	ErrForbidden      = keyclient.ErrForbidden
+	ErrTimeout        = keyclient.ErrTimeout
+	ErrAlreadyClaimed = keyclient.ErrAlreadyClaimed
+)
 
 // forbiddenMessage matches the API server's RBAC refusal, for example:
 // User "system:serviceaccount:a:b" cannot create resource "apikeys" in API group "switchboard.dev" in the namespace "a".
@@ -84,11 +83,44 @@ func forbidden(message string, a action) error {
 		ErrForbidden, who, verb, resource, where, verb, resource)
 }
 
-// joinVerbs lists permissions as "create apikeys.switchboard.dev, delete secrets".
-func joinVerbs(perms []permission) string {
-	parts := make([]string, 0, len(perms))
-	for _, p := range perms {
-		parts = append(parts, p.verb+" "+p.resource())
+// explainKey words an error of the key workflow as one line: a permission check that failed,
+// a call the API server refused (see explain), or the workflow's own errors as they are.
+func explainKey(err error) error {
+	var (
+		forbiddenErr *keyclient.ForbiddenError
+		apiErr       *keyclient.APIError
+		abandoned    *keyclient.AbandonedError
+		claimed      *keyclient.ClaimedError
+	)
+	switch {
+	case errors.As(err, &abandoned):
+		cause := explainKey(abandoned.Cause)
+		if errors.As(abandoned.Cause, &claimed) {
+			cause = fmt.Errorf("the key of APIKey %q%s was already claimed by someone else before you", claimed.Name, hintSuffix(claimed.Hint))
+		}
+		if abandoned.DeleteErr != nil {
+			return fmt.Errorf("%w; the APIKey %q was left in place because deleting it failed: %s", cause, abandoned.Name, oneLine(explainKey(abandoned.DeleteErr).Error()))
+		}
+		return fmt.Errorf("%w; the APIKey %q was deleted again, so no key is left that someone else holds or nobody saw; nothing was kept", cause, abandoned.Name)
+	case errors.As(err, &forbiddenErr):
+		who := "you"
+		if forbiddenErr.User != "" {
+			who = fmt.Sprintf("you (%s)", forbiddenErr.User)
+		}
+		missing := keyclient.JoinPermissions(forbiddenErr.Missing)
+		return fmt.Errorf("%w: %s may not %s in namespace %q (needed to %s); ask a cluster administrator for a Role that grants %s; nothing was changed",
+			ErrForbidden, who, missing, forbiddenErr.Namespace, forbiddenErr.Missing[0].Purpose, missing)
+	case errors.As(err, &apiErr):
+		p := apiErr.Permission
+		return explain(apiErr.Err, action{verb: p.Verb, resource: p.Resource.String(), kind: p.Resource.Kind, namespace: apiErr.Namespace, name: apiErr.Name})
 	}
-	return strings.Join(parts, ", ")
+	return err
+}
+
+// hintSuffix is " (hint)" for messages, or nothing when the hint is unknown.
+func hintSuffix(hint string) string {
+	if hint == "" {
+		return ""
+	}
+	return " (" + hint + ")"
 }

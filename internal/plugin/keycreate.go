@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,13 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // defaultTimeout bounds every wait for the operator.
@@ -100,7 +95,7 @@ func (o *keyCreateOptions) build(namespace, name string) (*switchboardv1alpha1.A
 }
 
 func (o *keyCreateOptions) run(ctx context.Context, name string) error {
-	c, ns, err := o.connect()
+	keys, ns, err := o.keys()
 	if err != nil {
 		return err
 	}
@@ -108,139 +103,14 @@ func (o *keyCreateOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	perms := []permission{apiKeyPermission("create", "create the APIKey"), apiKeyPermission("get", "wait for its key")}
-	if o.secretName == "" {
-		perms = append(perms, claimPermissions("the key's")...)
-	}
-	if err := checkAccess(ctx, c, ns, perms...); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, key); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("APIKey %q already exists in namespace %q; pick another name, or run `kubectl switchboard key rotate %s` for a new key", name, ns, name)
-		}
-		return explain(err, action{verb: "create", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: ""})
-	}
-	published, err := waitForKey(ctx, c, client.ObjectKeyFromObject(key), o.timeout, "published the key", keyShowable)
-	if err == nil {
-		if err = printIssued(ctx, o.Options, published, o.output, "created", ""); err == nil {
-			return nil
-		}
-	}
-	// Whatever went wrong, the user does not have the key: do not leave it behind.
-	return o.abandon(c, key, err)
-}
-
-// abandon deletes the APIKey create made when its key cannot be given to the user (the
-// operator did not answer, or somebody else claimed the key), so that nobody holds a key its
-// creator never saw and the same name can be used again.
-func (o *keyCreateOptions) abandon(c client.Client, key *switchboardv1alpha1.APIKey, cause error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	uid := key.UID
-	if err := c.Delete(ctx, key, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w; the APIKey %q was left in place because deleting it failed: %s", cause, key.Name, oneLine(err.Error()))
-	}
-	return fmt.Errorf("%w; the APIKey %q was deleted again, nothing was kept", cause, key.Name)
-}
-
-// keyResult is the -o json shape of a key shown once.
-type keyResult struct {
-	Name      string  `json:"name"`
-	Namespace string  `json:"namespace"`
-	Key       string  `json:"key"`
-	Hint      string  `json:"hint"`
-	ExpiresAt *string `json:"expires_at"`
-}
-
-// deliveredResult is the -o json shape of a key delivered into a Secret.
-type deliveredResult struct {
-	Name       string  `json:"name"`
-	Namespace  string  `json:"namespace"`
-	SecretName string  `json:"secret_name"`
-	Hint       string  `json:"hint"`
-	ExpiresAt  *string `json:"expires_at"`
-}
-
-// printIssued shows the outcome of an issued key: where it was delivered, or the key itself
-// after claiming its one-time reveal. done is the past participle for messages ("created").
-func printIssued(ctx context.Context, o *Options, k *switchboardv1alpha1.APIKey, output, done, note string) error {
-	c, _, err := o.connect()
-	if err != nil {
-		return err
-	}
-	var expires *string
-	if k.Spec.ExpiresAt != nil {
-		s := k.Spec.ExpiresAt.UTC().Format(time.RFC3339)
-		expires = &s
-	}
-	if k.Spec.SecretName != "" {
-		if output == outputJSON {
-			return writeJSON(o.Out, deliveredResult{Name: k.Name, Namespace: k.Namespace, SecretName: k.Spec.SecretName, Hint: k.Status.KeyHint, ExpiresAt: expires})
-		}
-		fmt.Fprintf(o.Out, "APIKey %q %s (hint %s); its key is in Secret %q of namespace %q, data key %q.%s\n",
-			k.Name, done, k.Status.KeyHint, k.Spec.SecretName, k.Namespace, keysecret.DataKey, note)
-		return nil
-	}
-	got, err := reveal.Claim(ctx, c, k)
-	switch {
-	case errors.Is(err, reveal.ErrAlreadyClaimed):
-		return fmt.Errorf("APIKey %q: %w", k.Name, err)
-	case err != nil:
-		return explain(err, action{verb: "delete", resource: "secrets", kind: "Secret", namespace: k.Namespace, name: ""})
-	}
-	if output == outputJSON {
-		err = writeJSON(o.Out, keyResult{Name: k.Name, Namespace: k.Namespace, Key: got.Key, Hint: got.Hint, ExpiresAt: expires})
-	} else {
-		_, err = fmt.Fprintln(o.Out, got.Key)
+	issued, err := keys.Create(ctx, key, o.timeout)
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("APIKey %q already exists in namespace %q; pick another name, or run `kubectl switchboard key rotate %s` for a new key", name, ns, name)
 	}
 	if err != nil {
-		return fmt.Errorf("printing the key: %w", err)
+		return explainKey(err)
 	}
-	fmt.Fprintf(o.ErrOut, "Warning: APIKey %s/%s %s (hint %s). This key will not be shown again: store it now.%s\n",
-		k.Namespace, k.Name, done, got.Hint, note)
-	return nil
-}
-
-// keyRevealOptions are the flags of `key reveal`.
-type keyRevealOptions struct {
-	*Options
-	timeout time.Duration
-	output  string
-}
-
-func newKeyRevealCommand(o *Options) *cobra.Command {
-	opts := &keyRevealOptions{Options: o}
-	cmd := &cobra.Command{
-		Use:   "reveal NAME",
-		Short: "Claim and print the key of an APIKey created with kubectl apply or GitOps",
-		Long: "Claim the one-time reveal of an existing APIKey's current key (for instance one created with\n" +
-			"kubectl apply) and print the key once. It fails if somebody else claimed it first.",
-		Args: exactlyOneName("key reveal"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
-	cmd.Flags().DurationVar(&opts.timeout, "timeout", defaultTimeout, "how long to wait for the operator to publish the key")
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json prints {name, namespace, key, hint, expires_at} and nothing else")
-	return cmd
-}
-
-func (o *keyRevealOptions) run(ctx context.Context, name string) error {
-	if err := checkOutput(o.output); err != nil {
-		return err
-	}
-	c, ns, err := o.connect()
-	if err != nil {
-		return err
-	}
-	perms := append([]permission{apiKeyPermission("get", "read the APIKey")}, claimPermissions("the key's")...)
-	if err := checkAccess(ctx, c, ns, perms...); err != nil {
-		return err
-	}
-	k, err := waitForKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name}, o.timeout, "published the key", keyShowable)
-	if err != nil {
-		return err
-	}
-	return printIssued(ctx, o.Options, k, o.output, "revealed", "")
+	return printIssued(o.Options, issued, o.output, "created", "")
 }
 
 // parseSelector turns a kubectl-style label selector ("team=data,env!=prod,tier in (a,b)")

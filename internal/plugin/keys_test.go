@@ -17,8 +17,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // getAPIKey reads an APIKey as the admin.
@@ -82,7 +82,7 @@ func TestKeyCreatePrintsTheKeyOnce(t *testing.T) {
 	// The reveal Secret is gone: a second claim, by anyone, fails clearly.
 	stale := k.DeepCopy()
 	stale.Status.RevealSecretName = "ci-key-1"
-	if _, err := reveal.Claim(testContext(t), env.Client, stale); !errors.Is(err, reveal.ErrAlreadyClaimed) {
+	if _, err := keyclient.Claim(testContext(t), env.Client, stale); !errors.Is(err, keyclient.ErrAlreadyClaimed) {
 		t.Fatalf("second claim: err = %v, want ErrAlreadyClaimed", err)
 	}
 	again := admin(t, ns, "key", "reveal", "ci", "--timeout", "10s")

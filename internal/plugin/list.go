@@ -3,13 +3,17 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 // listOptions are the flags of the list commands.
@@ -76,7 +80,7 @@ func (o *listOptions) runKeys(ctx context.Context) error {
 		if hint == "" {
 			hint = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyState(k, now),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
 			ago(created, now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now))
 	}
 	return w.Flush()
@@ -121,4 +125,36 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// ago says how long before now t was ("5m ago"), or never.
+func ago(t *metav1.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t.Time)
+	if d < 0 {
+		return "in " + duration.HumanDuration(-d)
+	}
+	return duration.HumanDuration(d) + " ago"
+}
+
+// until says when t comes ("in 29d") or came ("2h ago"), or never.
+func until(t *metav1.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "never"
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return duration.HumanDuration(-d) + " ago"
+	}
+	return "in " + duration.HumanDuration(d)
+}
+
+// age is the time since t, as kubectl's AGE column shows it.
+func age(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
 }

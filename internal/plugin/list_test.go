@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 func TestKeyList(t *testing.T) {
@@ -47,8 +48,8 @@ func TestKeyList(t *testing.T) {
 			t.Fatalf("row %q, want %s %s %s … %s", line, k.Name, k.Status.KeyHint, state, expires)
 		}
 	}
-	wantRow(lines[1], alpha, StateActive, "in 29d")
-	wantRow(lines[2], beta, StateRevoked, "never")
+	wantRow(lines[1], alpha, string(keyclient.StateActive), "in 29d")
+	wantRow(lines[2], beta, string(keyclient.StateRevoked), "never")
 
 	// Once the key authenticates a request, the API server records it and LAST USED says when.
 	eventuallyStatus(t, strings.TrimSpace(created.stdout), http.StatusOK)

@@ -34,7 +34,7 @@ func TestForbidden(t *testing.T) {
 
 	// May create keys and read Secrets but not delete them: it could never claim the key.
 	noDelete := serviceAccountConfig(t, ns, "no-delete", []rbacv1.PolicyRule{
-		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "create", "patch"),
+		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "create", "patch", "delete"),
 		rule("", secrets, "get"),
 	})
 	r = run(t, noDelete, ns, "", "key", "create", "nope", "--timeout", "10s")
@@ -43,7 +43,7 @@ func TestForbidden(t *testing.T) {
 		t.Fatalf("a refused create left an APIKey behind: %v", err)
 	}
 
-	// The refusal comes from the API server itself (no pre-check for revoke): it names the user.
+	// Revoke checks its permission first too, and names the user.
 	mustSucceed(t, admin(t, ns, "key", "create", "kept", "--timeout", "30s"))
 	r = run(t, reader, ns, "", "key", "revoke", "kept", "--yes")
 	mustFail(t, r, `forbidden: you (system:serviceaccount:`+ns+`:reader) may not patch apikeys.switchboard.dev in namespace "`+ns+`"`)
@@ -64,7 +64,7 @@ func TestForbidden(t *testing.T) {
 
 	// With every right the plugin needs, the same kind of identity succeeds: RBAC decided above.
 	full := serviceAccountConfig(t, ns, "full", []rbacv1.PolicyRule{
-		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "create", "patch"),
+		rule(switchboardv1alpha1.GroupVersion.Group, apiKeys, "get", "list", "create", "patch", "delete"),
 		rule("", secrets, "get", "delete"),
 	})
 	r = run(t, full, ns, "", "key", "create", "mine", "--timeout", "30s")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
@@ -32,6 +34,9 @@ type Options struct {
 	Flags *genericclioptions.ConfigFlags
 	// Clock tells the time for rotation requests, expiries and ages; tests may inject one.
 	Clock clock.PassiveClock
+	// PollInterval is how often an APIKey is read while waiting for the operator (default
+	// keyclient.DefaultPollInterval).
+	PollInterval time.Duration
 
 	once      sync.Once
 	client    client.Client
@@ -118,6 +123,15 @@ func (o *Options) connect() (client.Client, string, error) {
 		}
 	})
 	return o.client, o.namespace, o.err
+}
+
+// keys connects and returns the key workflow acting with the user's identity, and the namespace.
+func (o *Options) keys() (*keyclient.Client, string, error) {
+	c, ns, err := o.connect()
+	if err != nil {
+		return nil, "", err
+	}
+	return keyclient.New(c, keyclient.Options{Clock: o.Clock, PollInterval: o.PollInterval}), ns, nil
 }
 
 // scheme knows the core types and switchboard's.

@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
@@ -24,56 +22,6 @@ import (
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
-
-func cond(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: status, Reason: reason}
-}
-
-func TestKeyState(t *testing.T) {
-	ready := cond(switchboardv1alpha1.ConditionReady, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)
-	tests := []struct {
-		name string
-		key  switchboardv1alpha1.APIKey
-		want string
-	}{
-		{name: "no status yet", want: StateIssuing},
-		{name: "issued", key: switchboardv1alpha1.APIKey{Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{ready}}}, want: StateActive},
-		{name: "revoked in spec wins over a stale Ready", key: switchboardv1alpha1.APIKey{
-			Spec:   switchboardv1alpha1.APIKeySpec{Revoked: true},
-			Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{ready}},
-		}, want: StateRevoked},
-		{name: "expiry passed wins over a stale Ready", key: switchboardv1alpha1.APIKey{
-			Spec:   switchboardv1alpha1.APIKeySpec{ExpiresAt: at(-time.Second)},
-			Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{ready}},
-		}, want: StateExpired},
-		{name: "expiry ahead", key: switchboardv1alpha1.APIKey{
-			Spec:   switchboardv1alpha1.APIKeySpec{ExpiresAt: at(time.Hour)},
-			Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{ready}},
-		}, want: StateActive},
-		{name: "rotation requested, not handled yet", key: switchboardv1alpha1.APIKey{
-			Spec:   switchboardv1alpha1.APIKeySpec{Rotation: &switchboardv1alpha1.APIKeyRotation{RequestedAt: "b"}},
-			Status: switchboardv1alpha1.APIKeyStatus{LastHandledRotationAt: "a", Conditions: []metav1.Condition{ready}},
-		}, want: StateRotating},
-		{name: "rotation handled", key: switchboardv1alpha1.APIKey{
-			Spec:   switchboardv1alpha1.APIKeySpec{Rotation: &switchboardv1alpha1.APIKeyRotation{RequestedAt: "b"}},
-			Status: switchboardv1alpha1.APIKeyStatus{LastHandledRotationAt: "b", Conditions: []metav1.Condition{ready}},
-		}, want: StateActive},
-		{name: "issuing", key: switchboardv1alpha1.APIKey{Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{
-			cond(switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing),
-		}}}, want: switchboardv1alpha1.ReasonIssuing},
-		{name: "delivery conflict", key: switchboardv1alpha1.APIKey{Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{
-			cond(switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict),
-		}}}, want: StateDeliveryConflict},
-		{name: "being deleted", key: switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: at(0)}}, want: StateDeleting},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := keyState(&tt.key, now); got != tt.want {
-				t.Fatalf("keyState = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestRelativeTimes(t *testing.T) {
 	tests := []struct {
@@ -277,72 +225,6 @@ func TestBuildValidatesFlags(t *testing.T) {
 			}
 			tt.check(t, k)
 		})
-	}
-}
-
-func TestCurrentReveal(t *testing.T) {
-	ready := cond(switchboardv1alpha1.ConditionReady, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)
-	revealed := func(reason string) metav1.Condition {
-		return cond(switchboardv1alpha1.ConditionRevealed, metav1.ConditionTrue, reason)
-	}
-	tests := []struct {
-		name   string
-		spec   switchboardv1alpha1.APIKeySpec
-		status switchboardv1alpha1.APIKeyStatus
-		want   revealState
-	}{
-		{name: "nothing yet", want: revealWaiting},
-		{name: "published", status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, RevealSecretName: "ci-key-1", Conditions: []metav1.Condition{ready}}, want: revealClaimable},
-		{name: "ready but not published yet", status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: []metav1.Condition{ready}}, want: revealWaiting},
-		{name: "claimed", status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: []metav1.Condition{ready, revealed(switchboardv1alpha1.ReasonRevealClaimed)}}, want: revealGone},
-		{name: "expired", status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: []metav1.Condition{ready, revealed(switchboardv1alpha1.ReasonRevealExpired)}}, want: revealGone},
-		{name: "delivered", spec: switchboardv1alpha1.APIKeySpec{SecretName: "s"}, status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: []metav1.Condition{ready, revealed(switchboardv1alpha1.ReasonDelivered)}}, want: revealDelivered},
-		{name: "delivery pending", spec: switchboardv1alpha1.APIKeySpec{SecretName: "s"}, status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Conditions: []metav1.Condition{ready}}, want: revealWaiting},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			k := &switchboardv1alpha1.APIKey{Spec: tt.spec, Status: tt.status}
-			if got := currentReveal(k); got != tt.want {
-				t.Fatalf("currentReveal = %d, want %d", got, tt.want)
-			}
-		})
-	}
-}
-
-// TestWaitTimesOutClearly uses a fake client on purpose: it plays an operator that never
-// answers, which the real control plane of the other tests (whose operator runs) cannot.
-func TestWaitTimesOutClearly(t *testing.T) {
-	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(key).Build()
-	start := time.Now()
-	_, err := waitForKey(context.Background(), c, client.ObjectKeyFromObject(key), 300*time.Millisecond, "published the key",
-		func(*switchboardv1alpha1.APIKey) (bool, error) { return false, nil })
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("error = %v, want ErrTimeout", err)
-	}
-	for _, want := range []string{"after 300ms", `APIKey "ci"`, "operator may not be running", "no status yet"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("timeout message %q lacks %q", err, want)
-		}
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatalf("the wait ignored its timeout")
-	}
-}
-
-func TestWaitStopsAtRefusal(t *testing.T) {
-	key := &switchboardv1alpha1.APIKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci"},
-		Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{{
-			Type: switchboardv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: switchboardv1alpha1.ReasonDeliveryConflict, Message: `Secret "db" is not managed by switchboard`,
-		}}},
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(key).Build()
-	_, err := waitForKey(context.Background(), c, client.ObjectKeyFromObject(key), time.Minute, "published the key",
-		func(k *switchboardv1alpha1.APIKey) (bool, error) { return false, refusal(k) })
-	if err == nil || !strings.Contains(err.Error(), `Secret "db" is not managed by switchboard`) {
-		t.Fatalf("error = %v, want the delivery conflict", err)
 	}
 }
 

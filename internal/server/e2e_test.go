@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/operator"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // TestWithOperator runs the real operator and the server together: a Connection gets its id, an
@@ -62,7 +62,7 @@ func TestWithOperator(t *testing.T) {
 			if ak.Status.KeyGeneration != generation || ak.Status.RevealSecretName == "" {
 				return false
 			}
-			got, err := reveal.Claim(ctx(t), env.Client, ak)
+			got, err := keyclient.Claim(ctx(t), env.Client, ak)
 			if err != nil {
 				t.Fatalf("claiming the key: %v", err)
 			}

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/proc"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -281,7 +281,7 @@ func issue(t *testing.T, ns, name string) string {
 		if ak.Status.RevealSecretName == "" {
 			return errors.New("no reveal Secret published yet")
 		}
-		got, err := reveal.Claim(ctx, env.Client, ak)
+		got, err := keyclient.Claim(ctx, env.Client, ak)
 		if err != nil {
 			return err
 		}

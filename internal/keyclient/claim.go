@@ -1,7 +1,4 @@
-// Package reveal claims an APIKey's one-time reveal Secret: it reads the key and deletes the
-// Secret with UID and resourceVersion preconditions, so that exactly one claimer ever gets it.
-// It acts with the caller's client, and so with the caller's own Kubernetes identity.
-package reveal
+package keyclient
 
 import (
 	"context"
@@ -36,8 +33,9 @@ type Revealed struct {
 	Generation int64
 }
 
-// Claim claims the reveal Secret that apiKey's status publishes. apiKey must be fresh enough
-// to name it: pass the object as last read.
+// Claim claims the reveal Secret that apiKey's status publishes: it reads the key and deletes
+// the Secret with UID and resourceVersion preconditions, so that exactly one claimer ever gets
+// it. apiKey must be fresh enough to name it: pass the object as last read.
 func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.APIKey) (Revealed, error) {
 	name := apiKey.Status.RevealSecretName
 	if name == "" {
@@ -48,7 +46,7 @@ func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.API
 		if apierrors.IsNotFound(err) {
 			return Revealed{}, ErrAlreadyClaimed
 		}
-		return Revealed{}, fmt.Errorf("reading reveal Secret %s/%s: %w", apiKey.Namespace, name, err)
+		return Revealed{}, apiError(err, Secrets.verb("get"), apiKey.Namespace, name)
 	}
 	if err := belongsTo(&secret, apiKey); err != nil {
 		return Revealed{}, err
@@ -64,7 +62,7 @@ func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.API
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return Revealed{}, ErrAlreadyClaimed
 	default:
-		return Revealed{}, fmt.Errorf("claiming reveal Secret %s/%s: %w", apiKey.Namespace, name, err)
+		return Revealed{}, apiError(err, Secrets.verb("delete"), apiKey.Namespace, name)
 	}
 	return Revealed{Key: key, Hint: keysecret.Hint(&secret), Generation: keysecret.Generation(&secret)}, nil
 }
@@ -77,4 +75,9 @@ func belongsTo(secret *corev1.Secret, apiKey *switchboardv1alpha1.APIKey) error 
 		return fmt.Errorf("secret %s/%s is not the reveal Secret of APIKey %s", secret.Namespace, secret.Name, apiKey.Name)
 	}
 	return nil
+}
+
+// Claim claims apiKey's published reveal with this Client's identity.
+func (k *Client) Claim(ctx context.Context, apiKey *switchboardv1alpha1.APIKey) (Revealed, error) {
+	return Claim(ctx, k.c, apiKey)
 }

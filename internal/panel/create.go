@@ -1,0 +1,61 @@
+package panel
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// createKey creates an APIKey with the person's token, waits for the operator to issue its
+// key, claims the reveal Secret and shows the key in this very response, once. When the key
+// cannot be shown (the operator too slow, someone else claimed it first) the APIKey is deleted
+// again, as the plugin does: a key nobody saw, or that someone else holds, is not kept.
+func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) {
+	ns := r.PostFormValue("namespace")
+	data := h.newKeysData(s, ns)
+	data.Form = createForm{Name: r.PostFormValue("name"), Description: r.PostFormValue("description"), Expires: r.PostFormValue("expires")}
+	if msg := validNamespace(ns); msg != "" {
+		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
+		return
+	}
+	if msg := validKeyName(data.Form.Name); msg != "" {
+		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
+		return
+	}
+	if len(data.Form.Description) > 256 {
+		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "The description is at most 256 characters."})
+		return
+	}
+	expiry, ok := findExpiry(data.Form.Expires)
+	if !ok {
+		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "Choose an expiry from the list."})
+		return
+	}
+	key := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: data.Form.Name},
+		Spec:       switchboardv1alpha1.APIKeySpec{Description: data.Form.Description},
+	}
+	if expiry.After > 0 {
+		at := metav1.NewTime(h.opts.Clock.Now().Add(expiry.After).Truncate(time.Second))
+		key.Spec.ExpiresAt = &at
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
+	defer cancel()
+	issued, err := h.keys(s).Create(ctx, key, h.opts.RevealTimeout)
+	if err != nil {
+		p := describe(err, action{Namespace: ns, Name: key.Name})
+		if key.UID != "" {
+			h.opts.Logger.Info("created APIKey, could not show its key and deleted it again", "user", s.user, "namespace", ns, "name", key.Name)
+			data.Form = createForm{}
+		}
+		h.fail(w, r, s, data, p)
+		return
+	}
+	h.opts.Logger.Info("created APIKey", "user", s.user, "namespace", ns, "name", key.Name)
+	data.Form = createForm{}
+	h.showIssued(w, r, s, data, issued)
+}
