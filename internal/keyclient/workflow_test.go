@@ -131,7 +131,7 @@ func TestCreateChecksEveryPermissionFirst(t *testing.T) {
 	testenv.Eventually(t, wait, "the deleted ServiceAccount's token refused", func() error {
 		_, err := stranger.Create(testContext(t), newKey(ns, "nope"), wait)
 		if !apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("create: %v", err)
+			return fmt.Errorf("create: %w", err)
 		}
 		return nil
 	})
