@@ -27,6 +27,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newOperatorCommand(), newServerCommand(), newDevCommand())
+	root.AddCommand(newOperatorCommand(), newServerCommand(), newPanelCommand(), newDevCommand())
 	return root
 }

@@ -22,6 +22,7 @@ func newServerCommand() *cobra.Command {
 		opts           server.Options
 		trustedProxies []string
 		zapOpts        zap.Options
+		panelOpts      panel.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -44,7 +45,7 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
 			}
 			if opts.PanelListen != "" {
-				h, err := panel.NewHandler(cfg, panel.Options{})
+				h, err := panel.NewHandler(cfg, panelOpts)
 				if err != nil {
 					return fmt.Errorf("the panel (--panel-listen %s): %w", opts.PanelListen, err)
 				}
@@ -67,7 +68,8 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.Float64Var(&opts.LastUsedWriteRate, "last-used-writes-per-second", 20, "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first")
 	f.DurationVar(&opts.ShutdownDelay, "shutdown-delay", 0, "how long readiness fails before the listener closes (default 5s)")
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 0, "how long open requests may drain (default 30s)")
-	f.StringVar(&opts.PanelListen, "panel-listen", "", "address of the web panel; empty serves no panel")
+	f.StringVar(&opts.PanelListen, "panel-listen", "", `address of the web panel; empty serves no panel (run "switchboard panel" to serve it apart from /v1)`)
+	bindPanelFlags(f, &panelOpts, "panel-")
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
 	zapOpts.BindFlags(gofs)
 	f.AddGoFlagSet(gofs)

@@ -66,3 +66,34 @@ func TestServerCommandRefusesBadTrustedProxies(t *testing.T) {
 		t.Fatal("a bad --trusted-proxies value was accepted")
 	}
 }
+
+func TestPanelFlags(t *testing.T) {
+	server, panelCmd := newServerCommand(), newPanelCommand()
+	for flag, want := range map[string]string{
+		"panel-secure-cookies": "false", "panel-max-sessions": "1000", "panel-max-sessions-per-user": "10",
+		"panel-login-rate": "0.2", "panel-login-burst": "10",
+	} {
+		for cmd, name := range map[string]string{"server": flag, "panel": flag[len("panel-"):]} {
+			c := server
+			if cmd == "panel" {
+				c = panelCmd
+			}
+			f := c.Flags().Lookup(name)
+			if f == nil {
+				t.Errorf("switchboard %s has no --%s", cmd, name)
+				continue
+			}
+			if f.DefValue != want {
+				t.Errorf("switchboard %s --%s defaults to %q, want %q", cmd, name, f.DefValue, want)
+			}
+		}
+	}
+	if err := panelCmd.ParseFlags([]string{"--listen=:9000", "--secure-cookies", "--max-sessions=5"}); err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"listen": ":9000", "secure-cookies": "true", "max-sessions": "5", "health-probe-bind-address": ":8082"} {
+		if got := panelCmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("switchboard panel --%s = %q, want %q", flag, got, want)
+		}
+	}
+}

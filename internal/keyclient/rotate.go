@@ -25,7 +25,8 @@ type RotateRequest struct {
 	RequestedAt string
 	// Grace is how long the replaced key keeps working; 0 stops it at once.
 	Grace time.Duration
-	// Timeout bounds the wait for the operator.
+	// Timeout bounds the whole rotation, repetitions after a lost claim included, so that a
+	// view answering within a deadline (the panel's write timeout) can rely on it.
 	Timeout time.Duration
 }
 
@@ -43,9 +44,16 @@ type ClaimLostError struct {
 	Stolen []string
 	// StopErr is why the last stolen key could not be stopped; nil when it was.
 	StopErr error
+	// Next is why the key of the rotation that stopped the stolen one could not be handed over
+	// (the operator did not issue it in time, say); nil when it was stolen too.
+	Next error
 }
 
 func (e *ClaimLostError) Error() string {
+	if e.Next != nil {
+		return fmt.Sprintf("someone else claimed the new key of APIKey %q first (%s); it was stopped by rotating again with no grace, so it no longer works, and neither does the key it replaced; the next key could not be handed over: %v",
+			e.Name, strings.Join(e.Stolen, ", "), e.Next)
+	}
 	msg := fmt.Sprintf("someone else claimed the new key of APIKey %q first, %d times (%s): someone who may read and delete Secrets in namespace %q is taking its keys as they are issued",
 		e.Name, len(e.Stolen), strings.Join(e.Stolen, ", "), e.Namespace)
 	if e.StopErr != nil {
@@ -83,15 +91,19 @@ func (k *Client) Rotate(ctx context.Context, namespace, name string, req RotateR
 		return nil, err
 	}
 	replaced := key.Status.KeyHint
+	deadline := time.Now().Add(req.Timeout)
 	var stolen []string
 	for {
-		issued, err := k.rotateOnce(ctx, key, req)
+		issued, err := k.rotateOnce(ctx, key, req, time.Until(deadline))
 		var claimed *ClaimedError
-		if !errors.As(err, &claimed) {
-			if issued != nil {
-				issued.Stolen, issued.Replaced = stolen, replaced
-			}
-			return issued, err
+		switch {
+		case err == nil:
+			issued.Stolen, issued.Replaced = stolen, replaced
+			return issued, nil
+		case !errors.As(err, &claimed) && len(stolen) > 0:
+			return nil, &ClaimLostError{Namespace: namespace, Name: name, Stolen: stolen, Next: err}
+		case !errors.As(err, &claimed):
+			return nil, err
 		}
 		stolen = append(stolen, claimed.Hint)
 		if key, err = k.Get(ctx, namespace, name); err != nil {
@@ -105,14 +117,15 @@ func (k *Client) Rotate(ctx context.Context, namespace, name string, req RotateR
 	}
 }
 
-// rotateOnce requests one rotation of key (as last read) and hands over its key.
-func (k *Client) rotateOnce(ctx context.Context, key *switchboardv1alpha1.APIKey, req RotateRequest) (*Issued, error) {
+// rotateOnce requests one rotation of key (as last read) and hands over its key, waiting up
+// to timeout.
+func (k *Client) rotateOnce(ctx context.Context, key *switchboardv1alpha1.APIKey, req RotateRequest, timeout time.Duration) (*Issued, error) {
 	previous := key.Status.KeyGeneration
 	requestedAt, err := k.requestRotation(ctx, key, req)
 	if err != nil {
 		return nil, err
 	}
-	return k.handOver(ctx, key, req.Timeout, "issued the new key", func(got *switchboardv1alpha1.APIKey, now time.Time) (bool, error) {
+	return k.handOver(ctx, key, timeout, "issued the new key", func(got *switchboardv1alpha1.APIKey, now time.Time) (bool, error) {
 		if got.Status.LastHandledRotationAt != requestedAt || got.Status.KeyGeneration <= previous {
 			return false, refusal(got, now)
 		}

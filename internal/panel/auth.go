@@ -2,8 +2,10 @@ package panel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,9 +98,18 @@ func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	h.render(w, status, "login", page)
 }
 
-// login checks the pasted token with TokenReview and starts a session.
+// login checks the pasted token with TokenReview and starts a session. Each attempt costs a
+// TokenReview, so attempts are limited per client address, and TokenReviews in flight at all.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
-	c, err := r.Cookie(loginCookie)
+	if ok, wait := h.logins.allow(remoteHost(r), h.opts.Clock.Now()); !ok {
+		secs := int(wait.Round(time.Second) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		h.opts.Logger.Info("sign-in refused: too many attempts from this address", "address", remoteHost(r))
+		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
+			"Too many sign-in attempts from your address. Wait %s and try again.", time.Duration(max(secs, 1))*time.Second)})
+		return
+	}
+	c, err := r.Cookie(h.cookieName(r, loginCookie))
 	if err != nil || !validCSRF(r.PostFormValue(csrfField), c.Value) {
 		h.forbiddenCSRF(w)
 		return
@@ -113,10 +124,16 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, r, http.StatusBadRequest, loginPage{Error: "A bearer token is one line without spaces; paste only the token."})
 		return
 	}
+	if !h.logins.startReview() {
+		w.Header().Set("Retry-After", "1")
+		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "The panel is busy checking other sign-ins. Try again in a moment."})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
 	review, err := h.reviewer.AuthenticationV1().TokenReviews().Create(ctx,
 		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	h.logins.endReview()
 	if err != nil {
 		h.opts.Logger.Error(err, "TokenReview failed")
 		msg := "The panel could not verify the token: the API server is unreachable or refused the TokenReview."
@@ -137,10 +154,19 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := review.Status.User.Username
-	sess, err := h.sessions.create(user, serviceAccountNamespace(user), uc)
+	sess, evicted, err := h.sessions.create(user, serviceAccountNamespace(user), uc)
+	if errors.Is(err, errTooManySessions) {
+		h.opts.Logger.Info("sign-in refused: the panel holds as many sessions as it may", "user", user, "maxSessions", h.opts.MaxSessions)
+		w.Header().Set("Retry-After", "60")
+		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "The panel has as many people signed in as it can hold. Try again later."})
+		return
+	}
 	if err != nil {
 		http.Error(w, "no randomness available", http.StatusInternalServerError)
 		return
+	}
+	if evicted {
+		h.opts.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user, "maxSessionsPerUser", h.opts.MaxSessionsPerUser)
 	}
 	h.opts.Logger.Info("signed in", "user", user)
 	http.SetCookie(w, h.cookie(r, sessionCookie, sess.id, 0))

@@ -49,16 +49,18 @@ func findCookie(t *testing.T, resp *http.Response, name string) *http.Cookie {
 }
 
 // rawSignIn signs in without following the redirect, to look at the response itself. Its
-// body is closed already.
-func rawSignIn(t *testing.T, c *http.Client, base, token string) *http.Response { //nolint:bodyclose // closed inside
+// body is closed already. prefix is what the panel's cookie names start with ("" or "__Host-").
+func rawSignIn(t *testing.T, c *http.Client, base, token, prefix string) *http.Response { //nolint:bodyclose // closed inside
 	t.Helper()
+	copied := *c
+	c = &copied
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := c.Get(base + "/login")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	login := findCookie(t, resp, "switchboard_login")
+	login := findCookie(t, resp, prefix+"switchboard_login")
 	if !login.HttpOnly || login.SameSite != http.SameSiteStrictMode {
 		t.Fatalf("sign-in CSRF cookie is not HttpOnly SameSite=Strict: %q", resp.Header.Values("Set-Cookie"))
 	}
@@ -82,7 +84,7 @@ func TestSessionCookieAttributes(t *testing.T) {
 
 	t.Run("plain HTTP", func(t *testing.T) {
 		srv := startPanel(t, panel.Options{})
-		resp := rawSignIn(t, srv.Client(), srv.URL, token) //nolint:bodyclose // closed by rawSignIn
+		resp := rawSignIn(t, srv.Client(), srv.URL, token, "") //nolint:bodyclose // closed by rawSignIn
 		c := findCookie(t, resp, "switchboard_session")
 		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure {
 			t.Fatalf("session cookie = %q, want HttpOnly; SameSite=Strict; Path=/ and not Secure over plain HTTP", resp.Header.Values("Set-Cookie"))
@@ -94,11 +96,31 @@ func TestSessionCookieAttributes(t *testing.T) {
 			t.Fatalf("session id %d characters long: too guessable", len(c.Value))
 		}
 	})
+	// Secure cookies carry the __Host- prefix (a behaviour added on purpose: the names used to be
+	// the same as over plain HTTP), so that no other host and no plain-HTTP page can set or
+	// shadow them.
 	t.Run("behind a TLS proxy", func(t *testing.T) {
 		srv := startPanel(t, panel.Options{SecureCookies: true})
-		c := findCookie(t, rawSignIn(t, srv.Client(), srv.URL, token), "switchboard_session") //nolint:bodyclose // closed by rawSignIn
-		if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		resp := rawSignIn(t, srv.Client(), srv.URL, token, "__Host-") //nolint:bodyclose // closed by rawSignIn
+		c := findCookie(t, resp, "__Host-switchboard_session")
+		if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Domain != "" {
 			t.Fatalf("session cookie not Secure with SecureCookies: %+v", c)
+		}
+		for _, raw := range resp.Header.Values("Set-Cookie") {
+			if !strings.HasPrefix(raw, "__Host-") || !strings.Contains(raw, "; Secure") || strings.Contains(strings.ToLower(raw), "domain=") {
+				t.Fatalf("Set-Cookie %q is not a __Host- cookie", raw)
+			}
+		}
+		// A plain session cookie, as a plain-HTTP page could set, is not taken for a session.
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/keys", nil)
+		req.AddCookie(&http.Cookie{Name: "switchboard_session", Value: c.Value})
+		plain, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = plain.Body.Close()
+		if plain.Request.URL.Path != "/login" {
+			t.Fatalf("a session cookie without the __Host- prefix was accepted: %d at %s", plain.StatusCode, plain.Request.URL)
 		}
 	})
 	t.Run("TLS", func(t *testing.T) {
@@ -108,10 +130,15 @@ func TestSessionCookieAttributes(t *testing.T) {
 		}
 		srv := httptest.NewTLSServer(h)
 		defer srv.Close()
-		c := srv.Client()
-		cookie := findCookie(t, rawSignIn(t, c, srv.URL, token), "switchboard_session") //nolint:bodyclose // closed by rawSignIn
+		cookie := findCookie(t, rawSignIn(t, srv.Client(), srv.URL, token, "__Host-"), "__Host-switchboard_session") //nolint:bodyclose // closed by rawSignIn
 		if !cookie.Secure {
 			t.Fatalf("session cookie over TLS not Secure: %+v", cookie)
+		}
+		// A browser keeps and sends __Host- cookies over TLS: the whole sign-in works.
+		v := newVisitor(t, srv)
+		v.signIn(token, ns)
+		if p := v.get("/keys?namespace=" + ns); p.status != http.StatusOK || p.url.Path != "/keys" {
+			t.Fatalf("signed in over TLS, /keys answered %d at %s", p.status, p.url)
 		}
 	})
 }

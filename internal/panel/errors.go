@@ -125,6 +125,11 @@ func describeWorkflow(err error, act action) (problem, bool) {
 			msg += "cannot deliver its key: " + refused.Message
 		}
 		return problem{Status: http.StatusConflict, Message: msg}, true
+	case errors.As(err, &lost) && lost.Next != nil:
+		next := describe(lost.Next, act)
+		next.Message = "Someone else claimed the new key of “" + lost.Name + "” before you (" + strings.Join(lost.Stolen, ", ") +
+			"). It was stopped by rotating again, so it no longer works, nor does the key it replaced. The next key could not be shown: " + next.Message
+		return next, true
 	case errors.As(err, &lost):
 		return problem{Status: http.StatusConflict, Message: "Someone else claimed the new key of “" + lost.Name + "” before you, every time (" +
 			strings.Join(lost.Stolen, ", ") + "). " + lostOutcome(lost)}, true

@@ -25,6 +25,10 @@ const (
 	DefaultSessionMaxAge      = 8 * time.Hour
 	DefaultRevealTimeout      = 20 * time.Second
 	DefaultPollInterval       = 250 * time.Millisecond
+	DefaultMaxSessions        = 1000
+	DefaultMaxSessionsPerUser = 10
+	DefaultLoginRate          = 0.2
+	DefaultLoginBurst         = 10
 )
 
 // Options configure the panel. The zero value is usable.
@@ -32,9 +36,21 @@ type Options struct {
 	// Logger gets one line per sign-in and per change (user, namespace, APIKey, hint). Keys
 	// and tokens never reach it. Default: controller-runtime's logger, named "panel".
 	Logger logr.Logger
-	// SecureCookies marks the session cookie Secure on plain-HTTP requests too, for a panel
-	// behind a TLS-terminating proxy. Cookies set over TLS are always Secure.
+	// SecureCookies marks the panel's cookies Secure, and names them with the __Host- prefix,
+	// on plain-HTTP requests too, for a panel behind a TLS-terminating proxy. Cookies set over
+	// TLS always are.
 	SecureCookies bool
+	// MaxSessions bounds the sessions the panel holds (default 1000); past it sign-ins are
+	// refused until sessions end. Each session holds a client for its person's token.
+	MaxSessions int
+	// MaxSessionsPerUser bounds the sessions of one user (default 10); signing in once more
+	// ends that user's least recently used session.
+	MaxSessionsPerUser int
+	// LoginRate is how many sign-in attempts per second one client address regains (default
+	// 0.2, one every 5 seconds), and LoginBurst how many it may make at once (default 10). Each
+	// attempt is a TokenReview against the API server.
+	LoginRate  float64
+	LoginBurst int
 	// SessionIdleTimeout ends a session unused for this long (default 30 minutes).
 	SessionIdleTimeout time.Duration
 	// SessionMaxAge ends a session this long after sign-in, used or not (default 8 hours).
@@ -66,6 +82,18 @@ func (o *Options) setDefaults() {
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerUser <= 0 {
+		o.MaxSessionsPerUser = DefaultMaxSessionsPerUser
+	}
+	if o.LoginRate <= 0 {
+		o.LoginRate = DefaultLoginRate
+	}
+	if o.LoginBurst <= 0 {
+		o.LoginBurst = DefaultLoginBurst
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -84,6 +112,7 @@ type handler struct {
 	base     *rest.Config
 	reviewer kubernetes.Interface
 	sessions *sessionStore
+	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 }
@@ -92,6 +121,10 @@ type handler struct {
 // used for nothing but TokenReview (the panel's service account needs "create" on
 // tokenreviews.authentication.k8s.io, as granted by the system:auth-delegator ClusterRole).
 func NewHandler(cfg *rest.Config, opts Options) (http.Handler, error) {
+	return newHandler(cfg, opts)
+}
+
+func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 	if cfg == nil {
 		return nil, errors.New("panel: no rest.Config to reach the API server")
 	}
@@ -112,7 +145,8 @@ func NewHandler(cfg *rest.Config, opts Options) (http.Handler, error) {
 		opts:     opts,
 		base:     rest.CopyConfig(cfg),
 		reviewer: reviewer,
-		sessions: newSessionStore(opts.Clock, opts.SessionIdleTimeout, opts.SessionMaxAge),
+		sessions: newSessionStore(opts.Clock, opts.SessionIdleTimeout, opts.SessionMaxAge, opts.MaxSessions, opts.MaxSessionsPerUser),
+		logins:   newLoginLimiter(opts.LoginRate, opts.LoginBurst),
 		pages:    pages,
 		mux:      http.NewServeMux(),
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -33,18 +34,23 @@ type session struct {
 }
 
 // sessionStore keeps sessions in memory: a restart signs everybody out, which is the safe
-// failure for credentials.
+// failure for credentials. It holds at most max sessions, and at most perUser of one user.
 type sessionStore struct {
 	clock   clock.PassiveClock
 	idle    time.Duration
 	maxAge  time.Duration
+	max     int
+	perUser int
 	mu      sync.Mutex
 	entries map[string]*session
 }
 
-func newSessionStore(c clock.PassiveClock, idle, maxAge time.Duration) *sessionStore {
-	return &sessionStore{clock: c, idle: idle, maxAge: maxAge, entries: map[string]*session{}}
+func newSessionStore(c clock.PassiveClock, idle, maxAge time.Duration, maxSessions, perUser int) *sessionStore {
+	return &sessionStore{clock: c, idle: idle, maxAge: maxAge, max: maxSessions, perUser: perUser, entries: map[string]*session{}}
 }
+
+// errTooManySessions refuses a sign-in when the panel holds as many sessions as it may.
+var errTooManySessions = errors.New("the panel holds as many sessions as it may")
 
 // randomToken returns 256 random bits, URL-safe.
 func randomToken() (string, error) {
@@ -55,27 +61,48 @@ func randomToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// create starts a session and drops expired ones, so that the map cannot grow without bound.
-func (s *sessionStore) create(user, saNS string, c client.Client) (*session, error) {
+// create starts a session. It first drops expired sessions; then, when the user holds perUser
+// sessions already, it ends the one they used least recently (evicted is its user: a person
+// signing in again is never locked out by their own forgotten sessions, and one token cannot
+// hold more than perUser); when the store is full with others' sessions it refuses with
+// errTooManySessions (ending someone else's session would let a flood sign people out).
+func (s *sessionStore) create(user, saNS string, c client.Client) (sess *session, evicted bool, err error) {
 	id, err := randomToken()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	csrf, err := randomToken()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	now := s.clock.Now()
-	sess := &session{id: id, csrf: csrf, user: user, saNS: saNS, client: c, createdAt: now, lastSeen: now}
+	sess = &session{id: id, csrf: csrf, user: user, saNS: saNS, client: c, createdAt: now, lastSeen: now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var (
+		mine   int
+		oldest *session
+	)
 	for k, e := range s.entries {
-		if s.expired(e, now) {
+		switch {
+		case s.expired(e, now):
 			delete(s.entries, k)
+		case e.user == user:
+			mine++
+			if oldest == nil || e.lastSeen.Before(oldest.lastSeen) {
+				oldest = e
+			}
 		}
 	}
+	if mine >= s.perUser {
+		delete(s.entries, oldest.id)
+		evicted = true
+	}
+	if len(s.entries) >= s.max {
+		return nil, false, errTooManySessions
+	}
 	s.entries[id] = sess
-	return sess, nil
+	return sess, evicted, nil
 }
 
 func (s *sessionStore) expired(e *session, now time.Time) bool {
@@ -143,24 +170,40 @@ func (s *sessionStore) lastNamespace(e *session) string {
 	}
 }
 
-// cookie builds a panel cookie: HttpOnly, SameSite=Strict, Path=/, Secure over TLS (or when
-// the operator of the panel says a proxy terminates TLS in front of it).
+// secure reports that the browser reaches the panel over TLS: directly, or through a proxy
+// that terminates TLS in front of it (Options.SecureCookies, --panel-secure-cookies).
+func (h *handler) secure(r *http.Request) bool { return r.TLS != nil || h.opts.SecureCookies }
+
+// hostPrefix is the cookie name prefix that makes a browser accept the cookie only when it is
+// Secure, has Path=/ and no Domain: no other host, nor a plain-HTTP page of this host, can set
+// or shadow it (RFC 6265bis, "__Host-").
+const hostPrefix = "__Host-"
+
+// cookieName is a panel cookie's name: with the __Host- prefix whenever cookies are Secure.
+func (h *handler) cookieName(r *http.Request, name string) string {
+	if h.secure(r) {
+		return hostPrefix + name
+	}
+	return name
+}
+
+// cookie builds a panel cookie: HttpOnly, SameSite=Strict, Path=/, no Domain; Secure and named
+// with the __Host- prefix over TLS.
 func (h *handler) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{ //nolint:gosec // Secure is set whenever the browser reaches the panel over TLS
-
-		Name:     name,
+		Name:     h.cookieName(r, name),
 		Value:    value,
 		Path:     "/",
 		MaxAge:   maxAge,
 		HttpOnly: true,
-		Secure:   r.TLS != nil || h.opts.SecureCookies,
+		Secure:   h.secure(r),
 		SameSite: http.SameSiteStrictMode,
 	}
 }
 
 // currentSession finds the request's session, if any.
 func (h *handler) currentSession(r *http.Request) (*session, bool) {
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(h.cookieName(r, sessionCookie))
 	if err != nil || c.Value == "" {
 		return nil, false
 	}

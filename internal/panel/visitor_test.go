@@ -35,13 +35,19 @@ type visitor struct {
 }
 
 func newVisitor(t *testing.T, srv *httptest.Server) *visitor {
+	// A copy: srv.Client() is one client for the whole server, and each visitor keeps its own jar.
+	c := *srv.Client()
+	return newVisitorAt(t, srv.URL, &c)
+}
+
+// newVisitorAt is a visitor of the panel at base, through c.
+func newVisitorAt(t *testing.T, base string, c *http.Client) *visitor {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := srv.Client()
 	c.Jar = jar
-	return &visitor{t: t, base: srv.URL, c: c}
+	return &visitor{t: t, base: base, c: c}
 }
 
 var csrfPattern = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)

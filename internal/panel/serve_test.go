@@ -1,0 +1,52 @@
+package panel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/panel"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// TestServeAlone runs the panel as its own process does (`switchboard panel`): probes answer,
+// a person signs in and works, and cancelling stops it cleanly.
+func TestServeAlone(t *testing.T) {
+	ns := env.Namespace(t, "serve")
+	token := grant(t, ns, "owner", ownerRules)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := testenv.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- panel.Serve(ctx, env.Config, panel.Options{}, panel.ServeOptions{Listener: l, HealthProbeBindAddress: probes, ShutdownDelay: -1})
+	}()
+	testenv.Eventually(t, 10*time.Second, "the panel ready", func() error {
+		resp, err := http.Get("http://" + probes + "/readyz")
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	newVisitorAt(t, "http://"+l.Addr().String(), &http.Client{}).signIn(token, ns)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Serve stopped with %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Serve did not stop")
+	}
+}
