@@ -114,19 +114,26 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 			name: "defaults",
 			want: []string{"Deployment/switchboard-operator", "Deployment/switchboard-server", "Service/switchboard-api", "Service/switchboard-panel",
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
-				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server"},
+				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
+				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel"},
 			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler"},
 		},
 		{
 			name: "every feature",
 			sets: allFeatures,
 			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "NetworkPolicy/switchboard-server",
-				"NetworkPolicy/switchboard-operator", "HorizontalPodAutoscaler/switchboard-server"},
+				"NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "HorizontalPodAutoscaler/switchboard-server"},
+		},
+		{
+			name: "panel on the server pods",
+			sets: []string{"panel.separate=false", "networkPolicy.enabled=true"},
+			want: []string{"Service/switchboard-panel", "Deployment/switchboard-server"},
+			not:  []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel", "NetworkPolicy/switchboard-panel"},
 		},
 		{
 			name: "panel and metrics off",
 			sets: []string{"panel.enabled=false", "metrics.enabled=false", "server.podDisruptionBudget.enabled=false"},
-			not:  []string{"Service/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget"},
+			not:  []string{"Service/switchboard-panel", "Deployment/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget"},
 		},
 	}
 	for _, tt := range tests {
@@ -174,6 +181,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "unknown log level", set: "server.logLevel=verbose", want: "/server/logLevel"},
 		{name: "ingress without hosts", set: "ingress.enabled=true,ingress.hosts=null", want: "/ingress"},
 		{name: "HPA with a zero CPU target", set: "server.autoscaling.targetCPUUtilizationPercentage=0", want: "/server/autoscaling/targetCPUUtilizationPercentage"},
+		{name: "no panel sessions at all", set: "panel.maxSessions=0", want: "/panel/maxSessions"},
+		{name: "panel sign-ins never regained", set: "panel.loginRate=0", want: "/panel/loginRate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,8 +258,8 @@ func TestContainerArgsParse(t *testing.T) {
 			}
 		}
 	}
-	if seen != 4 {
-		t.Fatalf("checked %d containers, want 4 (operator and server, in the chart and in config/default)", seen)
+	if seen != 5 {
+		t.Fatalf("checked %d containers, want 5 (operator, server and panel in the chart, operator and server in config/default)", seen)
 	}
 }
 

@@ -87,3 +87,22 @@ seccompProfile:
     fieldRef:
       fieldPath: metadata.namespace
 {{- end -}}
+
+{{- define "switchboard.panelServiceAccount" -}}
+{{- if .Values.panel.serviceAccount.create -}}
+{{- default (printf "%s-panel" (include "switchboard.fullname" .)) .Values.panel.serviceAccount.name -}}
+{{- else -}}
+{{- required "panel.serviceAccount.name is required when panel.serviceAccount.create is false" .Values.panel.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The panel's own flags, the same for `switchboard panel` and for `switchboard server`
+(which takes them with the "panel-" prefix): call with (dict "ctx" $ "prefix" "panel-"). */}}
+{{- define "switchboard.panelArgs" -}}
+{{- $p := .ctx.Values.panel -}}
+- --{{ .prefix }}secure-cookies={{ $p.secureCookies }}
+- --{{ .prefix }}max-sessions={{ $p.maxSessions }}
+- --{{ .prefix }}max-sessions-per-user={{ $p.maxSessionsPerUser }}
+- --{{ .prefix }}login-rate={{ $p.loginRate }}
+- --{{ .prefix }}login-burst={{ $p.loginBurst }}
+{{- end -}}
