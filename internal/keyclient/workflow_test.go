@@ -1,12 +1,10 @@
 package keyclient_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,12 +13,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -30,46 +27,17 @@ func newKey(ns, name string) *switchboardv1alpha1.APIKey {
 	return &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 }
 
-// thief is a second identity racing the owner for reveal Secrets: right before the owner reads
-// a Secret, the thief claims it (reads it and deletes it, as any claimer would) and keeps the
-// key. It steals at most budget times.
-type thief struct {
-	t      *testing.T
-	c      client.Client
-	budget atomic.Int32
-	keys   []string
-}
-
-// ownerClient wraps the owner's own client so that the thief gets to each reveal Secret just
-// before the owner does: the race the workflow must survive, made certain.
-func (th *thief) ownerClient(owner client.WithWatch) client.Client {
-	return interceptor.NewClient(owner, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*corev1.Secret); ok && th.budget.Add(-1) >= 0 {
-				th.steal(ctx, key)
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
+// newThief is a second identity, who may get and delete the namespace's Secrets, armed to
+// steal budget reveal Secrets.
+func newThief(t *testing.T, ns string, budget int) *keyclienttest.Thief {
+	t.Helper()
+	th := keyclienttest.NewThief(identity(t, ns, "thief", thiefRules...))
+	th.Arm(budget)
+	t.Cleanup(func() {
+		if err := th.Err(); err != nil {
+			t.Error(err)
+		}
 	})
-}
-
-func (th *thief) steal(ctx context.Context, key client.ObjectKey) {
-	var s corev1.Secret
-	if err := th.c.Get(ctx, key, &s); err != nil {
-		th.t.Errorf("the thief could not read %s: %v", key, err)
-		return
-	}
-	uid, rv := s.UID, s.ResourceVersion
-	if err := th.c.Delete(ctx, &s, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
-		th.t.Errorf("the thief could not claim %s: %v", key, err)
-		return
-	}
-	th.keys = append(th.keys, string(s.Data[keysecret.DataKey]))
-}
-
-func newThief(t *testing.T, ns string, budget int32) *thief {
-	th := &thief{t: t, c: identity(t, ns, "thief", thiefRules...)}
-	th.budget.Store(budget)
 	return th
 }
 
@@ -142,21 +110,21 @@ func TestCreateChecksEveryPermissionFirst(t *testing.T) {
 func TestCreateClaimLostDeletesTheAPIKey(t *testing.T) {
 	ns := env.Namespace(t, "create-lost")
 	th := newThief(t, ns, 1)
-	owner := keyclient.New(th.ownerClient(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
+	owner := keyclient.New(th.Intercept(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
 	_, err := owner.Create(testContext(t), newKey(ns, "ci"), wait)
 	var abandoned *keyclient.AbandonedError
 	var claimed *keyclient.ClaimedError
 	if !errors.As(err, &abandoned) || abandoned.DeleteErr != nil || !errors.As(err, &claimed) || !errors.Is(err, keyclient.ErrAlreadyClaimed) {
 		t.Fatalf("create whose key was stolen: %v", err)
 	}
-	if len(th.keys) != 1 || claimed.Hint != apikey.Hint(th.keys[0]) {
-		t.Fatalf("the error names key %s, the thief holds %d keys", claimed.Hint, len(th.keys))
+	if len(th.Keys()) != 1 || claimed.Hint != apikey.Hint(th.Keys()[0]) {
+		t.Fatalf("the error names key %s, the thief holds %d keys", claimed.Hint, len(th.Keys()))
 	}
 	if !strings.Contains(err.Error(), "was deleted again") {
 		t.Fatalf("message %q does not say the APIKey was deleted", err)
 	}
 	requireGone(t, ns, "ci")
-	requireV1(t, "the stolen key", th.keys[0], http.StatusUnauthorized)
+	requireV1(t, "the stolen key", th.Keys()[0], http.StatusUnauthorized)
 }
 
 // Any other failure to hand the key over deletes the APIKey too: here the operator refuses to
@@ -221,42 +189,42 @@ func TestRotateHandsOverWithGrace(t *testing.T) {
 func TestRotateClaimLostStopsTheStolenKey(t *testing.T) {
 	ns := env.Namespace(t, "rotate-lost")
 	th := newThief(t, ns, 0)
-	owner := keyclient.New(th.ownerClient(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
+	owner := keyclient.New(th.Intercept(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
 	first, err := owner.Create(testContext(t), newKey(ns, "svc"), wait)
 	if err != nil {
 		t.Fatal(err)
 	}
-	th.budget.Store(1)
+	th.Arm(1)
 	rotated, err := owner.Rotate(testContext(t), ns, "svc", keyclient.RotateRequest{Grace: time.Hour, Timeout: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(th.keys) != 1 || len(rotated.Stolen) != 1 || rotated.Stolen[0] != apikey.Hint(th.keys[0]) || rotated.Replaced != first.Hint() {
-		t.Fatalf("stolen %v (thief holds %d keys), replaced %s", rotated.Stolen, len(th.keys), rotated.Replaced)
+	if len(th.Keys()) != 1 || len(rotated.Stolen) != 1 || rotated.Stolen[0] != apikey.Hint(th.Keys()[0]) || rotated.Replaced != first.Hint() {
+		t.Fatalf("stolen %v (thief holds %d keys), replaced %s", rotated.Stolen, len(th.Keys()), rotated.Replaced)
 	}
 	if rotated.Revealed.Generation != 3 || rotated.PreviousValidUntil(time.Now()) != nil {
 		t.Fatalf("handed over generation %d, previous valid until %v; want generation 3 and no previous key", rotated.Revealed.Generation, rotated.PreviousValidUntil(time.Now()))
 	}
 	requireV1(t, "the key handed over", rotated.Revealed.Key, http.StatusOK)
-	requireV1(t, "the stolen key", th.keys[0], http.StatusUnauthorized)
+	requireV1(t, "the stolen key", th.Keys()[0], http.StatusUnauthorized)
 	requireV1(t, "the replaced key, whose grace the stolen key's stop ended", first.Revealed.Key, http.StatusUnauthorized)
 }
 
 func TestRotateClaimLostEveryTimeFails(t *testing.T) {
 	ns := env.Namespace(t, "rotate-lost2")
 	th := newThief(t, ns, 0)
-	owner := keyclient.New(th.ownerClient(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
+	owner := keyclient.New(th.Intercept(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
 	first, err := owner.Create(testContext(t), newKey(ns, "svc"), wait)
 	if err != nil {
 		t.Fatal(err)
 	}
-	th.budget.Store(100)
+	th.Arm(100)
 	_, err = owner.Rotate(testContext(t), ns, "svc", keyclient.RotateRequest{Grace: time.Hour, Timeout: wait})
 	var lost *keyclient.ClaimLostError
-	if !errors.As(err, &lost) || lost.StopErr != nil || len(lost.Stolen) != 2 || len(th.keys) != 2 || !errors.Is(err, keyclient.ErrAlreadyClaimed) {
-		t.Fatalf("rotation stolen every time: %v (thief holds %d keys)", err, len(th.keys))
+	if !errors.As(err, &lost) || lost.StopErr != nil || len(lost.Stolen) != 2 || len(th.Keys()) != 2 || !errors.Is(err, keyclient.ErrAlreadyClaimed) {
+		t.Fatalf("rotation stolen every time: %v (thief holds %d keys)", err, len(th.Keys()))
 	}
-	for i, key := range th.keys {
+	for i, key := range th.Keys() {
 		if lost.Stolen[i] != apikey.Hint(key) {
 			t.Fatalf("stolen hints %v do not name the thief's keys", lost.Stolen)
 		}
@@ -284,13 +252,13 @@ func TestRevealClaimLostChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	th := newThief(t, ns, 1)
-	owner := keyclient.New(th.ownerClient(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
+	owner := keyclient.New(th.Intercept(identity(t, ns, "owner", ownerRules...)), keyclient.Options{})
 	_, err := owner.Reveal(testContext(t), ns, "applied", wait)
 	var claimed *keyclient.ClaimedError
-	if !errors.As(err, &claimed) || len(th.keys) != 1 || claimed.Hint != apikey.Hint(th.keys[0]) {
+	if !errors.As(err, &claimed) || len(th.Keys()) != 1 || claimed.Hint != apikey.Hint(th.Keys()[0]) {
 		t.Fatalf("reveal of a key claimed first by someone else: %v", err)
 	}
-	requireV1(t, "the key the other claimer holds", th.keys[0], http.StatusOK)
+	requireV1(t, "the key the other claimer holds", th.Keys()[0], http.StatusOK)
 }
 
 func TestRevokeChecksAsksThenRevokes(t *testing.T) {

@@ -63,7 +63,11 @@ func (h *handler) userClient(token string) (client.Client, error) {
 	// A person's clicks are few; waiting for the operator polls a few times a second.
 	cfg.QPS, cfg.Burst = 20, 40
 	cfg.Timeout = 30 * time.Second
-	return client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil || h.interceptUser == nil {
+		return c, err
+	}
+	return h.interceptUser(c), nil
 }
 
 // loginPage is the data of the sign-in page.

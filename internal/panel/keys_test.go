@@ -3,16 +3,22 @@ package panel_test
 import (
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
@@ -251,4 +257,58 @@ func TestOperatorTimeoutThenShowKey(t *testing.T) {
 	if revealedKey(p.body) != "" || p.status != http.StatusConflict {
 		t.Fatalf("second show: %d %q", p.status, errorLine(p.body))
 	}
+}
+
+// TestRotateStopsAStolenKey: another identity, who may get and delete the namespace's
+// Secrets, claims the key a rotation asked for before the panel does. The panel (through the
+// workflow it shares with the plugin) rotates again at once with no grace, shows the next key
+// with a loud notice, and the stolen key, and the replaced one, stop working.
+func TestRotateStopsAStolenKey(t *testing.T) {
+	requireOperator(t)
+	ns := env.Namespace(t, "stolen")
+	thiefToken := grant(t, ns, "thief", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}}})
+	thiefClient, err := client.New(&rest.Config{Host: env.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, BearerToken: thiefToken},
+		client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief := keyclienttest.NewThief(thiefClient)
+	h, err := panel.NewHandler(env.Config, panel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	panel.InterceptUserClients(h, thief.Intercept)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	v := newVisitor(t, srv)
+	v.signIn(grant(t, ns, "owner", ownerRules), ns)
+
+	p := v.postCSRF("/keys/create", url.Values{"namespace": {ns}, "name": {"ci"}, "expires": {""}})
+	first := revealedKey(p.body)
+	if first == "" {
+		t.Fatalf("create: %d %q", p.status, errorLine(p.body))
+	}
+	thief.Arm(1)
+	p = v.get("/keys/rotate?namespace=" + ns + "&name=ci")
+	p = v.postCSRF("/keys/rotate", url.Values{"namespace": {ns}, "name": {"ci"}, "grace": {"1h"}, "requested_at": {regexpValue(t, p.body, "requested_at")}})
+	next := revealedKey(p.body)
+	if err := thief.Err(); err != nil || len(thief.Keys()) != 1 {
+		t.Fatalf("the thief stole %d keys: %v", len(thief.Keys()), err)
+	}
+	stolen := thief.Keys()[0]
+	if p.status != http.StatusOK || next == "" || next == stolen || next == first {
+		t.Fatalf("rotate with a stolen key: %d %q, a fresh key shown: %v", p.status, errorLine(p.body), next != "" && next != stolen)
+	}
+	alarm := regexp.MustCompile(`(?s)id="stolen">(.*?)</p>`).FindStringSubmatch(p.body)
+	if alarm == nil || !strings.Contains(alarm[1], apikey.Hint(stolen)) || !strings.Contains(alarm[1], apikey.Hint(first)) ||
+		!strings.Contains(alarm[1], "no longer works") {
+		t.Fatalf("the page does not say loudly which key was stolen and stopped: %q", alarm)
+	}
+	if strings.Contains(p.body, "previous key keeps working until") {
+		t.Fatal("the page promises a grace period the stolen key's stop ended")
+	}
+	requireHash(t, ns, "ci", next)
+	requireV1(t, next, http.StatusOK)
+	requireV1(t, stolen, http.StatusUnauthorized)
+	requireV1(t, first, http.StatusUnauthorized)
 }

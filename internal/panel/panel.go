@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Defaults of Options.
@@ -115,6 +116,9 @@ type handler struct {
 	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	// interceptUser, when set (by tests only), wraps each session's client: a test stages there
+	// what another identity does at the same moment.
+	interceptUser func(client.WithWatch) client.WithWatch
 }
 
 // NewHandler returns the panel's HTTP handler. cfg locates the API server; its credentials are

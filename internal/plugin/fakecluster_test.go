@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -44,10 +45,15 @@ func fakeCluster(t *testing.T, publish bool) (client.Client, func(args ...string
 				return nil
 			},
 		}).Build()
-	return c, func(args ...string) result {
+	return c, runner(c, "team-a", clocktesting.NewFakePassiveClock(now))
+}
+
+// runner runs commands through c in namespace ns, as Main would after connecting.
+func runner(c client.Client, ns string, clk clock.PassiveClock) func(args ...string) result {
+	return func(args ...string) result {
 		var out, errOut strings.Builder
-		o := &Options{IOStreams: streams(&out, &errOut, ""), Flags: genericclioptions.NewConfigFlags(false), Clock: clocktesting.NewFakePassiveClock(now)}
-		o.once.Do(func() { o.client, o.namespace = c, "team-a" })
+		o := &Options{IOStreams: streams(&out, &errOut, ""), Flags: genericclioptions.NewConfigFlags(false), Clock: clk}
+		o.once.Do(func() { o.client, o.namespace = c, ns })
 		cmd := newRootCommand(o)
 		cmd.SetArgs(args)
 		code := 0

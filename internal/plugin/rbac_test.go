@@ -9,8 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
 )
 
 func TestForbidden(t *testing.T) {
@@ -72,4 +76,48 @@ func TestForbidden(t *testing.T) {
 	checkKeyMatchesHash(t, ns, "mine", strings.TrimSpace(r.stdout))
 	eventuallyStatus(t, strings.TrimSpace(r.stdout), http.StatusOK)
 	mustSucceed(t, run(t, full, ns, "", "key", "rotate", "mine", "--timeout", "30s"))
+}
+
+// TestKeyRotateStopsAStolenKey: another identity, who may get and delete the namespace's
+// Secrets, claims the key `key rotate` asked for before the command does. The rotation is
+// repeated at once with no grace, the command prints the next key and warns loudly, and the
+// key the other identity took no longer works (nor, as the warning says, the replaced one).
+func TestKeyRotateStopsAStolenKey(t *testing.T) {
+	ns := env.Namespace(t, "stolen")
+	owner, err := client.NewWithWatch(serviceAccountConfig(t, ns, "owner", []rbacv1.PolicyRule{
+		rule(switchboardv1alpha1.GroupVersion.Group, []string{"apikeys"}, "get", "list", "create", "patch", "delete"),
+		rule("", []string{"secrets"}, "get", "delete"),
+	}), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thiefClient, err := client.New(serviceAccountConfig(t, ns, "thief", []rbacv1.PolicyRule{rule("", []string{"secrets"}, "get", "delete")}), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief := keyclienttest.NewThief(thiefClient)
+	run := runner(thief.Intercept(owner), ns, clock.RealClock{})
+
+	created := run("key", "create", "svc", "--timeout", "30s")
+	mustSucceed(t, created)
+	first := strings.TrimSpace(created.stdout)
+	thief.Arm(1)
+	r := run("key", "rotate", "svc", "--grace", "1h", "--timeout", "30s")
+	mustSucceed(t, r)
+	if err := thief.Err(); err != nil || len(thief.Keys()) != 1 {
+		t.Fatalf("the thief stole %d keys: %v", len(thief.Keys()), err)
+	}
+	stolen, next := thief.Keys()[0], strings.TrimSpace(r.stdout)
+	for _, want := range []string{"WARNING: someone else claimed the new key", apikey.Hint(stolen), "no longer works", apikey.Hint(first) + ") stopped working too"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if next == stolen || next == first || strings.Contains(r.stderr, next) {
+		t.Fatal("rotate printed a key someone else holds, or leaked the new key to stderr")
+	}
+	checkKeyMatchesHash(t, ns, "svc", next)
+	eventuallyStatus(t, next, http.StatusOK)
+	eventuallyStatus(t, stolen, http.StatusUnauthorized)
+	eventuallyStatus(t, first, http.StatusUnauthorized)
 }
