@@ -1,6 +1,7 @@
 package panel_test
 
 import (
+	"errors"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/panel"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 func TestCreateShowOnceRotateRevoke(t *testing.T) {
@@ -205,8 +207,16 @@ func TestForbiddenIsOneClearLine(t *testing.T) {
 		v.signIn(grant(t, ns, "viewer", nil), ns)
 		// The namespace list is cluster-wide: grant it with a ClusterRole.
 		bindClusterNamespaceReader(t, ns, "viewer")
-		p := v.get("/keys?namespace=" + ns)
-		if !strings.Contains(p.body, `<select id="namespace"`) || !strings.Contains(p.body, `<option value="`+systemNS+`"`) {
+		// The API server's authorizer learns of the new binding through its informer, soon.
+		var p page
+		testenv.Eventually(t, 10*time.Second, "the namespace list shown", func() error {
+			p = v.get("/keys?namespace=" + ns)
+			if !strings.Contains(p.body, `<select id="namespace"`) {
+				return errors.New("no namespace list")
+			}
+			return nil
+		})
+		if !strings.Contains(p.body, `<option value="`+systemNS+`"`) {
 			t.Fatal("a user who may list namespaces gets no namespace list")
 		}
 	})
