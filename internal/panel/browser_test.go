@@ -5,6 +5,7 @@ import (
 	"context"
 	"image/png"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,9 +66,10 @@ func (p *pageProblems) String() string {
 // newBrowser starts a headless chromium with a fresh profile and returns its tab. Problems
 // the page reports (exceptions, console errors, Content-Security-Policy violations) are
 // collected from the start.
-func newBrowser(t *testing.T) (context.Context, *pageProblems) {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, *pageProblems) {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], extra...)
+	opts = append(opts,
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.NoSandbox,
@@ -279,6 +282,50 @@ func TestBrowserWithoutRights(t *testing.T) {
 		if p != "" && !strings.Contains(p, "status of 40") {
 			t.Fatalf("the browser reported a problem: %s", p)
 		}
+	}
+}
+
+// TestBrowserSecureCookies signs in over TLS, as behind a TLS-terminating proxy, in a real
+// browser: it keeps the panel's __Host- cookies (Secure, HttpOnly, SameSite=Strict, Path=/,
+// no Domain) and works with them, and no script of the page can read the session's id.
+func TestBrowserSecureCookies(t *testing.T) {
+	ns := env.Namespace(t, "browser-tls")
+	token := grant(t, ns, "owner", ownerRules)
+	h, err := panel.NewHandler(env.Config, panel.Options{SecureCookies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	ctx, problems := newBrowser(t, chromedp.Flag("ignore-certificate-errors", true))
+	signInBrowser(ctx, t, srv.URL, token)
+	var got []*network.Cookie
+	do(ctx, t, "reading the cookies", chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+		res, err := cdp.Call(ctx, target, network.GetCookies, network.GetCookiesParams{URLs: []string{srv.URL + "/"}})
+		got = res.Cookies
+		return err
+	}))
+	var session *network.Cookie
+	for _, c := range got {
+		if c.Name == "__Host-switchboard_session" {
+			session = c
+		}
+		if !strings.HasPrefix(c.Name, "__Host-") {
+			t.Errorf("cookie %s has no __Host- prefix", c.Name)
+		}
+	}
+	if session == nil || !session.Secure || !session.HTTPOnly || session.SameSite != network.CookieSameSiteStrict || session.Path != "/" {
+		t.Fatalf("the browser holds no Secure, HttpOnly, SameSite=Strict __Host-switchboard_session cookie: %+v", got)
+	}
+	if seen := get(ctx, t, "reading document.cookie", chromedp.Evaluate[string](`document.cookie`)); strings.Contains(seen, session.Value) {
+		t.Fatal("a script can read the session id")
+	}
+	do(ctx, t, "reloading, signed in",
+		chromedp.Navigate(srv.URL+"/keys?namespace="+ns),
+		chromedp.WaitVisible(chromedp.CSS("#api-keys")),
+	)
+	if p := problems.String(); p != "" {
+		t.Fatalf("the browser reported problems:\n%s", p)
 	}
 }
 
