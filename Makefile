@@ -5,7 +5,8 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 LOCALBIN ?= $(CURDIR)/bin
-KUBE_VERSION ?= 1.36.3
+# hack/kube-version pins the Kubernetes release of the control plane (envtest, switchboard dev).
+KUBE_VERSION ?= $(shell cat hack/kube-version)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)
 export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS)
 

@@ -6,7 +6,13 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=${KUBE_VERSION:-1.36.3}
+version=${KUBE_VERSION:-$(cat "$root/hack/kube-version")}
+# The version names the directory and is stamped into the binaries: it must be the release the
+# module below builds.
+if ! grep -qE "^(require)?[[:space:]]*k8s.io/kubernetes v${version//./\\.}\$" "$root/hack/tools/envtest/kubernetes/go.mod"; then
+	echo "envtest: hack/tools/envtest/kubernetes/go.mod does not require k8s.io/kubernetes v$version (hack/kube-version or KUBE_VERSION): change both together" >&2
+	exit 1
+fi
 dest=${ENVTEST_ASSETS:-$root/bin/k8s/$version}
 mkdir -p "$dest"
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for bin in bin/switchboard bin/kubectl-switchboard "${KUBEBUILDER_ASSETS:-bin/k8s/1.36.3}/kubectl"; do
+for bin in bin/switchboard bin/kubectl-switchboard "${KUBEBUILDER_ASSETS:-bin/k8s/$(cat hack/kube-version)}/kubectl"; do
 	if [[ ! -x "$bin" ]]; then
 		echo "test-e2e: $bin is missing: run \`make build envtest\` (or \`make test-e2e\`)" >&2
 		exit 1

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/devenv"
 )
 
@@ -21,7 +22,7 @@ func newDevCommand() *cobra.Command {
 		PanelListen:     devenv.DefaultPanelListen,
 		Assets:          devenv.DefaultAssets(),
 		SystemNamespace: switchboardv1alpha1.DefaultSystemNamespace,
-		KeyPrefix:       devenv.DefaultKeyPrefix,
+		KeyPrefix:       apikey.DefaultPrefix,
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",

@@ -24,14 +24,14 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/loadgen"
-	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 // fastClient is an admin client whose rate limit does not shape what the bench measures.
 func (r *rig) fastClient() (client.WithWatch, error) {
 	cfg := *r.env.Config
 	cfg.QPS, cfg.Burst = 5000, 10000
-	return client.NewWithWatch(&cfg, client.Options{Scheme: testenv.NewScheme()})
+	return client.NewWithWatch(&cfg, client.Options{Scheme: scheme.Scheme})
 }
 
 // parallel runs fn(i) for i in [0, n) on width goroutines and returns the first error.

@@ -16,16 +16,15 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/panel"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server"
+	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
 // Options configure a dev run.
@@ -54,22 +53,11 @@ const (
 	DefaultStateDir    = ".switchboard/dev"
 	DefaultListen      = "127.0.0.1:8080"
 	DefaultPanelListen = "127.0.0.1:8081"
-	DefaultKeyPrefix   = "sb"
 	stateMarker        = ".switchboard-dev"
 )
 
-// KubeVersion is the Kubernetes release `make envtest` builds into bin/k8s/<version>.
-const KubeVersion = "1.36.3"
-
 // DefaultAssets is bin/k8s/<version> under the current directory.
-func DefaultAssets() string { return filepath.Join("bin", "k8s", KubeVersion) }
-
-func newScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(switchboardv1alpha1.AddToScheme(scheme))
-	return scheme
-}
+func DefaultAssets() string { return filepath.Join("bin", "k8s", version.Kubernetes) }
 
 // Run starts everything, prints the demo key and `ready`, and runs until ctx is done or a part
 // fails; then it stops everything it started, in order, and says so.
@@ -126,7 +114,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	_, _ = fmt.Fprintf(out, "switchboard dev: control plane up at %s in %s (logs in %s)\n",
 		cp.config.Host, time.Since(start).Round(10*time.Millisecond), cp.logDir())
 
-	c, err := client.New(cp.config, client.Options{Scheme: newScheme()})
+	c, err := client.New(cp.config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -104,7 +104,7 @@ func TestRevealStatus(t *testing.T) {
 // answers, which the real control plane of the other tests (whose operator runs) cannot.
 func TestWaitTimesOutClearly(t *testing.T) {
 	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci"}}
-	c := fake.NewClientBuilder().WithScheme(testenv.NewScheme()).WithObjects(key).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(key).Build()
 	start := time.Now()
 	_, err := New(c, Options{}).wait(context.Background(), client.ObjectKeyFromObject(key), 300*time.Millisecond, "published the key",
 		func(*switchboardv1alpha1.APIKey, time.Time) (bool, error) { return false, nil })
@@ -129,7 +129,7 @@ func TestWaitStopsAtRefusal(t *testing.T) {
 			Reason: switchboardv1alpha1.ReasonDeliveryConflict, Message: `Secret "db" is not managed by switchboard`,
 		}}},
 	}
-	c := fake.NewClientBuilder().WithScheme(testenv.NewScheme()).WithObjects(key).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(key).Build()
 	_, err := New(c, Options{}).wait(context.Background(), client.ObjectKeyFromObject(key), time.Minute, "published the key", showable)
 	if err == nil || !strings.Contains(err.Error(), `Secret "db" is not managed by switchboard`) {
 		t.Fatalf("error = %v, want the delivery conflict", err)
@@ -204,7 +204,7 @@ func TestNeeds(t *testing.T) {
 // TestCheckNamesEveryMissingPermission uses a fake client that plays an authorizer allowing
 // only "get": the real API server's reviews are covered by the envtest tests.
 func TestCheckNamesEveryMissingPermission(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(testenv.NewScheme()).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
 			review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
 			if !ok {

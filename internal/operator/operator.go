@@ -10,9 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -29,6 +26,7 @@ import (
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 // Defaults of Options.
@@ -157,14 +155,6 @@ func CacheOptions(opts Options) cache.Options {
 	return c
 }
 
-// NewScheme returns a scheme with the core Kubernetes types and switchboard's.
-func NewScheme() *k8sruntime.Scheme {
-	scheme := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(switchboardv1alpha1.AddToScheme(scheme))
-	return scheme
-}
-
 // NewManager returns a manager with the operator's controllers, not started yet.
 func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	opts, err := opts.withDefaults()
@@ -174,7 +164,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        NewScheme(),
+		Scheme:                        scheme.Scheme,
 		Logger:                        opts.Logger,
 		Cache:                         CacheOptions(opts),
 		LeaderElection:                opts.LeaderElection,

@@ -15,29 +15,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
-// scheme and mapper know the few kinds the panel touches. A static mapper spares every
-// session a discovery round-trip, and the panel from needing discovery rights.
-var (
-	scheme = newScheme()
-	mapper = newMapper()
-)
-
-func newScheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(switchboardv1alpha1.AddToScheme(s))
-	return s
-}
+// mapper knows the few kinds the panel touches. A static mapper spares every session a
+// discovery round-trip, and the panel from needing discovery rights.
+var mapper = newMapper()
 
 func newMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
@@ -63,7 +51,7 @@ func (h *handler) userClient(token string) (client.Client, error) {
 	// A person's clicks are few; waiting for the operator polls a few times a second.
 	cfg.QPS, cfg.Burst = 20, 40
 	cfg.Timeout = 30 * time.Second
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme, Mapper: mapper})
 	if err != nil || h.interceptUser == nil {
 		return c, err
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 // fakeCluster runs commands against a fake client that plays an operator which never answers,
@@ -25,7 +26,7 @@ import (
 // cannot produce on demand. Every access review is allowed.
 func fakeCluster(t *testing.T, publish bool) (client.Client, func(args ...string) result) {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&switchboardv1alpha1.APIKey{}).
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithStatusSubresource(&switchboardv1alpha1.APIKey{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, inner client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 				if review, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {

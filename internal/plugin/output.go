@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/switchboard-dev/switchboard/internal/scheme"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -83,7 +85,7 @@ func printObjects(w io.Writer, list k8sruntime.Object, output string) error {
 }
 
 func setKind(obj k8sruntime.Object) error {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
+	gvk, err := apiutil.GVKForObject(obj, scheme.Scheme)
 	if err != nil {
 		return err
 	}

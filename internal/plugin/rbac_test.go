@@ -15,6 +15,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 func TestForbidden(t *testing.T) {
@@ -87,11 +88,11 @@ func TestKeyRotateStopsAStolenKey(t *testing.T) {
 	owner, err := client.NewWithWatch(serviceAccountConfig(t, ns, "owner", []rbacv1.PolicyRule{
 		rule(switchboardv1alpha1.GroupVersion.Group, []string{"apikeys"}, "get", "list", "create", "patch", "delete"),
 		rule("", []string{"secrets"}, "get", "delete"),
-	}), client.Options{Scheme: scheme})
+	}), client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	thiefClient, err := client.New(serviceAccountConfig(t, ns, "thief", []rbacv1.PolicyRule{rule("", []string{"secrets"}, "get", "delete")}), client.Options{Scheme: scheme})
+	thiefClient, err := client.New(serviceAccountConfig(t, ns, "thief", []rbacv1.PolicyRule{rule("", []string{"secrets"}, "get", "delete")}), client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

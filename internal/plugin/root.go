@@ -11,17 +11,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
@@ -117,7 +114,7 @@ func (o *Options) connect() (client.Client, string, error) {
 		}
 		o.config = rest.CopyConfig(o.config)
 		o.config.UserAgent = "kubectl-switchboard/" + version.Version
-		o.client, o.err = client.New(o.config, client.Options{Scheme: scheme})
+		o.client, o.err = client.New(o.config, client.Options{Scheme: scheme.Scheme})
 		if o.err != nil {
 			o.err = fmt.Errorf("connecting to the cluster: %w", o.err)
 		}
@@ -133,11 +130,3 @@ func (o *Options) keys() (*keyclient.Client, string, error) {
 	}
 	return keyclient.New(c, keyclient.Options{Clock: o.Clock, PollInterval: o.PollInterval}), ns, nil
 }
-
-// scheme knows the core types and switchboard's.
-var scheme = func() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(switchboardv1alpha1.AddToScheme(s))
-	return s
-}()

@@ -10,10 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +21,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 // newManager builds a manager whose cache holds only what the server reads: Connections and
@@ -31,15 +29,12 @@ import (
 // each trimmed by a transform to the fields the index uses. Every replica serves: no leader
 // election.
 func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager, error) {
-	scheme := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(switchboardv1alpha1.AddToScheme(scheme))
 	hashSecrets := labels.SelectorFromSet(labels.Set{
 		keysecret.LabelManagedBy: keysecret.ManagedBy,
 		keysecret.LabelComponent: keysecret.ComponentHash,
 	})
 	return ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 scheme.Scheme,
 		MapperProvider:         staticRESTMapper,
 		Logger:                 log,
 		LeaderElection:         false,

@@ -16,19 +16,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
+	"github.com/switchboard-dev/switchboard/internal/version"
 )
-
-// KubeVersion is the Kubernetes release `make envtest` builds.
-const KubeVersion = "1.36.3"
 
 // Env is a running control plane.
 type Env struct {
@@ -36,7 +32,7 @@ type Env struct {
 	Config *rest.Config
 	// Client is an uncached client with Scheme.
 	Client client.Client
-	// Scheme knows the core types and switchboard's.
+	// Scheme is scheme.Scheme: the core types and switchboard's.
 	Scheme *k8sruntime.Scheme
 
 	env *envtest.Environment
@@ -51,20 +47,12 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// NewScheme returns a scheme with the core Kubernetes types and switchboard's types.
-func NewScheme() *k8sruntime.Scheme {
-	scheme := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(switchboardv1alpha1.AddToScheme(scheme))
-	return scheme
-}
-
 // AssetsDir is where the control-plane binaries are: KUBEBUILDER_ASSETS, or bin/k8s/<version>.
 func AssetsDir() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(RepoRoot(), "bin", "k8s", KubeVersion)
+	return filepath.Join(RepoRoot(), "bin", "k8s", version.Kubernetes)
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs from config/crd/bases.
@@ -75,12 +63,11 @@ func Start() (*Env, error) {
 			return nil, fmt.Errorf("control plane binary %s missing in %s: run `make envtest` first: %w", bin, assets, err)
 		}
 	}
-	scheme := NewScheme()
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
+		Scheme:                scheme.Scheme,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -88,11 +75,11 @@ func Start() (*Env, error) {
 	}
 	// Tests create many objects quickly; client-go's default 5 QPS would make them crawl.
 	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
+	return &Env{Config: cfg, Client: c, Scheme: scheme.Scheme, env: env}, nil
 }
 
 // Stop stops the control plane.

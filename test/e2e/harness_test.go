@@ -44,13 +44,7 @@ type system struct {
 
 func (s *system) bin(name string) string { return filepath.Join(s.root, "bin", name) }
 
-func (s *system) kubectlBin() string {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(s.root, "bin", "k8s", "1.36.3")
-	}
-	return filepath.Join(assets, "kubectl")
-}
+func (s *system) kubectlBin() string { return filepath.Join(testenv.AssetsDir(), "kubectl") }
 
 // startSystem runs `bin/switchboard dev --fresh` on free ports with a temporary state dir, as
 // a separate process group, and waits for its `ready` line. Cleanup stops it even when the
