@@ -3,10 +3,7 @@ package panel_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -26,9 +23,8 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/operator"
-	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/testenv/system"
 )
 
 // systemNS holds the operator's hash Secrets in these tests.
@@ -37,61 +33,27 @@ const systemNS = "switchboard-system"
 var (
 	env  *testenv.Env
 	kube kubernetes.Interface
-	// operatorDone receives the operator's error if it stops; the tests that need it fail then.
-	operatorDone = make(chan error, 1)
-	// v1URL is the real /v1 API server, serverDone receives its error if it stops.
-	v1URL      string
-	serverDone = make(chan error, 1)
+	// sys is the whole system: the control plane, the real operator and the real /v1 API server
+	// (to prove that a key the panel shows authenticates).
+	sys *system.System
+	// v1URL is the real /v1 API server.
+	v1URL string
 )
 
-// TestMain starts the real control plane and the real operator in this process: the panel
-// is tested against both, as it runs in production.
+// TestMain starts the real control plane, operator and /v1 API server in this process: the
+// panel is tested against them, as it runs in production.
 func TestMain(m *testing.M) {
-	e, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testenv:", err)
-		os.Exit(1)
-	}
-	env = e
-	kube = kubernetes.NewForConfigOrDie(e.Config)
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := e.EnsureNamespace(ctx, systemNS); err != nil {
-		fmt.Fprintln(os.Stderr, "creating the system namespace:", err)
-		os.Exit(1)
-	}
-	go func() {
-		operatorDone <- operator.Run(ctx, e.Config, operator.Options{SystemNamespace: systemNS, Logger: logr.Discard()})
-	}()
-	// The real /v1 API server, to prove that a key the panel shows authenticates.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "listening for the /v1 server:", err)
-		os.Exit(1)
-	}
-	v1URL = "http://" + l.Addr().String()
-	quiet := logr.Discard()
-	go func() {
-		serverDone <- server.Run(ctx, e.Config, server.Options{
-			Listener: l, SystemNamespace: systemNS, FailureRate: -1, ShutdownDelay: -1, Logger: &quiet,
-			LastUsedInterval: time.Second, LastUsedFlush: 200 * time.Millisecond,
-		})
-	}()
-	code := m.Run()
-	cancel()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
-	}
-	os.Exit(code)
+	system.Main(m, system.Options{SystemNamespace: systemNS}, func(s *system.System) {
+		sys, env, v1URL = s, s.Env, s.APIURL
+		kube = kubernetes.NewForConfigOrDie(s.Config)
+	})
 }
 
 // requireOperator fails a test that needs the operator when it is not running.
 func requireOperator(t *testing.T) {
 	t.Helper()
-	select {
-	case err := <-operatorDone:
-		operatorDone <- err
-		t.Fatalf("the operator is not running, so no key can be issued: %v", err)
-	default:
+	if err := sys.OperatorErr(); err != nil {
+		t.Fatalf("no key can be issued: %v", err)
 	}
 }
 
@@ -243,11 +205,8 @@ func bindClusterNamespaceReader(t *testing.T, ns, sa string) {
 // v1Status calls GET /v1/connections with key and returns the status and the error code.
 func v1Status(t *testing.T, key string) (int, string) {
 	t.Helper()
-	select {
-	case err := <-serverDone:
-		serverDone <- err
-		t.Fatalf("the /v1 server is not running: %v", err)
-	default:
+	if err := sys.ServerErr(); err != nil {
+		t.Fatal(err)
 	}
 	req, err := http.NewRequest(http.MethodGet, v1URL+"/v1/connections", nil)
 	if err != nil {

@@ -2,11 +2,8 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,87 +18,20 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/operator"
-	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/testenv/system"
 )
 
-// env is the real control plane; the real operator runs against it in this process.
+// env is the real control plane; the real operator and /v1 API server run against it in this
+// process.
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	e, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testenv:", err)
-		return 1
-	}
-	env = e
-	defer func() {
-		if err := e.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
-		}
-	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := e.EnsureNamespace(ctx, switchboardv1alpha1.DefaultSystemNamespace); err != nil {
-		fmt.Fprintln(os.Stderr, "creating the system namespace:", err)
-		cancel()
-		return 1
-	}
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "listening for the API server:", err)
-		cancel()
-		return 1
-	}
-	apiURL = "http://" + listener.Addr().String()
-	stopped := make(chan error, 2)
-	go func() {
-		err := operator.Run(ctx, e.Config, operator.Options{
-			SystemNamespace:        switchboardv1alpha1.DefaultSystemNamespace,
-			MetricsBindAddress:     "0",
-			HealthProbeBindAddress: "0",
-		})
-		stopped <- wrapIf("the operator", err)
-	}()
-	go func() {
-		err := server.Run(ctx, e.Config, server.Options{
-			Listener:               listener,
-			SystemNamespace:        switchboardv1alpha1.DefaultSystemNamespace,
-			HealthProbeBindAddress: "0",
-			ShutdownDelay:          -1,
-			LastUsedFlush:          200 * time.Millisecond,
-			LastUsedInterval:       time.Second,
-			FailureRate:            -1,
-		})
-		stopped <- wrapIf("the API server", err)
-	}()
-	code := m.Run()
-	cancel()
-	for range 2 {
-		if err := <-stopped; err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	return code
+	system.Main(m, system.Options{}, func(s *system.System) { env, apiURL = s.Env, s.APIURL })
 }
 
 // apiURL is the base URL of the real /v1 API server running in this process.
 var apiURL string
-
-func wrapIf(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s stopped with an error: %w", what, err)
-}
 
 // apiStatus is the HTTP status of GET /v1/connections with key as the bearer key.
 func apiStatus(t *testing.T, key string) int {

@@ -1,0 +1,162 @@
+// Package system runs the whole of switchboard inside one test binary: a real control plane
+// (testenv), the real operator, and the real /v1 API server, as the packages whose tests need
+// all of it (the plugin, the panel) run it. It is a package of its own because testenv is
+// imported by the operator's and the server's own tests, which this package imports.
+package system
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/server"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// Options shape the system. The zero value is what tests usually want.
+type Options struct {
+	// SystemNamespace holds the hash Secrets (default switchboard-system).
+	SystemNamespace string
+	// Logger receives the operator's and the server's logs (default: none).
+	Logger logr.Logger
+	// Operator, when set, adjusts the operator's options before it starts.
+	Operator func(*operator.Options)
+	// Server, when set, adjusts the server's options before it starts.
+	Server func(*server.Options)
+}
+
+// System is a running whole system.
+type System struct {
+	*testenv.Env
+	// APIURL is the /v1 API server's base URL ("http://127.0.0.1:port").
+	APIURL string
+	// SystemNamespace holds the hash Secrets.
+	SystemNamespace string
+
+	cancel       context.CancelFunc
+	operatorDone chan error
+	serverDone   chan error
+}
+
+// Start starts the control plane, creates the system namespace, and starts the operator and
+// the server in this process. The server is tuned for tests: no failure limiter (tests fail
+// on purpose), no shutdown delay, lastUsedAt written within a second, no extra listeners.
+func Start(opts Options) (*System, error) {
+	if opts.SystemNamespace == "" {
+		opts.SystemNamespace = switchboardv1alpha1.DefaultSystemNamespace
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &System{Env: env, SystemNamespace: opts.SystemNamespace, cancel: cancel,
+		operatorDone: make(chan error, 1), serverDone: make(chan error, 1)}
+	fail := func(err error) (*System, error) {
+		cancel()
+		return nil, errors.Join(err, env.Stop())
+	}
+	if err := env.EnsureNamespace(ctx, opts.SystemNamespace); err != nil {
+		return fail(fmt.Errorf("creating the system namespace: %w", err))
+	}
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(fmt.Errorf("listening for the /v1 API server: %w", err))
+	}
+	s.APIURL = "http://" + listener.Addr().String()
+
+	operatorOpts := operator.Options{
+		SystemNamespace:        opts.SystemNamespace,
+		MetricsBindAddress:     "0",
+		HealthProbeBindAddress: "0",
+		Logger:                 opts.Logger.WithName("operator"),
+	}
+	if opts.Operator != nil {
+		opts.Operator(&operatorOpts)
+	}
+	serverLog := opts.Logger.WithName("server")
+	serverOpts := server.Options{
+		Listener:               listener,
+		SystemNamespace:        opts.SystemNamespace,
+		MetricsBindAddress:     "0",
+		HealthProbeBindAddress: "0",
+		ShutdownDelay:          -1,
+		LastUsedFlush:          200 * time.Millisecond,
+		LastUsedInterval:       time.Second,
+		FailureRate:            -1,
+		Logger:                 &serverLog,
+	}
+	if opts.Server != nil {
+		opts.Server(&serverOpts)
+	}
+	go func() { s.operatorDone <- operator.Run(ctx, env.Config, operatorOpts) }()
+	go func() { s.serverDone <- server.Run(ctx, env.Config, serverOpts) }()
+	return s, nil
+}
+
+// OperatorErr is nil while the operator runs, and says why once it has stopped.
+func (s *System) OperatorErr() error { return stopped("the operator", s.operatorDone) }
+
+// ServerErr is nil while the /v1 API server runs, and says why once it has stopped.
+func (s *System) ServerErr() error { return stopped("the /v1 API server", s.serverDone) }
+
+// stopped peeks at done: nil while the part runs, else why it stopped (kept for the next peek).
+func stopped(what string, done chan error) error {
+	select {
+	case err := <-done:
+		done <- err
+		if err == nil {
+			return fmt.Errorf("%s stopped", what)
+		}
+		return fmt.Errorf("%s stopped: %w", what, err)
+	default:
+		return nil
+	}
+}
+
+// Stop stops the operator and the server, then the control plane. It returns the error of a
+// part that stopped with one.
+func (s *System) Stop() error {
+	s.cancel()
+	var errs []error
+	for what, done := range map[string]chan error{"the operator": s.operatorDone, "the /v1 API server": s.serverDone} {
+		if err := <-done; err != nil {
+			errs = append(errs, fmt.Errorf("%s stopped with an error: %w", what, err))
+		}
+	}
+	if err := s.Env.Stop(); err != nil {
+		errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Main is a TestMain body: it starts the system, hands it to use (which keeps what the
+// package's tests need), runs the tests, stops everything and exits. The exit code is non-zero
+// when a test failed or a part stopped with an error.
+func Main(m *testing.M, opts Options, use func(*System)) {
+	s, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "system:", err)
+		os.Exit(1)
+	}
+	use(s)
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "system:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
