@@ -7,12 +7,12 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/devenv"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 )
 
 func newDevCommand() *cobra.Command {
@@ -33,7 +33,7 @@ CRDs, runs the operator, the /v1 API server and the panel in this process, seeds
 prints "ready". Data survives restarts unless --fresh. Ctrl-C stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.ConsoleEncoder()))
+			logging.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.ConsoleEncoder()))
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Out = cmd.OutOrStdout()

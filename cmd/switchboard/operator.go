@@ -11,6 +11,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
@@ -36,9 +37,7 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 			if opts.QPS <= 0 || opts.Burst <= 0 {
 				return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 			}
-			logger := zap.New(zap.UseFlagOptions(&zapOpts))
-			ctrl.SetLogger(logger)
-			opts.Logger = logger
+			opts.Logger = logging.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/server"
 )
@@ -32,7 +33,7 @@ of the system namespace and the APIKeys, held in an in-memory index fed by infor
 calls the Kubernetes API server. Every replica serves (no leader election).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			logging.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			for _, s := range trustedProxies {
 				p, err := parsePrefix(s)
 				if err != nil {

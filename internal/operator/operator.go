@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -134,7 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger.GetSink() == nil {
 		o.Logger = ctrl.Log
 	}
-	o.Logger = capVerbosity(o.Logger)
+	o.Logger = logging.Capped(o.Logger)
 	return o, nil
 }
 

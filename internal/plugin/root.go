@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/version"
 )
@@ -86,7 +87,8 @@ func newRootCommand(o *Options) *cobra.Command {
 func Main(ctx context.Context, streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags, args []string) int {
 	cmd := NewCommand(streams, flags)
 	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	// Every call to the cluster takes its logger from this context: none logs a Secret's body.
+	if err := cmd.ExecuteContext(logging.IntoContext(ctx)); err != nil {
 		fmt.Fprintln(streams.ErrOut, "error: "+oneLine(err.Error()))
 		return 1
 	}

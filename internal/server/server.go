@@ -23,6 +23,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 )
 
 // Options configure the API server. Zero values take the documented defaults.
@@ -163,6 +164,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if opts.Logger != nil {
 		log = *opts.Logger
 	}
+	// The manager's and the panel's requests carry this logger: nothing above V(5) (Secret bodies).
+	log = logging.Capped(log)
 	idx := keyindex.New()
 	mgr, err := newManager(cfg, &opts, log)
 	if err != nil {
