@@ -2,36 +2,49 @@ package devenv
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/switchboard-dev/switchboard/internal/proc"
 )
 
-// controlPlane is etcd + kube-apiserver from the assets dir, with data under the state dir.
+// controlPlane is envtest's control plane (etcd and kube-apiserver from the assets dir) with
+// its state under the state dir, so that a restart without --fresh keeps every object, key and
+// revocation. envtest does all of it but three things, which are kept here:
+//   - persistence across restarts: envtest starts from nothing each time. etcd's data dir is
+//     kept; so is the API server's certificate dir, with the serving CA (which envtest keeps
+//     only in memory) beside it, and the service-account issuer is fixed, so that tokens minted
+//     for the panel stay valid across restarts;
+//   - a parent-death signal: envtest starts its processes in their own group but without one,
+//     and `switchboard dev` killed outright would leave etcd holding its data dir;
+//   - the admin kubeconfig at a stable path, with the demo namespace as its default.
 type controlPlane struct {
 	assets   string
 	stateDir string
-	pki      pki
 
-	etcd      *proc.Process
-	apiServer *proc.Process
+	etcd      *envtest.Etcd
+	apiServer *envtest.APIServer
+	logs      []*os.File
 	config    *rest.Config
 }
 
 func newControlPlane(assets, stateDir string) *controlPlane {
-	return &controlPlane{assets: assets, stateDir: stateDir, pki: pki{dir: filepath.Join(stateDir, "pki")}}
+	return &controlPlane{assets: assets, stateDir: stateDir}
 }
 
 func (cp *controlPlane) logDir() string      { return filepath.Join(cp.stateDir, "logs") }
@@ -40,6 +53,15 @@ func (cp *controlPlane) etcdLog() string     { return filepath.Join(cp.logDir(),
 func (cp *controlPlane) apiServerLog() string {
 	return filepath.Join(cp.logDir(), "kube-apiserver.log")
 }
+func (cp *controlPlane) certDir() string    { return filepath.Join(cp.stateDir, "apiserver") }
+func (cp *controlPlane) wrapperDir() string { return filepath.Join(cp.stateDir, "bin") }
+
+// servingCAFile holds the CA of the API server's serving certificate in certDir.
+const servingCAFile = "serving-ca.crt"
+
+// serviceAccountIssuer is fixed (envtest derives it from the port, which changes with every
+// run), so that the tokens of one run are valid in the next.
+const serviceAccountIssuer = "https://kubernetes.default.svc"
 
 // checkBinaries names `make envtest` when a binary is missing.
 func checkBinaries(assets string) error {
@@ -57,114 +79,188 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	if err := checkBinaries(cp.assets); err != nil {
 		return err
 	}
-	if err := cp.pki.ensure(); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cp.logDir(), 0o700); err != nil {
-		return err
-	}
-	hadData := dirHasEntries(cp.etcdDataDir())
-	etcdPort, err := freePort()
+	servingCA, err := loadServingCA(cp.certDir())
 	if err != nil {
 		return err
 	}
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
-	cp.etcd, err = startChild("etcd", filepath.Join(cp.assets, "etcd"), cp.etcdLog(),
-		"--name=switchboard-dev",
-		"--data-dir="+cp.etcdDataDir(),
-		"--listen-client-urls="+etcdURL,
-		"--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls=http://127.0.0.1:0",
-		// A local development store: speed over durability against power loss.
-		"--unsafe-no-fsync=true",
-	)
-	if err != nil {
-		return err
-	}
-	if err := cp.etcd.WaitHTTP(ctx, http.DefaultClient, etcdURL+"/health", 60*time.Second); err != nil {
-		if exit := (*proc.ExitError)(nil); hadData && errors.As(err, &exit) {
-			// The log's tail is a Go stack trace here; the path is more use than the trace.
-			cause := exit.Err
-			if cause == nil {
-				cause = errors.New("exit status 0")
-			}
-			return brokenState(fmt.Errorf("etcd could not open its data in %s (%w; see %s)", cp.etcdDataDir(), cause, cp.etcdLog()))
+	for _, dir := range []string{cp.logDir(), cp.certDir(), cp.wrapperDir()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
 		}
+	}
+	etcdLog, etcdTail, err := cp.openLog(cp.etcdLog())
+	if err != nil {
+		return err
+	}
+	apiServerLog, apiServerTail, err := cp.openLog(cp.apiServerLog())
+	if err != nil {
 		return err
 	}
 
-	apiPort, err := freePort()
+	hadData := dirHasEntries(cp.etcdDataDir())
+	etcdPath, err := withParentDeathSignal(cp.wrapperDir(), filepath.Join(cp.assets, "etcd"))
 	if err != nil {
 		return err
 	}
-	p := cp.pki
-	cp.apiServer, err = startChild("kube-apiserver", filepath.Join(cp.assets, "kube-apiserver"), cp.apiServerLog(),
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+p.dir,
-		"--tls-cert-file="+p.servingCert(),
-		"--tls-private-key-file="+p.servingKey(),
-		"--client-ca-file="+p.caCert(),
-		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range=10.0.0.0/24",
-		"--allow-privileged=true",
-		// No controller-manager creates default ServiceAccounts here.
-		"--disable-admission-plugins=ServiceAccount",
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+p.saPub(),
-		"--service-account-signing-key-file="+p.saKey(),
-	)
+	cp.etcd = &envtest.Etcd{
+		Path: etcdPath, DataDir: cp.etcdDataDir(), Out: etcdLog, Err: etcdLog,
+		StartTimeout: 60 * time.Second, StopTimeout: 15 * time.Second,
+	}
+	// The member name is part of the data: keep the one earlier runs bootstrapped with.
+	cp.etcd.Configure().Set("name", "switchboard-dev")
+	if err := cp.etcd.Start(); err != nil {
+		cp.etcd = nil
+		// envtest does not say whether etcd exited or is still starting; only its message does.
+		if hadData && strings.Contains(err.Error(), "stopped unexpectedly") {
+			// The log's tail is a Go stack trace here; the path is more use than the trace.
+			return brokenState(fmt.Errorf("etcd could not open its data in %s (%w; see %s)", cp.etcdDataDir(), err, cp.etcdLog()))
+		}
+		return fmt.Errorf("starting etcd: %w; the end of its output (all of it in %s):\n%s", err, cp.etcdLog(), etcdTail.Lines(15))
+	}
+
+	apiServerPath, err := withParentDeathSignal(cp.wrapperDir(), filepath.Join(cp.assets, "kube-apiserver"))
 	if err != nil {
 		return err
 	}
-	cp.config = &rest.Config{
-		Host:            "https://127.0.0.1:" + strconv.Itoa(apiPort),
-		TLSClientConfig: rest.TLSClientConfig{CAFile: p.caCert(), CertFile: p.adminCert(), KeyFile: p.adminKey()},
-		QPS:             100,
-		Burst:           200,
+	cp.apiServer = &envtest.APIServer{
+		Path: apiServerPath, CertDir: cp.certDir(), EtcdURL: cp.etcd.URL, Out: apiServerLog, Err: apiServerLog,
+		StartTimeout: 120 * time.Second, StopTimeout: 15 * time.Second,
 	}
+	cp.apiServer.Address = "127.0.0.1"
+	// envtest reuses a serving certificate it finds in CertDir, but then does not know its CA.
+	cp.apiServer.CA = servingCA
+	cp.apiServer.Configure().
+		Set("advertise-address", "127.0.0.1").
+		Set("service-account-issuer", serviceAccountIssuer)
+	if err := cp.apiServer.Start(); err != nil {
+		cp.apiServer = nil
+		return fmt.Errorf("starting kube-apiserver: %w; the end of its output (all of it in %s):\n%s", err, cp.apiServerLog(), apiServerTail.Lines(15))
+	}
+	if servingCA == nil {
+		if err := os.WriteFile(filepath.Join(cp.certDir(), servingCAFile), cp.apiServer.CA, 0o600); err != nil {
+			return err
+		}
+	}
+
+	plane := &envtest.ControlPlane{Etcd: cp.etcd, APIServer: cp.apiServer}
+	// system:masters is the group the API server grants everything without consulting RBAC.
+	admin, err := plane.AddUser(envtest.User{Name: "switchboard-dev-admin", Groups: []string{"system:masters"}}, &rest.Config{QPS: 100, Burst: 200})
+	if err != nil {
+		return fmt.Errorf("creating the admin user: %w", err)
+	}
+	cp.config = admin.Config()
+	return cp.waitReady(ctx)
+}
+
+// waitReady waits for /readyz: envtest waits for /healthz only.
+func (cp *controlPlane) waitReady(ctx context.Context) error {
 	httpClient, err := rest.HTTPClientFor(cp.config)
 	if err != nil {
 		return err
 	}
-	return cp.apiServer.WaitHTTP(ctx, httpClient, cp.config.Host+"/readyz", 120*time.Second)
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = proc.HTTPStatus(ctx, httpClient, strings.TrimSuffix(cp.config.Host, "/")+"/readyz", http.StatusOK)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver did not become ready (%w; last: %w); see %s", err, last, cp.apiServerLog())
+	}
+	return nil
 }
 
-// stop stops kube-apiserver, then etcd.
+// stop stops kube-apiserver, then etcd, and closes their logs.
 func (cp *controlPlane) stop() error {
-	return errors.Join(cp.apiServer.Stop(15*time.Second), cp.etcd.Stop(15*time.Second))
+	var errs []error
+	if cp.apiServer != nil {
+		errs = append(errs, cp.apiServer.Stop())
+	}
+	if cp.etcd != nil {
+		errs = append(errs, cp.etcd.Stop())
+	}
+	for _, f := range cp.logs {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }
 
-// startChild starts a control-plane binary with its output appended to logPath.
-func startChild(name, bin, logPath string, args ...string) (*proc.Process, error) {
-	cmd := exec.Command(bin, args...) //nolint:gosec // the binaries are the control plane from --assets, chosen by the person running dev
-	return proc.Start(cmd, proc.Options{Name: name, LogPath: logPath})
+// openLog opens a log file for appending; the writer returned also keeps this run's tail.
+func (cp *controlPlane) openLog(path string) (io.Writer, *proc.Tail, error) {
+	f, err := os.OpenFile(filepath.Clean(path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	cp.logs = append(cp.logs, f)
+	tail := &proc.Tail{}
+	return io.MultiWriter(f, tail), tail, nil
 }
 
-// writeKubeconfig writes an admin kubeconfig with the certificates embedded.
+// loadServingCA returns the CA of the serving certificate kept in certDir, or nil when there
+// is none (a first run). A certificate without its CA, or a CA that is not one, is a broken
+// state dir, which only --fresh repairs.
+func loadServingCA(certDir string) ([]byte, error) {
+	_, certErr := os.Stat(filepath.Join(certDir, "apiserver.crt"))
+	ca, caErr := os.ReadFile(filepath.Clean(filepath.Join(certDir, servingCAFile)))
+	switch {
+	case os.IsNotExist(certErr) && os.IsNotExist(caErr):
+		return nil, nil
+	case certErr != nil:
+		return nil, brokenState(fmt.Errorf("%s holds a CA but no serving certificate", certDir))
+	case caErr != nil:
+		return nil, brokenState(fmt.Errorf("%s holds a serving certificate but not its CA (%w)", certDir, caErr))
+	}
+	block, _ := pem.Decode(ca)
+	if block == nil {
+		return nil, brokenState(fmt.Errorf("%s is not a PEM certificate", filepath.Join(certDir, servingCAFile)))
+	}
+	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+		return nil, brokenState(fmt.Errorf("reading %s: %w", filepath.Join(certDir, servingCAFile), err))
+	}
+	return ca, nil
+}
+
+// withParentDeathSignal returns the path of a wrapper that runs bin with SIGKILL as its
+// parent-death signal (setpriv, from util-linux), so that it dies with `switchboard dev` even
+// when dev is killed outright; envtest, which starts it, sets none. Without setpriv, bin
+// itself is returned: the control plane then outlives a killed dev (a stopped dev still stops
+// it).
+func withParentDeathSignal(dir, bin string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return bin, nil //nolint:nilerr // no setpriv: run bin directly, as envtest would
+	}
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	wrapper := filepath.Join(dir, filepath.Base(bin))
+	script := "#!/bin/sh\n# Written by `switchboard dev`: " + filepath.Base(bin) + " dies with its parent.\n" +
+		"exec " + shellQuote(setpriv) + " --pdeathsig KILL -- " + shellQuote(abs) + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil { //nolint:gosec // an executable script, in the state dir of the person running dev
+		return "", err
+	}
+	return wrapper, nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// writeKubeconfig writes an admin kubeconfig with the credentials embedded and the demo
+// namespace as the default.
 func (cp *controlPlane) writeKubeconfig(path string) error {
-	p := cp.pki
-	read := func(name string) []byte { b, _ := os.ReadFile(filepath.Clean(name)); return b }
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["switchboard-dev"] = &clientcmdapi.Cluster{Server: cp.config.Host, CertificateAuthorityData: read(p.caCert())}
-	cfg.AuthInfos["switchboard-dev-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: read(p.adminCert()), ClientKeyData: read(p.adminKey())}
-	cfg.Contexts["switchboard-dev"] = &clientcmdapi.Context{Cluster: "switchboard-dev", AuthInfo: "switchboard-dev-admin", Namespace: "demo"}
+	cfg.Clusters["switchboard-dev"] = &clientcmdapi.Cluster{Server: cp.config.Host, CertificateAuthorityData: cp.config.CAData}
+	cfg.AuthInfos["switchboard-dev-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cp.config.CertData, ClientKeyData: cp.config.KeyData}
+	cfg.Contexts["switchboard-dev"] = &clientcmdapi.Context{Cluster: "switchboard-dev", AuthInfo: "switchboard-dev-admin", Namespace: DemoNamespace}
 	cfg.CurrentContext = "switchboard-dev"
 	return clientcmd.WriteToFile(*cfg, path)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func dirHasEntries(dir string) bool {
 	entries, err := os.ReadDir(dir)
 	return err == nil && len(entries) > 0
 }
+
+// ErrBrokenState marks a state dir that cannot be reused; --fresh starts over.
+var ErrBrokenState = errors.New("the state dir is broken")
+
+func brokenState(cause error) error { return fmt.Errorf("%w (%w)", ErrBrokenState, cause) }

@@ -1,6 +1,7 @@
-// Package devenv runs the whole of switchboard on one machine for development: etcd and
-// kube-apiserver as child processes with their data under a state dir, the CRDs, the operator
-// and the /v1 API server (and the panel) in this process, and a seeded demo namespace.
+// Package devenv runs the whole of switchboard on one machine for development: envtest's
+// control plane (etcd and kube-apiserver as child processes) with its data under a state dir,
+// the CRDs, the operator and the /v1 API server (and the panel) in this process, and a seeded
+// demo namespace.
 package devenv
 
 import (
@@ -29,8 +30,8 @@ import (
 
 // Options configure a dev run.
 type Options struct {
-	// StateDir holds etcd's data, the certificates, the logs of etcd and kube-apiserver and the
-	// admin kubeconfig. It survives restarts unless Fresh.
+	// StateDir holds etcd's data, the API server's certificates, the logs of etcd and
+	// kube-apiserver and the admin kubeconfig. It survives restarts unless Fresh.
 	StateDir string
 	// Listen is the /v1 API's address.
 	Listen string
@@ -90,14 +91,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 
 	cp := newControlPlane(opts.Assets, stateDir)
 	defer func() {
-		if cp.etcd == nil {
-			return
-		}
+		started := cp.apiServer != nil
 		if stopErr := cp.stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 			return
 		}
-		if cp.apiServer != nil {
+		if started {
 			_, _ = fmt.Fprintln(out, "switchboard dev: stopped kube-apiserver and etcd; data kept in", stateDir)
 		}
 	}()

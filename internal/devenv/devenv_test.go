@@ -1,53 +1,120 @@
 package devenv
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
-func TestPKIEnsure(t *testing.T) {
+func TestLoadServingCA(t *testing.T) {
+	caPEM := testCAPEM(t)
 	tests := []struct {
 		name    string
-		damage  func(p pki) error
+		files   map[string]string
+		want    []byte
 		wantErr bool
 	}{
-		{name: "reused as is", damage: func(pki) error { return nil }},
-		{name: "a file missing", damage: func(p pki) error { return os.Remove(p.saPub()) }, wantErr: true},
-		{name: "a file garbled", damage: func(p pki) error { return os.WriteFile(p.adminCert(), []byte("garbage"), 0o600) }, wantErr: true},
+		{name: "a first run", files: nil},
+		{name: "reused as is", files: map[string]string{"apiserver.crt": "x", servingCAFile: string(caPEM)}, want: caPEM},
+		{name: "the CA missing", files: map[string]string{"apiserver.crt": "x"}, wantErr: true},
+		{name: "the certificate missing", files: map[string]string{servingCAFile: string(caPEM)}, wantErr: true},
+		{name: "the CA garbled", files: map[string]string{"apiserver.crt": "x", servingCAFile: "garbage"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := pki{dir: filepath.Join(t.TempDir(), "pki")}
-			if err := p.ensure(); err != nil {
-				t.Fatalf("generating: %v", err)
+			dir := t.TempDir()
+			for name, content := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
-			before, err := os.ReadFile(p.caCert())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tt.damage(p); err != nil {
-				t.Fatal(err)
-			}
-			err = p.ensure()
+			got, err := loadServingCA(dir)
 			if tt.wantErr {
 				if !errors.Is(err, ErrBrokenState) {
-					t.Fatalf("ensure on a damaged PKI = %v, want ErrBrokenState", err)
+					t.Fatalf("loadServingCA on a damaged cert dir = %v, want ErrBrokenState", err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("ensure on an intact PKI: %v", err)
+				t.Fatal(err)
 			}
-			after, _ := os.ReadFile(p.caCert())
-			if string(before) != string(after) {
-				t.Fatal("ensure regenerated an intact PKI; an exported kubeconfig would stop working")
+			if string(got) != string(tt.want) {
+				t.Fatalf("loadServingCA = %q, want %q", got, tt.want)
 			}
 		})
 	}
+}
+
+// testCAPEM is a self-signed CA certificate in PEM.
+func testCAPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// A process started through the wrapper dies with its parent, even when the parent is killed
+// and cannot stop it.
+func TestParentDeathSignal(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed for the parent-death signal: %v", err)
+	}
+	wrapper, err := withParentDeathSignal(t.TempDir(), "/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The parent shell starts the wrapped sleep, says its pid, gives the wrapper time to set
+	// the signal, and exits; the wrapped sleep would otherwise run for a minute. Its output
+	// goes elsewhere, or reading the parent's would wait for it.
+	out, err := exec.Command("/bin/sh", "-c", shellQuote(wrapper)+" 60 >/dev/null 2>&1 & echo $!; sleep 0.5").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("no pid from the parent: %q", out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for running(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("the wrapped process outlived its parent")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// running reports whether pid is a process that is not a zombie.
+func running(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	f := strings.Fields(string(stat[i+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 func TestPrepareStateDir(t *testing.T) {

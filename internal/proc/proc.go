@@ -128,7 +128,7 @@ func (p *Process) Err() error {
 }
 
 // Tail returns the last n lines of the child's output.
-func (p *Process) Tail(n int) string { return p.out.tail(n) }
+func (p *Process) Tail(n int) string { return p.out.Lines(n) }
 
 // Signal sends sig to the child alone, not to its group: the child is told, and stops its
 // own children itself (what a test of that needs).
@@ -264,21 +264,15 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // output is the child's stdout and stderr: passed on, split into lines, and its tail kept.
 type output struct {
+	Tail
 	to     io.Writer
 	onLine func(string)
 
-	mu      sync.Mutex
-	last    []byte // the tail, at most tailBytes
-	partial []byte // an unfinished line, for onLine
+	partial []byte // an unfinished line, for onLine; only the one writing goroutine uses it
 }
 
 func (o *output) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	o.last = append(o.last, b...)
-	if len(o.last) > tailBytes {
-		o.last = append(o.last[:0], o.last[len(o.last)-tailBytes:]...)
-	}
-	o.mu.Unlock()
+	_, _ = o.Tail.Write(b)
 	if o.onLine != nil {
 		o.partial = append(o.partial, b...)
 		for {
@@ -304,10 +298,29 @@ func (o *output) flush() {
 	}
 }
 
-func (o *output) tail(n int) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	lines := bytes.Split(bytes.TrimRight(o.last, "\n"), []byte("\n"))
+// Tail keeps the end (16 KiB) of what is written to it, for errors that quote the end of a
+// process's output. The zero value is ready; it is safe for concurrent use.
+type Tail struct {
+	mu   sync.Mutex
+	last []byte
+}
+
+// Write keeps the end of b; it never fails.
+func (t *Tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.last = append(t.last, b...)
+	if len(t.last) > tailBytes {
+		t.last = append(t.last[:0], t.last[len(t.last)-tailBytes:]...)
+	}
+	return len(b), nil
+}
+
+// Lines returns the last n lines written.
+func (t *Tail) Lines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := bytes.Split(bytes.TrimRight(t.last, "\n"), []byte("\n"))
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
