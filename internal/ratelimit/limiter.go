@@ -1,0 +1,171 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+)
+
+// Names of the stores, as metrics label them.
+const (
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+)
+
+const (
+	// DefaultRedisTimeout bounds one decision in Redis. A same-zone Redis answers in well under
+	// a millisecond; past this, the request is decided in memory instead of waiting.
+	DefaultRedisTimeout = 50 * time.Millisecond
+	// RemoteRetry is how long after a failed decision in Redis the next ones skip Redis and go
+	// straight to memory: a Redis that hangs then costs one timeout a second, not one per request.
+	RemoteRetry = time.Second
+	// logEvery bounds the log lines about an unavailable Redis to one per interval.
+	logEvery = 30 * time.Second
+	// sweepEvery is how often Run forgets rested keys.
+	sweepEvery = time.Minute
+)
+
+// Limiter decides requests of rate-limited keys: in Redis when it has one, else in memory.
+//
+// When Redis fails (an error, or no answer within the timeout) the request is decided in memory
+// instead, and so are the next ones for RemoteRetry: availability of the API comes before the
+// exactness of a limit. The alternatives are worse: refusing (fail closed) would turn a Redis
+// outage into an outage of every limited key, and admitting without any limit (fail open) would
+// drop the limits exactly when something is already wrong. In memory, each replica enforces
+// the limit on its own, as it does without Redis, so a key may get up to N times its limit
+// across N replicas until Redis answers again. Every such request is counted
+// (switchboard_api_rate_limit_fallbacks_total), every failure too
+// (switchboard_api_rate_limit_store_errors_total), and a log line says so at most every 30 s.
+type Limiter struct {
+	memory  *Memory
+	remote  Store
+	timeout time.Duration
+	clock   clock.PassiveClock
+	log     logr.Logger
+
+	// retryRemoteAt (unix nanoseconds) is when Redis may be tried again after a failure.
+	retryRemoteAt atomic.Int64
+	// degraded is true from a failure of Redis until it answers again.
+	degraded atomic.Bool
+	// loggedAt (unix nanoseconds) is when the last line about Redis was written, and
+	// sinceLog how many requests were decided in memory since.
+	loggedAt atomic.Int64
+	sinceLog atomic.Int64
+}
+
+// Options configure a Limiter.
+type Options struct {
+	// Remote is the shared store (Redis); nil decides every request in memory.
+	Remote Store
+	// Timeout bounds a decision in Remote (DefaultRedisTimeout when zero).
+	Timeout time.Duration
+	// Clock is the time of the memory store and of the retry; the real clock when nil.
+	Clock clock.PassiveClock
+	// Logger receives the lines about an unavailable Remote.
+	Logger logr.Logger
+}
+
+// New returns a Limiter.
+func New(o Options) *Limiter {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultRedisTimeout
+	}
+	return &Limiter{memory: NewMemory(o.Clock), remote: o.Remote, timeout: o.Timeout, clock: o.Clock, log: o.Logger}
+}
+
+// Decision is a Result and where it was decided.
+type Decision struct {
+	Result
+	// Store is the store that decided: StoreMemory or StoreRedis.
+	Store string
+	// Degraded says that Redis was configured but could not decide, so memory did.
+	Degraded bool
+}
+
+// Allow decides one request of p's key. It never fails: whatever happens to Redis, memory
+// decides.
+func (l *Limiter) Allow(ctx context.Context, p *Policy) Decision {
+	if l.remote == nil {
+		return l.inMemory(ctx, p, false)
+	}
+	now := l.clock.Now().UnixNano()
+	if now < l.retryRemoteAt.Load() {
+		return l.inMemory(ctx, p, true)
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	res, err := l.remote.Allow(rctx, p)
+	cancel()
+	if err == nil {
+		if l.degraded.Load() && l.degraded.CompareAndSwap(true, false) {
+			l.log.Info("the rate-limit Redis answers again; limits are exact across replicas again",
+				"decidedInMemory", l.sinceLog.Swap(0))
+		}
+		if !res.Allowed {
+			limitedRedis.Inc()
+		}
+		return Decision{Result: res, Store: StoreRedis}
+	}
+	if ctx.Err() != nil {
+		// The client went away: no answer is needed, and Redis is not to blame.
+		return l.inMemory(ctx, p, true)
+	}
+	l.remoteFailed(err, now)
+	return l.inMemory(ctx, p, true)
+}
+
+func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decision {
+	res, _ := l.memory.Allow(ctx, p)
+	if degraded {
+		fallbacks.Inc()
+		l.sinceLog.Add(1)
+	}
+	if !res.Allowed {
+		limitedMemory.Inc()
+	}
+	return Decision{Result: res, Store: StoreMemory, Degraded: degraded}
+}
+
+func (l *Limiter) remoteFailed(err error, now int64) {
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
+		storeTimeouts.Inc()
+	} else {
+		storeErrors.Inc()
+	}
+	l.retryRemoteAt.Store(now + int64(RemoteRetry))
+	l.degraded.Store(true)
+	last := l.loggedAt.Load()
+	if now-last >= int64(logEvery) && l.loggedAt.CompareAndSwap(last, now) {
+		l.log.Error(err, "the rate-limit Redis did not answer; deciding in memory, each replica on its own, until it does",
+			"timeout", l.timeout, "decidedInMemorySinceLastLine", l.sinceLog.Swap(0))
+	}
+}
+
+// Run forgets rested keys of the memory store every minute until ctx ends, then closes Redis.
+func (l *Limiter) Run(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if c, ok := l.remote.(io.Closer); ok {
+				_ = c.Close()
+			}
+			return
+		case <-t.C:
+			l.memory.Sweep()
+		}
+	}
+}
+
+// Degraded reports whether Redis is configured and failed its last decision.
+func (l *Limiter) Degraded() bool { return l.degraded.Load() }

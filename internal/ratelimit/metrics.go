@@ -1,0 +1,35 @@
+package ratelimit
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics, registered with controller-runtime's registry like the server's. None has a per-key
+// label: a tenant's number of keys must not be the number of series.
+var (
+	rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_rate_limited_total",
+		Help: "Requests refused with 429 API_KEY_RATE_LIMITED by their key's rate limit, by the store that decided.",
+	}, []string{"store"})
+
+	storeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_rate_limit_store_errors_total",
+		Help: "Decisions Redis failed to make, by reason (timeout or error); each request was decided in memory instead.",
+	}, []string{"store", "reason"})
+
+	fallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_api_rate_limit_fallbacks_total",
+		Help: "Requests of rate-limited keys decided in memory (per-replica limits) because Redis was failing.",
+	})
+
+	// The label values are resolved once, so that counting costs no lookup on the request path.
+	limitedMemory = rateLimited.WithLabelValues(StoreMemory)
+	limitedRedis  = rateLimited.WithLabelValues(StoreRedis)
+	storeTimeouts = storeFailures.WithLabelValues(StoreRedis, "timeout")
+	storeErrors   = storeFailures.WithLabelValues(StoreRedis, "error")
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(rateLimited, storeFailures, fallbacks)
+}
