@@ -25,10 +25,10 @@ const (
 	// PolicyName is the name of the one policy a key has.
 	PolicyName = "apikey"
 
-	// FieldPolicy and FieldRateLimit are written with the draft's spelling; Go would send the
-	// canonical "Ratelimit-Policy". Field names are case-insensitive: http.Header.Get finds them.
-	FieldPolicy    = "RateLimit-Policy"
-	FieldRateLimit = "RateLimit"
+	// FieldPolicy and FieldRateLimit are the fields' names in Go's canonical form, the keys of
+	// an http.Header ("RateLimit-Policy" in the draft: field names are case-insensitive).
+	FieldPolicy    = "Ratelimit-Policy"
+	FieldRateLimit = "Ratelimit"
 )
 
 func formatPolicy(l Limit) string {

@@ -157,11 +157,10 @@ func TestHeaders(t *testing.T) {
 			}
 			h := http.Header{}
 			SetHeaders(h, p, tt.res)
-			// Written with the draft's spelling, so looked up as such (a client's Get finds them).
-			if got := strings.Join(h[FieldPolicy], ","); got != tt.wantPolicy {
+			if got := strings.Join(h.Values("RateLimit-Policy"), ","); got != tt.wantPolicy {
 				t.Errorf("RateLimit-Policy = %q, want %q", got, tt.wantPolicy)
 			}
-			if got := strings.Join(h[FieldRateLimit], ","); got != tt.wantNow {
+			if got := strings.Join(h.Values("RateLimit"), ","); got != tt.wantNow {
 				t.Errorf("RateLimit = %q, want %q", got, tt.wantNow)
 			}
 		})

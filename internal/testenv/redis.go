@@ -52,7 +52,8 @@ func (r *Redis) Start() {
 		"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", r.t.TempDir(), "--loglevel", "warning",
 	}, r.args...)
-	p, err := proc.Start(exec.Command("redis-server", args...), proc.Options{Name: "redis-server"})
+	cmd := exec.Command("redis-server", args...) //nolint:gosec // the arguments are this helper's own
+	p, err := proc.Start(cmd, proc.Options{Name: "redis-server"})
 	if err != nil {
 		r.t.Fatal(err)
 	}
