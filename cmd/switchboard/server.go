@@ -11,8 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/server"
@@ -56,19 +54,20 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Listen, "listen", ":8080", "address of the /v1 API")
-	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8081", `address of the Prometheus metrics; "0" disables them`)
-	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8082", `address of /healthz and /readyz; "0" disables them`)
-	f.StringVar(&opts.SystemNamespace, "system-namespace", defaultSystemNamespace(), "namespace of the hash Secrets (default: $POD_NAMESPACE, else switchboard-system)")
-	f.StringVar(&opts.KeyPrefix, "key-prefix", apikey.DefaultPrefix, "prefix of valid keys")
-	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of proxies whose X-Forwarded-For is believed, e.g. 10.0.0.0/8")
-	f.Float64Var(&opts.FailureRate, "auth-failure-rate", 1, "failed authentications per second an address regains; negative disables the limit")
-	f.IntVar(&opts.FailureBurst, "auth-failure-burst", 20, "failed authentications an address may make at once before 429")
-	f.IntVar(&opts.RateLimitClients, "rate-limit-clients", 1<<16, "how many client addresses the failure limiter remembers")
-	f.DurationVar(&opts.LastUsedInterval, "last-used-interval", 0, "least time between two writes of one key's status.lastUsedAt (default 1m)")
-	f.Float64Var(&opts.LastUsedWriteRate, "last-used-writes-per-second", 20, "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first")
-	f.DurationVar(&opts.ShutdownDelay, "shutdown-delay", 0, "how long readiness fails before the listener closes (default 5s)")
-	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 0, "how long open requests may drain (default 30s)")
+	// Every default has one home, server's Default constants.
+	f.StringVar(&opts.Listen, "listen", server.DefaultListen, "address of the /v1 API")
+	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", server.DefaultMetricsBindAddress, `address of the Prometheus metrics; "0" disables them`)
+	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", server.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
+	f.StringVar(&opts.SystemNamespace, "system-namespace", defaultSystemNamespace(), "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+server.DefaultSystemNamespace+")")
+	f.StringVar(&opts.KeyPrefix, "key-prefix", server.DefaultKeyPrefix, "prefix of valid keys")
+	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the server (e.g. the ingress controller's pods) whose X-Forwarded-For is believed; never a pod-wide CIDR, since any pod in it could then pick its address")
+	f.Float64Var(&opts.FailureRate, "auth-failure-rate", server.DefaultFailureRate, "failed authentications per second an address regains; negative disables the limit")
+	f.IntVar(&opts.FailureBurst, "auth-failure-burst", server.DefaultFailureBurst, "failed authentications an address may make at once; after them its failures get 429 (valid keys are always served)")
+	f.IntVar(&opts.RateLimitClients, "rate-limit-clients", server.DefaultRateLimitClients, "how many client addresses the failure limiter remembers")
+	f.DurationVar(&opts.LastUsedInterval, "last-used-interval", server.DefaultLastUsedInterval, "least time between two writes of one key's status.lastUsedAt")
+	f.Float64Var(&opts.LastUsedWriteRate, "last-used-writes-per-second", server.DefaultLastUsedWriteRate, "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first")
+	f.DurationVar(&opts.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long readiness fails before the listener closes")
+	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long open requests may drain")
 	f.StringVar(&opts.PanelListen, "panel-listen", "", `address of the web panel; empty serves no panel (run "switchboard panel" to serve it apart from /v1)`)
 	bindPanelFlags(f, &panelOpts, "panel-")
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
@@ -82,7 +81,7 @@ func defaultSystemNamespace() string {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns
 	}
-	return switchboardv1alpha1.DefaultSystemNamespace
+	return server.DefaultSystemNamespace
 }
 
 // parsePrefix accepts a CIDR or a single address.

@@ -39,6 +39,8 @@ func TestServerCommandDefaults(t *testing.T) {
 	for flag, want := range map[string]string{
 		"listen": ":8080", "system-namespace": "ops", "key-prefix": "sb", "panel-listen": "",
 		"metrics-bind-address": ":8081", "health-probe-bind-address": ":8082", "auth-failure-burst": "20",
+		"auth-failure-rate": "1", "rate-limit-clients": "65536", "last-used-interval": "1m0s",
+		"shutdown-delay": "5s", "shutdown-timeout": "30s",
 	} {
 		f := cmd.Flags().Lookup(flag)
 		if f == nil {

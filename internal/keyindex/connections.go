@@ -1,25 +1,21 @@
 package keyindex
 
 import (
-	"encoding/json"
 	"slices"
-	"strconv"
 	"sync"
-	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"k8s.io/apimachinery/pkg/labels"
-
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// Conn is one listable Connection: its sort key, its labels for selectors, and its JSON.
+// Conn is one listable Connection: its sort key, its labels for selectors, and the form in which
+// its reader serves it. The index orders and selects Conns; it never reads Encoded.
 type Conn struct {
 	ID     string
 	Name   string
 	Labels labels.Set
-	// JSON is the Connection as the /v1 API returns it, encoded once when the Connection changed.
-	JSON []byte
+	// Encoded is the Connection as the reader serves it (the server: its /v1 JSON), made once
+	// when the Connection changed.
+	Encoded []byte
 }
 
 // Less orders Connections by id, then by name: the documented order of GET /v1/connections.
@@ -30,109 +26,41 @@ func (c *Conn) Less(id, name string) bool {
 	return c.Name < name
 }
 
-// Snapshot is the immutable list of a namespace's listable Connections, in order.
+// Snapshot is the immutable list of a namespace's listable Connections, in order. A change to
+// the namespace makes a new Snapshot, so whatever a reader derives from one stays valid for as
+// long as it holds it (see Memo).
 type Snapshot struct {
 	items []*Conn
 
-	whole lazyList
-	// bySelector caches the list response per distinct selector of the namespace's keys
-	// (Key.SelectorKey → *lazyList), so keys with a selector also get a ready one.
-	bySelector sync.Map
+	// all memoizes under the empty key, the one nearly every request asks for, without a map.
+	all  memo
+	memo sync.Map // key → *memo
 }
 
-// List is a ready list response: built once per snapshot and selector, then shared by every
-// request that wants it.
-type List struct {
-	// Body is the JSON response.
-	Body []byte
-	// ETag is the body's quoted entity tag.
-	ETag string
-	// ETagHeader and LengthHeader are the ETag and Content-Length header values as
-	// one-element slices, so that a response's header map takes them without allocating.
-	// They must not be modified.
-	ETagHeader, LengthHeader []string
-}
-
-// NewList wraps body as a List; extra goes into the ETag with the body (a page's next cursor).
-func NewList(body []byte, extra string) *List {
-	etag := ETag(body, extra)
-	return &List{Body: body, ETag: etag, ETagHeader: []string{etag}, LengthHeader: []string{strconv.Itoa(len(body))}}
-}
-
-// lazyList is a list response built on first use.
-type lazyList struct {
-	once sync.Once
-	list *List
-}
-
-func (l *lazyList) get(items func() []*Conn) *List {
-	l.once.Do(func() {
-		selected := items()
-		l.list = NewList(AppendList(make([]byte, 0, ListSize(selected)), selected), "")
-	})
-	return l.list
+// memo is a value built on first use.
+type memo struct {
+	once  sync.Once
+	value any
 }
 
 // Items returns the Connections in order. The slice must not be modified.
 func (s *Snapshot) Items() []*Conn { return s.items }
 
-// Body returns the whole namespace's list response, built on first use and then shared by
-// every key of the namespace that has no selector.
-func (s *Snapshot) Body() *List { return s.whole.get(func() []*Conn { return s.items }) }
-
-// SelectedBody returns the list response of the items sel matches, built on first use and
-// shared by every key with the same selector (selectorKey is Key.SelectorKey).
-func (s *Snapshot) SelectedBody(selectorKey string, sel labels.Selector) *List {
-	if sel == nil {
-		return s.Body()
-	}
-	v, ok := s.bySelector.Load(selectorKey)
-	if !ok {
-		v, _ = s.bySelector.LoadOrStore(selectorKey, &lazyList{})
-	}
-	return v.(*lazyList).get(func() []*Conn {
-		var selected []*Conn
-		for _, c := range s.items {
-			if sel.Matches(c.Labels) {
-				selected = append(selected, c)
-			}
+// Memo returns the value build makes from the snapshot's items for key, built on first use and
+// then shared by every caller that passes the same key to this snapshot. The server keeps its
+// ready list responses here, one per distinct selector: they live exactly as long as the
+// Connections they were made from. build must not modify items.
+func (s *Snapshot) Memo(key string, build func(items []*Conn) any) any {
+	m := &s.all
+	if key != "" {
+		v, ok := s.memo.Load(key)
+		if !ok {
+			v, _ = s.memo.LoadOrStore(key, &memo{})
 		}
-		return selected
-	})
-}
-
-// ListSize is the length of the list response of items.
-func ListSize(items []*Conn) int {
-	n := len(`{"connections":[]}`)
-	for _, c := range items {
-		n += len(c.JSON) + 1
+		m = v.(*memo)
 	}
-	return n
-}
-
-// AppendList appends the list response of items to dst: a concatenation of pre-encoded objects.
-func AppendList(dst []byte, items []*Conn) []byte {
-	dst = append(dst, `{"connections":[`...)
-	for i, c := range items {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, c.JSON...)
-	}
-	return append(dst, "]}"...)
-}
-
-// ETag returns a strong entity tag for a response body and whatever else the response depends
-// on (such as the next-page cursor).
-func ETag(body []byte, extra string) string {
-	d := xxhash.New()
-	_, _ = d.Write(body)
-	_, _ = d.WriteString(extra)
-	var buf [18]byte
-	b := append(buf[:0], '"')
-	b = strconv.AppendUint(b, d.Sum64(), 36)
-	b = append(b, '"')
-	return string(b)
+	m.once.Do(func() { m.value = build(s.items) })
+	return m.value
 }
 
 var emptySnapshot = &Snapshot{}
@@ -152,33 +80,23 @@ func (x *Index) Connections(ns string) *Snapshot {
 	return emptySnapshot
 }
 
-// SetConnection adds, replaces or (when it has no status.id yet) removes a Connection.
-func (x *Index) SetConnection(c *switchboardv1alpha1.Connection) error {
-	if c.Status.ID == "" {
-		x.DeleteConnection(c.Namespace, c.Name)
-		return nil
-	}
-	raw, err := EncodeConnection(c)
-	if err != nil {
-		x.DeleteConnection(c.Namespace, c.Name)
-		return err
-	}
-	conn := &Conn{ID: c.Status.ID, Name: c.Name, Labels: labels.Set(c.Labels), JSON: raw}
+// SetConnection adds or replaces the Connection c.Name of namespace. c must not be modified
+// afterwards: snapshots share it.
+func (x *Index) SetConnection(namespace string, c *Conn) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	st := x.conns[c.Namespace]
+	st := x.conns[namespace]
 	if st == nil {
 		st = &nsState{byName: map[string]*Conn{}, snap: emptySnapshot}
-		x.conns[c.Namespace] = st
+		x.conns[namespace] = st
 	}
 	old := st.byName[c.Name]
-	st.byName[c.Name] = conn
+	st.byName[c.Name] = c
 	items := st.snap.items
 	if old != nil {
 		items = remove(items, old)
 	}
-	st.snap = &Snapshot{items: insert(items, conn)}
-	return nil
+	st.snap = &Snapshot{items: insert(items, c)}
 }
 
 // DeleteConnection removes a Connection.
@@ -243,39 +161,4 @@ func remove(items []*Conn, c *Conn) []*Conn {
 	out := make([]*Conn, 0, len(items)-1)
 	out = append(out, items[:i]...)
 	return append(out, items[i+1:]...)
-}
-
-// connectionJSON is the public form of a Connection, fields in the documented order. Nothing
-// from spec.credentialsSecretRef is ever part of it.
-type connectionJSON struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"`
-	DisplayName *string           `json:"display_name"`
-	Provider    *string           `json:"provider"`
-	Metadata    map[string]string `json:"metadata"`
-	CreatedAt   string            `json:"created_at"`
-}
-
-// EncodeConnection returns the JSON of c as the /v1 API lists it.
-func EncodeConnection(c *switchboardv1alpha1.Connection) ([]byte, error) {
-	out := connectionJSON{
-		ID:        c.Status.ID,
-		Name:      c.Name,
-		Metadata:  c.Spec.Metadata,
-		CreatedAt: c.CreationTimestamp.UTC().Format(time.RFC3339),
-	}
-	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
-	}
-	if c.Spec.DisplayName != "" {
-		out.DisplayName = &c.Spec.DisplayName
-	}
-	if c.Spec.Provider != "" {
-		out.Provider = &c.Spec.Provider
-	}
-	raw, err := json.Marshal(out)
-	if err != nil {
-		return nil, errorf("encoding Connection %s/%s: %v", c.Namespace, c.Name, err)
-	}
-	return raw, nil
 }

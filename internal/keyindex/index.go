@@ -1,7 +1,8 @@
 // Package keyindex is the API server's in-memory view of the cluster: which key hash belongs to
-// which APIKey, what state each APIKey is in, and the Connections of every namespace, each one
-// pre-encoded as the JSON the /v1 API returns. It is fed by informer events and read by every
-// request, so lookups take a read lock and allocate nothing.
+// which APIKey, what state each APIKey is in, and the listable Connections of every namespace in
+// their documented order. It is fed by informer events and read by every request, so lookups
+// take a read lock and allocate nothing. How a Connection is served (its JSON, ETags) is the
+// server's business: the index carries the server's encoding without reading it.
 package keyindex
 
 import (
@@ -32,6 +33,9 @@ const (
 	Expired
 	// GraceEnded: the hash is the previous key of a rotation whose grace period has ended.
 	GraceEnded
+	// Duplicate: more than one hash Secret holds this hash. Which APIKey the key belongs to is
+	// then unknowable, so it authenticates nobody until only one is left.
+	Duplicate
 )
 
 // String names the result for metrics and logs.
@@ -49,6 +53,8 @@ func (r Result) String() string {
 		return "expired"
 	case GraceEnded:
 		return "grace_ended"
+	case Duplicate:
+		return "duplicate"
 	}
 	return "invalid"
 }
@@ -65,11 +71,11 @@ type Key struct {
 	ExpiresAt time.Time
 	// Selector is spec.connectionSelector; nil means every Connection of the namespace.
 	Selector labels.Selector
-	// SelectorKey is Selector's canonical string, the key of the per-selector body cache.
+	// SelectorKey is Selector's canonical string ("" for nil): keys with equal selectors see
+	// the same Connections, so readers may share what they derive under it (Snapshot.Memo).
 	SelectorKey string
-	// Hint is status.keyHint, the only form of a key the server may log.
-	Hint string
-	// LastUsedAt is status.lastUsedAt as last seen in the cache.
+	// LastUsedAt is status.lastUsedAt as last seen in the cache. Tenants may write status, so
+	// it serves only to skip redundant writes of the same field, never to decide access.
 	LastUsedAt time.Time
 
 	usage *Usage
@@ -102,6 +108,9 @@ type hashRef struct {
 	// validUntil is zero for the current key and the end of the grace period for a previous key.
 	validUntil time.Time
 	previous   bool
+	// others are the refs of other hash Secrets that hold the same hash. While there are any,
+	// the hash authenticates nobody (Duplicate); when they go, the remaining one counts again.
+	others []hashRef
 }
 
 // Index is the in-memory index. The zero value is not usable: call New.
@@ -109,6 +118,7 @@ type Index struct {
 	mu           sync.RWMutex
 	hashes       map[apikey.Hash]hashRef
 	secretHashes map[string][]apikey.Hash // hash Secret name → the hashes it contributed
+	duplicates   int                      // hashes held by more than one hash Secret
 	keys         map[types.UID]*Key
 	usage        map[types.UID]*Usage
 	conns        map[string]*nsState // namespace → its Connections
@@ -138,6 +148,8 @@ func (x *Index) Lookup(h *apikey.Hash, now time.Time) (*Key, Result) {
 	switch {
 	case !ok:
 		return nil, Unknown
+	case ref.others != nil:
+		return nil, Duplicate
 	case key == nil:
 		return nil, Orphaned
 	case key.Revoked:
@@ -161,16 +173,18 @@ func (x *Index) Keys() []*Key {
 	return out
 }
 
-// Stats counts what the index holds, for tests and logs.
+// Stats counts what the index holds, for tests, logs and metrics.
 type Stats struct {
 	Hashes, Keys, Namespaces, Connections int
+	// DuplicateHashes counts the hashes that more than one hash Secret holds (each refused).
+	DuplicateHashes int
 }
 
 // Stats returns the current counts.
 func (x *Index) Stats() Stats {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	s := Stats{Hashes: len(x.hashes), Keys: len(x.keys), Namespaces: len(x.conns)}
+	s := Stats{Hashes: len(x.hashes), Keys: len(x.keys), Namespaces: len(x.conns), DuplicateHashes: x.duplicates}
 	for _, ns := range x.conns {
 		s.Connections += len(ns.byName)
 	}

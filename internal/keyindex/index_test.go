@@ -1,16 +1,12 @@
 package keyindex
 
 import (
-	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -162,6 +158,9 @@ func TestSelector(t *testing.T) {
 		if k.Selector == nil || !k.Selector.Empty() && k.Selector.Matches(nil) {
 			t.Error("an invalid selector must match nothing")
 		}
+		if k.SelectorKey == "" {
+			t.Error(`an invalid selector has the SelectorKey of "no selector", so it would share a list of everything`)
+		}
 	}
 	if err := x.SetAPIKey(apiKey("u2", func(k *switchboardv1alpha1.APIKey) { k.Spec.ConnectionSelector = &metav1.LabelSelector{} })); err != nil {
 		t.Fatal(err)
@@ -170,113 +169,6 @@ func TestSelector(t *testing.T) {
 		if k.UID == "u2" && k.Selector != nil {
 			t.Error("an empty selector must mean every Connection (nil)")
 		}
-	}
-}
-
-func connection(ns, name, id string, created time.Time) *switchboardv1alpha1.Connection {
-	return &switchboardv1alpha1.Connection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(created), Labels: map[string]string{"n": name}},
-		Spec: switchboardv1alpha1.ConnectionSpec{
-			DisplayName: "D " + name, Provider: "postgres", Metadata: map[string]string{"b": "2", "a": "1"},
-			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "top-secret"},
-		},
-		Status: switchboardv1alpha1.ConnectionStatus{ID: id},
-	}
-}
-
-func listIDs(s *Snapshot) string {
-	var ids []string
-	for _, c := range s.Items() {
-		ids = append(ids, c.ID+"/"+c.Name)
-	}
-	return strings.Join(ids, ",")
-}
-
-func TestConnections(t *testing.T) {
-	x := New()
-	set := func(c *switchboardv1alpha1.Connection) {
-		t.Helper()
-		if err := x.SetConnection(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set(connection("a", "c", "conn_3", now))
-	set(connection("a", "a", "conn_1", now))
-	set(connection("a", "b", "conn_2", now))
-	set(connection("a", "dup", "conn_2", now)) // same id, ordered by name
-	set(connection("a", "noid", "", now))
-	set(connection("b", "z", "conn_0", now))
-	if got, want := listIDs(x.Connections("a")), "conn_1/a,conn_2/b,conn_2/dup,conn_3/c"; got != want {
-		t.Fatalf("namespace a = %s, want %s", got, want)
-	}
-	before := x.Connections("a")
-	beforeBody, beforeTag := before.Body().Body, before.Body().ETag
-	set(connection("a", "a", "conn_9", now)) // moves to the end
-	x.DeleteConnection("a", "b")
-	if got, want := listIDs(x.Connections("a")), "conn_2/dup,conn_3/c,conn_9/a"; got != want {
-		t.Errorf("after changes = %s, want %s", got, want)
-	}
-	if got := listIDs(before); got != "conn_1/a,conn_2/b,conn_2/dup,conn_3/c" {
-		t.Errorf("an earlier snapshot changed: %s", got)
-	}
-	list := x.Connections("a").Body()
-	body, tag := list.Body, list.ETag
-	if list.LengthHeader[0] != strconv.Itoa(len(body)) || list.ETagHeader[0] != tag {
-		t.Errorf("header values %v %v do not describe the body", list.LengthHeader, list.ETagHeader)
-	}
-	if tag == beforeTag || string(body) == string(beforeBody) {
-		t.Error("the ETag or body did not change with the list")
-	}
-	x.DeleteConnection("b", "z")
-	if b := x.Connections("b").Body().Body; string(b) != `{"connections":[]}` {
-		t.Errorf("empty namespace = %s", b)
-	}
-	if b := x.Connections("nowhere").Body().Body; string(b) != `{"connections":[]}` {
-		t.Errorf("unknown namespace = %s", b)
-	}
-	// Losing its id removes a Connection from the list.
-	set(connection("a", "c", "", now))
-	if got := listIDs(x.Connections("a")); got != "conn_2/dup,conn_9/a" {
-		t.Errorf("after c lost its id: %s", got)
-	}
-	sel := labels.SelectorFromSet(labels.Set{"n": "dup"})
-	selected := x.Connections("a").SelectedBody(sel.String(), sel)
-	body, tag = selected.Body, selected.ETag
-	if !strings.Contains(string(body), `"name":"dup"`) || strings.Contains(string(body), `"name":"a"`) || tag == "" {
-		t.Errorf("selected body = %s", body)
-	}
-	if again := x.Connections("a").SelectedBody(sel.String(), sel); &again.Body[0] != &body[0] {
-		t.Error("the selected body is not cached")
-	}
-	if got := After(x.Connections("a").Items(), "conn_2", "dup"); got != 1 {
-		t.Errorf("After = %d, want 1", got)
-	}
-	if got := After(x.Connections("a").Items(), "conn_5", "zzz"); got != 1 {
-		t.Errorf("After a missing key = %d, want 1", got)
-	}
-}
-
-func TestEncodeConnection(t *testing.T) {
-	raw, err := EncodeConnection(connection("a", "warehouse", "conn_1", now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"id":"conn_1","name":"warehouse","display_name":"D warehouse","provider":"postgres","metadata":{"a":"1","b":"2"},"created_at":"2026-11-22T04:00:00Z"}`
-	if string(raw) != want {
-		t.Errorf("got  %s\nwant %s", raw, want)
-	}
-	bare := connection("a", "bare", "conn_2", now)
-	bare.Spec = switchboardv1alpha1.ConnectionSpec{}
-	raw, err = EncodeConnection(bare)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = `{"id":"conn_2","name":"bare","display_name":null,"provider":null,"metadata":{},"created_at":"2026-11-22T04:00:00Z"}`
-	if string(raw) != want {
-		t.Errorf("got  %s\nwant %s", raw, want)
-	}
-	if !json.Valid(raw) {
-		t.Error("not JSON")
 	}
 }
 
@@ -328,43 +220,6 @@ func BenchmarkLookup(b *testing.B) {
 	for b.Loop() {
 		if _, r := x.Lookup(&h, now); r != OK {
 			b.Fatal(r)
-		}
-	}
-}
-
-func benchSnapshot(b *testing.B, n int) *Snapshot {
-	x := New()
-	for i := range n {
-		if err := x.SetConnection(connection("ns", fmt.Sprintf("c%05d", i), fmt.Sprintf("conn_%05d", i), now)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return x.Connections("ns")
-}
-
-// BenchmarkAppendList measures building a list response from pre-encoded Connections, the
-// per-request work for a key with a selector or a page.
-func BenchmarkAppendList(b *testing.B) {
-	for _, n := range []int{10, 1000} {
-		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
-			items := benchSnapshot(b, n).Items()
-			buf := make([]byte, 0, 1<<20)
-			b.ReportAllocs()
-			for b.Loop() {
-				buf = AppendList(buf[:0], items)
-			}
-			b.SetBytes(int64(len(buf)))
-		})
-	}
-}
-
-// BenchmarkEncodeConnection measures the one-time encoding done when a Connection changes.
-func BenchmarkEncodeConnection(b *testing.B) {
-	c := connection("ns", "warehouse", "conn_1", now)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := EncodeConnection(c); err != nil {
-			b.Fatal(err)
 		}
 	}
 }

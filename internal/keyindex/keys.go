@@ -13,7 +13,8 @@ import (
 
 // SetHashSecret adds or replaces the hashes of one hash Secret. It returns an error, and keeps
 // none of the Secret's hashes, when the Secret does not follow the contract: a half-understood
-// hash Secret must not authenticate anything.
+// hash Secret must not authenticate anything. When another hash Secret already holds one of its
+// hashes, that hash authenticates nobody while both hold it, and the error is a *DuplicateError.
 func (x *Index) SetHashSecret(s *corev1.Secret) error {
 	refs, err := parseHashSecret(s)
 	x.mu.Lock()
@@ -23,12 +24,42 @@ func (x *Index) SetHashSecret(s *corev1.Secret) error {
 		return err
 	}
 	hashes := make([]apikey.Hash, 0, len(refs))
+	var dup *DuplicateError
 	for h, ref := range refs {
-		x.hashes[h] = ref
 		hashes = append(hashes, h)
+		existing, ok := x.hashes[h]
+		if !ok {
+			x.hashes[h] = ref
+			continue
+		}
+		if existing.others == nil {
+			x.duplicates++
+		}
+		existing.others = append(existing.others, ref)
+		x.hashes[h] = existing
+		if dup == nil {
+			dup = &DuplicateError{Secret: s.Name}
+		}
+		dup.Others = append(dup.Others, existing.secret)
 	}
 	x.secretHashes[s.Name] = hashes
+	if dup != nil {
+		return dup
+	}
 	return nil
+}
+
+// DuplicateError says that a hash Secret holds a hash other hash Secrets hold too. Only a bug or
+// someone writing the system namespace by hand can cause it; the index then fails closed.
+type DuplicateError struct {
+	// Secret is the hash Secret just added; Others hold the same hash (one name per shared hash).
+	Secret string
+	Others []string
+}
+
+func (e *DuplicateError) Error() string {
+	return errorf("hash Secret %s holds a hash that %v also hold%s; it authenticates nobody until only one does",
+		e.Secret, e.Others, map[bool]string{true: "s", false: ""}[len(e.Others) == 1]).Error()
 }
 
 // DeleteHashSecret removes the hashes of the named hash Secret.
@@ -38,10 +69,36 @@ func (x *Index) DeleteHashSecret(name string) {
 	x.removeSecretLocked(name)
 }
 
+// removeSecretLocked removes what the named hash Secret contributed. A hash it shared with
+// others stays with them, and authenticates again once a single Secret holds it.
 func (x *Index) removeSecretLocked(name string) {
 	for _, h := range x.secretHashes[name] {
-		if x.hashes[h].secret == name {
+		ref, ok := x.hashes[h]
+		if !ok {
+			continue
+		}
+		// The refs of every Secret holding h but this one.
+		var rest []hashRef
+		if ref.secret != name {
+			rest = append(rest, hashRef{uid: ref.uid, secret: ref.secret, validUntil: ref.validUntil, previous: ref.previous})
+		}
+		for _, o := range ref.others {
+			if o.secret != name {
+				rest = append(rest, o)
+			}
+		}
+		switch {
+		case len(rest) == 0:
 			delete(x.hashes, h)
+		default:
+			next := rest[0]
+			if len(rest) > 1 {
+				next.others = rest[1:]
+			}
+			x.hashes[h] = next
+		}
+		if ref.others != nil && len(rest) <= 1 {
+			x.duplicates--
 		}
 	}
 	delete(x.secretHashes, name)
@@ -68,7 +125,6 @@ func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 		Name:      k.Name,
 		UID:       k.UID,
 		Revoked:   k.Spec.Revoked || k.DeletionTimestamp != nil,
-		Hint:      k.Status.KeyHint,
 	}
 	if k.Spec.ExpiresAt != nil {
 		key.ExpiresAt = k.Spec.ExpiresAt.Time
@@ -80,10 +136,11 @@ func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 	if sel := k.Spec.ConnectionSelector; sel != nil && (len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0) {
 		key.Selector, err = metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
-			key.Selector = labels.Nothing()
+			key.Selector, key.SelectorKey = labels.Nothing(), selectorKeyNothing
 			err = errorf("APIKey %s/%s: connectionSelector: %v", k.Namespace, k.Name, err)
+		} else {
+			key.SelectorKey = key.Selector.String()
 		}
-		key.SelectorKey = key.Selector.String()
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -96,6 +153,10 @@ func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 	x.keys[k.UID] = key
 	return err
 }
+
+// selectorKeyNothing is the SelectorKey of a selector that matches nothing. labels.Nothing()
+// prints as "", the key of "no selector": sharing it would list everything.
+const selectorKeyNothing = "\x00nothing"
 
 // DeleteAPIKey removes an APIKey.
 func (x *Index) DeleteAPIKey(uid types.UID) {

@@ -18,8 +18,9 @@ type authOutcome struct {
 	result keyindex.Result
 	// headerPresent tells a missing header from a malformed one (for WWW-Authenticate).
 	headerPresent bool
-	// token is the presented key, kept only to compute its hint for a log line.
-	token string
+	// wellFormed is the presented key when apikey.Parse accepted it (so it is short and
+	// plain), kept only to compute its hint for the access log. A foreign token is never kept.
+	wellFormed string
 }
 
 // authenticate runs parse → checksum → SHA-256 → one index lookup → state check. It makes no
@@ -37,12 +38,12 @@ func authenticate(idx *keyindex.Index, prefix string, header http.Header, now ti
 		return authOutcome{code: CodeAPIKeyMissing, headerPresent: true}
 	}
 	if err := apikey.Parse(token, prefix); err != nil {
-		return authOutcome{code: CodeAPIKeyInvalid, result: keyindex.Unknown, headerPresent: true, token: token}
+		return authOutcome{code: CodeAPIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
 	}
 	sum := apikey.Sum(token)
 	key, result := idx.Lookup(&sum, now)
 	if result != keyindex.OK {
-		return authOutcome{code: CodeAPIKeyInvalid, result: result, headerPresent: true, token: token}
+		return authOutcome{code: CodeAPIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
 	}
-	return authOutcome{key: key, headerPresent: true, token: token}
+	return authOutcome{key: key, headerPresent: true, wellFormed: token}
 }

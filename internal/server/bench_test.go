@@ -24,7 +24,7 @@ var benchNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
 
 // memoryHandler is the API handler over an index filled in memory: keys keys (the last one is
 // returned) and conns Connections in the key's namespace, selector applied when given.
-func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*handler, string) {
+func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*api, string) {
 	tb.Helper()
 	idx := keyindex.New()
 	var key string
@@ -48,6 +48,7 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 			tb.Fatal(err)
 		}
 	}
+	feed := feedConnections(idx, logr.Discard())
 	for i := range conns {
 		c := &switchboardv1alpha1.Connection{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: fmt.Sprintf("c%05d", i), CreationTimestamp: metav1.NewTime(benchNow),
@@ -55,15 +56,17 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 			Spec:   switchboardv1alpha1.ConnectionSpec{DisplayName: "Warehouse", Provider: "postgres", Metadata: map[string]string{"region": "eu-west-1"}},
 			Status: switchboardv1alpha1.ConnectionStatus{ID: fmt.Sprintf("conn_%05d", i)},
 		}
-		if err := idx.SetConnection(c); err != nil {
+		cached, err := compactConnection(c)
+		if err != nil {
 			tb.Fatal(err)
 		}
+		feed.OnAdd(cached, true)
 	}
 	ready := &atomic.Bool{}
 	ready.Store(true)
-	return &handler{
+	return &api{
 		index: idx, prefix: "sb", clock: clocktesting.NewFakePassiveClock(benchNow), ready: ready,
-		limiter: newFailureLimiter(1, 20, 1024), log: logr.Discard(),
+		limiter: newFailureLimiter(1, 20, 1024),
 	}, key
 }
 
@@ -131,9 +134,10 @@ func BenchmarkServeConnections(b *testing.B) {
 	})
 }
 
-func serve(b *testing.B, h *handler, r *http.Request, key string) {
+func serve(b *testing.B, a *api, r *http.Request, key string) {
 	r.Header.Set("Authorization", "Bearer "+key)
 	w := &discardWriter{h: http.Header{}}
+	h := instrument(a, nil, logr.Discard())
 	b.ReportAllocs()
 	for b.Loop() {
 		clear(w.h)

@@ -126,7 +126,7 @@ func (u *usageWriter) writeOne(ctx context.Context, d dueWrite) {
 		lastUsedWrites.WithLabelValues("gone").Inc()
 	default:
 		lastUsedWrites.WithLabelValues("error").Inc()
-		u.log.V(1).Info("writing lastUsedAt failed; will retry", "namespace", d.key.Namespace, "name", d.key.Name, "key", d.key.Hint, "error", err.Error())
+		u.log.V(1).Info("writing lastUsedAt failed; will retry", "namespace", d.key.Namespace, "name", d.key.Name, "error", err.Error())
 	}
 }
 

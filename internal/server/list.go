@@ -76,17 +76,17 @@ func decodeCursor(s string) (id, name string, ok bool) {
 // listConnections answers GET /v1/connections for key. Without a page, the body cached for the
 // namespace (or for the key's selector) is written as it is; a page concatenates the matching
 // pre-encoded items.
-func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
+func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
 	p, problem := parsePage(r.URL.RawQuery)
 	if problem != "" {
 		writeError(w, http.StatusBadRequest, CodeInvalidParameter, problem)
 		return
 	}
-	snap := h.index.Connections(key.Namespace)
-	var list *keyindex.List
+	snap := a.index.Connections(key.Namespace)
+	var list *List
 	var next string
 	if p.limit == 0 && !p.hasCursor {
-		list = snap.SelectedBody(key.SelectorKey, key.Selector)
+		list = cachedList(snap, key.SelectorKey, key.Selector)
 	} else {
 		items := snap.Items()
 		if p.hasCursor {
@@ -96,7 +96,7 @@ func (h *handler) listConnections(w http.ResponseWriter, r *http.Request, key *k
 		if p.limit > 0 && len(selected) == p.limit && hasMore(items, key.Selector, selected[len(selected)-1]) {
 			next = encodeCursor(selected[len(selected)-1])
 		}
-		list = keyindex.NewList(keyindex.AppendList(make([]byte, 0, keyindex.ListSize(selected)), selected), next)
+		list = buildList(selected, next)
 	}
 	// Shared, never modified header values: a map assignment allocates nothing, Set would.
 	hdr := w.Header()
@@ -150,17 +150,6 @@ func selectItems(items []*keyindex.Conn, sel labels.Selector, limit int) []*keyi
 func hasMore(items []*keyindex.Conn, sel labels.Selector, last *keyindex.Conn) bool {
 	for _, c := range items[keyindex.After(items, last.ID, last.Name):] {
 		if sel == nil || sel.Matches(c.Labels) {
-			return true
-		}
-	}
-	return false
-}
-
-// etagMatches implements If-None-Match's weak comparison (RFC 9110 section 13.1.2).
-func etagMatches(header, etag string) bool {
-	for _, candidate := range strings.Split(header, ",") {
-		candidate = strings.TrimSpace(candidate)
-		if candidate == "*" || strings.TrimPrefix(candidate, "W/") == etag {
 			return true
 		}
 	}

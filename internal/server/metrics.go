@@ -24,6 +24,11 @@ var (
 		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1},
 	}, []string{"route"})
 
+	duplicateHashes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_duplicate_key_hashes",
+		Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look.",
+	})
+
 	lastUsedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_api_last_used_writes_total",
 		Help: "Writes of APIKey status.lastUsedAt by result.",
@@ -39,5 +44,5 @@ const (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, lastUsedWrites)
+	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites)
 }

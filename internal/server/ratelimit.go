@@ -3,7 +3,6 @@ package server
 import (
 	"container/list"
 	"hash/maphash"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -14,9 +13,11 @@ import (
 )
 
 // failureLimiter throttles failed authentications per client address (OWASP API2:2023). Only
-// failures take tokens; an address whose bucket is empty gets 429 for every /v1 request until
-// it refills, so that guessing gains nothing, while other addresses are untouched. Buckets live
-// in a bounded LRU, split into shards so that concurrent requests rarely share a lock.
+// failures take tokens, and only failures are refused: an address whose bucket is empty gets
+// 429 instead of 401 until it refills, while a valid key from the same address is still served.
+// Buckets live in a bounded LRU, split into shards so that concurrent requests rarely share a
+// lock. An IPv6 client is limited by its /64, the block one subscriber is usually given, so
+// that hopping between its own addresses buys nothing.
 type failureLimiter struct {
 	limit  rate.Limit
 	burst  int
@@ -29,12 +30,12 @@ const limiterShards = 16
 type limiterShard struct {
 	mu       sync.Mutex
 	capacity int
-	entries  map[string]*list.Element
+	entries  map[netip.Addr]*list.Element
 	lru      list.List // front = most recently failed
 }
 
 type limiterEntry struct {
-	addr string
+	addr netip.Addr
 	lim  *rate.Limiter
 }
 
@@ -51,20 +52,32 @@ func newFailureLimiter(perSecond float64, burst, clients int) *failureLimiter {
 	per := max(clients/limiterShards, 1)
 	for i := range l.shards {
 		l.shards[i].capacity = per
-		l.shards[i].entries = map[string]*list.Element{}
+		l.shards[i].entries = map[netip.Addr]*list.Element{}
 	}
 	return l
 }
 
-func (l *failureLimiter) shard(addr string) *limiterShard {
-	return &l.shards[maphash.String(l.seed, addr)%limiterShards]
+// bucketOf is the address whose bucket a client's failures go to: its own for IPv4, its /64
+// for IPv6.
+func bucketOf(addr netip.Addr) netip.Addr {
+	if addr.Is6() {
+		if p, err := addr.Prefix(64); err == nil {
+			return p.Addr()
+		}
+	}
+	return addr
+}
+
+func (l *failureLimiter) shard(addr netip.Addr) *limiterShard {
+	return &l.shards[maphash.Comparable(l.seed, addr)%limiterShards]
 }
 
 // blocked reports whether addr has no failure left, and how long until it has one.
-func (l *failureLimiter) blocked(addr string, now time.Time) (bool, time.Duration) {
+func (l *failureLimiter) blocked(addr netip.Addr, now time.Time) (bool, time.Duration) {
 	if l == nil {
 		return false, 0
 	}
+	addr = bucketOf(addr)
 	s := l.shard(addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,10 +93,11 @@ func (l *failureLimiter) blocked(addr string, now time.Time) (bool, time.Duratio
 }
 
 // fail records a failed authentication from addr.
-func (l *failureLimiter) fail(addr string, now time.Time) {
+func (l *failureLimiter) fail(addr netip.Addr, now time.Time) {
 	if l == nil {
 		return
 	}
+	addr = bucketOf(addr)
 	s := l.shard(addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,8 +110,6 @@ func (l *failureLimiter) fail(addr string, now time.Time) {
 			s.lru.Remove(oldest)
 			delete(s.entries, oldest.Value.(*limiterEntry).addr)
 		}
-		// The address is copied: it may be a substring of a header that outlives nothing.
-		addr = strings.Clone(addr)
 		e = s.lru.PushFront(&limiterEntry{addr: addr, lim: rate.NewLimiter(l.limit, l.burst)})
 		s.entries[addr] = e
 	}
@@ -106,17 +118,17 @@ func (l *failureLimiter) fail(addr string, now time.Time) {
 
 // clientAddress finds the address of the client. X-Forwarded-For is believed only when the
 // peer is a trusted proxy; it is then read right to left, skipping trusted proxies, and the first
-// other address is the client (the one a trusted proxy saw). It does not allocate.
-func clientAddress(r *http.Request, trusted []netip.Prefix) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if len(trusted) == 0 || !isTrusted(host, trusted) {
-		return host
+// other address is the client (the one a trusted proxy saw). A hop that is not an address ends
+// the walk at the last address believed: what lies left of it was written by someone no trusted
+// proxy vouches for. The zero Addr means the peer's address itself could not be read. It does
+// not allocate for IPv4 and for IPv6 without a zone.
+func clientAddress(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	peer := parseHop(r.RemoteAddr)
+	if len(trusted) == 0 || !isTrusted(peer, trusted) {
+		return peer
 	}
 	values := r.Header["X-Forwarded-For"]
-	client := host
+	client := peer
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]
 		for v != "" {
@@ -130,23 +142,47 @@ func clientAddress(r *http.Request, trusted []netip.Prefix) string {
 			if hop == "" {
 				continue
 			}
-			client = hop
-			if !isTrusted(hop, trusted) {
-				return hop
+			addr := parseHop(hop)
+			if !addr.IsValid() {
+				return client
+			}
+			client = addr
+			if !isTrusted(addr, trusted) {
+				return addr
 			}
 		}
 	}
 	return client
 }
 
-func isTrusted(host string, trusted []netip.Prefix) bool {
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
+// parseHop reads an address as a peer or a proxy writes it: 192.0.2.1, 2001:db8::1, with or
+// without a port (192.0.2.1:5000, [2001:db8::1]:5000). The zone is dropped and an IPv4-mapped
+// IPv6 address becomes IPv4, so that one client has one spelling. The zero Addr: not an address.
+func parseHop(s string) netip.Addr {
+	var addr netip.Addr
+	// Pick the parser by shape rather than by trying one then the other: a failed parse
+	// allocates its error, and RemoteAddr always has a port.
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return netip.Addr{}
+		}
+		addr = ap.Addr()
+	} else {
+		var err error
+		if addr, err = netip.ParseAddr(s); err != nil {
+			return netip.Addr{}
+		}
+	}
+	return addr.WithZone("").Unmap()
+}
+
+func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
+	if !addr.IsValid() {
 		return false
 	}
-	ip = ip.Unmap()
 	for _, p := range trusted {
-		if p.Contains(ip) {
+		if p.Contains(addr) {
 			return true
 		}
 	}

@@ -81,6 +81,18 @@ func TestClientAddress(t *testing.T) {
 		{"IPv6 peer", "[::1]:5000", []string{"2001:db8::1"}, trusted, "2001:db8::1"},
 		{"empty entries", "10.1.1.1:5000", []string{" , 1.2.3.4 , "}, trusted, "1.2.3.4"},
 		{"remote without port", "10.1.1.1", []string{"1.2.3.4"}, trusted, "1.2.3.4"},
+		// Parsed with net/netip: one client has one spelling, whatever a hop looks like.
+		{"hop with a port", "10.1.1.1:5000", []string{"1.2.3.4:6000"}, trusted, "1.2.3.4"},
+		{"IPv6 hop with a port", "10.1.1.1:5000", []string{"[2001:db8::1]:6000"}, trusted, "2001:db8::1"},
+		{"IPv6 hop spelled long", "10.1.1.1:5000", []string{"2001:0db8:0000::0001"}, trusted, "2001:db8::1"},
+		{"IPv4-mapped IPv6 hop", "10.1.1.1:5000", []string{"::ffff:1.2.3.4"}, trusted, "1.2.3.4"},
+		{"IPv4-mapped trusted peer", "[::ffff:10.1.1.1]:5000", []string{"1.2.3.4"}, trusted, "1.2.3.4"},
+		{"hop with a zone", "10.1.1.1:5000", []string{"fe80::1%eth0"}, trusted, "fe80::1"},
+		// A hop that is no address ends the walk: nothing left of it is vouched for.
+		{"garbage hop", "10.1.1.1:5000", []string{"1.2.3.4, unknown"}, trusted, "10.1.1.1"},
+		{"garbage behind a trusted hop", "10.1.1.1:5000", []string{"1.2.3.4, bogus, 10.2.2.2"}, trusted, "10.2.2.2"},
+		{"garbage left of the client", "10.1.1.1:5000", []string{"bogus, 1.2.3.4"}, trusted, "1.2.3.4"},
+		{"unreadable peer", "@unix", []string{"1.2.3.4"}, trusted, "invalid IP"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,7 +101,7 @@ func TestClientAddress(t *testing.T) {
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			if got := clientAddress(r, tt.trusted); got != tt.want {
+			if got := clientAddress(r, tt.trusted).String(); got != tt.want {
 				t.Errorf("clientAddress = %q, want %q", got, tt.want)
 			}
 		})
@@ -98,26 +110,37 @@ func TestClientAddress(t *testing.T) {
 
 func TestFailureLimiter(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	l := newFailureLimiter(1, 3, 32)
 	for i := range 3 {
-		if blocked, _ := l.blocked("a", now); blocked {
+		if blocked, _ := l.blocked(a, now); blocked {
 			t.Fatalf("blocked after %d failures", i)
 		}
-		l.fail("a", now)
+		l.fail(a, now)
 	}
-	blocked, wait := l.blocked("a", now)
+	blocked, wait := l.blocked(a, now)
 	if !blocked || wait <= 0 || wait > time.Second {
 		t.Fatalf("after the burst: blocked=%v wait=%v, want blocked for up to 1s", blocked, wait)
 	}
-	if blocked, _ := l.blocked("b", now); blocked {
+	if blocked, _ := l.blocked(b, now); blocked {
 		t.Error("another address is blocked")
 	}
-	if blocked, _ := l.blocked("a", now.Add(time.Second)); blocked {
+	if blocked, _ := l.blocked(a, now.Add(time.Second)); blocked {
 		t.Error("still blocked after a token refilled")
+	}
+	// An IPv6 client is limited by its /64: hopping within it buys nothing, leaving it does.
+	for i := range 3 {
+		l.fail(netip.MustParseAddr("2001:db8:1:2::"+strconv.Itoa(i+1)), now)
+	}
+	if blocked, _ := l.blocked(netip.MustParseAddr("2001:db8:1:2:ffff::9"), now); !blocked {
+		t.Error("another address of the same /64 is not blocked")
+	}
+	if blocked, _ := l.blocked(netip.MustParseAddr("2001:db8:1:3::1"), now); blocked {
+		t.Error("another /64 is blocked")
 	}
 	// The LRU forgets the oldest addresses rather than grow without bound.
 	for i := range 1000 {
-		l.fail(strconv.Itoa(i), now)
+		l.fail(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), now)
 	}
 	n := 0
 	for i := range l.shards {
@@ -132,3 +155,40 @@ func TestFailureLimiter(t *testing.T) {
 }
 
 var trustedLoopback = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+
+// TestValidKeyNeverLockedOut performs the lock-out attack of docs/security.md section 3: behind
+// a NAT, a proxy or an Ingress without trustedProxies, every client shares one address, and
+// someone sends bad keys from it. Their failures get 429 once the address has none left; a valid
+// key from the very same address is still served, every time.
+func TestValidKeyNeverLockedOut(t *testing.T) {
+	ns := env.Namespace(t, "lockout")
+	newConnection(t, ns, "one", "conn_lockout", nil)
+	k := newKey(t, ns, "victim", switchboardv1alpha1.APIKeySpec{})
+	const burst = 20
+	// The shipped burst; a slow refill so that no failure is forgiven while the test runs.
+	s := startServer(t, nil, Options{FailureRate: 0.001, FailureBurst: burst}, true)
+	statuses := map[int]int{}
+	for i := range burst + 5 {
+		key := "sb_live_guess" + strconv.Itoa(i)
+		if i%5 == 0 {
+			key = "" // no header at all is a failure too
+		}
+		statuses[s.get(t, "/v1/connections", key).Status]++
+	}
+	if statuses[http.StatusUnauthorized] != burst || statuses[http.StatusTooManyRequests] != 5 {
+		t.Fatalf("25 failures from one address were answered %v, want %d×401 then 5×429", statuses, burst)
+	}
+	for i := range 5 {
+		resp := s.get(t, "/v1/connections", k.Key)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("request %d with a valid key from the limited address: %d %s, want 200", i, resp.Status, resp.Body)
+		}
+		if got := ids(resp.connections(t)); len(got) != 1 || got[0] != "conn_lockout" {
+			t.Fatalf("the valid key listed %v", got)
+		}
+	}
+	// The limit still holds for failures after the valid key's successes.
+	if resp := s.get(t, "/v1/connections", "sb_live_guess"); resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != CodeRateLimited {
+		t.Errorf("a bad key after the valid ones: %d %s, want 429 RATE_LIMITED", resp.Status, resp.Body)
+	}
+}

@@ -1,6 +1,11 @@
 // Package server serves the /v1 Connections API from the informer cache: it authenticates
 // every /v1 request against an in-memory index of hash Secrets and APIKeys (package keyindex),
 // answers GET /v1/connections from pre-encoded JSON, and makes no API-server call per request.
+//
+// A request passes two layers. instrument (instrument.go) does what every request gets: a
+// request id, the constant headers, the status for metrics, panic recovery and the access log.
+// Inside it, api.serveV1 (api.go) decides, top to bottom: ready gate → authenticate → failure
+// limiter → route → list (list.go, in the wire format of wire.go).
 package server
 
 import (
@@ -9,136 +14,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 )
-
-// Options configure the API server. Zero values take the documented defaults.
-type Options struct {
-	// Listen is the address of the /v1 API (default ":8080"). Ignored when Listener is set.
-	Listen string
-	// Listener, when set, is used instead of listening on Listen (tests pass a ":0" listener).
-	Listener net.Listener
-	// MetricsBindAddress serves Prometheus metrics; "0" (or empty) disables it.
-	MetricsBindAddress string
-	// HealthProbeBindAddress serves /healthz and /readyz; "0" (or empty) disables it.
-	HealthProbeBindAddress string
-	// SystemNamespace holds the hash Secrets (default switchboard-system).
-	SystemNamespace string
-	// KeyPrefix begins every valid key (default "sb").
-	KeyPrefix string
-
-	// TrustedProxies are the peers whose X-Forwarded-For is believed to find the client address.
-	TrustedProxies []netip.Prefix
-	// FailureRate is how many failed authentications per second an address regains (default 1);
-	// negative disables the limit.
-	FailureRate float64
-	// FailureBurst is how many failures an address may make at once (default 20).
-	FailureBurst int
-	// RateLimitClients bounds how many addresses the limiter remembers (default 65536).
-	RateLimitClients int
-
-	// LastUsedInterval is the least time between two writes of one key's lastUsedAt (default 1m).
-	LastUsedInterval time.Duration
-	// LastUsedFlush is how often used keys are looked for (default 10s).
-	LastUsedFlush time.Duration
-	// LastUsedWriteRate bounds the status.lastUsedAt writes of this replica per second (default
-	// 20). With more keys in use than LastUsedWriteRate×LastUsedInterval, the stalest are
-	// written first and each key less often.
-	LastUsedWriteRate float64
-
-	// ShutdownDelay is how long readiness fails before the listener stops accepting, so that
-	// load balancers stop sending first (default 5s; negative: none).
-	ShutdownDelay time.Duration
-	// ShutdownTimeout bounds the draining of open requests (default 30s).
-	ShutdownTimeout time.Duration
-
-	// PanelListen, when set, serves Panel on this address with the same timeouts and shutdown.
-	PanelListen string
-	// Panel is the panel's handler (panel.NewHandler); required when PanelListen is set.
-	Panel http.Handler
-
-	// Clock decides expiry and grace; the real clock by default (tests inject another).
-	Clock clock.PassiveClock
-	// Logger is the server's logger (default ctrl.Log.WithName("server")).
-	Logger *logr.Logger
-}
-
-// HTTP limits of the API listener.
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 120 * time.Second
-	// maxHeaderBytes keeps headers small: a key is 57 bytes. Go's server answers 431 past it
-	// (it allows 4 KiB of slack), before the handler runs.
-	maxHeaderBytes = 8 << 10
-)
-
-func (o *Options) setDefaults() error {
-	if o.Listen == "" {
-		o.Listen = ":8080"
-	}
-	if o.SystemNamespace == "" {
-		o.SystemNamespace = switchboardv1alpha1.DefaultSystemNamespace
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = apikey.DefaultPrefix
-	}
-	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
-		return err
-	}
-	if o.MetricsBindAddress == "" {
-		o.MetricsBindAddress = "0"
-	}
-	if o.FailureRate == 0 {
-		o.FailureRate = 1
-	}
-	if o.FailureBurst == 0 {
-		o.FailureBurst = 20
-	}
-	if o.RateLimitClients == 0 {
-		o.RateLimitClients = 1 << 16
-	}
-	if o.LastUsedInterval == 0 {
-		o.LastUsedInterval = time.Minute
-	}
-	if o.LastUsedFlush == 0 {
-		o.LastUsedFlush = 10 * time.Second
-	}
-	if o.LastUsedWriteRate == 0 {
-		o.LastUsedWriteRate = 20
-	}
-	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
-		return errors.New("the lastUsedAt interval, flush period and write rate must be positive")
-	}
-	if o.ShutdownDelay == 0 {
-		o.ShutdownDelay = 5 * time.Second
-	}
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = 30 * time.Second
-	}
-	if o.PanelListen != "" && o.Panel == nil {
-		return errors.New("a panel address was given without a panel handler")
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	return nil
-}
 
 func newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
@@ -199,16 +86,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 		listeners[0] = l
 	}
-	api := &handler{
+	api := &api{
 		index:   idx,
 		prefix:  opts.KeyPrefix,
 		clock:   opts.Clock,
 		ready:   &synced,
 		limiter: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.RateLimitClients),
 		trusted: opts.TrustedProxies,
-		log:     log.WithName("http"),
 	}
-	servers := []*http.Server{newHTTPServer(api)}
+	servers := []*http.Server{newHTTPServer(instrument(api, opts.TrustedProxies, log.WithName("http")))}
 	if opts.PanelListen != "" {
 		l, err := net.Listen("tcp", opts.PanelListen)
 		if err != nil {

@@ -1,0 +1,85 @@
+package keyindex
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func conn(name, id string) *Conn {
+	return &Conn{ID: id, Name: name, Labels: labels.Set{"n": name}, Encoded: []byte(id)}
+}
+
+func listIDs(s *Snapshot) string {
+	var ids []string
+	for _, c := range s.Items() {
+		ids = append(ids, c.ID+"/"+c.Name)
+	}
+	return strings.Join(ids, ",")
+}
+
+// TestConnections: a namespace's Connections are kept in id, then name, order; a change makes a
+// new snapshot and leaves earlier ones as they were; namespaces are apart.
+func TestConnections(t *testing.T) {
+	x := New()
+	x.SetConnection("a", conn("c", "conn_3"))
+	x.SetConnection("a", conn("a", "conn_1"))
+	x.SetConnection("a", conn("b", "conn_2"))
+	x.SetConnection("a", conn("dup", "conn_2")) // same id, ordered by name
+	x.SetConnection("b", conn("z", "conn_0"))
+	if got, want := listIDs(x.Connections("a")), "conn_1/a,conn_2/b,conn_2/dup,conn_3/c"; got != want {
+		t.Fatalf("namespace a = %s, want %s", got, want)
+	}
+	before := x.Connections("a")
+	x.SetConnection("a", conn("a", "conn_9")) // moves to the end
+	x.DeleteConnection("a", "b")
+	x.DeleteConnection("a", "nothing-by-this-name")
+	if got, want := listIDs(x.Connections("a")), "conn_2/dup,conn_3/c,conn_9/a"; got != want {
+		t.Errorf("after changes = %s, want %s", got, want)
+	}
+	if got := listIDs(before); got != "conn_1/a,conn_2/b,conn_2/dup,conn_3/c" {
+		t.Errorf("an earlier snapshot changed: %s", got)
+	}
+	x.DeleteConnection("b", "z")
+	if got := listIDs(x.Connections("b")); got != "" {
+		t.Errorf("emptied namespace = %s", got)
+	}
+	if s := x.Stats(); s.Namespaces != 1 || s.Connections != 3 {
+		t.Errorf("stats = %+v, want 1 namespace with 3 Connections", s)
+	}
+	if got := listIDs(x.Connections("nowhere")); got != "" {
+		t.Errorf("unknown namespace = %s", got)
+	}
+	if got := After(x.Connections("a").Items(), "conn_2", "dup"); got != 1 {
+		t.Errorf("After = %d, want 1", got)
+	}
+	if got := After(x.Connections("a").Items(), "conn_5", "zzz"); got != 2 {
+		t.Errorf("After a missing key = %d, want 2", got)
+	}
+}
+
+// TestMemo: what a reader derives from a snapshot is built once per key and snapshot, and a
+// change of the namespace starts afresh.
+func TestMemo(t *testing.T) {
+	x := New()
+	x.SetConnection("a", conn("one", "conn_1"))
+	builds := 0
+	count := func(items []*Conn) any { builds++; return len(items) }
+	snap := x.Connections("a")
+	for range 3 {
+		if snap.Memo("", count) != 1 || snap.Memo("n=one", count) != 1 {
+			t.Fatal("Memo returned another value")
+		}
+	}
+	if builds != 2 {
+		t.Errorf("built %d times for two keys, want 2", builds)
+	}
+	x.SetConnection("a", conn("two", "conn_2"))
+	if got := x.Connections("a").Memo("", count); got != 2 || builds != 3 {
+		t.Errorf("after a change: %v after %d builds, want 2 after 3", got, builds)
+	}
+	if snap.Memo("", count) != 1 {
+		t.Error("the old snapshot's memo changed")
+	}
+}

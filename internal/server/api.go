@@ -1,0 +1,108 @@
+package server
+
+import (
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/switchboard-dev/switchboard/api/openapi"
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+)
+
+// api decides what each request of the API port gets: /v1 (authenticated before routing) and
+// /openapi.yaml. Instrumentation is around it (instrument.go), not in it.
+type api struct {
+	index   *keyindex.Index
+	prefix  string
+	clock   clock.PassiveClock
+	ready   *atomic.Bool
+	limiter *failureLimiter
+	trusted []netip.Prefix
+}
+
+func (a *api) serve(w http.ResponseWriter, r *http.Request) string {
+	if !strings.HasPrefix(r.URL.Path, "/v1") {
+		serveUnauthenticated(w, r)
+		return ""
+	}
+	return a.serveV1(w, r)
+}
+
+// serveV1 answers a /v1 request: ready gate → authenticate → failure limiter → route → list.
+//
+// The limiter comes after authentication on purpose: it counts and refuses failures only, so a
+// valid key is answered whatever others sharing its address (a NAT, a proxy) have done; an
+// address out of failures gets 429 instead of 401. docs/security.md (section 3) argues why this
+// costs nothing against guessing.
+func (a *api) serveV1(w http.ResponseWriter, r *http.Request) (wellFormedKey string) {
+	if !a.ready.Load() {
+		// Never judge a key against a cache that has not synced.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, msgNotReady)
+		authTotal.WithLabelValues(CodeNotReady, "").Inc()
+		return ""
+	}
+	now := a.clock.Now()
+	auth := authenticate(a.index, a.prefix, r.Header, now)
+	if auth.code != "" {
+		a.refuse(w, r, auth, now)
+		return auth.wellFormed
+	}
+	authTotal.WithLabelValues("ok", "").Inc()
+	auth.key.Usage().Touch(now)
+
+	if r.URL.Path != routeConnections {
+		writeError(w, http.StatusNotFound, CodeNotFound, msgNotFound)
+		return auth.wellFormed
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "GET /v1/connections accepts GET and HEAD only.")
+		return auth.wellFormed
+	}
+	a.listConnections(w, r, auth.key)
+	return auth.wellFormed
+}
+
+// refuse answers a request whose authentication failed: 429 when its address has no failure
+// left, else 401, counting the failure.
+func (a *api) refuse(w http.ResponseWriter, r *http.Request, auth authOutcome, now time.Time) {
+	client := clientAddress(r, a.trusted)
+	if blocked, wait := a.limiter.blocked(client, now); blocked {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		writeError(w, http.StatusTooManyRequests, CodeRateLimited, msgLimited)
+		authTotal.WithLabelValues(CodeRateLimited, "").Inc()
+		return
+	}
+	a.limiter.fail(client, now)
+	reason := ""
+	if auth.code == CodeAPIKeyInvalid {
+		reason = auth.result.String()
+	}
+	authTotal.WithLabelValues(auth.code, reason).Inc()
+	writeUnauthorized(w, auth.code, auth.headerPresent)
+}
+
+// serveUnauthenticated serves what lies outside /v1: the OpenAPI document, and 404 for the rest.
+func serveUnauthenticated(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != routeOpenAPI {
+		writeError(w, http.StatusNotFound, CodeNotFound, msgNotFound)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "/openapi.yaml accepts GET and HEAD only.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(openapi.Document)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(openapi.Document)
+	}
+}

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
+)
+
+// The server's cache holds only what it serves, and every replica holds all of it, so each
+// object is cut down as it arrives (a cache transform) to what the index reads:
+//
+//   - hash Secrets: only those of the system namespace, of the hash type and labelled as
+//     switchboard's (selected by the API server, so nothing else is even sent), with only their
+//     labels and hash data;
+//   - APIKeys: identity, deletion, spec.revoked, spec.expiresAt, spec.connectionSelector and
+//     status.lastUsedAt;
+//   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
+//     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
+
+// newManager builds a manager whose cache holds only what the server reads. Every replica
+// serves: no leader election.
+func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager, error) {
+	hashSecrets := labels.SelectorFromSet(labels.Set{
+		keysecret.LabelManagedBy: keysecret.ManagedBy,
+		keysecret.LabelComponent: keysecret.ComponentHash,
+	})
+	return ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		MapperProvider:         staticRESTMapper,
+		Logger:                 log,
+		LeaderElection:         false,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {
+					Namespaces: map[string]cache.Config{opts.SystemNamespace: {}},
+					Label:      hashSecrets,
+					Field:      fields.OneTermEqualSelector("type", string(keysecret.TypeHash)),
+					Transform:  trimHashSecret,
+				},
+				&switchboardv1alpha1.APIKey{}:     {Transform: trimAPIKey},
+				&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
+			},
+		},
+	})
+}
+
+// staticRESTMapper knows the only kinds the server reads or patches. With it, creating the
+// manager makes no discovery call, so a server started while the API server is unreachable
+// stays up, fails readiness and answers 503 until its caches sync, instead of exiting.
+func staticRESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+	m := meta.NewDefaultRESTMapper(nil)
+	for _, r := range []struct {
+		gvk              schema.GroupVersionKind
+		plural, singular string
+	}{
+		{corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret"},
+		{switchboardv1alpha1.GroupVersion.WithKind("APIKey"), "apikeys", "apikey"},
+		{switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection"},
+	} {
+		m.AddSpecific(r.gvk, r.gvk.GroupVersion().WithResource(r.plural), r.gvk.GroupVersion().WithResource(r.singular), meta.RESTScopeNamespace)
+	}
+	return m, nil
+}
+
+// trimMeta keeps the metadata the index needs: identity, labels, creation and deletion times.
+func trimMeta(m *metav1.ObjectMeta) {
+	m.ManagedFields = nil
+	m.Annotations = nil
+	m.OwnerReferences = nil
+	m.Finalizers = nil
+}
+
+func trimHashSecret(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Secret); ok {
+		trimMeta(&s.ObjectMeta)
+		for k := range s.Data {
+			switch k {
+			case keysecret.DataHash, keysecret.DataPreviousHash, keysecret.DataPreviousValidUntil:
+			default:
+				delete(s.Data, k)
+			}
+		}
+		s.StringData = nil
+	}
+	return obj, nil
+}
+
+func trimAPIKey(obj any) (any, error) {
+	if k, ok := obj.(*switchboardv1alpha1.APIKey); ok {
+		trimMeta(&k.ObjectMeta)
+		k.Labels = nil
+		k.Spec = switchboardv1alpha1.APIKeySpec{Revoked: k.Spec.Revoked, ExpiresAt: k.Spec.ExpiresAt, ConnectionSelector: k.Spec.ConnectionSelector}
+		k.Status = switchboardv1alpha1.APIKeyStatus{LastUsedAt: k.Status.LastUsedAt}
+	}
+	return obj, nil
+}
+
+// cachedConnection is what the server's cache keeps of a Connection: the metadata that keys it
+// in the informer's store, and the index's Conn (nil while the Connection has no status.id, or
+// when it cannot be encoded, then with err). A cache transform may return another object than
+// it was given (client-go's TransformFunc); nothing reads Connections from this cache but the
+// index feed, so none needs the full object.
+type cachedConnection struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	conn *keyindex.Conn
+	err  error
+}
+
+// DeepCopyObject makes cachedConnection a runtime.Object. conn is immutable and shared.
+func (c *cachedConnection) DeepCopyObject() k8sruntime.Object {
+	out := *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// compactConnection turns a Connection into its cachedConnection, encoding its /v1 JSON. It is
+// idempotent, as transforms must be.
+func compactConnection(obj any) (any, error) {
+	c, ok := obj.(*switchboardv1alpha1.Connection)
+	if !ok {
+		return obj, nil
+	}
+	out := &cachedConnection{ObjectMeta: metav1.ObjectMeta{
+		Namespace: c.Namespace, Name: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion, Labels: c.Labels,
+	}}
+	if c.Status.ID == "" {
+		return out, nil
+	}
+	raw, err := encodeConnection(c)
+	if err != nil {
+		out.err = err
+		return out, nil
+	}
+	out.conn = &keyindex.Conn{ID: c.Status.ID, Name: c.Name, Labels: labels.Set(c.Labels), Encoded: raw}
+	return out, nil
+}
+
+// registerIndex feeds the index from the manager's informers and returns the registrations,
+// whose HasSynced becomes true once the initial list has been delivered to the index.
+func registerIndex(ctx context.Context, mgr ctrl.Manager, idx *keyindex.Index, log logr.Logger) ([]toolscache.ResourceEventHandlerRegistration, error) {
+	feeds := []struct {
+		obj     client.Object
+		handler toolscache.ResourceEventHandler
+	}{
+		{&corev1.Secret{}, feedHashSecrets(idx, log)},
+		{&switchboardv1alpha1.APIKey{}, feedAPIKeys(idx, log)},
+		{&switchboardv1alpha1.Connection{}, feedConnections(idx, log)},
+	}
+	regs := make([]toolscache.ResourceEventHandlerRegistration, 0, len(feeds))
+	for _, f := range feeds {
+		inf, err := mgr.GetCache().GetInformer(ctx, f.obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, fmt.Errorf("getting the informer for %T: %w", f.obj, err)
+		}
+		reg, err := inf.AddEventHandler(f.handler)
+		if err != nil {
+			return nil, fmt.Errorf("adding the index handler for %T: %w", f.obj, err)
+		}
+		regs = append(regs, reg)
+	}
+	return regs, nil
+}
+
+// feed makes an informer handler: set on add and update, remove on delete (also when the
+// informer missed the deletion and hands over a tombstone).
+func feed[T any](set func(T), remove func(T)) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { setIf(obj, set) },
+		UpdateFunc: func(_, obj any) { setIf(obj, set) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if o, ok := obj.(T); ok {
+				remove(o)
+			}
+		},
+	}
+}
+
+func setIf[T any](obj any, set func(T)) {
+	if o, ok := obj.(T); ok {
+		set(o)
+	}
+}
+
+func feedHashSecrets(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
+	return feed(func(s *corev1.Secret) {
+		err := idx.SetHashSecret(s)
+		duplicateHashes.Set(float64(idx.Stats().DuplicateHashes))
+		var dup *keyindex.DuplicateError
+		switch {
+		case errors.As(err, &dup):
+			log.Error(err, "two hash Secrets hold the same hash: it authenticates nobody until one of them is removed", "secret", s.Name, "others", dup.Others)
+		case err != nil:
+			log.Error(err, "ignoring a hash Secret that does not follow the contract", "secret", s.Name)
+		}
+	}, func(s *corev1.Secret) {
+		idx.DeleteHashSecret(s.Name)
+		duplicateHashes.Set(float64(idx.Stats().DuplicateHashes))
+	})
+}
+
+func feedAPIKeys(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
+	return feed(func(k *switchboardv1alpha1.APIKey) {
+		if err := idx.SetAPIKey(k); err != nil {
+			log.Error(err, "APIKey has an invalid connectionSelector; it lists nothing", "namespace", k.Namespace, "name", k.Name)
+		}
+	}, func(k *switchboardv1alpha1.APIKey) { idx.DeleteAPIKey(k.UID) })
+}
+
+func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
+	return feed(func(c *cachedConnection) {
+		switch {
+		case c.conn != nil:
+			idx.SetConnection(c.Namespace, c.conn)
+		case c.err != nil:
+			idx.DeleteConnection(c.Namespace, c.Name)
+			log.Error(c.err, "Connection cannot be listed", "namespace", c.Namespace, "name", c.Name)
+		default: // no status.id yet, or not any more
+			idx.DeleteConnection(c.Namespace, c.Name)
+		}
+	}, func(c *cachedConnection) { idx.DeleteConnection(c.Namespace, c.Name) })
+}

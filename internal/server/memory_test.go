@@ -1,0 +1,86 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+)
+
+// appliedConnection is a Connection as a watch delivers it after `kubectl apply`: managed
+// fields, the last-applied annotation, labels, a credentials reference and a status.
+func appliedConnection(i int) []byte {
+	meta := map[string]string{}
+	for j := range 10 {
+		meta[fmt.Sprintf("attribute-%02d", j)] = strings.Repeat("v", 30)
+	}
+	spec := map[string]any{"displayName": "Warehouse " + fmt.Sprint(i), "provider": "postgres", "metadata": meta,
+		"credentialsSecretRef": map[string]any{"name": "warehouse-credentials"}}
+	specJSON, _ := json.Marshal(spec)
+	lastApplied, _ := json.Marshal(map[string]any{"apiVersion": "switchboard.dev/v1alpha1", "kind": "Connection",
+		"metadata": map[string]any{"name": fmt.Sprintf("c%05d", i), "namespace": "tenant", "labels": map[string]string{"team": "data", "env": "prod"}},
+		"spec":     spec})
+	obj := map[string]any{
+		"apiVersion": "switchboard.dev/v1alpha1", "kind": "Connection",
+		"metadata": map[string]any{
+			"name": fmt.Sprintf("c%05d", i), "namespace": "tenant", "uid": fmt.Sprintf("8d0c6a1e-0000-4000-8000-%012d", i),
+			"resourceVersion": "123456", "generation": 1, "creationTimestamp": "2026-11-22T04:00:00Z",
+			"labels":      map[string]string{"team": "data", "env": "prod"},
+			"annotations": map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(lastApplied)},
+			"finalizers":  []string{"switchboard.dev/connection"},
+			"managedFields": []any{
+				map[string]any{"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "switchboard.dev/v1alpha1", "time": "2026-11-22T04:00:00Z", "fieldsType": "FieldsV1",
+					"fieldsV1": json.RawMessage(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:env":{},"f:team":{}}},"f:spec":{".":{},"f:credentialsSecretRef":{".":{},"f:name":{}},"f:displayName":{},"f:metadata":{".":{}},"f:provider":{}}}`)},
+				map[string]any{"manager": "switchboard-operator", "operation": "Update", "apiVersion": "switchboard.dev/v1alpha1", "time": "2026-11-22T04:00:01Z", "fieldsType": "FieldsV1", "subresource": "status",
+					"fieldsV1": json.RawMessage(`{"f:status":{".":{},"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:id":{},"f:observedGeneration":{}}}`)},
+			},
+		},
+		"spec": json.RawMessage(specJSON),
+		"status": map[string]any{"id": fmt.Sprintf("conn_%05d", i), "observedGeneration": 1, "conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Assigned", "message": "The connection has its public id and is listed by the API.", "lastTransitionTime": "2026-11-22T04:00:01Z", "observedGeneration": 1}}},
+	}
+	raw, _ := json.Marshal(obj)
+	return raw
+}
+
+// BenchmarkConnectionMemory measures the heap one cached Connection costs the server: the
+// object its informer stores after the cache transform, and the index's entry.
+func BenchmarkConnectionMemory(b *testing.B) {
+	const n = 5000
+	raws := make([][]byte, n)
+	for i := range raws {
+		raws[i] = appliedConnection(i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		store := make([]any, 0, n)
+		idx := keyindex.New()
+		feed := feedConnections(idx, logr.Discard())
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, raw := range raws {
+			c := &switchboardv1alpha1.Connection{}
+			if err := json.Unmarshal(raw, c); err != nil {
+				b.Fatal(err)
+			}
+			obj, err := compactConnection(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			store = append(store, obj)
+			feed.OnAdd(obj, true)
+		}
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/conn")
+		runtime.KeepAlive(store)
+		runtime.KeepAlive(idx)
+	}
+}

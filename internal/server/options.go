@@ -1,0 +1,153 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+)
+
+// Defaults of the server. They have this one home: Options.setDefaults fills zero fields from
+// them, and `switchboard server` shows them as its flags' defaults.
+const (
+	DefaultListen = ":8080"
+	// DefaultMetricsBindAddress and DefaultHealthProbeBindAddress are where the command serves
+	// metrics and probes. An embedded server (Options left empty) serves neither.
+	DefaultMetricsBindAddress     = ":8081"
+	DefaultHealthProbeBindAddress = ":8082"
+	DefaultSystemNamespace        = switchboardv1alpha1.DefaultSystemNamespace
+	DefaultKeyPrefix              = apikey.DefaultPrefix
+	DefaultFailureRate            = 1.0
+	DefaultFailureBurst           = 20
+	DefaultRateLimitClients       = 1 << 16
+	DefaultLastUsedInterval       = time.Minute
+	DefaultLastUsedFlush          = 10 * time.Second
+	DefaultLastUsedWriteRate      = 20.0
+	DefaultShutdownDelay          = 5 * time.Second
+	DefaultShutdownTimeout        = 30 * time.Second
+)
+
+// Options configure the API server. Zero values take the Default constants above.
+type Options struct {
+	// Listen is the address of the /v1 API. Ignored when Listener is set.
+	Listen string
+	// Listener, when set, is used instead of listening on Listen (tests pass a ":0" listener).
+	Listener net.Listener
+	// MetricsBindAddress serves Prometheus metrics; "0" (or empty) disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" (or empty) disables it.
+	HealthProbeBindAddress string
+	// SystemNamespace holds the hash Secrets.
+	SystemNamespace string
+	// KeyPrefix begins every valid key.
+	KeyPrefix string
+
+	// TrustedProxies are the peers whose X-Forwarded-For is believed to find the client address.
+	TrustedProxies []netip.Prefix
+	// FailureRate is how many failed authentications per second an address regains; negative
+	// disables the limit.
+	FailureRate float64
+	// FailureBurst is how many failures an address may make at once.
+	FailureBurst int
+	// RateLimitClients bounds how many addresses the limiter remembers.
+	RateLimitClients int
+
+	// LastUsedInterval is the least time between two writes of one key's lastUsedAt.
+	LastUsedInterval time.Duration
+	// LastUsedFlush is how often used keys are looked for.
+	LastUsedFlush time.Duration
+	// LastUsedWriteRate bounds the status.lastUsedAt writes of this replica per second. With
+	// more keys in use than LastUsedWriteRate×LastUsedInterval, the stalest are written first
+	// and each key less often.
+	LastUsedWriteRate float64
+
+	// ShutdownDelay is how long readiness fails before the listener stops accepting, so that
+	// load balancers stop sending first (negative: none).
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the draining of open requests.
+	ShutdownTimeout time.Duration
+
+	// PanelListen, when set, serves Panel on this address with the same timeouts and shutdown.
+	PanelListen string
+	// Panel is the panel's handler (panel.NewHandler); required when PanelListen is set.
+	Panel http.Handler
+
+	// Clock decides expiry and grace; the real clock by default (tests inject another).
+	Clock clock.PassiveClock
+	// Logger is the server's logger (default ctrl.Log.WithName("server")).
+	Logger *logr.Logger
+}
+
+// HTTP limits of the API listener.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	// MaxHeaderBlock is the most bytes a request line and its headers (CRLFs included) may take;
+	// one byte more is answered 431 by Go's HTTP server before any handler runs. A key is 57
+	// bytes, so 8 KiB leaves room for what proxies add.
+	MaxHeaderBlock = 8 << 10
+	// maxHeaderBytes is what makes net/http enforce MaxHeaderBlock: it reads up to
+	// MaxHeaderBytes + 4096 bytes ("bufio slop", net/http's initialReadLimitSize) for them.
+	maxHeaderBytes = MaxHeaderBlock - 4096
+)
+
+func (o *Options) setDefaults() error {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = DefaultSystemNamespace
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
+		return err
+	}
+	if o.MetricsBindAddress == "" {
+		o.MetricsBindAddress = "0"
+	}
+	if o.FailureRate == 0 {
+		o.FailureRate = DefaultFailureRate
+	}
+	if o.FailureBurst == 0 {
+		o.FailureBurst = DefaultFailureBurst
+	}
+	if o.RateLimitClients == 0 {
+		o.RateLimitClients = DefaultRateLimitClients
+	}
+	if o.LastUsedInterval == 0 {
+		o.LastUsedInterval = DefaultLastUsedInterval
+	}
+	if o.LastUsedFlush == 0 {
+		o.LastUsedFlush = DefaultLastUsedFlush
+	}
+	if o.LastUsedWriteRate == 0 {
+		o.LastUsedWriteRate = DefaultLastUsedWriteRate
+	}
+	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
+		return errors.New("the lastUsedAt interval, flush period and write rate must be positive")
+	}
+	if o.ShutdownDelay == 0 {
+		o.ShutdownDelay = DefaultShutdownDelay
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.PanelListen != "" && o.Panel == nil {
+		return errors.New("a panel address was given without a panel handler")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return nil
+}
