@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -201,6 +203,43 @@ func TestOversizedHeader(t *testing.T) {
 	})
 	if resp.Status != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("status %d, want 431", resp.Status)
+	}
+}
+
+// TestHeaderLimitBoundary: a request line and headers of exactly MaxHeaderBlock bytes (CRLFs
+// included, as README says) reach the handler; one byte more is refused with 431 before it.
+func TestHeaderLimitBoundary(t *testing.T) {
+	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	addr := strings.TrimPrefix(s.URL, "http://")
+	for _, tt := range []struct {
+		size int
+		want int
+	}{
+		{MaxHeaderBlock, http.StatusUnauthorized}, // served: no key
+		{MaxHeaderBlock + 1, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		head := "GET /v1/connections HTTP/1.1\r\nHost: switchboard\r\nConnection: close\r\nX-Padding: "
+		tail := "\r\n\r\n"
+		raw := head + strings.Repeat("a", tt.size-len(head)-len(tail)) + tail
+		if len(raw) != tt.size {
+			t.Fatalf("built %d bytes, want %d", len(raw), tt.size)
+		}
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", tt.size, err)
+		}
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("a header block of %d bytes: %d, want %d", tt.size, resp.StatusCode, tt.want)
+		}
 	}
 }
 

@@ -134,7 +134,7 @@ type cachedConnection struct {
 // DeepCopyObject makes cachedConnection a runtime.Object. conn is immutable and shared.
 func (c *cachedConnection) DeepCopyObject() k8sruntime.Object {
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
@@ -153,8 +153,10 @@ func compactConnection(obj any) (any, error) {
 	}
 	raw, err := encodeConnection(c)
 	if err != nil {
+		// Not the transform's error: client-go would drop the event and the index would keep
+		// the Connection's previous JSON. The feed logs it and delists the Connection.
 		out.err = err
-		return out, nil
+		return out, nil //nolint:nilerr // see above
 	}
 	out.conn = &keyindex.Conn{ID: c.Status.ID, Name: c.Name, Labels: labels.Set(c.Labels), Encoded: raw}
 	return out, nil

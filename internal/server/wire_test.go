@@ -55,39 +55,6 @@ func TestEncodeConnection(t *testing.T) {
 	}
 }
 
-// TestCompactConnection: the cache keeps of a Connection only its identity, its labels and its
-// JSON, and nothing of the credentials reference, the annotations or the managed fields.
-func TestCompactConnection(t *testing.T) {
-	c := wireConnection("a", "warehouse", "conn_1")
-	c.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1000)}
-	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-	c.Finalizers = []string{"switchboard.dev/connection"}
-	obj, err := compactConnection(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, ok := obj.(*cachedConnection)
-	if !ok {
-		t.Fatalf("the cache keeps a %T", obj)
-	}
-	if cc.Annotations != nil || cc.ManagedFields != nil || cc.Finalizers != nil || cc.Name != "warehouse" || cc.Namespace != "a" {
-		t.Errorf("the cached metadata = %+v", cc.ObjectMeta)
-	}
-	if cc.conn == nil || cc.conn.ID != "conn_1" || cc.conn.Labels["n"] != "warehouse" || strings.Contains(string(cc.conn.Encoded), "top-secret") {
-		t.Errorf("the cached Conn = %+v", cc.conn)
-	}
-	if again, _ := compactConnection(obj); again != obj {
-		t.Error("the transform is not idempotent")
-	}
-	if key, err := toolscache.MetaNamespaceKeyFunc(obj); err != nil || key != "a/warehouse" {
-		t.Errorf("the informer's store key = %q, %v", key, err)
-	}
-	c = wireConnection("a", "pending", "")
-	if obj, _ := compactConnection(c); obj.(*cachedConnection).conn != nil {
-		t.Error("a Connection without an id is listable")
-	}
-}
-
 // TestListBodies: list responses are built from the index's snapshots through the feed, change
 // with the list, are shared per snapshot and selector, and describe themselves in their headers.
 func TestListBodies(t *testing.T) {

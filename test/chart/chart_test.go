@@ -131,6 +131,11 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 			not:  []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel", "NetworkPolicy/switchboard-panel"},
 		},
 		{
+			name: "ingress without trusted proxies, opted out",
+			sets: []string{"ingress.enabled=true", "ingress.withoutTrustedProxies=true"},
+			want: []string{"Ingress/switchboard-api"},
+		},
+		{
 			name: "panel and metrics off",
 			sets: []string{"panel.enabled=false", "metrics.enabled=false", "server.podDisruptionBudget.enabled=false"},
 			not:  []string{"Service/switchboard-panel", "Deployment/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget"},
@@ -179,7 +184,9 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "bad service type", set: "server.service.type=Internal", want: "/server/service/type"},
 		{name: "trusted proxy not a CIDR", set: "server.trustedProxies[0]=proxy.local", want: "/server/trustedProxies/0"},
 		{name: "unknown log level", set: "server.logLevel=verbose", want: "/server/logLevel"},
-		{name: "ingress without hosts", set: "ingress.enabled=true,ingress.hosts=null", want: "/ingress"},
+		{name: "ingress without hosts", set: "ingress.enabled=true,ingress.hosts=null,server.trustedProxies[0]=10.0.0.0/8", want: "/ingress"},
+		// docs/security.md section 3: behind an Ingress every client would share one address.
+		{name: "ingress without trusted proxies", set: "ingress.enabled=true", want: "/server/trustedProxies"},
 		{name: "HPA with a zero CPU target", set: "server.autoscaling.targetCPUUtilizationPercentage=0", want: "/server/autoscaling/targetCPUUtilizationPercentage"},
 		{name: "no panel sessions at all", set: "panel.maxSessions=0", want: "/panel/maxSessions"},
 		{name: "panel sign-ins never regained", set: "panel.loginRate=0", want: "/panel/loginRate"},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
@@ -80,7 +81,41 @@ func BenchmarkConnectionMemory(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/conn")
+		b.ReportMetric(float64(len(cachedList(idx.Connections("tenant"), "", nil).Body))/n, "jsonB/conn")
 		runtime.KeepAlive(store)
 		runtime.KeepAlive(idx)
+	}
+}
+
+// TestCompactConnection: the cache keeps of a Connection only its identity, its labels and its
+// JSON, and nothing of the credentials reference, the annotations or the managed fields.
+func TestCompactConnection(t *testing.T) {
+	c := wireConnection("a", "warehouse", "conn_1")
+	c.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1000)}
+	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	c.Finalizers = []string{"switchboard.dev/connection"}
+	obj, err := compactConnection(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, ok := obj.(*cachedConnection)
+	if !ok {
+		t.Fatalf("the cache keeps a %T", obj)
+	}
+	if cc.Annotations != nil || cc.ManagedFields != nil || cc.Finalizers != nil || cc.Name != "warehouse" || cc.Namespace != "a" {
+		t.Errorf("the cached metadata = %+v", cc.ObjectMeta)
+	}
+	if cc.conn == nil || cc.conn.ID != "conn_1" || cc.conn.Labels["n"] != "warehouse" || strings.Contains(string(cc.conn.Encoded), "top-secret") {
+		t.Errorf("the cached Conn = %+v", cc.conn)
+	}
+	if again, _ := compactConnection(obj); again != obj {
+		t.Error("the transform is not idempotent")
+	}
+	if key, err := toolscache.MetaNamespaceKeyFunc(obj); err != nil || key != "a/warehouse" {
+		t.Errorf("the informer's store key = %q, %v", key, err)
+	}
+	c = wireConnection("a", "pending", "")
+	if obj, _ := compactConnection(c); obj.(*cachedConnection).conn != nil {
+		t.Error("a Connection without an id is listable")
 	}
 }

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// TestOnlySwitchboardsHashSecretsAuthenticate: the server believes a hash only from a Secret
+// switchboard wrote, which is one of the system namespace, of the hash type, named for the UID it
+// is labelled with (keysecret.ParseHash). A tenant who plants a look-alike in its own namespace,
+// and a Secret of another type in the system namespace, authenticate nothing.
+func TestOnlySwitchboardsHashSecretsAuthenticate(t *testing.T) {
+	ns := env.Namespace(t, "planted")
+	genuine := newKey(t, ns, "genuine", switchboardv1alpha1.APIKeySpec{})
+	chosen, err := apikey.Generate(apikey.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A tenant's copy of a hash Secret in its own namespace, with every label and the type.
+	planted := hashSecret(genuine.APIKey, chosen, "", metav1.Now().Time)
+	planted.Namespace = ns
+	if err := env.Client.Create(ctx(t), planted); err != nil {
+		t.Fatal(err)
+	}
+	// In the system namespace but Opaque: not a hash Secret, whatever its labels say.
+	other := newKey(t, ns, "other", switchboardv1alpha1.APIKeySpec{})
+	opaque, err := apikey.Generate(apikey.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongType := hashSecret(other.APIKey, opaque, "", metav1.Now().Time)
+	wrongType.Name = keysecret.HashName(other.APIKey.UID) + "-copy"
+	wrongType.Type = corev1.SecretTypeOpaque
+	if err := env.Client.Create(ctx(t), wrongType); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	if resp := s.get(t, "/v1/connections", genuine.Key); resp.Status != http.StatusOK {
+		t.Fatalf("the genuine key: %d", resp.Status)
+	}
+	for name, key := range map[string]string{"planted in the tenant namespace": chosen, "Opaque in the system namespace": opaque} {
+		if resp := s.get(t, "/v1/connections", key); resp.Status != http.StatusUnauthorized || resp.errorCode(t) != CodeAPIKeyInvalid {
+			t.Errorf("a key hashed by a Secret %s: %d %s, want 401 API_KEY_INVALID", name, resp.Status, resp.Body)
+		}
+	}
+}
+
+// TestDuplicateHashAuthenticatesNobody: when two hash Secrets hold the same hash (a bug, or a
+// hand edit of the system namespace), the key it belongs to cannot be told, so it authenticates
+// nobody, the gauge says so, and it works again once one Secret holds it.
+func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
+	ns := env.Namespace(t, "duplicate")
+	newConnection(t, ns, "one", "conn_dup1", nil)
+	a := newKey(t, ns, "a", switchboardv1alpha1.APIKeySpec{})
+	b := newKey(t, ns, "b", switchboardv1alpha1.APIKeySpec{})
+	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	if resp := s.get(t, "/v1/connections", a.Key); resp.Status != http.StatusOK {
+		t.Fatalf("before: %d", resp.Status)
+	}
+	refusedAsDuplicate := func() float64 {
+		return testutil.ToFloat64(authTotal.WithLabelValues(CodeAPIKeyInvalid, keyindex.Duplicate.String()))
+	}
+	before := refusedAsDuplicate()
+	// b's hash Secret now holds a's hash too.
+	setHashSecret(t, hashSecret(b.APIKey, a.Key, "", metav1.Now().Time))
+	eventually(t, "a's key refused while two Secrets hold its hash", func() bool {
+		return s.get(t, "/v1/connections", a.Key).Status == http.StatusUnauthorized
+	})
+	if got := testutil.ToFloat64(duplicateHashes); got != 1 {
+		t.Errorf("switchboard_api_duplicate_key_hashes = %v, want 1", got)
+	}
+	if refusedAsDuplicate() <= before {
+		t.Error("the refusal was not counted with reason duplicate")
+	}
+	if resp := s.get(t, "/v1/connections", b.Key); resp.Status != http.StatusUnauthorized {
+		t.Errorf("b's old key, no longer in its Secret: %d", resp.Status)
+	}
+	setHashSecret(t, hashSecret(b.APIKey, b.Key, "", metav1.Now().Time))
+	eventually(t, "a's key served once one Secret holds it", func() bool {
+		return s.get(t, "/v1/connections", a.Key).Status == http.StatusOK
+	})
+	if got := testutil.ToFloat64(duplicateHashes); got != 0 {
+		t.Errorf("switchboard_api_duplicate_key_hashes = %v after the fix, want 0", got)
+	}
+	if resp := s.get(t, "/v1/connections", b.Key); resp.Status != http.StatusOK {
+		t.Errorf("b's key after the fix: %d", resp.Status)
+	}
+}
