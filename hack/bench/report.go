@@ -185,7 +185,7 @@ func (r *report) writeScale(p printer) {
 	p("waits until the server lists them all. Live heap is read from the server's own GC trace (`GODEBUG=gctrace=1`,")
 	p("the live heap after the mark phase of a GC forced by requests after the fill), RSS from `/proc`. Per-object")
 	p("figures are the growth over the empty baseline divided by the number of Connections. They include the")
-	p("informer's trimmed object and the index's pre-encoded JSON. The page is `?limit=100` from a cursor in the middle")
+	p("cache's compact record of each Connection, which is its /v1 JSON. The page is `?limit=100` from a cursor in the middle")
 	p("of the namespace (reached by following `Link` headers), requested back to back on one keep-alive connection;")
 	p("the latency is what the client sees over loopback, which bounds the server's time from above.")
 	p("")

@@ -25,7 +25,7 @@ const (
 	msgInvalid  = "The API key is not valid: it is unknown, mistyped, revoked, expired, or was replaced by a rotation whose grace period has ended. Rotate the key in the panel to get a new one."
 	msgNotFound = "There is nothing at this path. The API serves GET /v1/connections."
 	msgNotReady = "The server is starting and has not loaded its data yet; retry in a moment."
-	msgLimited  = "Too many failed authentications from this address; retry after the number of seconds in Retry-After."
+	msgLimited  = "Authentication failed, and too many authentications from this address have failed; retry after the number of seconds in Retry-After."
 	msgInternal = "The server failed to answer; retry, and report the request id if it persists."
 )
 
