@@ -4,11 +4,17 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
@@ -29,4 +35,25 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newOperatorCommand(), newServerCommand(), newPanelCommand(), newDevCommand())
 	return root
+}
+
+// bindLogFlags binds the zap flags (--zap-log-level, …) to f and returns what builds the
+// process's logger from them: capped to internal/logging's verbosity (client-go logs Secret
+// bodies above it) and set as controller-runtime's. Every command that runs long sets its
+// logger through here.
+func bindLogFlags(f *pflag.FlagSet) func() logr.Logger {
+	var opts zap.Options
+	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
+	opts.BindFlags(gofs)
+	f.AddGoFlagSet(gofs)
+	return func() logr.Logger { return logging.SetLogger(zap.New(zap.UseFlagOptions(&opts))) }
+}
+
+// podNamespace is the namespace the process runs in, as the Downward API tells it
+// (POD_NAMESPACE), else switchboard's default system namespace.
+func podNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return switchboardv1alpha1.DefaultSystemNamespace
 }

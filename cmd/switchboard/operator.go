@@ -1,24 +1,20 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		opts    operator.Options
-		zapOpts zap.Options
+		opts      operator.Options
+		newLogger func() logr.Logger
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -37,7 +33,7 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 			if opts.QPS <= 0 || opts.Burst <= 0 {
 				return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 			}
-			opts.Logger = logging.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			opts.Logger = newLogger()
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
@@ -46,7 +42,8 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.SystemNamespace, "system-namespace", operatorSystemNamespace(), "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set")
+	newLogger = bindLogFlags(f)
+	f.StringVar(&opts.SystemNamespace, "system-namespace", podNamespace(), "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set")
 	f.StringVar(&opts.KeyPrefix, "key-prefix", apikey.DefaultPrefix, "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter")
 	f.DurationVar(&opts.RevealTTL, "reveal-ttl", operator.DefaultRevealTTL, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
@@ -55,17 +52,5 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")
 	f.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)")
 	f.IntVar(&opts.KeyWorkers, "key-workers", operator.DefaultKeyWorkers, "APIKeys reconciled concurrently")
-	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
-	zapOpts.BindFlags(gofs)
-	f.AddGoFlagSet(gofs)
 	return cmd
-}
-
-// operatorSystemNamespace is the pod's namespace when running in a cluster (the downward API
-// sets POD_NAMESPACE), else switchboard's default.
-func operatorSystemNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return switchboardv1alpha1.DefaultSystemNamespace
 }

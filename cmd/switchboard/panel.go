@@ -1,22 +1,21 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
 func newPanelCommand() *cobra.Command {
 	var (
-		opts    panel.Options
-		serve   panel.ServeOptions
-		zapOpts zap.Options
+		opts      panel.Options
+		serve     panel.ServeOptions
+		newLogger func() logr.Logger
 	)
 	cmd := &cobra.Command{
 		Use:   "panel",
@@ -27,7 +26,7 @@ TokenReviews. Run it apart from "switchboard server" so that a panel failure or 
 touches /v1 (the Helm chart does, by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			newLogger()
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
@@ -36,13 +35,11 @@ touches /v1 (the Helm chart does, by default).`,
 		},
 	}
 	f := cmd.Flags()
+	newLogger = bindLogFlags(f)
 	f.StringVar(&serve.Listen, "listen", ":8083", "address of the panel")
 	f.StringVar(&serve.HealthProbeBindAddress, "health-probe-bind-address", ":8082", `address of /healthz and /readyz; "0" disables them`)
 	f.DurationVar(&serve.ShutdownDelay, "shutdown-delay", 0, "how long readiness fails before the listener closes (default 5s)")
 	bindPanelFlags(f, &opts, "")
-	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
-	zapOpts.BindFlags(gofs)
-	f.AddGoFlagSet(gofs)
 	return cmd
 }
 

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/server"
 )
@@ -20,8 +17,8 @@ func newServerCommand() *cobra.Command {
 	var (
 		opts           server.Options
 		trustedProxies []string
-		zapOpts        zap.Options
 		panelOpts      panel.Options
+		newLogger      func() logr.Logger
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -31,7 +28,7 @@ of the system namespace and the APIKeys, held in an in-memory index fed by infor
 calls the Kubernetes API server. Every replica serves (no leader election).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			logging.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			newLogger()
 			for _, s := range trustedProxies {
 				p, err := parsePrefix(s)
 				if err != nil {
@@ -54,11 +51,12 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 		},
 	}
 	f := cmd.Flags()
+	newLogger = bindLogFlags(f)
 	// Every default has one home, server's Default constants.
 	f.StringVar(&opts.Listen, "listen", server.DefaultListen, "address of the /v1 API")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", server.DefaultMetricsBindAddress, `address of the Prometheus metrics; "0" disables them`)
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", server.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
-	f.StringVar(&opts.SystemNamespace, "system-namespace", defaultSystemNamespace(), "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+server.DefaultSystemNamespace+")")
+	f.StringVar(&opts.SystemNamespace, "system-namespace", podNamespace(), "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+server.DefaultSystemNamespace+")")
 	f.StringVar(&opts.KeyPrefix, "key-prefix", server.DefaultKeyPrefix, "prefix of valid keys")
 	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the server (e.g. the ingress controller's pods) whose X-Forwarded-For is believed; never a pod-wide CIDR, since any pod in it could then pick its address")
 	f.Float64Var(&opts.FailureRate, "auth-failure-rate", server.DefaultFailureRate, "failed authentications per second an address regains; negative disables the limit")
@@ -70,18 +68,7 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long open requests may drain")
 	f.StringVar(&opts.PanelListen, "panel-listen", "", `address of the web panel; empty serves no panel (run "switchboard panel" to serve it apart from /v1)`)
 	bindPanelFlags(f, &panelOpts, "panel-")
-	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
-	zapOpts.BindFlags(gofs)
-	f.AddGoFlagSet(gofs)
 	return cmd
-}
-
-// defaultSystemNamespace is the namespace the server runs in, as the Downward API tells it.
-func defaultSystemNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return server.DefaultSystemNamespace
 }
 
 // parsePrefix accepts a CIDR or a single address.
