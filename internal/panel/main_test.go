@@ -2,8 +2,6 @@ package panel_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -12,12 +10,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -36,15 +32,13 @@ var (
 	// sys is the whole system: the control plane, the real operator and the real /v1 API server
 	// (to prove that a key the panel shows authenticates).
 	sys *system.System
-	// v1URL is the real /v1 API server.
-	v1URL string
 )
 
 // TestMain starts the real control plane, operator and /v1 API server in this process: the
 // panel is tested against them, as it runs in production.
 func TestMain(m *testing.M) {
 	system.Main(m, system.Options{SystemNamespace: systemNS}, func(s *system.System) {
-		sys, env, v1URL = s, s.Env, s.APIURL
+		sys, env = s, s.Env
 		kube = kubernetes.NewForConfigOrDie(s.Config)
 	})
 }
@@ -83,31 +77,7 @@ var (
 // the TokenRequest API (envtest runs no token controller).
 func grant(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) string {
 	t.Helper()
-	ctx := testCtx(t)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Create(ctx, sa); err != nil {
-		t.Fatalf("creating ServiceAccount: %v", err)
-	}
-	if len(rules) > 0 {
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
-		binding := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-		}
-		for _, obj := range []client.Object{role, binding} {
-			if err := env.Client.Create(ctx, obj); err != nil {
-				t.Fatalf("creating %T: %v", obj, err)
-			}
-		}
-	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("minting a token: %v", err)
-	}
-	return tr.Status.Token
+	return env.ServiceAccount(t, ns, name, rules...).BearerToken
 }
 
 // logBuffer collects the panel's log lines, to prove that no key or token reaches them.
@@ -208,26 +178,11 @@ func v1Status(t *testing.T, key string) (int, string) {
 	if err := sys.ServerErr(); err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodGet, v1URL+"/v1/connections", nil)
+	status, code, err := sys.Connections(testCtx(t), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET /v1/connections: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var body struct {
-		Connections []struct {
-			ID string `json:"id"`
-		} `json:"connections"`
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body.Error.Code
+	return status, code
 }
 
 // requireV1 waits (the server learns of keys through its informers) until GET /v1/connections

@@ -3,20 +3,14 @@ package plugin
 import (
 	"context"
 	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 	"github.com/switchboard-dev/switchboard/internal/testenv/system"
@@ -27,27 +21,20 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	system.Main(m, system.Options{}, func(s *system.System) { env, apiURL = s.Env, s.APIURL })
+	system.Main(m, system.Options{}, func(s *system.System) { sys, env = s, s.Env })
 }
 
-// apiURL is the base URL of the real /v1 API server running in this process.
-var apiURL string
+// sys is the whole system running in this process.
+var sys *system.System
 
 // apiStatus is the HTTP status of GET /v1/connections with key as the bearer key.
 func apiStatus(t *testing.T, key string) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, apiURL+"/v1/connections", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	status, _, err := sys.Connections(testContext(t), key)
 	if err != nil {
 		t.Fatalf("calling the API server: %v", err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return status
 }
 
 // eventuallyStatus waits (the server's cache follows the API server) until GET
@@ -136,34 +123,7 @@ func mustFail(t *testing.T, r result, want string) {
 // returns a client configuration that carries a token minted for it (TokenRequest API).
 func serviceAccountConfig(t *testing.T, namespace, name string, rules []rbacv1.PolicyRule) *rest.Config {
 	t.Helper()
-	ctx := testContext(t)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: rules}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
-	}
-	for _, obj := range []client.Object{sa, role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T: %v", obj, err)
-		}
-	}
-	clientset, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expiry := int64(3600)
-	token, err := clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("minting a token: %v", err)
-	}
-	return &rest.Config{
-		Host:            env.Config.Host,
-		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData},
-		BearerToken:     token.Status.Token,
-	}
+	return env.ServiceAccount(t, namespace, name, rules...)
 }
 
 // rule grants verbs on resources of group.

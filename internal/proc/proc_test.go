@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,7 +91,7 @@ func TestStop(t *testing.T) {
 }
 
 func TestKillEndsTheGroup(t *testing.T) {
-	out := &lockedBuilder{}
+	out := &Buffer{}
 	p := startShell(t, "test", `trap "" TERM; sleep 60 & echo started; wait`, Options{Output: out})
 	waitFor(t, p, out, "started")
 	if err := p.Kill(); err != nil {
@@ -107,7 +106,7 @@ func TestKillEndsTheGroup(t *testing.T) {
 
 // Signal tells the child alone: its own children hear nothing unless it passes the signal on.
 func TestSignalReachesTheChildOnly(t *testing.T) {
-	out := &lockedBuilder{}
+	out := &Buffer{}
 	p := startShell(t, "parent", `(trap 'echo child-term; exit 0' TERM; while :; do sleep 0.05; done) &
 child=$!
 trap 'echo parent-term; sleep 0.5; kill -KILL $child; exit 0' TERM
@@ -127,7 +126,7 @@ wait`, Options{Output: out})
 }
 
 // waitFor waits until the child has written want.
-func waitFor(t *testing.T, p *Process, out *lockedBuilder, want string) {
+func waitFor(t *testing.T, p *Process, out *Buffer, want string) {
 	t.Helper()
 	if err := p.WaitUntil(t.Context(), 10*time.Second, 10*time.Millisecond, func(context.Context) error {
 		if !strings.Contains(out.String(), want) {
@@ -137,23 +136,6 @@ func waitFor(t *testing.T, p *Process, out *lockedBuilder, want string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(b)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestWaitHTTPReportsAnExitedProcess(t *testing.T) {

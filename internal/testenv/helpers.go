@@ -1,9 +1,7 @@
 package testenv
 
 import (
-	"bytes"
 	"net"
-	"sync"
 	"testing"
 	"time"
 )
@@ -40,25 +38,4 @@ func FreeAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return addr
-}
-
-// LockedBuffer is a bytes.Buffer that a child process's output goroutines and the test may
-// use at the same time.
-type LockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (b *LockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (b *LockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -35,9 +35,9 @@ type system struct {
 	kubeconfig string
 	baseURL    string
 	proc       *proc.Process
-	out        *testenv.LockedBuffer // the dev process's stdout and stderr, as a user's terminal shows them
+	out        *proc.Buffer // the dev process's stdout and stderr, as a user's terminal shows them
 	stopOnce   sync.Once
-	pluginErrs testenv.LockedBuffer // stderr of every plugin and kubectl run
+	pluginErrs proc.Buffer // stderr of every plugin and kubectl run
 	demoKey    string
 	bannerKeys []string // the lines of the dev banner that show the demo key, by design
 }
@@ -64,7 +64,7 @@ func restartSystem(t *testing.T, stopped *system) *system {
 
 func launch(t *testing.T, stateDir string, fresh bool) *system {
 	t.Helper()
-	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &testenv.LockedBuffer{}}
+	s := &system{t: t, root: repoRoot(), stateDir: stateDir, out: &proc.Buffer{}}
 	for _, bin := range []string{s.bin("switchboard"), s.bin("kubectl-switchboard"), s.kubectlBin()} {
 		if _, err := os.Stat(bin); err != nil {
 			t.Fatalf("%s is missing: run `make build envtest` (make test-e2e does)", bin)

@@ -163,7 +163,7 @@ func start(t *testing.T, name, kubeconfigPath string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(switchboardBin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
-	out := &testenv.LockedBuffer{}
+	out := &proc.Buffer{}
 	p, err := proc.Start(cmd, proc.Options{Name: name, Output: out})
 	if err != nil {
 		t.Fatal(err)
@@ -193,14 +193,14 @@ var logs = &outputs{}
 
 type outputs struct {
 	mu   sync.Mutex
-	outs map[string][]*testenv.LockedBuffer
+	outs map[string][]*proc.Buffer
 }
 
-func (o *outputs) add(name string, b *testenv.LockedBuffer) {
+func (o *outputs) add(name string, b *proc.Buffer) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.outs == nil {
-		o.outs = map[string][]*testenv.LockedBuffer{}
+		o.outs = map[string][]*proc.Buffer{}
 	}
 	o.outs[name] = append(o.outs[name], b)
 }

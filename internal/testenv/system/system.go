@@ -6,9 +6,11 @@ package system
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -123,6 +125,28 @@ func stopped(what string, done chan error) error {
 	default:
 		return nil
 	}
+}
+
+// Connections calls GET /v1/connections on the server with key as the bearer key, and returns
+// the status and the error code of the answer ("" when it has none).
+func (s *System) Connections(ctx context.Context, key string) (status int, code string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.APIURL+"/v1/connections", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("GET /v1/connections: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body) // a 200's body has no error: the code stays ""
+	return resp.StatusCode, body.Error.Code, nil
 }
 
 // Stop stops the operator and the server, then the control plane. It returns the error of a
