@@ -19,7 +19,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,8 +33,7 @@ type options struct {
 	duration   time.Duration
 	rounds     int
 	conns      int
-	scale      []int
-	operatorN  int
+	scaleOpts  scaleOptions
 	revokeN    int
 	bareListen string
 	bareBody   string
@@ -44,14 +42,18 @@ type options struct {
 
 func main() {
 	var o options
-	var scale, only string
+	var only string
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
 	flag.StringVar(&o.bin, "bin", "bin/switchboard", "the switchboard binary")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
 	flag.IntVar(&o.rounds, "rounds", 3, "throughput runs of each handler, interleaved; the median is reported")
 	flag.IntVar(&o.conns, "connections", 16, "keep-alive connections of the load generator")
-	flag.StringVar(&scale, "scale", "10000,50000", "cached Connection counts to measure memory at")
-	flag.IntVar(&o.operatorN, "operator-keys", 5000, "APIKeys created at once for the operator throughput")
+	flag.IntVar(&o.scaleOpts.connections, "scale-connections", 100000, "Connections created for the scale part")
+	flag.IntVar(&o.scaleOpts.namespaces, "scale-namespaces", 1000, "namespaces the scale part spreads them and the keys over")
+	flag.IntVar(&o.scaleOpts.keys, "scale-keys", 20000, "APIKeys created at once for the scale part (a multiple of -scale-namespaces)")
+	flag.IntVar(&o.scaleOpts.largest, "scale-largest", 10000, "Connections of the scale part's largest namespace")
+	flag.DurationVar(&o.scaleOpts.active, "scale-active", time.Minute, "how long the scale part measures lastUsedAt writes with every key in use")
+	flag.IntVar(&o.scaleOpts.restarts, "scale-restarts", 3, "fresh servers the scale part times from start to ready")
 	flag.IntVar(&o.revokeN, "revoke-keys", 50, "keys revoked one by one for the revocation latency")
 	flag.StringVar(&only, "only", "", "comma-separated parts to run ("+strings.Join(stepNames(), ", ")+"); all when empty")
 	flag.StringVar(&o.bareListen, "bare-listen", "", "internal: serve the bare handler on this address")
@@ -63,14 +65,6 @@ func main() {
 			os.Exit(1)
 		}
 		return
-	}
-	for _, s := range strings.Split(scale, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "bench: bad -scale value %q\n", s)
-			os.Exit(2)
-		}
-		o.scale = append(o.scale, n)
 	}
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s == "" {

@@ -19,15 +19,6 @@ type latencyRun struct {
 	auth, bare loadgen.Result
 }
 
-type scalePoint struct {
-	n       int
-	live    int64
-	rss     int64
-	fill    time.Duration
-	pageP50 time.Duration
-	pageP99 time.Duration
-}
-
 // report holds what the run measured; write renders it as docs/benchmarks.md.
 type report struct {
 	cores    int
@@ -44,12 +35,7 @@ type report struct {
 
 	revocations []time.Duration
 
-	operatorN      int
-	operatorCreate time.Duration
-	operatorReady  time.Duration
-
-	scaleBase scalePoint
-	scale     []scalePoint
+	scale *scaleResult
 
 	benchLines []string
 
@@ -99,9 +85,6 @@ func (r *report) write(path string) error {
 	if r.ran["scale"] {
 		r.writeScale(p)
 	}
-	if r.ran["operator"] {
-		r.writeOperator(p)
-	}
 	if r.ran["hotpath"] {
 		r.writeHotPath(p)
 	}
@@ -109,7 +92,7 @@ func (r *report) write(path string) error {
 	p("")
 	p("- Everything: `make bench` (builds the binaries and the control plane when missing).")
 	p("- One part: `go run ./hack/bench -only operator -out /tmp/operator.md` (parts: %s; comma-separated).", strings.Join(stepNames(), ", "))
-	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale 10000 -operator-keys 1000 -revoke-keys 50`.")
+	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale-connections 10000 -scale-namespaces 100 -scale-keys 1000 -scale-largest 1000 -revoke-keys 50`.")
 	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
 	p("- Logs of each run's processes are kept in the temporary directory the bench prints first.")
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
@@ -178,45 +161,8 @@ func (r *report) writeRevocation(p printer) {
 	p("")
 }
 
-func (r *report) writeScale(p printer) {
-	p("## 4. Scale: memory per cached Connection and one page in a large namespace")
-	p("")
-	p("Connections are created in one namespace (32 parallel creates), the operator assigns their ids, and the bench")
-	p("waits until the server lists them all. Live heap is read from the server's own GC trace (`GODEBUG=gctrace=1`,")
-	p("the live heap after the mark phase of a GC forced by requests after the fill), RSS from `/proc`. Per-object")
-	p("figures are the growth over the empty baseline divided by the number of Connections. They include the")
-	p("cache's compact record of each Connection, which is its /v1 JSON. The page is `?limit=100` from a cursor in the middle")
-	p("of the namespace (reached by following `Link` headers), requested back to back on one keep-alive connection;")
-	p("the latency is what the client sees over loopback, which bounds the server's time from above.")
-	p("")
-	p("| Connections | fill time | live heap | per Connection | RSS | RSS per Connection | page of 100: p50 | p99 |")
-	p("|---|---|---|---|---|---|---|---|")
-	p("| 0 (baseline) | – | %s | – | %s | – | – | – |", fmtBytes(r.scaleBase.live), fmtBytes(r.scaleBase.rss))
-	for _, s := range r.scale {
-		p("| %d | %s | %s | %s | %s | %s | %s | %s |", s.n, s.fill.Round(time.Second), fmtBytes(s.live),
-			fmtBytes((s.live-r.scaleBase.live)/int64(s.n)), fmtBytes(s.rss), fmtBytes((s.rss-r.scaleBase.rss)/int64(s.n)), ms(s.pageP50), ms(s.pageP99))
-	}
-	p("")
-	p("Targets: ≤ 3 KiB per cached object; one page of 100 from a 10k-Connection namespace ≤ 1 ms.")
-	p("")
-}
-
-func (r *report) writeOperator(p printer) {
-	p("## 5. Operator throughput")
-	p("")
-	p("%d APIKeys created at once (32 parallel creates, done in %s) in one namespace; the operator", r.operatorN, r.operatorCreate.Round(time.Millisecond))
-	p("(`--kube-api-qps=1000 --kube-api-burst=2000`) issues each one: a reveal Secret, a hash Secret and a status patch.")
-	p("")
-	p("| APIKeys | all Ready after | keys/s |")
-	p("|---|---|---|")
-	p("| %d | %s | %.0f |", r.operatorN, r.operatorReady.Round(time.Millisecond), float64(r.operatorN)/r.operatorReady.Seconds())
-	p("")
-	p("Target: ≤ 60 s for 5,000.")
-	p("")
-}
-
 func (r *report) writeHotPath(p printer) {
-	p("## 6. Hot path (`go test -bench . -benchmem`)")
+	p("## 8. Hot path (`go test -bench . -benchmem`)")
 	p("")
 	p("```")
 	for _, l := range r.benchLines {

@@ -14,12 +14,15 @@ import (
 
 // rig is the system under measurement.
 type rig struct {
-	env      *testenv.Env
-	dir      string
-	apiURL   string
-	server   *proc
-	operator *proc
-	report   *report
+	env         *testenv.Env
+	dir         string
+	bin         string
+	kenv        []string // the environment that points a process at the control plane
+	apiURL      string
+	metricsAddr string // the server's metrics and pprof
+	server      *proc
+	operator    *proc
+	report      *report
 }
 
 // step is one part of the bench; its name selects it with -only and its section in the report.
@@ -33,8 +36,7 @@ func steps(r *rig) []step {
 	return []step{
 		{"throughput", r.throughput}, // sections 1 and 2: throughput ratio and latency
 		{"revocation", r.revocation},
-		{"operator", r.operatorThroughput},
-		{"scale", r.scaleMemory},
+		{"scale", r.scale}, // sections 4 and 5: memory, start-up, operator throughput, lastUsedAt
 		{"hotpath", r.hotPath},
 	}
 }
@@ -67,10 +69,10 @@ func run(ctx context.Context, o options) error {
 	if err := env.EnsureNamespace(ctx, "switchboard-system"); err != nil {
 		return err
 	}
-	r := &rig{env: env, dir: dir, report: newReport()}
 	kenv := []string{"KUBECONFIG=" + kubeconfig}
+	r := &rig{env: env, dir: dir, bin: o.bin, kenv: kenv, report: newReport()}
 
-	r.operator, err = startProc("operator", dir, kenv, o.bin, "operator", "--leader-elect=false",
+	r.operator, err = startProc("operator", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "operator", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")
 	if err != nil {
 		return err
@@ -86,10 +88,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	r.apiURL = "http://" + api
+	if r.metricsAddr, err = freeAddr(); err != nil {
+		return err
+	}
 	// The failure limiter is off: the revocation run makes 50 clients fail on purpose, and
 	// throughput is measured for valid keys, which the limiter never slows anyway.
-	r.server, err = startProc("server", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "server", "--listen="+api,
-		"--metrics-bind-address=0", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
+	r.server, err = startProc("server", dir, kenv, o.bin, "server", "--listen="+api,
+		"--metrics-bind-address="+r.metricsAddr, "--pprof", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
 	if err != nil {
 		return err
 	}

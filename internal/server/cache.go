@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -45,12 +46,20 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 		keysecret.LabelManagedBy: keysecret.ManagedBy,
 		keysecret.LabelComponent: keysecret.ComponentHash,
 	})
+	metrics := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if opts.Pprof {
+		metrics.ExtraHandlers = map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+		}
+	}
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.Scheme,
 		MapperProvider:         staticRESTMapper,
 		Logger:                 log,
 		LeaderElection:         false,
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                metrics,
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),

@@ -42,6 +42,9 @@ type Options struct {
 	Listener net.Listener
 	// MetricsBindAddress serves Prometheus metrics; "0" (or empty) disables it.
 	MetricsBindAddress string
+	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, for profiling
+	// (it exposes the process's internals: keep the metrics port private).
+	Pprof bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" (or empty) disables it.
 	HealthProbeBindAddress string
 	// SystemNamespace holds the hash Secrets.

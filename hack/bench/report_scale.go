@@ -1,0 +1,170 @@
+package main
+
+import (
+	"slices"
+	"time"
+)
+
+func perObject(delta int64, n int) string {
+	if n == 0 {
+		return "–"
+	}
+	return fmtBytes(delta / int64(n))
+}
+
+func (r *report) writeScale(p printer) {
+	s := r.scale
+	o := s.o
+	p("## 4. Scale: %d Connections in %d namespaces, %d APIKeys", o.connections, o.namespaces, o.keys)
+	p("")
+	p("One control plane, one operator, one server, as in production but on this machine. The largest namespace")
+	p("holds %d Connections; the others share the rest evenly; every namespace has %d APIKeys. The bench's", o.largest, o.keys/o.namespaces)
+	p("client creates everything in parallel (64 creates in flight, client rate limit 5,000/s). Set-up:")
+	p("")
+	p("| step | took | rate |")
+	p("|---|---|---|")
+	p("| %d namespaces | %s | %.0f/s |", o.namespaces, s.nsSetup.Round(time.Millisecond), float64(o.namespaces)/s.nsSetup.Seconds())
+	p("| %d APIKeys created | %s | %.0f/s |", o.keys, s.keysCreate.Round(time.Millisecond), float64(o.keys)/s.keysCreate.Seconds())
+	p("| … all issued and Ready (section 5) | %s | %.0f/s |", s.keysReady.Round(time.Millisecond), float64(o.keys)/s.keysReady.Seconds())
+	p("| %d keys claimed from their reveal Secrets | %s | %.0f/s |", o.keys, s.claim.Round(time.Millisecond), float64(o.keys)/s.claim.Seconds())
+	p("| %d Connections created | %s | %.0f/s |", o.connections, s.connsCreate.Round(time.Millisecond), float64(o.connections)/s.connsCreate.Seconds())
+	p("| … all given an id by the operator and listed by the server | %s | %.0f/s |", s.connsReady.Round(time.Millisecond), float64(o.connections)/s.connsReady.Seconds())
+	p("")
+	p("Load average (1 min) before the scale part, after the fill and at its end: %s, %s, %s (2 cores; everything", s.loadBefore, s.loadMid, s.loadAfter)
+	p("above runs on them at once).")
+	p("")
+	p("### Server memory")
+	p("")
+	p("Live heap: the heap allocated right after a forced GC (`HeapAlloc` in `/debug/pprof/heap?gc=1&debug=1`, served with")
+	p("`--pprof`); RSS from `/proc`. A key's share includes its hash Secret; a Connection's includes its pre-encoded JSON and")
+	p("its share of the namespace's cached list bodies.")
+	p("")
+	p("| the server holds | live heap | RSS | per object: heap | per object: RSS |")
+	p("|---|---|---|---|---|")
+	p("| nothing (baseline) | %s | %s | – | – |", fmtBytes(s.base.live), fmtBytes(s.base.rss))
+	p("| + %d APIKeys | %s | %s | %s per key | %s per key |", o.keys, fmtBytes(s.afterKeys.live), fmtBytes(s.afterKeys.rss),
+		perObject(s.afterKeys.live-s.base.live, o.keys), perObject(s.afterKeys.rss-s.base.rss, o.keys))
+	p("| + %d Connections | %s | %s | %s per Connection | %s per Connection |", o.connections, fmtBytes(s.afterConns.live), fmtBytes(s.afterConns.rss),
+		perObject(s.afterConns.live-s.afterKeys.live, o.connections), perObject(s.afterConns.rss-s.afterKeys.rss, o.connections))
+	p("")
+	p("Target: ≤ 2 KiB of heap per cached Connection and per key.")
+	p("")
+	p("### Start to ready")
+	p("")
+	p("A new server process started against the full cluster, timed from `exec` to `/readyz` answering 200 (every informer")
+	p("synced and the index built): how long a rolling upgrade waits for each new replica. Its memory is the figure")
+	p("without the churn of the fill.")
+	p("")
+	p("| start | ready after | live heap | RSS |")
+	p("|---|---|---|---|")
+	var readies []time.Duration
+	for i, f := range s.fresh {
+		readies = append(readies, f.ready)
+		p("| %d | %s | %s | %s |", i+1, f.ready.Round(time.Millisecond), fmtBytes(f.mem.live), fmtBytes(f.mem.rss))
+	}
+	if len(readies) > 0 {
+		slices.Sort(readies)
+		last := s.fresh[len(s.fresh)-1].mem
+		p("")
+		p("Median %s (target ≤ 10 s). Per object in a fresh server: %s of heap per object of the %d cached (Connections and", readies[len(readies)/2].Round(time.Millisecond),
+			perObject(last.live-s.base.live, o.connections+o.keys), o.connections+o.keys)
+		p("keys together, over the empty baseline).")
+	}
+	p("")
+	if len(s.heapTop) > 0 {
+		p("What that heap is made of (`go tool pprof -top -sample_index=inuse_space` of the fresh server's heap profile):")
+		p("")
+		p("```")
+		for _, l := range s.heapTop {
+			p("%s", l)
+		}
+		p("```")
+		p("")
+	}
+	p("### Lists in the largest namespace (%d Connections)", o.largest)
+	p("")
+	p("Back to back on one keep-alive connection for 3 s; the page is `?limit=100` from a cursor in the middle (reached by")
+	p("following `Link` headers).")
+	p("")
+	p("| request | p50 | p99 |")
+	p("|---|---|---|")
+	p("| a page of 100 | %s | %s |", ms(s.pageP50), ms(s.pageP99))
+	p("| the full list (%s) | %s | %s |", fmtBytes(int64(s.fullBytes)), ms(s.fullP50), ms(s.fullP99))
+	p("")
+	r.writeOperator(p)
+	r.writeLastUsed(p)
+	r.writeFootprint(p)
+}
+
+func (r *report) writeOperator(p printer) {
+	s := r.scale
+	n := float64(s.o.keys)
+	p("## 5. Operator: %d new APIKeys to Ready", s.o.keys)
+	p("")
+	p("All created at once (%s), %d per namespace; the operator (`--kube-api-qps=1000 --kube-api-burst=2000`) issues", s.keysCreate.Round(time.Millisecond), s.o.keys/s.o.namespaces)
+	p("each: hash Secret, reveal Secret, status. The clock stops when the bench's watch has seen every one Ready with")
+	p("its reveal Secret named.")
+	p("")
+	p("| APIKeys | all Ready after | keys/s |")
+	p("|---|---|---|")
+	p("| %d | %s | %.0f |", s.o.keys, s.keysReady.Round(time.Millisecond), n/s.keysReady.Seconds())
+	p("")
+	p("Target: ≤ 3 min for 20,000.")
+	p("")
+	p("The operator's API calls, from the API server's `apiserver_request_total` before and after, minus the bench's own")
+	p("calls (counted by a wrapper around its client); the server only watches. Watches are left out (long-running, counted")
+	p("when they end). A status code in brackets marks refused calls.")
+	p("")
+	p("| call | total | per key |")
+	p("|---|---|---|")
+	for _, k := range s.opCalls.sorted() {
+		p("| `%s` | %.0f | %.2f |", k, s.opCalls[k], s.opCalls[k]/n)
+	}
+	p("| **all** | %.0f | **%.2f** |", s.opCalls.total(), s.opCalls.total()/n)
+	p("")
+}
+
+func (r *report) writeLastUsed(p printer) {
+	l := r.scale.lastUsed
+	secs := l.elapsed.Seconds()
+	p("## 6. `lastUsedAt` writes with %d keys in use", l.keys)
+	p("")
+	p("Every key authenticates a request about every 10 s (%.0f requests/s, all keys in turn) while the one server replica", float64(l.requests)/secs)
+	p("runs with its defaults: a key's `status.lastUsedAt` is written at most once a minute (`--last-used-interval`) and the")
+	p("replica writes at most 20 a second (`--last-used-writes-per-second`). Measured over %s after one round of warm-up:", l.elapsed.Round(time.Second))
+	p("")
+	p("| figure | value |")
+	p("|---|---|")
+	p("| writes/s (the server's `switchboard_api_last_used_writes_total{result=\"ok\"}`) | %.1f |", l.writes/secs)
+	p("| `PATCH apikeys/status`/s seen by the API server | %.1f |", l.patches/secs)
+	p("| keys due but over budget at the last flush (`switchboard_api_last_used_backlog`) | %.0f |", l.backlog)
+	p("| oldest `lastUsedAt` of a key waiting (`switchboard_api_last_used_staleness_seconds`) | %.0f s |", l.staleness)
+	p("")
+	p("Without the budget the replica would write every key once a minute: %.0f writes/s, and each replica as many", float64(l.keys)/60)
+	p("again. With it, each replica writes at most 20/s whatever the number of keys, and a key's `lastUsedAt` is at most")
+	p("about keys ÷ 20 s old (%.0f s here) instead of a minute: the stalest are written first. The staleness above grows", float64(l.keys)/20)
+	p("during the first round and levels off there; `TestLastUsedBudgetAt20000ActiveKeys` runs the same schedule on an")
+	p("injected clock for 2,500 s.")
+	p("")
+}
+
+func (r *report) writeFootprint(p printer) {
+	s := r.scale
+	p("## 7. Cluster footprint at this size")
+	p("")
+	p("For [scaling.md](scaling.md). Objects counted with a LIST of one item (`remainingItemCount`); etcd's database size")
+	p("from the API server's `apiserver_storage_size_bytes` (the file, including history not yet compacted); RSS from `/proc`.")
+	p("")
+	p("| what | value |")
+	p("|---|---|")
+	for _, kind := range []string{"Connections", "APIKeys", "Secrets", "Events", "Namespaces"} {
+		p("| %s stored | %.0f |", kind, s.objects[kind])
+	}
+	p("| etcd database | %s |", fmtBytes(int64(s.storageBytes)))
+	p("| kube-apiserver RSS | %s |", fmtBytes(s.apiserverRSS))
+	p("| etcd RSS | %s |", fmtBytes(s.etcdRSS))
+	p("| operator live heap (at its last GC) / RSS | %s / %s |", fmtBytes(s.operatorLive), fmtBytes(s.operatorRSS))
+	p("")
+	p("The server's figures are in section 4 (%s live heap, %s RSS with everything cached).", fmtBytes(s.afterConns.live), fmtBytes(s.afterConns.rss))
+	p("")
+}
