@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -221,8 +223,8 @@ func metricValue(fams map[string]*dtoFamily, name string, labels ...string) floa
 	return 0
 }
 
-// childRSS is the resident set size of this process's child named comm (etcd, kube-apiserver).
-func childRSS(comm string) (int64, error) {
+// childPID is the pid of this process's child named comm (etcd, kube-apiserver).
+func childPID(comm string) (int, error) {
 	self := strconv.Itoa(os.Getpid())
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
@@ -243,10 +245,88 @@ func childRSS(comm string) (int64, error) {
 		if s[open+1:closing] != comm || len(fields) < 2 || fields[1] != self {
 			continue
 		}
-		pid, _ := strconv.Atoi(filepath.Base(dir))
-		return pidRSS(pid)
+		return strconv.Atoi(filepath.Base(dir))
 	}
 	return 0, fmt.Errorf("no child process %s", comm)
+}
+
+// childRSS is the resident set size of this process's child named comm.
+func childRSS(comm string) (int64, error) {
+	pid, err := childPID(comm)
+	if err != nil {
+		return 0, err
+	}
+	return pidRSS(pid)
+}
+
+// pidCPU is the CPU time (user and system) pid has used, from /proc/<pid>/stat.
+func pidCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// After the comm: state(0) ppid(1) … utime(11) stime(12), in clock ticks of 1/100 s.
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("reading /proc/%d/stat: %w", pid, errors.Join(err1, err2))
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// cpuMeter reads the CPU time of the system's processes, to tell what a phase cost each of
+// them on a machine that others share.
+type cpuMeter struct {
+	names []string
+	pids  []int
+}
+
+func (r *rig) newCPUMeter() (*cpuMeter, error) {
+	m := &cpuMeter{names: []string{"kube-apiserver", "etcd", "operator", "server"}}
+	for _, comm := range m.names[:2] {
+		pid, err := childPID(comm)
+		if err != nil {
+			return nil, err
+		}
+		m.pids = append(m.pids, pid)
+	}
+	m.pids = append(m.pids, r.operator.cmd.Process.Pid, r.server.cmd.Process.Pid)
+	return m, nil
+}
+
+// cpuTimes is CPU time by process name.
+type cpuTimes map[string]time.Duration
+
+func (m *cpuMeter) read() cpuTimes {
+	t := cpuTimes{}
+	for i, pid := range m.pids {
+		if d, err := pidCPU(pid); err == nil {
+			t[m.names[i]] = d
+		}
+	}
+	return t
+}
+
+// since is the CPU each process used from before to t.
+func (t cpuTimes) since(before cpuTimes) cpuTimes {
+	d := cpuTimes{}
+	for k, v := range t {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
+func (t cpuTimes) total() time.Duration {
+	var sum time.Duration
+	for _, v := range t {
+		sum += v
+	}
+	return sum
 }
 
 // pidRSS reads VmRSS of pid from /proc.

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,6 +38,7 @@ type options struct {
 	revokeN    int
 	bareListen string
 	bareBody   string
+	barePprof  string
 	only       []string
 }
 
@@ -46,8 +48,8 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
 	flag.StringVar(&o.bin, "bin", "bin/switchboard", "the switchboard binary")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
-	flag.IntVar(&o.rounds, "rounds", 3, "throughput runs of each handler, interleaved; the median is reported")
-	flag.IntVar(&o.conns, "connections", 16, "keep-alive connections of the load generator")
+	flag.IntVar(&o.rounds, "rounds", 5, "throughput runs of each handler, interleaved; the median is reported")
+	flag.IntVar(&o.conns, "connections", 32, "keep-alive connections of wrk")
 	flag.IntVar(&o.scaleOpts.connections, "scale-connections", 100000, "Connections created for the scale part")
 	flag.IntVar(&o.scaleOpts.namespaces, "scale-namespaces", 1000, "namespaces the scale part spreads them and the keys over")
 	flag.IntVar(&o.scaleOpts.keys, "scale-keys", 20000, "APIKeys created at once for the scale part (a multiple of -scale-namespaces)")
@@ -58,9 +60,10 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated parts to run ("+strings.Join(stepNames(), ", ")+"); all when empty")
 	flag.StringVar(&o.bareListen, "bare-listen", "", "internal: serve the bare handler on this address")
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
+	flag.StringVar(&o.barePprof, "bare-pprof", "", "internal: serve the bare handler's net/http/pprof on this address")
 	flag.Parse()
 	if o.bareListen != "" {
-		if err := serveBare(o.bareListen, o.bareBody); err != nil {
+		if err := serveBare(o.bareListen, o.bareBody, o.barePprof); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: bare handler:", err)
 			os.Exit(1)
 		}
@@ -88,8 +91,9 @@ func main() {
 	}
 }
 
-// serveBare is the baseline: net/http writing pre-serialised bytes, nothing else.
-func serveBare(addr, bodyFile string) error {
+// serveBare is the baseline: net/http writing pre-serialised bytes, nothing else. Its profile
+// is served on another listener, so the measured handler stays bare.
+func serveBare(addr, bodyFile, pprofAddr string) error {
 	body, err := os.ReadFile(filepath.Clean(bodyFile))
 	if err != nil {
 		return err
@@ -97,6 +101,15 @@ func serveBare(addr, bodyFile string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
+	}
+	if pprofAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go func() {
+			srv := &http.Server{Addr: pprofAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+			_ = srv.ListenAndServe()
+		}()
 	}
 	srv := &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -122,6 +124,30 @@ func (r *report) writeOperator(p printer) {
 	}
 	p("| **all** | %.0f | **%.2f** |", s.opCalls.total(), s.opCalls.total()/n)
 	p("")
+	writeCPU(p, "issuing the keys", "key", s.keysCPU, s.o.keys, s.keysReady)
+	writeCPU(p, "creating the Connections and giving each its id", "Connection", s.connsCPU, s.o.connections, s.connsReady)
+}
+
+// writeCPU shows what a phase cost each process in CPU time, and the rate the phase would
+// reach if those processes had the machine's cores to themselves.
+func writeCPU(p printer, what, unit string, t cpuTimes, n int, took time.Duration) {
+	if len(t) == 0 || n == 0 {
+		return
+	}
+	p("CPU time spent %s (from `/proc/<pid>/stat`), per %s:", what, unit)
+	p("")
+	p("| kube-apiserver | etcd | operator | server | all four | their share of the %s it took |", took.Round(time.Second))
+	p("|---|---|---|---|---|---|")
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)/float64(n))
+	}
+	p("| %s | %s | %s | %s | %s | %.2f of %d cores |", per(t["kube-apiserver"]), per(t["etcd"]), per(t["operator"]), per(t["server"]), per(t.total()),
+		t.total().Seconds()/took.Seconds(), runtime.NumCPU())
+	p("")
+	p("With the %d cores to themselves, these processes would do this at about %.0f %ss/s (cores ÷ CPU per %s); the", runtime.NumCPU(),
+		float64(runtime.NumCPU())*float64(n)/t.total().Seconds(), unit, unit)
+	p("bench's own client, not counted, also needs some.")
+	p("")
 }
 
 func (r *report) writeLastUsed(p printer) {
@@ -137,6 +163,11 @@ func (r *report) writeLastUsed(p printer) {
 	p("|---|---|")
 	p("| writes/s (the server's `switchboard_api_last_used_writes_total{result=\"ok\"}`) | %.1f |", l.writes/secs)
 	p("| `PATCH apikeys/status`/s seen by the API server | %.1f |", l.patches/secs)
+	if l.patches > 0 {
+		c := r.scale.lastUsedCPU
+		p("| CPU per write (including its watch events to the operator and the server): kube-apiserver, etcd | %.2f ms, %.2f ms |",
+			float64(c["kube-apiserver"].Microseconds())/1000/l.patches, float64(c["etcd"].Microseconds())/1000/l.patches)
+	}
 	p("| keys due but over budget at the last flush (`switchboard_api_last_used_backlog`) | %.0f |", l.backlog)
 	p("| oldest `lastUsedAt` of a key waiting (`switchboard_api_last_used_staleness_seconds`) | %.0f s |", l.staleness)
 	p("")
@@ -160,9 +191,11 @@ func (r *report) writeFootprint(p printer) {
 	for _, kind := range []string{"Connections", "APIKeys", "Secrets", "Events", "Namespaces"} {
 		p("| %s stored | %.0f |", kind, s.objects[kind])
 	}
-	p("| etcd database | %s |", fmtBytes(int64(s.storageBytes)))
-	p("| kube-apiserver RSS | %s |", fmtBytes(s.apiserverRSS))
-	p("| etcd RSS | %s |", fmtBytes(s.etcdRSS))
+	objects := int(s.objects["Connections"] + s.objects["APIKeys"] + s.objects["Secrets"] + s.objects["Events"])
+	p("| etcd database, before → after | %s → %s (%s per object stored) |", fmtBytes(int64(s.storageBytes0)), fmtBytes(int64(s.storageBytes)),
+		perObject(int64(s.storageBytes-s.storageBytes0), objects))
+	p("| kube-apiserver RSS, before → after | %s → %s (%s per object) |", fmtBytes(s.apiserverRSS0), fmtBytes(s.apiserverRSS), perObject(s.apiserverRSS-s.apiserverRSS0, objects))
+	p("| etcd RSS, before → after | %s → %s (%s per object) |", fmtBytes(s.etcdRSS0), fmtBytes(s.etcdRSS), perObject(s.etcdRSS-s.etcdRSS0, objects))
 	p("| operator live heap (at its last GC) / RSS | %s / %s |", fmtBytes(s.operatorLive), fmtBytes(s.operatorRSS))
 	p("")
 	p("The server's figures are in section 4 (%s live heap, %s RSS with everything cached).", fmtBytes(s.afterConns.live), fmtBytes(s.afterConns.rss))

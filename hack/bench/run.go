@@ -71,6 +71,7 @@ func run(ctx context.Context, o options) error {
 	}
 	kenv := []string{"KUBECONFIG=" + kubeconfig}
 	r := &rig{env: env, dir: dir, bin: o.bin, kenv: kenv, report: newReport()}
+	r.report.loadStart = loadAverage()
 
 	r.operator, err = startProc("operator", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "operator", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")

@@ -68,6 +68,9 @@ type scaleResult struct {
 	opCalls                 callCounts // the operator's API calls while issuing the keys
 	claim                   time.Duration
 	connsCreate, connsReady time.Duration
+	// CPU time each process spent issuing the keys, filling the Connections, and writing
+	// lastUsedAt: what each costs, whoever else shared the machine.
+	keysCPU, connsCPU, lastUsedCPU cpuTimes
 
 	base, afterKeys, afterConns memPoint
 	fresh                       []freshStart
@@ -76,8 +79,9 @@ type scaleResult struct {
 	fullBytes                          int
 
 	objects                        map[string]float64
-	storageBytes                   float64
+	storageBytes, storageBytes0    float64
 	apiserverRSS, etcdRSS          int64
+	apiserverRSS0, etcdRSS0        int64 // before the scale part
 	operatorLive, operatorRSS      int64
 	lastUsed                       lastUsedRun
 	heapTop                        []string
@@ -127,9 +131,24 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	meter, err := r.newCPUMeter()
+	if err != nil {
+		return err
+	}
 	if res.base, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
+	if res.apiserverRSS0, err = childRSS("kube-apiserver"); err != nil {
+		return err
+	}
+	if res.etcdRSS0, err = childRSS("etcd"); err != nil {
+		return err
+	}
+	m0, err := scrapeAPIServer(ctx, r.env.Config)
+	if err != nil {
+		return err
+	}
+	res.storageBytes0 = m0.storageBytes
 
 	namespaces := make([]string, so.namespaces)
 	for i := range namespaces {
@@ -142,10 +161,12 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	res.nsSetup = time.Since(start)
 	fmt.Printf("bench: scale: %d namespaces in %s\n", len(namespaces), res.nsSetup.Round(time.Millisecond))
 
+	cpu0 := meter.read()
 	issued, err := r.issueAtScale(ctx, c, counter, namespaces, res)
 	if err != nil {
 		return err
 	}
+	res.keysCPU = meter.read().since(cpu0)
 	if res.afterKeys, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
@@ -169,9 +190,11 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	fmt.Printf("bench: scale: %d keys claimed in %s\n", len(issued), res.claim.Round(time.Millisecond))
 
 	counts := spread(so.connections, so.namespaces, so.largest)
+	cpu0 = meter.read()
 	if err := r.fillConnections(ctx, c, namespaces, counts, keys, res); err != nil {
 		return err
 	}
+	res.connsCPU = meter.read().since(cpu0)
 	res.loadMid = loadAverage()
 	if res.afterConns, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
@@ -196,7 +219,7 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	for _, ns := range namespaces {
 		all = append(all, keys[ns]...)
 	}
-	if err := r.keepKeysInUse(ctx, all, so.active, res); err != nil {
+	if err := r.keepKeysInUse(ctx, all, so.active, meter, res); err != nil {
 		return err
 	}
 
@@ -420,7 +443,7 @@ func (r *rig) fillConnections(ctx context.Context, c client.Client, namespaces [
 
 // keepKeysInUse sends requests with every key in turn, about one round of all keys every 10
 // seconds, and measures the server's lastUsedAt writes over d after a warm-up of one round.
-func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration, res *scaleResult) error {
+func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration, meter *cpuMeter, res *scaleResult) error {
 	const round = 10 * time.Second
 	perSecond := float64(len(keys)) / round.Seconds()
 	limit := rate.NewLimiter(rate.Limit(perSecond), 64)
@@ -465,7 +488,7 @@ func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration,
 	if err != nil {
 		return err
 	}
-	sent0, start := sent.Load(), time.Now()
+	sent0, start, cpu0 := sent.Load(), time.Now(), meter.read()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -480,6 +503,7 @@ func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration,
 		return err
 	}
 	elapsed := time.Since(start)
+	res.lastUsedCPU = meter.read().since(cpu0)
 	stop()
 	wg.Wait()
 	if n := failed.Load(); n > 0 {

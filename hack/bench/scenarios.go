@@ -144,6 +144,9 @@ func median(xs []float64) float64 {
 const lightRate = 1000
 
 func (r *rig) throughput(ctx context.Context, o options) error {
+	if err := checkWrk(); err != nil {
+		return err
+	}
 	c, err := r.fastClient()
 	if err != nil {
 		return err
@@ -176,7 +179,11 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile)
+	barePprof, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile, "-bare-pprof="+barePprof)
 	if err != nil {
 		return err
 	}
@@ -184,38 +191,56 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err := waitHTTP(ctx, "http://"+bareAddr+"/", 200, 10*time.Second); err != nil {
 		return err
 	}
-	authT := loadgen.Target{URL: r.apiURL + "/v1/connections", Header: bearer(key), WantStatus: http.StatusOK}
-	bareT := loadgen.Target{URL: "http://" + bareAddr + "/v1/connections", WantStatus: http.StatusOK}
+	authURL, bareURL := r.apiURL+"/v1/connections", "http://"+bareAddr+"/v1/connections"
+	authHeader := "Authorization: Bearer " + key
 
-	var bareRPS, authRPS []float64
-	errs := 0
-	for range o.rounds {
-		for _, t := range []struct {
-			target loadgen.Target
-			into   *[]float64
-		}{{bareT, &bareRPS}, {authT, &authRPS}} {
-			res, err := loadgen.ClosedLoop(ctx, t.target, o.conns, time.Second, o.duration)
+	rep := r.report
+	rep.bodyBytes, rep.conns, rep.duration, rep.rounds = len(body), o.conns, o.duration, o.rounds
+	rep.loadBefore = loadAverage()
+	type side struct {
+		url, header string
+		into        *[]float64
+	}
+	bareSide, authSide := side{bareURL, "", &rep.bareRPS}, side{authURL, authHeader, &rep.authRPS}
+	for _, s := range []side{bareSide, authSide} { // warm-up: connections, caches, the CPU's clock
+		if _, err := runWrk(ctx, s.url, s.header, o.conns, 2*time.Second); err != nil {
+			return err
+		}
+	}
+	for round := range o.rounds {
+		order := []side{bareSide, authSide}
+		if round%2 == 1 { // alternate who goes first, so that drift favours neither
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, s := range order {
+			res, err := runWrk(ctx, s.url, s.header, o.conns, o.duration)
 			if err != nil {
 				return err
 			}
-			errs += res.Errors
-			*t.into = append(*t.into, res.RPS())
+			rep.loadErrors += res.bad
+			*s.into = append(*s.into, res.rps)
 		}
+		fmt.Printf("bench: throughput round %d: bare %.0f/s, switchboard %.0f/s\n", round+1, rep.bareRPS[round], rep.authRPS[round])
 	}
-	rep := r.report
-	rep.bareRPS, rep.authRPS, rep.bodyBytes, rep.loadErrors = bareRPS, authRPS, len(body), errs
-	rep.conns, rep.duration, rep.rounds = o.conns, o.duration, o.rounds
+	rep.loadAfter = loadAverage()
+	if rep.authTop, err = r.profileUnderLoad(ctx, "switchboard", authURL, authHeader, r.metricsAddr, o.conns, 10*time.Second); err != nil {
+		return err
+	}
+	if rep.bareTop, err = r.profileUnderLoad(ctx, "bare", bareURL, "", barePprof, o.conns, 10*time.Second); err != nil {
+		return err
+	}
 
-	runs := []latencyRun{{what: "half the maximum", rate: median(authRPS) / 2}}
-	if lightRate < runs[0].rate {
-		runs = append(runs, latencyRun{what: "light", rate: lightRate})
-	}
+	// Open-loop latency, from the in-repo generator, well below the rate where it saturates
+	// itself (it shares the cores with the server).
+	authT := loadgen.Target{URL: authURL, Header: bearer(key), WantStatus: http.StatusOK}
+	bareT := loadgen.Target{URL: bareURL, WantStatus: http.StatusOK}
+	runs := []latencyRun{{what: "light", rate: lightRate}, {what: "a quarter of the maximum", rate: median(rep.authRPS) / 4}}
 	for i := range runs {
 		for _, t := range []struct {
 			target loadgen.Target
 			into   *loadgen.Result
 		}{{authT, &runs[i].auth}, {bareT, &runs[i].bare}} {
-			res, err := loadgen.OpenLoop(ctx, t.target, o.conns, runs[i].rate, 10*time.Second)
+			res, err := loadgen.OpenLoop(ctx, t.target, 16, runs[i].rate, 10*time.Second)
 			if err != nil {
 				return err
 			}
