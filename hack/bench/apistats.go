@@ -295,7 +295,7 @@ func (r *rig) newCPUMeter() (*cpuMeter, error) {
 		}
 		m.pids = append(m.pids, pid)
 	}
-	m.pids = append(m.pids, r.operator.cmd.Process.Pid, r.server.cmd.Process.Pid)
+	m.pids = append(m.pids, r.operator.Pid(), r.server.Pid())
 	return m, nil
 }
 

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/loadgen"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -175,7 +175,7 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	keys := map[string][]string{} // namespace → its claimed keys
 	var mu sync.Mutex
 	if err := parallel(len(issued), 32, func(i int) error {
-		got, err := reveal.Claim(ctx, c, issued[i])
+		got, err := keyclient.Claim(ctx, c, issued[i])
 		if err != nil {
 			return fmt.Errorf("claiming %s/%s: %w", issued[i].Namespace, issued[i].Name, err)
 		}
