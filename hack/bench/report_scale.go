@@ -35,46 +35,46 @@ func (r *report) writeScale(p printer) {
 	p("Load average (1 min) before the scale part, after the fill and at its end: %s, %s, %s (2 cores; everything", s.loadBefore, s.loadMid, s.loadAfter)
 	p("above runs on them at once).")
 	p("")
-	p("### Server memory")
+	p("### Server memory and start-up")
 	p("")
 	p("Live heap: the heap allocated right after a forced GC (`HeapAlloc` in `/debug/pprof/heap?gc=1&debug=1`, served with")
 	p("`--pprof`); RSS from `/proc`. A key's share includes its hash Secret; a Connection's includes its pre-encoded JSON and")
-	p("its share of the namespace's cached list bodies.")
+	p("its share of the namespace's cached list bodies. A fresh server is a new process started against the cluster as it")
+	p("stands, timed from `exec` to `/readyz` answering 200 (every informer synced and the index built): how long a rolling")
+	p("upgrade waits for each new replica. Its memory is the figure without the churn of the fill, and the per-object")
+	p("figures below are taken from fresh servers.")
 	p("")
-	p("| the server holds | live heap | RSS | per object: heap | per object: RSS |")
-	p("|---|---|---|---|---|")
-	p("| nothing (baseline) | %s | %s | – | – |", fmtBytes(s.base.live), fmtBytes(s.base.rss))
-	p("| + %d APIKeys | %s | %s | %s per key | %s per key |", o.keys, fmtBytes(s.afterKeys.live), fmtBytes(s.afterKeys.rss),
-		perObject(s.afterKeys.live-s.base.live, o.keys), perObject(s.afterKeys.rss-s.base.rss, o.keys))
-	p("| + %d Connections | %s | %s | %s per Connection | %s per Connection |", o.connections, fmtBytes(s.afterConns.live), fmtBytes(s.afterConns.rss),
-		perObject(s.afterConns.live-s.afterKeys.live, o.connections), perObject(s.afterConns.rss-s.afterKeys.rss, o.connections))
-	p("")
-	p("Target: ≤ 2 KiB of heap per cached Connection and per key.")
-	p("")
-	p("### Start to ready")
-	p("")
-	p("A new server process started against the full cluster, timed from `exec` to `/readyz` answering 200 (every informer")
-	p("synced and the index built): how long a rolling upgrade waits for each new replica. Its memory is the figure")
-	p("without the churn of the fill.")
-	p("")
-	p("| start | ready after | live heap | RSS |")
-	p("|---|---|---|---|")
+	p("| server | holds | ready after | its CPU until ready | kube-apiserver CPU meanwhile | live heap | RSS |")
+	p("|---|---|---|---|---|---|---|")
+	p("| the running one, before | nothing | – | – | – | %s | %s |", fmtBytes(s.base.live), fmtBytes(s.base.rss))
+	p("| the running one, after the keys | %d APIKeys | – | – | – | %s | %s |", o.keys, fmtBytes(s.afterKeys.live), fmtBytes(s.afterKeys.rss))
+	p("| the running one, after the fill | + %d Connections | – | – | – | %s | %s |", o.connections, fmtBytes(s.afterConns.live), fmtBytes(s.afterConns.rss))
+	fresh := func(label, holds string, f freshStart) {
+		p("| %s | %s | %s | %s | %s | %s | %s |", label, holds, f.ready.Round(time.Millisecond), f.serverCPU.Round(10*time.Millisecond),
+			f.apiserverCPU.Round(10*time.Millisecond), fmtBytes(f.mem.live), fmtBytes(f.mem.rss))
+	}
+	fresh("fresh, keys only", fmt.Sprintf("%d APIKeys", o.keys), s.freshKeys)
 	var readies []time.Duration
 	for i, f := range s.fresh {
 		readies = append(readies, f.ready)
-		p("| %d | %s | %s | %s |", i+1, f.ready.Round(time.Millisecond), fmtBytes(f.mem.live), fmtBytes(f.mem.rss))
-	}
-	if len(readies) > 0 {
-		slices.Sort(readies)
-		last := s.fresh[len(s.fresh)-1].mem
-		p("")
-		p("Median %s (target ≤ 10 s). Per object in a fresh server: %s of heap per object of the %d cached (Connections and", readies[len(readies)/2].Round(time.Millisecond),
-			perObject(last.live-s.base.live, o.connections+o.keys), o.connections+o.keys)
-		p("keys together, over the empty baseline).")
+		fresh(fmt.Sprintf("fresh, everything (%d)", i+1), "both", f)
 	}
 	p("")
+	if len(s.fresh) > 0 {
+		slices.Sort(readies)
+		last := s.fresh[len(s.fresh)-1]
+		perKey := perObject(s.freshKeys.mem.live-s.base.live, o.keys)
+		perConn := perObject(last.mem.live-s.freshKeys.mem.live, o.connections)
+		p("**Per object, fresh servers: %s of heap per APIKey, %s per Connection** (target ≤ 2 KiB each); RSS %s and %s.", perKey, perConn,
+			perObject(s.freshKeys.mem.rss-s.base.rss, o.keys), perObject(last.mem.rss-s.freshKeys.mem.rss, o.connections))
+		p("The running server, which lived through the fill: %s per key, %s per Connection.",
+			perObject(s.afterKeys.live-s.base.live, o.keys), perObject(s.afterConns.live-s.afterKeys.live, o.connections))
+		p("")
+		p("**Start to ready with everything: median %s** (target ≤ 10 s).", readies[len(readies)/2].Round(time.Millisecond))
+		p("")
+	}
 	if len(s.heapTop) > 0 {
-		p("What that heap is made of (`go tool pprof -top -sample_index=inuse_space` of the fresh server's heap profile):")
+		p("What a fresh server's heap is made of (`go tool pprof -top -sample_index=inuse_space` of its heap profile):")
 		p("")
 		p("```")
 		for _, l := range s.heapTop {

@@ -46,6 +46,8 @@ type memPoint struct{ live, rss int64 }
 type freshStart struct {
 	ready time.Duration
 	mem   memPoint
+	// CPU time until ready: the server's own, and the API server's (serving its lists).
+	serverCPU, apiserverCPU time.Duration
 }
 
 // lastUsedRun is what the lastUsedAt writer did while every key was in use.
@@ -73,7 +75,10 @@ type scaleResult struct {
 	keysCPU, connsCPU, lastUsedCPU cpuTimes
 
 	base, afterKeys, afterConns memPoint
-	fresh                       []freshStart
+	// freshKeys is a server started with only the keys cached; fresh are servers started with
+	// everything: the figures without the churn of the fill.
+	freshKeys freshStart
+	fresh     []freshStart
 
 	pageP50, pageP99, fullP50, fullP99 time.Duration
 	fullBytes                          int
@@ -170,6 +175,9 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	if res.afterKeys, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
+	if res.freshKeys, err = r.freshServer(ctx, "keys", nil); err != nil {
+		return err
+	}
 
 	start = time.Now()
 	keys := map[string][]string{} // namespace → its claimed keys
@@ -224,7 +232,11 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	}
 
 	for i := range so.restarts {
-		f, err := r.freshServer(ctx, i, i == so.restarts-1, res)
+		var top *[]string
+		if i == so.restarts-1 {
+			top = &res.heapTop
+		}
+		f, err := r.freshServer(ctx, fmt.Sprint(i+1), top)
 		if err != nil {
 			return err
 		}
@@ -557,9 +569,9 @@ func (r *rig) fetch(ctx context.Context, url string) ([]byte, error) {
 	return b, err
 }
 
-// freshServer starts another server against the full cluster, times it from start to ready,
-// measures its memory, and, when profile is set, keeps its heap profile's top entries.
-func (r *rig) freshServer(ctx context.Context, i int, profile bool, res *scaleResult) (freshStart, error) {
+// freshServer starts another server against the cluster, times it from start to ready,
+// measures its memory, keeps its heap profile, and, when top is set, the profile's top entries.
+func (r *rig) freshServer(ctx context.Context, name string, top *[]string) (freshStart, error) {
 	var addrs [3]string
 	for j := range addrs {
 		a, err := freeAddr()
@@ -568,8 +580,16 @@ func (r *rig) freshServer(ctx context.Context, i int, profile bool, res *scaleRe
 		}
 		addrs[j] = a
 	}
+	apiPID, err := childPID("kube-apiserver")
+	if err != nil {
+		return freshStart{}, err
+	}
+	api0, err := pidCPU(apiPID)
+	if err != nil {
+		return freshStart{}, err
+	}
 	start := time.Now()
-	p, err := startProc(fmt.Sprintf("server-fresh-%d", i), r.dir, r.kenv, r.bin, "server", "--listen="+addrs[0],
+	p, err := startProc("server-fresh-"+name, r.dir, r.kenv, r.bin, "server", "--listen="+addrs[0],
 		"--metrics-bind-address="+addrs[1], "--pprof", "--health-probe-bind-address="+addrs[2], "--shutdown-delay=-1s")
 	if err != nil {
 		return freshStart{}, err
@@ -579,23 +599,31 @@ func (r *rig) freshServer(ctx context.Context, i int, profile bool, res *scaleRe
 		return freshStart{}, err
 	}
 	f := freshStart{ready: time.Since(start)}
+	if f.serverCPU, err = pidCPU(p.Pid()); err != nil {
+		return freshStart{}, err
+	}
+	api1, err := pidCPU(apiPID)
+	if err != nil {
+		return freshStart{}, err
+	}
+	f.apiserverCPU = api1 - api0
 	if f.mem, err = r.serverMem(ctx, p, addrs[1]); err != nil {
 		return freshStart{}, err
 	}
-	if profile {
-		raw, err := r.fetch(ctx, "http://"+addrs[1]+"/debug/pprof/heap")
-		if err != nil {
-			return freshStart{}, err
-		}
-		file := filepath.Join(r.dir, "server-heap.pprof")
-		if err := os.WriteFile(file, raw, 0o600); err != nil {
-			return freshStart{}, err
-		}
+	raw, err := r.fetch(ctx, "http://"+addrs[1]+"/debug/pprof/heap")
+	if err != nil {
+		return freshStart{}, err
+	}
+	file := filepath.Join(r.dir, "server-heap-"+name+".pprof")
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		return freshStart{}, err
+	}
+	if top != nil {
 		out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=14", "-sample_index=inuse_space", file).Output() // #nosec G204 -- the bench profiles its own server.
 		if err != nil {
 			return freshStart{}, fmt.Errorf("go tool pprof: %w", err)
 		}
-		res.heapTop = pprofTop(string(out))
+		*top = pprofTop(string(out))
 	}
 	return f, nil
 }
