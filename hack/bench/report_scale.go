@@ -83,6 +83,17 @@ func (r *report) writeScale(p printer) {
 		p("```")
 		p("")
 	}
+	if len(s.startTop) > 0 {
+		p("Where a fresh server's start-up CPU goes (`go tool pprof -top -cum`, a %s CPU profile from the moment its", startProfile)
+		p("metrics port answers; after ready it idles):")
+		p("")
+		p("```")
+		for _, l := range s.startTop {
+			p("%s", l)
+		}
+		p("```")
+		p("")
+	}
 	p("### Lists in the largest namespace (%d Connections)", o.largest)
 	p("")
 	p("Back to back on one keep-alive connection for 3 s; the page is `?limit=100` from a cursor in the middle (reached by")

@@ -89,7 +89,7 @@ type scaleResult struct {
 	apiserverRSS0, etcdRSS0        int64 // before the scale part
 	operatorLive, operatorRSS      int64
 	lastUsed                       lastUsedRun
-	heapTop                        []string
+	heapTop, startTop              []string
 	loadBefore, loadAfter, loadMid string
 }
 
@@ -175,7 +175,7 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	if res.afterKeys, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
-	if res.freshKeys, err = r.freshServer(ctx, "keys", nil); err != nil {
+	if res.freshKeys, err = r.freshServer(ctx, "keys", nil, nil); err != nil {
 		return err
 	}
 
@@ -232,11 +232,11 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	}
 
 	for i := range so.restarts {
-		var top *[]string
+		var top, cpuTop *[]string
 		if i == so.restarts-1 {
-			top = &res.heapTop
+			top, cpuTop = &res.heapTop, &res.startTop
 		}
-		f, err := r.freshServer(ctx, fmt.Sprint(i+1), top)
+		f, err := r.freshServer(ctx, fmt.Sprint(i+1), top, cpuTop)
 		if err != nil {
 			return err
 		}
@@ -571,7 +571,10 @@ func (r *rig) fetch(ctx context.Context, url string) ([]byte, error) {
 
 // freshServer starts another server against the cluster, times it from start to ready,
 // measures its memory, keeps its heap profile, and, when top is set, the profile's top entries.
-func (r *rig) freshServer(ctx context.Context, name string, top *[]string) (freshStart, error) {
+//
+// With cpuTop set, it also profiles the server's CPU from when its metrics port answers, for
+// startProfile (ready or not: after ready it idles), and keeps that profile's top entries.
+func (r *rig) freshServer(ctx context.Context, name string, top, cpuTop *[]string) (freshStart, error) {
 	var addrs [3]string
 	for j := range addrs {
 		a, err := freeAddr()
@@ -595,6 +598,12 @@ func (r *rig) freshServer(ctx context.Context, name string, top *[]string) (fres
 		return freshStart{}, err
 	}
 	defer p.stop()
+	profiled := make(chan error, 1)
+	if cpuTop != nil {
+		go func() { profiled <- r.startupProfile(ctx, name, addrs[1], cpuTop) }()
+	} else {
+		profiled <- nil
+	}
 	if err := pollReady(ctx, "http://"+addrs[2]+"/readyz", 5*time.Minute); err != nil {
 		return freshStart{}, err
 	}
@@ -607,6 +616,9 @@ func (r *rig) freshServer(ctx context.Context, name string, top *[]string) (fres
 		return freshStart{}, err
 	}
 	f.apiserverCPU = api1 - api0
+	if err := <-profiled; err != nil { // buffered: on an earlier return the profiler still ends
+		return freshStart{}, err
+	}
 	if f.mem, err = r.serverMem(ctx, p, addrs[1]); err != nil {
 		return freshStart{}, err
 	}
@@ -628,6 +640,31 @@ func (r *rig) freshServer(ctx context.Context, name string, top *[]string) (fres
 	return f, nil
 }
 
+// startProfile is how long a start-up CPU profile runs.
+const startProfile = 30 * time.Second
+
+// startupProfile waits for a starting server's metrics port and profiles its CPU for
+// startProfile.
+func (r *rig) startupProfile(ctx context.Context, name, metricsAddr string, top *[]string) error {
+	if err := pollReady(ctx, "http://"+metricsAddr+"/metrics", time.Minute); err != nil {
+		return err
+	}
+	raw, err := r.fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddr, int(startProfile.Seconds())))
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(r.dir, "server-start-cpu-"+name+".pprof")
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", file).Output() // #nosec G204 -- the bench profiles its own server.
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w", err)
+	}
+	*top = pprofTop(string(out))
+	return nil
+}
+
 // pprofTop keeps the table of `go tool pprof -top`: its header line and the entries.
 func pprofTop(out string) []string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -638,7 +675,7 @@ func pprofTop(out string) []string {
 	return lines[i:]
 }
 
-// pollReady polls a readiness URL every 10 ms until it answers 200.
+// pollReady polls a readiness URL every 25 ms until it answers 200.
 func pollReady(ctx context.Context, url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	hc := &http.Client{Timeout: time.Second}
@@ -654,7 +691,7 @@ func pollReady(ctx context.Context, url string, timeout time.Duration) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
 	}
 	return fmt.Errorf("%s was not ready after %s", url, timeout)
 }
