@@ -26,7 +26,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/loadgen"
-	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 // scaleOptions size the scale run.
@@ -102,7 +102,7 @@ func (r *rig) countingClient() (client.WithWatch, *countingTransport, error) {
 	cfg.QPS, cfg.Burst = 5000, 10000
 	ct := &countingTransport{seen: callCounts{}}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct }
-	c, err := client.NewWithWatch(&cfg, client.Options{Scheme: testenv.NewScheme()})
+	c, err := client.NewWithWatch(&cfg, client.Options{Scheme: scheme.Scheme})
 	return c, ct, err
 }
 
