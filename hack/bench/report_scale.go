@@ -38,7 +38,7 @@ func (r *report) writeScale(p printer) {
 	p("### Server memory and start-up")
 	p("")
 	p("Live heap: the heap allocated right after a forced GC (`HeapAlloc` in `/debug/pprof/heap?gc=1&debug=1`, served with")
-	p("`--pprof`); RSS from `/proc`. A key's share includes its hash Secret; a Connection's includes its pre-encoded JSON and")
+	p("`--pprof`); RSS from `/proc`. A key's share includes its hash Secret; a Connection's is the cache's compact record of it (its /v1 JSON) and")
 	p("its share of the namespace's cached list bodies. A fresh server is a new process started against the cluster as it")
 	p("stands, timed from `exec` to `/readyz` answering 200 (every informer synced and the index built): how long a rolling")
 	p("upgrade waits for each new replica. Its memory is the figure without the churn of the fill, and the per-object")
