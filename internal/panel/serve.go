@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
 // ServeOptions configure Serve, the panel as a process of its own (`switchboard panel`).
@@ -26,16 +28,6 @@ type ServeOptions struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 }
-
-// HTTP limits of the panel's listener. The write timeout leaves room for the longest answer:
-// a rotation that waits Options.RevealTimeout (20s by default) for the operator.
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 120 * time.Second
-	maxHeaderBytes    = 8 << 10
-)
 
 // Serve runs the panel alone until ctx is done, then fails readiness, waits ShutdownDelay and
 // drains open requests. It watches no objects and holds no cache: a panel failure or overload
@@ -62,7 +54,7 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, serve ServeOptio
 			return fmt.Errorf("listening on %s for the panel: %w", serve.Listen, err)
 		}
 	}
-	servers := map[net.Listener]*http.Server{l: newHTTPServer(h)}
+	endpoints := []httpserve.Endpoint{{Listener: l, Handler: h}}
 	var draining atomic.Bool
 	if serve.HealthProbeBindAddress != "" && serve.HealthProbeBindAddress != "0" {
 		probes, err := net.Listen("tcp", serve.HealthProbeBindAddress)
@@ -78,44 +70,13 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, serve ServeOptio
 			}
 			return nil
 		}}}))
-		servers[probes] = newHTTPServer(mux)
+		endpoints = append(endpoints, httpserve.Endpoint{Listener: probes, Handler: mux})
 	}
-	errs := make(chan error, len(servers))
-	for listener, srv := range servers {
-		go func() {
-			log.Info("serving", "address", listener.Addr().String())
-			if err := srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("serving on %s: %w", listener.Addr(), err)
-			}
-		}()
-	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errs:
-	}
-	draining.Store(true)
-	log.Info("shutting down: readiness fails, then open requests drain")
-	if runErr == nil && serve.ShutdownDelay > 0 {
-		time.Sleep(serve.ShutdownDelay)
-	}
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serve.ShutdownTimeout)
-	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(drainCtx); err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("draining: %w", err))
-		}
-	}
-	return runErr
-}
-
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-	}
+	return httpserve.Group{
+		Endpoints:       endpoints,
+		Draining:        &draining,
+		ShutdownDelay:   serve.ShutdownDelay,
+		ShutdownTimeout: serve.ShutdownTimeout,
+		Log:             log,
+	}.Run(ctx)
 }

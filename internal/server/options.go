@@ -12,6 +12,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
 // Defaults of the server. They have this one home: Options.setDefaults fills zero fields from
@@ -88,20 +89,9 @@ type Options struct {
 	Logger *logr.Logger
 }
 
-// HTTP limits of the API listener.
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 120 * time.Second
-	// MaxHeaderBlock is the most bytes a request line and its headers (CRLFs included) may take;
-	// one byte more is answered 431 by Go's HTTP server before any handler runs. A key is 57
-	// bytes, so 8 KiB leaves room for what proxies add.
-	MaxHeaderBlock = 8 << 10
-	// maxHeaderBytes is what makes net/http enforce MaxHeaderBlock: it reads up to
-	// MaxHeaderBytes + 4096 bytes ("bufio slop", net/http's initialReadLimitSize) for them.
-	maxHeaderBytes = MaxHeaderBlock - 4096
-)
+// MaxHeaderBlock is the most bytes a request line and its headers may take (httpserve's limit,
+// which every switchboard listener shares); one byte more is answered 431.
+const MaxHeaderBlock = httpserve.MaxHeaderBlock
 
 func (o *Options) setDefaults() error {
 	if o.Listen == "" {

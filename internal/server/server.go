@@ -23,20 +23,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/switchboard-dev/switchboard/internal/httpserve"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 )
-
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-	}
-}
 
 // Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests
 // and stops the cache. It returns an error when it cannot start or a listener fails.
@@ -78,13 +68,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 
-	listeners := []net.Listener{opts.Listener}
-	if opts.Listener == nil {
-		l, err := net.Listen("tcp", opts.Listen)
-		if err != nil {
+	apiListener := opts.Listener
+	if apiListener == nil {
+		if apiListener, err = net.Listen("tcp", opts.Listen); err != nil {
 			return fmt.Errorf("listening on %s: %w", opts.Listen, err)
 		}
-		listeners[0] = l
 	}
 	api := &api{
 		index:   idx,
@@ -94,56 +82,37 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		limiter: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.RateLimitClients),
 		trusted: opts.TrustedProxies,
 	}
-	servers := []*http.Server{newHTTPServer(instrument(api, opts.TrustedProxies, log.WithName("http")))}
+	endpoints := []httpserve.Endpoint{{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}}
 	if opts.PanelListen != "" {
 		l, err := net.Listen("tcp", opts.PanelListen)
 		if err != nil {
-			_ = listeners[0].Close()
+			_ = apiListener.Close()
 			return fmt.Errorf("listening on %s for the panel: %w", opts.PanelListen, err)
 		}
-		listeners = append(listeners, l)
-		servers = append(servers, newHTTPServer(opts.Panel))
+		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: opts.Panel})
 	}
 
 	// The cache outlives ctx until the listeners have drained, so draining requests are answered.
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMgr()
-	errs := make(chan error, len(servers)+1)
+	mgrFailed := make(chan error, 1)
 	mgrDone := make(chan struct{})
 	go func() {
 		defer close(mgrDone)
 		if err := mgr.Start(mgrCtx); err != nil {
-			errs <- fmt.Errorf("running the manager: %w", err)
+			mgrFailed <- fmt.Errorf("running the manager: %w", err)
 		}
 	}()
 	go waitSynced(mgrCtx, regs, &synced, log)
 	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
-	for i, srv := range servers {
-		go func() {
-			log.Info("serving", "address", listeners[i].Addr().String())
-			if err := srv.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("serving on %s: %w", listeners[i].Addr(), err)
-			}
-		}()
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errs:
-	}
-	draining.Store(true)
-	log.Info("shutting down: readiness fails, then open requests drain")
-	if runErr == nil && opts.ShutdownDelay > 0 {
-		time.Sleep(opts.ShutdownDelay)
-	}
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
-	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(drainCtx); err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("draining: %w", err))
-		}
-	}
+	runErr := httpserve.Group{
+		Endpoints:       endpoints,
+		Draining:        &draining,
+		ShutdownDelay:   opts.ShutdownDelay,
+		ShutdownTimeout: opts.ShutdownTimeout,
+		Failed:          mgrFailed,
+		Log:             log,
+	}.Run(ctx)
 	stopMgr()
 	<-mgrDone
 	return runErr
