@@ -40,6 +40,11 @@ const RedeliveryGrace = time.Hour
 // its key; a new key is issued into it.
 const ReasonDeliverySecretLost = "DeliverySecretLost"
 
+// ReasonKeySecretReplaced is the Event reason of a reveal or delivery Secret whose key
+// switchboard could not prove it issued (planted, or left unhashed by a crash): it was
+// replaced by a fresh key.
+const ReasonKeySecretReplaced = "KeySecretReplaced"
+
 // staleRetry is how soon a reconcile that found the cache behind the API server runs again.
 const staleRetry = time.Second
 
@@ -150,8 +155,10 @@ func (r *APIKeyReconciler) patchStatus(ctx context.Context, before, key *switchb
 func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
-	if key.Spec.Revoked {
-		return ctrl.Result{}, r.reconcileRevoked(ctx, key)
+	if key.Spec.Revoked || key.Status.RevokedAt != nil {
+		// Once seen revoked, always revoked: whatever later happens to the spec, the status
+		// record keeps the operator from ever issuing a key for this APIKey again.
+		return ctrl.Result{}, r.reconcileRevoked(ctx, key, now)
 	}
 	expired := key.Spec.ExpiresAt != nil && !now.Before(key.Spec.ExpiresAt.Time)
 	if expired {
@@ -279,8 +286,20 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 	return ctrl.Result{}, nil
 }
 
-// reconcileRevoked removes the hash, so the server refuses the key, and any unclaimed reveal.
-func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboardv1alpha1.APIKey) error {
+// reconcileRevoked records that the key is revoked and removes the hash, so the server refuses
+// the key, and any unclaimed reveal.
+func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboardv1alpha1.APIKey, now time.Time) error {
+	if key.Status.RevokedAt == nil {
+		key.Status.RevokedAt = timePtr(now)
+	}
+	if readyReason(key) == switchboardv1alpha1.ReasonRevoked {
+		// A revocation already carried out (hash and reveal Secrets deleted): since then no
+		// reconcile issued anything, so only a hash restored by hand, which the cache sees,
+		// is left to delete. Settled revoked keys cost no API call.
+		if _, err := r.cachedSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}); apierrors.IsNotFound(err) {
+			return nil
+		}
+	}
 	if err := r.deleteHash(ctx, key); err != nil {
 		return err
 	}

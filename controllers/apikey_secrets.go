@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,8 +28,15 @@ func timePtr(t time.Time) *metav1.Time {
 }
 
 // ensureKeySecret makes sure the plaintext of key generation gen sits in the reveal Secret
-// (or the delivery Secret) and returns it. A Secret already written for gen by an interrupted
-// reconcile is progress: its key is read back, never replaced.
+// (or the delivery Secret) and returns it.
+//
+// An existing Secret for gen is adopted only when switchboard can prove it issued the key in
+// it: the Secret is controlled by this APIKey and the hash Secret, which tenants cannot write,
+// stores that key's SHA-256 for gen (an interrupted reconcile got that far). Anything else may
+// have been planted by whoever can write Secrets in the namespace (key fixation), so it is
+// replaced by a fresh key, with an Event saying why. After a crash between writing the key
+// Secret and the hash there is no stored hash either: that key was never valid, and it is
+// replaced too. A Secret under the name that this APIKey does not control is never touched.
 func (r *APIKeyReconciler) ensureKeySecret(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64) (string, error) {
 	if key.Spec.SecretName != "" {
 		return r.ensureDeliverySecret(ctx, key, gen)
@@ -54,10 +62,26 @@ func (r *APIKeyReconciler) ensureRevealSecret(ctx context.Context, key *switchbo
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), existing); err != nil {
 		return "", fmt.Errorf("reading back reveal Secret %s/%s: %w", key.Namespace, name, err)
 	}
-	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentReveal) || keysecret.Generation(existing) != gen {
-		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not the reveal Secret of key generation %d; delete or rename it", key.Namespace, name, gen)}
+	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentReveal) {
+		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not the reveal Secret of this APIKey; "+
+			"switchboard will not overwrite it: delete or rename it", key.Namespace, name)}
 	}
-	return keysecret.Plaintext(existing, r.KeyPrefix)
+	adopted, why, err := r.adoptable(ctx, key, existing, gen)
+	if err != nil || adopted != "" {
+		return adopted, err
+	}
+	// A reveal Secret is immutable: replacing its key means deleting it (this very object,
+	// by UID) and creating it anew.
+	uid := existing.UID
+	if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return "", fmt.Errorf("deleting reveal Secret %s/%s: %w", key.Namespace, name, err)
+	}
+	secret = keysecret.NewReveal(key, gen, plaintext)
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return "", fmt.Errorf("re-creating reveal Secret %s/%s: %w", key.Namespace, name, err)
+	}
+	r.keySecretReplaced(key, name, gen, why, plaintext)
+	return plaintext, nil
 }
 
 func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64) (string, error) {
@@ -82,21 +106,66 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not managed by switchboard for this APIKey; "+
 			"switchboard will not overwrite it: delete it or choose another spec.secretName", key.Namespace, name)}
 	}
-	if g := keysecret.Generation(existing); g == gen {
-		return keysecret.Plaintext(existing, r.KeyPrefix)
-	} else if g > gen {
+	why := ""
+	switch g := keysecret.Generation(existing); {
+	case g > gen:
 		return "", fmt.Errorf("delivery Secret %s/%s holds key generation %d, newer than %d", key.Namespace, name, g, gen)
+	case g == gen:
+		adopted, reason, err := r.adoptable(ctx, key, existing, gen)
+		if err != nil || adopted != "" {
+			return adopted, err
+		}
+		why = reason
 	}
 	plaintext, err := apikey.Generate(r.KeyPrefix)
 	if err != nil {
 		return "", err
 	}
+	// The optimistic lock (resourceVersion) makes the patch fail if the Secret was replaced or
+	// changed since it was read: a re-created Secret never has the resourceVersion of this one.
 	before := existing.DeepCopy()
 	keysecret.SetDelivered(existing, key, gen, plaintext)
 	if err := r.Client.Patch(ctx, existing, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return "", fmt.Errorf("updating delivery Secret %s/%s: %w", key.Namespace, name, err)
 	}
+	if why != "" {
+		r.keySecretReplaced(key, name, gen, why, plaintext)
+	}
 	return plaintext, nil
+}
+
+// adoptable decides about an existing Secret of this APIKey that holds key generation gen: it
+// returns its key when the hash Secret stores that key's hash for gen, and otherwise why not.
+func (r *APIKeyReconciler) adoptable(ctx context.Context, key *switchboardv1alpha1.APIKey, existing *corev1.Secret, gen int64) (plaintext, why string, err error) {
+	if g := keysecret.Generation(existing); g != gen {
+		return "", fmt.Sprintf("it is labelled as key generation %d", g), nil
+	}
+	candidate, err := keysecret.Plaintext(existing, r.KeyPrefix)
+	if err != nil {
+		return "", "it holds no well-formed key", nil
+	}
+	hash := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}, hash); apierrors.IsNotFound(err) {
+		hash = nil
+	} else if err != nil {
+		return "", "", fmt.Errorf("reading hash Secret %s/%s: %w", r.SystemNamespace, keysecret.HashName(key.UID), err)
+	}
+	switch err := keysecret.CheckHashed(hash, key.UID, gen, candidate); {
+	case err == nil:
+		return candidate, "", nil
+	case errors.Is(err, keysecret.ErrNoHash):
+		return "", fmt.Sprintf("switchboard stored no hash for key generation %d, so it cannot tell its own key from a planted one", gen), nil
+	default:
+		return "", "its key is not the one switchboard issued: " + err.Error(), nil
+	}
+}
+
+// keySecretReplaced reports that the Secret name held a key switchboard could not prove it
+// issued, and now holds a fresh one.
+func (r *APIKeyReconciler) keySecretReplaced(key *switchboardv1alpha1.APIKey, name string, gen int64, why, plaintext string) {
+	r.event(key, corev1.EventTypeWarning, ReasonKeySecretReplaced, "ReplaceKeySecret",
+		"Secret %s held a key switchboard cannot vouch for as key generation %d (%s); it now holds a new key %s",
+		name, gen, why, apikey.Hint(plaintext))
 }
 
 // deliveryLost reports whether the key was delivered into spec.secretName and that Secret no

@@ -16,6 +16,15 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
+// cachedSecret reads a Secret from the cache alone.
+func (r *APIKeyReconciler) cachedSecret(ctx context.Context, key client.ObjectKey) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, key, secret); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
 // getSecret reads a Secret from the cache and, when the cache does not have it, from the API
 // server: a Secret created a moment ago may not be cached yet, and "gone" must be sure.
 func (r *APIKeyReconciler) getSecret(ctx context.Context, key client.ObjectKey) (*corev1.Secret, error) {
@@ -80,9 +89,19 @@ func (r *APIKeyReconciler) reconcileReveal(ctx context.Context, key *switchboard
 	if name == "" {
 		return 0, nil
 	}
+	if want := keysecret.RevealName(key.Name, key.Status.KeyGeneration); name != want {
+		// The operator publishes no other name: someone else wrote this one into the status.
+		log.FromContext(ctx).Info("status.revealSecretName names a Secret switchboard did not publish; restoring it", "found", name, "want", want)
+		key.Status.RevealSecretName, name = want, want
+	}
 	deadline := key.Status.RevealExpiresAt
 	expired := deadline == nil || !now.Before(deadline.Time)
 	secret, err := r.getSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name})
+	if err == nil && !keysecret.IsOwnedBy(secret, key, keysecret.ComponentReveal) {
+		// A Secret of that name that this APIKey does not control is not its reveal Secret,
+		// whatever its labels say: it is never deleted, and the reveal Secret is gone.
+		err = apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
 	switch {
 	case apierrors.IsNotFound(err) && !expired:
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil

@@ -237,13 +237,22 @@ func setConnectionReady(conn *switchboardv1alpha1.Connection) {
 
 func setConnectionIDConflict(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) {
 	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
-		Type:   switchboardv1alpha1.ConditionReady,
-		Status: metav1.ConditionFalse,
-		Reason: switchboardv1alpha1.ReasonIDConflict,
-		Message: fmt.Sprintf("id %s is already used by Connection %s/%s: ids are unique in the cluster, so pick another spec.id",
-			id, other.Namespace, other.Name),
+		Type:               switchboardv1alpha1.ConditionReady,
+		Status:             metav1.ConditionFalse,
+		Reason:             switchboardv1alpha1.ReasonIDConflict,
+		Message:            idConflictMessage(conn, id, other),
 		ObservedGeneration: conn.Generation,
 	})
+}
+
+// idConflictMessage says which id is taken. It names the holder only when it is in the same
+// namespace: another tenant's namespace and names are none of this tenant's business.
+func idConflictMessage(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) string {
+	holder := "a Connection in another namespace"
+	if other.Namespace == conn.Namespace {
+		holder = "Connection " + other.Name + " of this namespace"
+	}
+	return fmt.Sprintf("id %s is already used by %s: ids are unique in the cluster, so pick another spec.id", id, holder)
 }
 
 // patchConnectionStatus patches the status when it changed, with an optimistic lock so that a

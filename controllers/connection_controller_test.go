@@ -127,7 +127,8 @@ func TestConnectionIDsAssignedOnceAndStable(t *testing.T) {
 }
 
 // TestConnectionIDConflict: a second Connection pinning an id another one holds, in another
-// namespace, is refused with IDConflict naming the holder, and gets the id once the holder goes.
+// namespace, is refused with IDConflict, and gets the id once the holder goes. The message
+// does not name the holder: it belongs to another tenant (it named it before issue 10).
 func TestConnectionIDConflict(t *testing.T) {
 	t.Parallel()
 	ns1, ns2, system := env.Namespace(t, "conn-a"), env.Namespace(t, "conn-b"), env.Namespace(t, "conn-conflict-system")
@@ -156,14 +157,36 @@ func TestConnectionIDConflict(t *testing.T) {
 			return err
 		}
 		c, _ := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady)
-		if !strings.Contains(c.Message, ns1+"/first") {
-			t.Fatalf("the IDConflict message does not name the holder %s/first: %q", ns1, c.Message)
+		if strings.Contains(c.Message, ns1) || strings.Contains(c.Message, "first") || !strings.Contains(c.Message, "another namespace") {
+			t.Fatalf("the IDConflict message must not name another tenant's Connection %s/first: %q", ns1, c.Message)
 		}
 		return nil
 	})
 	// The first keeps its id and stays Ready.
 	if got := readyConnection(t, client.ObjectKeyFromObject(first)); got.Status.ID != id {
 		t.Fatalf("the holder lost its id: %s", got.Status.ID)
+	}
+	// In the holder's own namespace the message names it.
+	third := newConnection(ns1, "third", id)
+	if err := env.Client.Create(testCtx(t), third); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "IDConflict on the third Connection", func() error {
+		got := &switchboardv1alpha1.Connection{}
+		if err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(third), got); err != nil {
+			return err
+		}
+		c, err := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady)
+		if err != nil {
+			return err
+		}
+		if c.Reason != switchboardv1alpha1.ReasonIDConflict || !strings.Contains(c.Message, "Connection first of this namespace") {
+			return fmt.Errorf("Ready %s: %q", c.Reason, c.Message)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(testCtx(t), third); err != nil {
+		t.Fatal(err)
 	}
 
 	// Deleting the holder frees the id (Connections have no finalizer).

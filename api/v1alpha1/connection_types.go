@@ -32,15 +32,19 @@ type ConnectionSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
 	Provider string `json:"provider,omitempty"`
 
-	// metadata holds non-secret attributes returned to API clients as they are.
+	// metadata holds non-secret attributes returned to API clients as they are: at most 50
+	// keys of at most 40 characters, each value at most 500 characters (Stripe's limits).
 	// Never put credentials here: use credentialsSecretRef.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:MaxProperties=50
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) >= 1 && size(k) <= 40)",message="metadata keys must be 1 to 40 characters long"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 500)",message="metadata values must be at most 500 characters long"
 	Metadata map[string]string `json:"metadata,omitempty"`
 
 	// credentialsSecretRef names a Secret in this namespace with the connection's credentials.
 	// It is never exposed by the /v1 API.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="credentialsSecretRef.name must be at most 253 characters long"
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
 
@@ -52,11 +56,13 @@ type ConnectionStatus struct {
 
 	// id is the public id of this connection, assigned once and never changed.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="status.id is assigned once and never changed"
 	ID string `json:"id,omitempty"`
 
 	// conditions describe the state of the connection; Ready is True once it has an id.
 	// +optional
+	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`

@@ -2,12 +2,15 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -203,5 +206,183 @@ func TestTransitionRules(t *testing.T) {
 	err = env.Client.Status().Update(ctx(t), unpinned)
 	if err == nil || !strings.Contains(err.Error(), "status.id is assigned once") {
 		t.Fatalf("changing status.id must be refused, got %v", err)
+	}
+}
+
+// manyKeys returns n map entries whose keys are keyLen and values valueLen characters long.
+func manyKeys(n, keyLen, valueLen int) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		k := fmt.Sprintf("k%0*d", keyLen-1, i)
+		m[k] = strings.Repeat("v", valueLen)
+	}
+	return m
+}
+
+// TestTenantInputIsBounded: every string, list and map a tenant writes into a Connection or
+// an APIKey has a size limit, refused with a message that names it; objects at the limits are
+// accepted, which also shows the CEL rules fit the API server's runtime cost budget.
+func TestTenantInputIsBounded(t *testing.T) {
+	ns := env.Namespace(t, "bounds")
+	selector := func(mutate func(*metav1.LabelSelector)) *switchboardv1alpha1.APIKey {
+		sel := &metav1.LabelSelector{}
+		mutate(sel)
+		return &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{ConnectionSelector: sel}}
+	}
+	expressions := func(n, values, valueLen int) []metav1.LabelSelectorRequirement {
+		out := make([]metav1.LabelSelectorRequirement, n)
+		for i := range out {
+			vs := make([]string, values)
+			for j := range vs {
+				vs[j] = fmt.Sprintf("%0*d", valueLen, j)
+			}
+			out[i] = metav1.LabelSelectorRequirement{Key: fmt.Sprintf("key%d", i), Operator: metav1.LabelSelectorOpIn, Values: vs}
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		obj     client.Object
+		message string // "" means the object is at the limits and must be accepted
+	}{
+		{name: "connection metadata at the limits (50 keys of 40, values of 500)",
+			obj: &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{
+				DisplayName: strings.Repeat("d", 256), Provider: strings.Repeat("p", 128), Metadata: manyKeys(50, 40, 500),
+				CredentialsSecretRef: &corev1.LocalObjectReference{Name: strings.Repeat("s", 253)}}}},
+		{name: "connection metadata with 51 keys",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: manyKeys(51, 4, 1)}},
+			message: "spec.metadata: Too many: 51: must have at most 50 items"},
+		{name: "connection metadata key of 41 characters",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: manyKeys(1, 41, 1)}},
+			message: "metadata keys must be 1 to 40 characters long"},
+		{name: "connection metadata value of 501 characters",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: manyKeys(1, 4, 501)}},
+			message: "metadata values must be at most 500 characters long"},
+		{name: "connection display name of 257 characters",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{DisplayName: strings.Repeat("d", 257)}},
+			message: "spec.displayName: Too long"},
+		{name: "connection provider of 129 characters",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Provider: strings.Repeat("p", 129)}},
+			message: "spec.provider: Too long"},
+		{name: "connection credentials Secret name of 254 characters",
+			obj: &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{
+				CredentialsSecretRef: &corev1.LocalObjectReference{Name: strings.Repeat("s", 254)}}},
+			message: "credentialsSecretRef.name must be at most 253 characters long"},
+		{name: "APIKey at the limits",
+			obj: &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{
+				Description: strings.Repeat("d", 256), SecretName: strings.Repeat("s", 253),
+				ConnectionSelector: &metav1.LabelSelector{MatchLabels: manyKeys(16, 63, 63), MatchExpressions: expressions(16, 16, 63)},
+				Rotation:           &switchboardv1alpha1.APIKeyRotation{RequestedAt: strings.Repeat("r", 64), GracePeriod: metav1.Duration{Duration: time.Hour}}}}},
+		{name: "APIKey description of 257 characters",
+			obj:     &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{Description: strings.Repeat("d", 257)}},
+			message: "spec.description: Too long"},
+		{name: "APIKey delivery Secret name of 254 characters",
+			obj:     &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{SecretName: strings.Repeat("s", 254)}},
+			message: "spec.secretName: Too long"},
+		{name: "APIKey rotation request of 65 characters",
+			obj: &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{
+				Rotation: &switchboardv1alpha1.APIKeyRotation{RequestedAt: strings.Repeat("r", 65)}}},
+			message: "spec.rotation.requestedAt: Too long"},
+		{name: "selector with 17 matchLabels",
+			obj:     selector(func(s *metav1.LabelSelector) { s.MatchLabels = manyKeys(17, 4, 1) }),
+			message: "connectionSelector.matchLabels may have at most 16 entries"},
+		{name: "selector label value of 64 characters",
+			obj:     selector(func(s *metav1.LabelSelector) { s.MatchLabels = manyKeys(1, 4, 64) }),
+			message: "connectionSelector.matchLabels keys are at most 317 characters (prefix/name) and values at most 63"},
+		{name: "selector with 17 matchExpressions",
+			obj:     selector(func(s *metav1.LabelSelector) { s.MatchExpressions = expressions(17, 1, 1) }),
+			message: "connectionSelector.matchExpressions may have at most 16 entries"},
+		{name: "selector expression with 17 values",
+			obj:     selector(func(s *metav1.LabelSelector) { s.MatchExpressions = expressions(1, 17, 1) }),
+			message: "connectionSelector.matchExpressions keys are at most 317 characters and have at most 16 values"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.obj.SetNamespace(ns)
+			tt.obj.SetName(fmt.Sprintf("bounds-%d", i))
+			err := env.Client.Create(ctx(t), tt.obj)
+			if tt.message == "" {
+				if err != nil {
+					t.Fatalf("an object at the limits was refused: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error saying %q, got %v", tt.message, err)
+			}
+			if !strings.Contains(err.Error(), tt.message) {
+				t.Fatalf("error %q does not say %q", err, tt.message)
+			}
+		})
+	}
+}
+
+// TestStatusIsBounded: the status, which only switchboard writes, is bounded too, so that a
+// principal that may write it (the API server's identity) cannot grow it without limit.
+func TestStatusIsBounded(t *testing.T) {
+	ns := env.Namespace(t, "status-bounds")
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "k"}}
+	if err := env.Client.Create(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		key.Status.Conditions = append(key.Status.Conditions, metav1.Condition{
+			Type: fmt.Sprintf("C%d", i), Status: metav1.ConditionTrue, Reason: "R", LastTransitionTime: metav1.Now()})
+	}
+	key.Status.KeyHint = strings.Repeat("h", 65)
+	err := env.Client.Status().Update(ctx(t), key)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.conditions: Too many: 9: must have at most 8 items") ||
+		!strings.Contains(err.Error(), "status.keyHint: Too long") {
+		t.Fatalf("want the status bounds enforced, got %v", err)
+	}
+}
+
+// TestRevokedIsTerminal: no patch un-revokes a key. The rule sits on the APIKey, not on its
+// spec, so a JSON patch that removes or replaces the whole spec is refused too; and the
+// operator's record that it saw the key revoked (status.revokedAt) cannot be removed.
+func TestRevokedIsTerminal(t *testing.T) {
+	ns := env.Namespace(t, "terminal")
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "revoked"},
+		Spec: switchboardv1alpha1.APIKeySpec{Revoked: true, Description: "gone"}}
+	if err := env.Client.Create(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	patches := []struct {
+		name  string
+		typ   types.PatchType
+		patch string
+	}{
+		{"JSON patch removing /spec", types.JSONPatchType, `[{"op":"remove","path":"/spec"}]`},
+		{"JSON patch replacing /spec", types.JSONPatchType, `[{"op":"replace","path":"/spec","value":{"description":"back"}}]`},
+		{"JSON patch removing /spec/revoked", types.JSONPatchType, `[{"op":"remove","path":"/spec/revoked"}]`},
+		{"merge patch nulling spec", types.MergePatchType, `{"spec":null}`},
+		{"merge patch setting revoked false", types.MergePatchType, `{"spec":{"revoked":false}}`},
+	}
+	for _, p := range patches {
+		t.Run(p.name, func(t *testing.T) {
+			err := env.Client.Patch(ctx(t), key.DeepCopy(), client.RawPatch(p.typ, []byte(p.patch)))
+			if err == nil || !strings.Contains(err.Error(), "a revoked key cannot be un-revoked") {
+				t.Fatalf("the patch must be refused with a clear message, got %v", err)
+			}
+		})
+	}
+	got := &switchboardv1alpha1.APIKey{}
+	if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(key), got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Spec.Revoked {
+		t.Fatal("the key is no longer revoked")
+	}
+
+	revokedAt := metav1.NewTime(time.Now().Truncate(time.Second))
+	got.Status.RevokedAt = &revokedAt
+	if err := env.Client.Status().Update(ctx(t), got); err != nil {
+		t.Fatalf("recording revokedAt: %v", err)
+	}
+	for _, patch := range []string{`{"status":{"revokedAt":null}}`, `{"status":{"revokedAt":"2000-01-01T00:00:00Z"}}`, `{"status":null}`} {
+		err := env.Client.Status().Patch(ctx(t), got.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		if err == nil || !strings.Contains(err.Error(), "status.revokedAt is set once and never changed") {
+			t.Fatalf("status patch %s must be refused, got %v", patch, err)
+		}
 	}
 }

@@ -157,6 +157,10 @@ func (in *APIKeyStatus) DeepCopyInto(out *APIKeyStatus) {
 		in, out := &in.RevealExpiresAt, &out.RevealExpiresAt
 		*out = (*in).DeepCopy()
 	}
+	if in.RevokedAt != nil {
+		in, out := &in.RevokedAt, &out.RevokedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

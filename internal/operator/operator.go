@@ -8,14 +8,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -25,7 +21,6 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
@@ -137,23 +132,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.Logger = logging.Capped(o.Logger)
 	return o, nil
-}
-
-// CacheOptions returns the manager cache configuration the controllers are built for: only
-// switchboard's own Secrets (by label), and no managedFields, which the controllers never read.
-func CacheOptions(opts Options) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
-	c := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: managed}},
-	}
-	if len(opts.Namespaces) > 0 {
-		c.DefaultNamespaces = map[string]cache.Config{opts.SystemNamespace: {}}
-		for _, ns := range opts.Namespaces {
-			c.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	return c
 }
 
 // NewManager returns a manager with the operator's controllers, not started yet.

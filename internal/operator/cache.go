@@ -1,0 +1,100 @@
+package operator
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// CacheOptions returns the manager cache configuration the controllers are built for. Tenants
+// can create any Secret in their namespaces, labels included, so the operator's Secret cache
+// takes as little of them as it can:
+//
+//   - in the system namespace, switchboard's Secrets, with the data of hash Secrets, which the
+//     reconciler reads on every pass;
+//   - elsewhere, only Secrets labelled as reveal or delivery Secrets, and of those only their
+//     name, UID, resourceVersion, switchboard's labels, type and controller reference: never
+//     their data (the plaintext keys, or whatever a tenant put there), annotations or
+//     managedFields. The reconciler reads a key through the API server, the few times it must.
+//
+// Other kinds lose their managedFields, which the controllers never read.
+func CacheOptions(opts Options) cache.Options {
+	system := opts.SystemNamespace
+	inSystem := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
+	keyHolders := keyHolderSelector()
+	secrets := cache.ByObject{
+		Namespaces: map[string]cache.Config{system: {LabelSelector: inSystem}},
+		Transform:  trimSecret(system),
+	}
+	c := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: secrets},
+	}
+	if len(opts.Namespaces) == 0 {
+		secrets.Namespaces[cache.AllNamespaces] = cache.Config{LabelSelector: keyHolders}
+		return c
+	}
+	c.DefaultNamespaces = map[string]cache.Config{system: {}}
+	for _, ns := range opts.Namespaces {
+		c.DefaultNamespaces[ns] = cache.Config{}
+		if ns != system {
+			secrets.Namespaces[ns] = cache.Config{LabelSelector: keyHolders}
+		}
+	}
+	return c
+}
+
+// keyHolderSelector selects the Secrets that claim to hold a key: reveal and delivery Secrets.
+func keyHolderSelector() labels.Selector {
+	managed, err := labels.NewRequirement(keysecret.LabelManagedBy, selection.Equals, []string{keysecret.ManagedBy})
+	if err != nil {
+		panic(err)
+	}
+	component, err := labels.NewRequirement(keysecret.LabelComponent, selection.In, []string{keysecret.ComponentReveal, keysecret.ComponentDelivery})
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*managed, *component)
+}
+
+// trimSecret keeps of a Secret what the reconciler reads from the cache: the data of hash
+// Secrets in the system namespace only, and of every Secret its identity, switchboard's
+// labels, its type and its controller reference (which maps it to its APIKey).
+func trimSecret(system string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return obj, nil
+		}
+		s.ManagedFields = nil
+		s.Annotations = nil
+		s.Finalizers = nil
+		kept := map[string]string{}
+		for _, k := range []string{keysecret.LabelManagedBy, keysecret.LabelComponent, keysecret.LabelAPIKeyNamespace,
+			keysecret.LabelAPIKeyName, keysecret.LabelAPIKeyUID, keysecret.LabelGeneration} {
+			if v, ok := s.Labels[k]; ok {
+				kept[k] = v
+			}
+		}
+		s.Labels = kept
+		owners := s.OwnerReferences
+		s.OwnerReferences = nil
+		for _, o := range owners {
+			if o.Controller != nil && *o.Controller {
+				s.OwnerReferences = []metav1.OwnerReference{o}
+				break
+			}
+		}
+		if s.Namespace != system || s.Labels[keysecret.LabelComponent] != keysecret.ComponentHash {
+			s.Data = nil
+		}
+		s.StringData = nil
+		return s, nil
+	}
+}

@@ -1,0 +1,124 @@
+package chart
+
+import (
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// renderings returns the objects of the chart (default values) and of config/default.
+func renderings(t *testing.T) map[string][]*unstructured.Unstructured {
+	t.Helper()
+	chart, err := run(t, helmBinary(t), "template", "switchboard", chartDir(), "--namespace", releaseNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomized, err := run(t, filepath.Join(testenv.AssetsDir(), "kubectl"), "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]*unstructured.Unstructured{"chart": decode(t, chart), "config/default": decode(t, kustomized)}
+}
+
+// rolesOf returns the rules of every ClusterRole (kind "ClusterRole") or Role, by name.
+func rolesOf(t *testing.T, objs []*unstructured.Unstructured, kind string) map[string]*rbacv1.ClusterRole {
+	t.Helper()
+	out := map[string]*rbacv1.ClusterRole{}
+	for _, o := range objs {
+		if o.GetKind() != kind {
+			continue
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role); err != nil {
+			t.Fatal(err)
+		}
+		out[o.GetName()] = role
+	}
+	return out
+}
+
+// TestTenantRolesAreAggregatedAndStatusFree: the chart and config/rbac ship the same tenant
+// roles, aggregated into view/edit/admin as cert-manager's are, and neither grants a status.
+func TestTenantRolesAreAggregatedAndStatusFree(t *testing.T) {
+	wantLabels := map[string][]string{
+		"switchboard-view": {"rbac.authorization.k8s.io/aggregate-to-view", "rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"},
+		"switchboard-edit": {"rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"},
+	}
+	rules := map[string]map[string][]rbacv1.PolicyRule{}
+	for source, objs := range renderings(t) {
+		roles := rolesOf(t, objs, "ClusterRole")
+		for name, labels := range wantLabels {
+			role, ok := roles[name]
+			if !ok {
+				t.Fatalf("%s has no ClusterRole %s", source, name)
+			}
+			for _, l := range labels {
+				if role.Labels[l] != "true" {
+					t.Errorf("%s: %s is not labelled %s", source, name, l)
+				}
+			}
+			for _, r := range role.Rules {
+				for _, res := range r.Resources {
+					if res == "apikeys/status" || res == "connections/status" || res == "*" || slices.Contains(r.Verbs, "*") {
+						t.Errorf("%s: tenant role %s grants %v on %s", source, name, r.Verbs, res)
+					}
+				}
+			}
+			if rules[name] == nil {
+				rules[name] = map[string][]rbacv1.PolicyRule{}
+			}
+			rules[name][source] = role.Rules
+		}
+	}
+	for name, bySource := range rules {
+		if !reflect.DeepEqual(bySource["chart"], bySource["config/default"]) {
+			t.Errorf("%s differs: chart %v, config/default %v", name, bySource["chart"], bySource["config/default"])
+		}
+	}
+}
+
+// TestOperatorRBACIsMinimal: the operator may do with Secrets exactly what its code does (no
+// update, no deletecollection) and holds Leases only in its own namespace, through a Role.
+func TestOperatorRBACIsMinimal(t *testing.T) {
+	wantSecretVerbs := []string{"create", "delete", "get", "list", "patch", "watch"}
+	for source, objs := range renderings(t) {
+		operator := rolesOf(t, objs, "ClusterRole")["switchboard-operator"]
+		if operator == nil {
+			t.Fatalf("%s has no ClusterRole switchboard-operator", source)
+		}
+		var secretVerbs []string
+		for _, r := range operator.Rules {
+			if slices.Contains(r.Resources, "secrets") {
+				secretVerbs = append(secretVerbs, r.Verbs...)
+			}
+			if slices.Contains(r.Resources, "leases") {
+				t.Errorf("%s: the operator's ClusterRole grants Leases in every namespace", source)
+			}
+		}
+		slices.Sort(secretVerbs)
+		if !slices.Equal(secretVerbs, wantSecretVerbs) {
+			t.Errorf("%s: the operator's Secret verbs are %v, want %v", source, secretVerbs, wantSecretVerbs)
+		}
+		leases := false
+		for name, role := range rolesOf(t, objs, "Role") {
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "leases") {
+					leases = true
+				}
+				if slices.Contains(r.Resources, "secrets") && name != "switchboard-server" {
+					t.Errorf("%s: Role %s grants Secrets the ClusterRole already covers", source, name)
+				}
+			}
+		}
+		if !leases {
+			t.Errorf("%s: no Role grants the operator its leader-election Lease", source)
+		}
+	}
+}
