@@ -140,8 +140,8 @@ func (r *APIKeyReconciler) adoptable(ctx context.Context, key *switchboardv1alph
 	if g := keysecret.Generation(existing); g != gen {
 		return "", fmt.Sprintf("it is labelled as key generation %d", g), nil
 	}
-	candidate, err := keysecret.Plaintext(existing, r.KeyPrefix)
-	if err != nil {
+	candidate, wellFormed := r.plaintextOf(existing)
+	if !wellFormed {
 		return "", "it holds no well-formed key", nil
 	}
 	hash := &corev1.Secret{}
@@ -158,6 +158,13 @@ func (r *APIKeyReconciler) adoptable(ctx context.Context, key *switchboardv1alph
 	default:
 		return "", "its key is not the one switchboard issued: " + err.Error(), nil
 	}
+}
+
+// plaintextOf returns the key a reveal or delivery Secret holds, and whether it is a
+// well-formed key of this operator's prefix.
+func (r *APIKeyReconciler) plaintextOf(s *corev1.Secret) (string, bool) {
+	plaintext, err := keysecret.Plaintext(s, r.KeyPrefix)
+	return plaintext, err == nil
 }
 
 // keySecretReplaced reports that the Secret name held a key switchboard could not prove it

@@ -32,7 +32,7 @@ func (e *Env) StartControllerManager(t testing.TB, controllers ...string) {
 		t.Fatalf("testenv: writing the kube-controller-manager kubeconfig: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin,
+	cmd := exec.CommandContext(ctx, bin, //nolint:gosec // the control plane's own binary, with fixed flags
 		"--kubeconfig="+kubeconfig,
 		"--controllers="+strings.Join(controllers, ","),
 		"--leader-elect=false",
@@ -53,7 +53,7 @@ func (e *Env) StartControllerManager(t testing.TB, controllers ...string) {
 		cancel()
 		err := <-done
 		var exit *exec.ExitError
-		if err != nil && !(errors.As(err, &exit) && ctx.Err() != nil) {
+		if err != nil && (!errors.As(err, &exit) || ctx.Err() == nil) {
 			t.Errorf("testenv: kube-controller-manager: %v", err)
 		}
 		if t.Failed() {
