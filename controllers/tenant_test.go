@@ -32,9 +32,9 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -283,7 +283,7 @@ func TestTenantCannotFixateRevealedKey(t *testing.T) {
 	w := newTenantWorld(t)
 	key := w.createAsTenant("svc", nil)
 	key = w.waitIssued(key, 1)
-	if _, err := reveal.Claim(testCtx(t), w.tenant.client, key); err != nil {
+	if _, err := keyclient.Claim(testCtx(t), w.tenant.client, key); err != nil {
 		t.Fatalf("the tenant cannot claim its key: %v", err)
 	}
 
@@ -300,7 +300,7 @@ func TestTenantCannotFixateRevealedKey(t *testing.T) {
 	if w.authenticates(key, planted) {
 		t.Fatal("the planted key authenticates")
 	}
-	got, err := reveal.Claim(testCtx(t), w.tenant.client, key)
+	got, err := keyclient.Claim(testCtx(t), w.tenant.client, key)
 	if err != nil {
 		t.Fatalf("claiming the rotated key: %v", err)
 	}
@@ -320,7 +320,7 @@ func TestTenantCannotFixateWithForeignSecret(t *testing.T) {
 	w := newTenantWorld(t)
 	key := w.createAsTenant("svc", nil)
 	key = w.waitIssued(key, 1)
-	current, err := reveal.Claim(testCtx(t), w.tenant.client, key)
+	current, err := keyclient.Claim(testCtx(t), w.tenant.client, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestTenantCannotUnrevoke(t *testing.T) {
 	w := newTenantWorld(t)
 	key := w.createAsTenant("svc", nil)
 	key = w.waitIssued(key, 1)
-	held, err := reveal.Claim(testCtx(t), w.tenant.client, key)
+	held, err := keyclient.Claim(testCtx(t), w.tenant.client, key)
 	if err != nil {
 		t.Fatal(err)
 	}
