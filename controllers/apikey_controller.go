@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -24,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -124,73 +122,62 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		live = true
 	}
 	before := key.DeepCopy()
+	found := &keyFindings{}
 	defer func() {
-		key.Status.ObservedGeneration = key.Generation
-		if err := r.patchStatus(ctx, before, key); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
+		setKeyConditions(key, found, r.SystemNamespace)
+		if retErr == nil {
+			// Only a reconcile that ran to its end has seen this generation of the spec.
+			key.Status.ObservedGeneration = key.Generation
 		}
+		if err := patchStatus(ctx, r.Client, before, key); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+			return
+		}
+		r.recordTransitions(before, key, found)
 	}()
-	return r.reconcile(ctx, key, live)
+	return r.reconcile(ctx, key, live, found)
 }
 
-// patchStatus patches the status when it changed. The optimistic lock makes a reconcile that
-// worked from a stale object fail instead of publishing a key generation twice; the merge
-// patch leaves lastUsedAt, which the API server writes, alone.
-func (r *APIKeyReconciler) patchStatus(ctx context.Context, before, key *switchboardv1alpha1.APIKey) error {
-	if equality.Semantic.DeepEqual(before.Status, key.Status) {
-		return nil
-	}
-	err := r.Client.Status().Patch(ctx, key, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("patching the status of APIKey %s/%s: %w", key.Namespace, key.Name, err)
-	}
-	return nil
-}
-
-// reconcile brings key's Secrets and status in line with its spec; live says key came from the
-// API server rather than the cache.
-func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool) (ctrl.Result, error) {
+// reconcile brings key's Secrets and status in line with its spec, and notes in found what it
+// found; live says key came from the API server rather than the cache.
+func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, found *keyFindings) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
 	if key.Spec.Revoked || key.Status.RevokedAt != nil {
 		// Once seen revoked, always revoked: whatever later happens to the spec, the status
 		// record keeps the operator from ever issuing a key for this APIKey again.
-		return ctrl.Result{}, r.reconcileRevoked(ctx, key, now)
+		found.revoked = true
+		return ctrl.Result{}, r.reconcileRevoked(ctx, key, now, found)
 	}
-	expired := key.Spec.ExpiresAt != nil && !now.Before(key.Spec.ExpiresAt.Time)
-	if expired {
+	found.expired = key.Spec.ExpiresAt != nil && !now.Before(key.Spec.ExpiresAt.Time)
+	switch {
+	case found.expired:
 		// An expired key is refused by the server; issuing or rotating it would be pointless.
-		r.setReadyExpired(key)
 		if key.Status.KeyGeneration == 0 {
 			return ctrl.Result{}, nil
 		}
-	} else if needsKey(key) {
-		return r.issue(ctx, key, live, now, gracePeriod(key))
-	} else if lost, err := r.deliveryLost(ctx, key); err != nil {
-		return ctrl.Result{}, err
-	} else if lost {
-		// Like cert-manager with a deleted certificate Secret: issue anew into it. Pods that
-		// still hold the old key keep working for a while.
-		lostHint, lostGen := key.Status.KeyHint, key.Status.KeyGeneration
-		res, err := r.issue(ctx, key, live, now, RedeliveryGrace)
-		if err == nil && key.Status.KeyGeneration > lostGen {
-			r.event(key, corev1.EventTypeWarning, ReasonDeliverySecretLost, "RedeliverKey",
-				"Secret %s no longer held key %s; issued key %s into it, the old one stays valid for %s",
-				key.Spec.SecretName, lostHint, key.Status.KeyHint, RedeliveryGrace)
+	case needsKey(key):
+		return r.issue(ctx, key, live, now, gracePeriod(key), found)
+	default:
+		lost, err := r.deliveryLost(ctx, key)
+		if err != nil {
+			return ctrl.Result{}, err
 		}
-		return res, err
+		if lost {
+			// Like cert-manager with a deleted certificate Secret: issue anew into it. Pods
+			// that still hold the old key keep working for a while.
+			found.lostHint = key.Status.KeyHint
+			return r.issue(ctx, key, live, now, RedeliveryGrace, found)
+		}
 	}
 
 	var next requeue
-	after, hashFound, err := r.reconcileHash(ctx, key, now)
+	after, err := r.reconcileHash(ctx, key, now, found)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	next.at(after)
-	after, err = r.reconcileReveal(ctx, key, now)
+	after, err = r.reconcileReveal(ctx, key, now, found)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -198,101 +185,19 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 	if err := r.sweepRevealSecrets(ctx, key, key.Status.KeyGeneration); err != nil {
 		return ctrl.Result{}, err
 	}
-	switch {
-	case expired:
-	case !hashFound:
-		setReadyHashMissing(key, r.SystemNamespace)
-	default:
-		setReadyKeyIssued(key)
-		if key.Spec.ExpiresAt != nil {
-			next.at(key.Spec.ExpiresAt.Sub(now))
-		}
+	if !found.expired && found.hash == hashFound && key.Spec.ExpiresAt != nil {
+		next.at(key.Spec.ExpiresAt.Sub(now))
 	}
 	return next.result(), nil
 }
 
-// needsKey reports whether the APIKey wants a new key: its first, or a rotation not yet handled.
-func needsKey(key *switchboardv1alpha1.APIKey) bool {
-	if key.Status.KeyGeneration == 0 {
-		return true
-	}
-	return key.Spec.Rotation != nil && key.Spec.Rotation.RequestedAt != key.Status.LastHandledRotationAt
-}
-
-// issue issues key generation N+1 in the protocol's order: (1) the reveal or delivery Secret
-// with the plaintext, (2) the hash Secret from that plaintext, (3) the status that publishes it.
-// Each step accepts the work of an interrupted earlier run as done. The key it replaces, if
-// any, stays valid for grace.
-func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, now time.Time, grace time.Duration) (ctrl.Result, error) {
-	if !live {
-		// A cache that has not seen our last status would make us mint a second key for a
-		// generation that is already published: check the status at the source.
-		source := &switchboardv1alpha1.APIKey{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), source); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if source.Status.KeyGeneration != key.Status.KeyGeneration || source.Status.LastHandledRotationAt != key.Status.LastHandledRotationAt {
-			return ctrl.Result{RequeueAfter: staleRetry}, nil
-		}
-	}
-	gen := key.Status.KeyGeneration + 1
-	setReadyIssuing(key, gen)
-
-	plaintext, err := r.ensureKeySecret(ctx, key, gen)
-	var conflict *conflictError
-	if errors.As(err, &conflict) {
-		setReadyDeliveryConflict(key, conflict.Error())
-		r.event(key, corev1.EventTypeWarning, switchboardv1alpha1.ReasonDeliveryConflict, "DeliverKey", conflict.Error())
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	hash, err := r.ensureHash(ctx, key, gen, plaintext, now, grace)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
-	hint := apikey.Hint(plaintext)
-	key.Status.KeyGeneration = gen
-	key.Status.KeyHint = hint
-	if key.Status.CreatedAt == nil {
-		key.Status.CreatedAt = timePtr(now)
-	}
-	if gen > 1 {
-		key.Status.RotatedAt = timePtr(now)
-	}
-	if key.Spec.Rotation != nil {
-		key.Status.LastHandledRotationAt = key.Spec.Rotation.RequestedAt
-	}
-	key.Status.PreviousKeyValidUntil = previousValidUntil(hash)
-	if key.Spec.SecretName != "" {
-		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		setRevealedDelivered(key)
-	} else {
-		key.Status.RevealSecretName = keysecret.RevealName(key.Name, gen)
-		key.Status.RevealExpiresAt = timePtr(now.Add(r.RevealTTL))
-		setRevealPending(key)
-	}
-	setReadyKeyIssued(key)
-	if gen == 1 {
-		r.event(key, corev1.EventTypeNormal, "KeyCreated", "IssueKey", "issued key %s", hint)
-	} else {
-		r.event(key, corev1.EventTypeNormal, "KeyRotated", "RotateKey", "rotated to key %s (generation %d)", hint, gen)
-	}
-	log.FromContext(ctx).Info("issued key", "hint", hint, "keyGeneration", gen)
-	// The status patch wakes the next reconcile, which sweeps older reveal Secrets once the
-	// new generation is published.
-	return ctrl.Result{}, nil
-}
-
 // reconcileRevoked records that the key is revoked and removes the hash, so the server refuses
 // the key, and any unclaimed reveal.
-func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboardv1alpha1.APIKey, now time.Time) error {
+func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboardv1alpha1.APIKey, now time.Time, found *keyFindings) error {
 	if key.Status.RevokedAt == nil {
 		key.Status.RevokedAt = timePtr(now)
 	}
-	if readyReason(key) == switchboardv1alpha1.ReasonRevoked {
+	if conditionReason(key.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonRevoked {
 		// A revocation already carried out (hash and reveal Secrets deleted): since then no
 		// reconcile issued anything, so only a hash restored by hand, which the cache sees,
 		// is left to delete. Settled revoked keys cost no API call.
@@ -308,13 +213,9 @@ func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboar
 	}
 	if key.Status.RevealSecretName != "" {
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		setRevealRevoked(key)
+		found.reveal = switchboardv1alpha1.ReasonRevoked
 	}
 	key.Status.PreviousKeyValidUntil = nil
-	if readyReason(key) != switchboardv1alpha1.ReasonRevoked {
-		r.event(key, corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", hintOf(key))
-	}
-	setReadyRevoked(key)
 	return nil
 }
 
@@ -338,19 +239,6 @@ func (r *APIKeyReconciler) reconcileDelete(ctx context.Context, key *switchboard
 	}
 	log.FromContext(ctx).Info("deleted the key's hash", "hint", key.Status.KeyHint)
 	return nil
-}
-
-// hintOf names the APIKey's key for people: its hint, or a word when none was issued.
-func hintOf(key *switchboardv1alpha1.APIKey) string {
-	if key.Status.KeyHint == "" {
-		return "(none issued yet)"
-	}
-	return key.Status.KeyHint
-}
-
-// event records an Event about key. Callers pass the hint, never the key.
-func (r *APIKeyReconciler) event(key *switchboardv1alpha1.APIKey, eventType, reason, action, note string, args ...any) {
-	r.Recorder.Eventf(key, nil, eventType, reason, action, note, args...)
 }
 
 // requeue keeps the soonest of several wake-up delays.

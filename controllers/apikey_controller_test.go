@@ -649,8 +649,9 @@ func TestAPIKeyHashDeletedByHand(t *testing.T) {
 	if err := env.Client.Delete(testCtx(t), kt.mustHash(key)); err != nil {
 		t.Fatal(err)
 	}
+	// The reason says what the message says (HashMissing); it was Issuing before issue 13.
 	got := kt.waitFor(key, "Ready=False after the hash went", func(k *switchboardv1alpha1.APIKey) error {
-		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing)
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonHashMissing)
 	})
 	if c, _ := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady); !strings.Contains(c.Message, "rotate") {
 		t.Fatalf("the condition does not say what to do: %q", c.Message)

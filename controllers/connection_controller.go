@@ -10,10 +10,6 @@ import (
 	"math/big"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,38 +101,36 @@ func (r *ConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	before := conn.DeepCopy()
+	found := &connectionFindings{}
 	defer func() {
-		conn.Status.ObservedGeneration = conn.Generation
-		if err := patchConnectionStatus(ctx, r.Client, before, conn); err != nil {
+		setConnectionConditions(conn, found)
+		if retErr == nil {
+			// Only a reconcile that ran to its end has seen this generation of the spec.
+			conn.Status.ObservedGeneration = conn.Generation
+		}
+		if err := patchStatus(ctx, r.Client, before, conn); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
-	return ctrl.Result{}, r.reconcile(ctx, conn)
+	return ctrl.Result{}, r.reconcile(ctx, conn, found)
 }
 
-func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv1alpha1.Connection) error {
-	if conn.Status.ID != "" {
-		// Assigned once, kept forever, even when a later object claims the same spec.id.
-		if other, err := r.outrankedBy(ctx, conn, conn.Status.ID); err != nil {
-			return err
-		} else if other != nil {
-			setConnectionIDConflict(conn, conn.Status.ID, other)
-			return nil
+// reconcile gives conn its id, once, and notes in found a better claim to it by another one.
+func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv1alpha1.Connection, found *connectionFindings) error {
+	// An assigned id is kept forever, even when a later object claims the same spec.id.
+	for _, id := range []string{conn.Status.ID, conn.Spec.ID} {
+		if id == "" {
+			continue
 		}
-		setConnectionReady(conn)
-		return nil
-	}
-	if conn.Spec.ID != "" {
-		other, err := r.outrankedBy(ctx, conn, conn.Spec.ID)
+		other, err := r.outrankedBy(ctx, conn, id)
 		if err != nil {
 			return err
 		}
 		if other != nil {
-			setConnectionIDConflict(conn, conn.Spec.ID, other)
+			found.conflictID, found.holder = id, other
 			return nil
 		}
-		conn.Status.ID = conn.Spec.ID
-		setConnectionReady(conn)
+		conn.Status.ID = id
 		return nil
 	}
 	newID := r.NewID
@@ -154,7 +148,6 @@ func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv
 		}
 		if !used {
 			conn.Status.ID = id
-			setConnectionReady(conn)
 			log.FromContext(ctx).Info("assigned connection id", "id", id)
 			return nil
 		}
@@ -223,50 +216,4 @@ func GenerateConnectionID() (string, error) {
 		buf = append(buf, alphabet[n.Int64()])
 	}
 	return string(buf), nil
-}
-
-func setConnectionReady(conn *switchboardv1alpha1.Connection) {
-	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
-		Type:               switchboardv1alpha1.ConditionReady,
-		Status:             metav1.ConditionTrue,
-		Reason:             switchboardv1alpha1.ReasonIDAssigned,
-		Message:            "the connection's public id is " + conn.Status.ID,
-		ObservedGeneration: conn.Generation,
-	})
-}
-
-func setConnectionIDConflict(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) {
-	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
-		Type:               switchboardv1alpha1.ConditionReady,
-		Status:             metav1.ConditionFalse,
-		Reason:             switchboardv1alpha1.ReasonIDConflict,
-		Message:            idConflictMessage(conn, id, other),
-		ObservedGeneration: conn.Generation,
-	})
-}
-
-// idConflictMessage says which id is taken. It names the holder only when it is in the same
-// namespace: another tenant's namespace and names are none of this tenant's business.
-func idConflictMessage(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) string {
-	holder := "a Connection in another namespace"
-	if other.Namespace == conn.Namespace {
-		holder = "Connection " + other.Name + " of this namespace"
-	}
-	return fmt.Sprintf("id %s is already used by %s: ids are unique in the cluster, so pick another spec.id", id, holder)
-}
-
-// patchConnectionStatus patches the status when it changed, with an optimistic lock so that a
-// stale cached object can never assign a second id.
-func patchConnectionStatus(ctx context.Context, c client.Client, before, conn *switchboardv1alpha1.Connection) error {
-	if equality.Semantic.DeepEqual(before.Status, conn.Status) {
-		return nil
-	}
-	err := c.Status().Patch(ctx, conn, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("patching the status of Connection %s/%s: %w", conn.Namespace, conn.Name, err)
-	}
-	return nil
 }

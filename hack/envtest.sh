@@ -16,6 +16,11 @@ fi
 dest=${ENVTEST_ASSETS:-$root/bin/k8s/$version}
 mkdir -p "$dest"
 
+# Several worktrees share one bin/k8s: one build at a time, and a binary built by another
+# while this one waited is not built again.
+exec 9>"$dest/.build.lock"
+flock 9
+
 build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
 	local name=$1 dir=$2 pkg=$3 ldflags=${4:-}
 	if [[ -x $dest/$name ]]; then
@@ -34,4 +39,6 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/co
 build etcd etcd .
 build kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
 build kubectl kubernetes k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
+# Its clusterrole-aggregation controller fills the built-in roles in the tenant-role tests.
+build kube-controller-manager kubernetes k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
 echo "$dest"

@@ -20,8 +20,11 @@ const (
 
 	// ReasonKeyIssued: the APIKey has a valid key.
 	ReasonKeyIssued = "KeyIssued"
-	// ReasonIssuing: the operator is issuing the key.
+	// ReasonIssuing: the operator is issuing the first key.
 	ReasonIssuing = "Issuing"
+	// ReasonHashMissing: the key was issued but its hash Secret is gone (deleted by hand), so
+	// the key is refused; a rotation issues a new one.
+	ReasonHashMissing = "HashMissing"
 	// ReasonRevoked: spec.revoked is true; the key is refused.
 	ReasonRevoked = "Revoked"
 	// ReasonExpired: spec.expiresAt has passed; the key is refused.

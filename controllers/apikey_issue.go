@@ -9,22 +9,92 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// conflictError says a Secret switchboard needs to write belongs to someone else.
-type conflictError struct{ msg string }
+// The issue of a key: the protocol that writes a new key generation, and the Secrets that hold
+// its plaintext (reveal or delivery).
 
-func (e *conflictError) Error() string { return e.msg }
+// needsKey reports whether the APIKey wants a new key: its first, or a rotation not yet handled.
+func needsKey(key *switchboardv1alpha1.APIKey) bool {
+	if key.Status.KeyGeneration == 0 {
+		return true
+	}
+	return key.Spec.Rotation != nil && key.Spec.Rotation.RequestedAt != key.Status.LastHandledRotationAt
+}
 
-func timePtr(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
-	return &mt
+// issue issues key generation N+1 in the protocol's order: (1) the reveal or delivery Secret
+// with the plaintext, (2) the hash Secret from that plaintext, (3) the status that publishes it.
+// Each step accepts the work of an interrupted earlier run as done. The key it replaces, if
+// any, stays valid for grace.
+func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, now time.Time, grace time.Duration, found *keyFindings) (ctrl.Result, error) {
+	if !live {
+		// A cache that has not seen our last status would make us mint a second key for a
+		// generation that is already published: check the status at the source.
+		source := &switchboardv1alpha1.APIKey{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), source); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if source.Status.KeyGeneration != key.Status.KeyGeneration || source.Status.LastHandledRotationAt != key.Status.LastHandledRotationAt {
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
+	}
+	gen := key.Status.KeyGeneration + 1
+	found.issuing = gen
+
+	plaintext, err := r.ensureKeySecret(ctx, key, gen)
+	var conflict *conflictError
+	if errors.As(err, &conflict) {
+		found.conflict = conflict.Error()
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	hash, err := r.ensureHash(ctx, key, gen, plaintext, now, grace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	key.Status.KeyGeneration = gen
+	key.Status.KeyHint = apikey.Hint(plaintext)
+	if key.Status.CreatedAt == nil {
+		key.Status.CreatedAt = timePtr(now)
+	}
+	if gen > 1 {
+		key.Status.RotatedAt = timePtr(now)
+	}
+	if key.Spec.Rotation != nil {
+		key.Status.LastHandledRotationAt = key.Spec.Rotation.RequestedAt
+	}
+	key.Status.PreviousKeyValidUntil = previousValidUntil(hash)
+	if key.Spec.SecretName != "" {
+		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
+		found.reveal = switchboardv1alpha1.ReasonDelivered
+	} else {
+		key.Status.RevealSecretName = keysecret.RevealName(key.Name, gen)
+		key.Status.RevealExpiresAt = timePtr(now.Add(r.RevealTTL))
+		found.reveal = switchboardv1alpha1.ReasonRevealPending
+	}
+	found.issued = true
+	log.FromContext(ctx).Info("issued key", "hint", key.Status.KeyHint, "keyGeneration", gen)
+	// The status patch wakes the next reconcile, which sweeps older reveal Secrets once the
+	// new generation is published.
+	return ctrl.Result{}, nil
+}
+
+// gracePeriod is how long the key a rotation replaces stays valid.
+func gracePeriod(key *switchboardv1alpha1.APIKey) time.Duration {
+	if key.Spec.Rotation == nil {
+		return 0
+	}
+	return key.Spec.Rotation.GracePeriod.Duration
 }
 
 // ensureKeySecret makes sure the plaintext of key generation gen sits in the reveal Secret
@@ -170,7 +240,8 @@ func (r *APIKeyReconciler) plaintextOf(s *corev1.Secret) (string, bool) {
 // keySecretReplaced reports that the Secret name held a key switchboard could not prove it
 // issued, and now holds a fresh one.
 func (r *APIKeyReconciler) keySecretReplaced(key *switchboardv1alpha1.APIKey, name string, gen int64, why, plaintext string) {
-	r.event(key, corev1.EventTypeWarning, ReasonKeySecretReplaced, "ReplaceKeySecret",
+	// An action, not a change of condition: it is reported where it happens.
+	r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, ReasonKeySecretReplaced, "ReplaceKeySecret",
 		"Secret %s held a key switchboard cannot vouch for as key generation %d (%s); it now holds a new key %s",
 		name, gen, why, apikey.Hint(plaintext))
 }
@@ -205,124 +276,4 @@ func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1a
 		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
 	}
 	return keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) && keysecret.Generation(live) != key.Status.KeyGeneration, nil
-}
-
-// ensureHash makes the hash Secret hash plaintext as key generation gen. Moving from an older
-// generation is a rotation: the old hash becomes previous.sha256 until the grace period ends.
-func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64, plaintext string, now time.Time, grace time.Duration) (*corev1.Secret, error) {
-	sum := apikey.Sum(plaintext)
-	name := keysecret.HashName(key.UID)
-	create := func() (*corev1.Secret, error) {
-		secret := keysecret.NewHash(key, r.SystemNamespace, gen, sum)
-		return secret, r.Client.Create(ctx, secret)
-	}
-	if gen == 1 {
-		// A first key almost never finds a hash Secret: try the create and read only if one
-		// was left by an interrupted run, one request instead of two.
-		secret, err := create()
-		if err == nil {
-			return secret, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
-		}
-	}
-	existing := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: name}, existing)
-	if apierrors.IsNotFound(err) {
-		secret, err := create()
-		if err != nil {
-			return nil, fmt.Errorf("creating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
-		}
-		return secret, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading hash Secret %s/%s: %w", r.SystemNamespace, name, err)
-	}
-	current := keysecret.Generation(existing)
-	if current > gen {
-		return nil, fmt.Errorf("hash Secret %s/%s hashes key generation %d, newer than %d", r.SystemNamespace, name, current, gen)
-	}
-	if current == gen && string(existing.Data[keysecret.DataHash]) == sum.String() {
-		return existing, nil
-	}
-	before := existing.DeepCopy()
-	var keepPreviousUntil time.Time
-	if grace > 0 {
-		keepPreviousUntil = timePtr(now.Add(grace)).Time
-	}
-	keysecret.SetCurrent(existing, key, gen, sum, keepPreviousUntil)
-	if err := r.Client.Patch(ctx, existing, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("updating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
-	}
-	return existing, nil
-}
-
-func gracePeriod(key *switchboardv1alpha1.APIKey) time.Duration {
-	if key.Spec.Rotation == nil {
-		return 0
-	}
-	return key.Spec.Rotation.GracePeriod.Duration
-}
-
-// previousValidUntil reads when the previous key of a hash Secret stops working; nil when
-// there is none.
-func previousValidUntil(hash *corev1.Secret) *metav1.Time {
-	t, ok := keysecret.PreviousValidUntil(hash)
-	if !ok {
-		return nil
-	}
-	return timePtr(t)
-}
-
-// deleteHash deletes the APIKey's hash Secret, so that the server refuses its key.
-func (r *APIKeyReconciler) deleteHash(ctx context.Context, key *switchboardv1alpha1.APIKey) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}}
-	if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting hash Secret %s/%s: %w", r.SystemNamespace, secret.Name, err)
-	}
-	return nil
-}
-
-// sweepRevealSecrets deletes the APIKey's reveal Secrets of generations below keep (all of
-// them when keep < 0): superseded by a rotation, or left behind by a revoke or a delete.
-func (r *APIKeyReconciler) sweepRevealSecrets(ctx context.Context, key *switchboardv1alpha1.APIKey, keep int64) error {
-	var list corev1.SecretList
-	if err := r.Client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{
-		keysecret.LabelComponent: keysecret.ComponentReveal,
-		keysecret.LabelAPIKeyUID: string(key.UID),
-	}); err != nil {
-		return fmt.Errorf("listing reveal Secrets: %w", err)
-	}
-	names := map[string]bool{}
-	for i := range list.Items {
-		if keep < 0 || keysecret.Generation(&list.Items[i]) < keep {
-			names[list.Items[i].Name] = true
-		}
-	}
-	if keep < 0 {
-		// The cache may not hold a Secret created a moment ago: name the published and the
-		// possibly half-issued ones explicitly.
-		if key.Status.RevealSecretName != "" {
-			names[key.Status.RevealSecretName] = true
-		}
-		names[keysecret.RevealName(key.Name, key.Status.KeyGeneration+1)] = true
-	}
-	for name := range names {
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return err
-		}
-		if !keysecret.IsOwnedBy(secret, key, keysecret.ComponentReveal) {
-			continue
-		}
-		uid := secret.UID
-		if err := r.Client.Delete(ctx, secret, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting reveal Secret %s/%s: %w", key.Namespace, name, err)
-		}
-	}
-	return nil
 }

@@ -1,0 +1,41 @@
+package controllers
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// connectionFindings is what one reconcile of a Connection found; its Ready condition is set
+// from it, once, in setConnectionConditions.
+type connectionFindings struct {
+	// conflictID is an id the Connection wants and holder has a better claim to.
+	conflictID string
+	// holder is the Connection that holds conflictID (nil: no conflict).
+	holder *switchboardv1alpha1.Connection
+}
+
+// setConnectionConditions sets Ready from what the reconcile found. It is the only place that
+// sets it.
+func setConnectionConditions(conn *switchboardv1alpha1.Connection, f *connectionFindings) {
+	switch {
+	case f.holder != nil:
+		setCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
+			switchboardv1alpha1.ReasonIDConflict, idConflictMessage(conn, f.conflictID, f.holder))
+	case conn.Status.ID != "":
+		setCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
+			switchboardv1alpha1.ReasonIDAssigned, "the connection's public id is "+conn.Status.ID)
+	}
+}
+
+// idConflictMessage says which id is taken. It names the holder only when it is in the same
+// namespace: another tenant's namespace and names are none of this tenant's business.
+func idConflictMessage(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) string {
+	holder := "a Connection in another namespace"
+	if other.Namespace == conn.Namespace {
+		holder = "Connection " + other.Name + " of this namespace"
+	}
+	return fmt.Sprintf("id %s is already used by %s: ids are unique in the cluster, so pick another spec.id", id, holder)
+}

@@ -1,0 +1,110 @@
+package controllers_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/controllers"
+)
+
+var errSecretsDown = errors.New("injected: Secret writes fail")
+
+// secretWritesFail is a client whose writes of Secrets fail and whose other writes (the
+// APIKey's finalizer and status) go through.
+type secretWritesFail struct{ client.Client }
+
+func (c secretWritesFail) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return errSecretsDown
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c secretWritesFail) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return errSecretsDown
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c secretWritesFail) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return errSecretsDown
+	}
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+// TestFailedReconcileLeavesObservedGeneration: status.observedGeneration says which spec a
+// reconcile fully handled, so a failed reconcile does not move it, even when it stores what
+// it found (Ready=False Issuing); the next good one does.
+func TestFailedReconcileLeavesObservedGeneration(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t)
+	w.createKey("k", nil)
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: "k"}}
+
+	if _, err := w.reconciler(secretWritesFail{env.Client}).Reconcile(testCtx(t), req); !errors.Is(err, errSecretsDown) {
+		t.Fatalf("want the injected error, got %v", err)
+	}
+	key := w.mustKey("k")
+	if err := hasCondition(key.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing); err != nil {
+		t.Fatalf("the failed reconcile did not store what it found: %v", err)
+	}
+	if key.Status.ObservedGeneration != 0 {
+		t.Fatalf("a failed reconcile set observedGeneration %d", key.Status.ObservedGeneration)
+	}
+
+	w.settle("k")
+	key = w.mustKey("k")
+	if key.Status.ObservedGeneration != key.Generation || key.Status.KeyGeneration != 1 {
+		t.Fatalf("after a good reconcile: observedGeneration %d of %d, keyGeneration %d", key.Status.ObservedGeneration, key.Generation, key.Status.KeyGeneration)
+	}
+
+	// A rotation whose Secret cannot be written: the spec moved on, the status did not.
+	before := key.DeepCopy()
+	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "now"}
+	if err := env.Client.Patch(testCtx(t), key, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.reconciler(secretWritesFail{env.Client}).Reconcile(testCtx(t), req); !errors.Is(err, errSecretsDown) {
+		t.Fatalf("want the injected error, got %v", err)
+	}
+	key = w.mustKey("k")
+	if key.Status.ObservedGeneration == key.Generation {
+		t.Fatalf("a failed rotation marked generation %d observed", key.Generation)
+	}
+	w.settle("k")
+	if key = w.mustKey("k"); key.Status.ObservedGeneration != key.Generation || key.Status.KeyGeneration != 2 {
+		t.Fatalf("after a good reconcile: observedGeneration %d of %d, keyGeneration %d", key.Status.ObservedGeneration, key.Generation, key.Status.KeyGeneration)
+	}
+}
+
+// TestFailedConnectionReconcileLeavesObservedGeneration: the same for a Connection whose id
+// cannot be generated.
+func TestFailedConnectionReconcileLeavesObservedGeneration(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "conn-fail")
+	conn := newConnection(ns, "c", "")
+	if err := env.Client.Create(testCtx(t), conn); err != nil {
+		t.Fatal(err)
+	}
+	broken := errors.New("injected: no randomness")
+	r := &controllers.ConnectionReconciler{Client: env.Client, NewID: func() (string, error) { return "", broken }}
+	if _, err := r.Reconcile(testCtx(t), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(conn)}); !errors.Is(err, broken) {
+		t.Fatalf("want the injected error, got %v", err)
+	}
+	got := &switchboardv1alpha1.Connection{}
+	if err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(conn), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != 0 || got.Status.ID != "" {
+		t.Fatalf("a failed reconcile set observedGeneration %d, id %q", got.Status.ObservedGeneration, got.Status.ID)
+	}
+}
