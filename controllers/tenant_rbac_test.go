@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,7 +23,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -100,8 +103,8 @@ type principal struct {
 }
 
 // actAs creates ServiceAccount sa in namespace saNS, binds it to clusterRole (in namespace
-// bindNS through a RoleBinding, or cluster-wide when bindNS is ""), and returns a client
-// that impersonates it. Impersonation reaches the same RBAC decisions as the account's token.
+// bindNS through a RoleBinding, or cluster-wide when bindNS is ""), and returns a client that
+// authenticates with a token minted for it (TokenRequest), as a pod or a kubeconfig would.
 func actAs(t *testing.T, saNS, sa, clusterRole, bindNS string) principal {
 	t.Helper()
 	ctx := testCtx(t)
@@ -118,8 +121,16 @@ func actAs(t *testing.T, saNS, sa, clusterRole, bindNS string) principal {
 		t.Fatal(err)
 	}
 	user := fmt.Sprintf("system:serviceaccount:%s:%s", saNS, sa)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"}}
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := clientset.CoreV1().ServiceAccounts(saNS).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token for %s: %v", user, err)
+	}
+	cfg := &rest.Config{Host: env.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, BearerToken: token.Status.Token, QPS: 100, Burst: 200}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,14 @@
 package testenv
 
 import (
-	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/proc"
 )
 
 // StartControllerManager runs kube-controller-manager (built by `make envtest` beside
@@ -17,7 +16,7 @@ import (
 // "clusterrole-aggregation", which fills the rules of the built-in view, edit and admin roles
 // from the ClusterRoles aggregated into them. envtest runs no controllers of its own. The
 // process serves nothing (no secure port, no leader election) and is stopped when the test
-// ends; its output is in the test log on failure.
+// ends; the end of its output is in the test log when it dies early or the test fails.
 func (e *Env) StartControllerManager(t testing.TB, controllers ...string) {
 	t.Helper()
 	if len(controllers) == 0 {
@@ -31,41 +30,33 @@ func (e *Env) StartControllerManager(t testing.TB, controllers ...string) {
 	if err := WriteKubeconfig(e.Config, e.Config.Host, "", kubeconfig); err != nil {
 		t.Fatalf("testenv: writing the kube-controller-manager kubeconfig: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, //nolint:gosec // the control plane's own binary, with fixed flags
+	cmd := exec.Command(bin, //nolint:gosec // the control plane's own binary, with this helper's flags
 		"--kubeconfig="+kubeconfig,
 		"--controllers="+strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
 	)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	var out LockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("testenv: starting kube-controller-manager: %v", err)
+	p, err := proc.Start(cmd, proc.Options{Name: "kube-controller-manager"})
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		cancel()
-		err := <-done
-		var exit *exec.ExitError
-		if err != nil && (!errors.As(err, &exit) || ctx.Err() == nil) {
-			t.Errorf("testenv: kube-controller-manager: %v", err)
+		if err := p.Err(); err != nil {
+			t.Errorf("testenv: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("kube-controller-manager output:\n%s", out.String())
+			t.Logf("kube-controller-manager, last lines:\n%s", p.Tail(40))
+		}
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Errorf("testenv: stopping kube-controller-manager: %v", err)
 		}
 	})
 	// A bad flag or an unreachable API server ends the process at once: report that here
 	// rather than as a wait that times out.
 	select {
-	case err := <-done:
-		done <- err
-		t.Fatalf("testenv: kube-controller-manager exited at start (%v):\n%s", err, out.String())
+	case <-p.Done():
+		t.Fatalf("testenv: %v", p.Err())
 	case <-time.After(time.Second):
 	}
 }
