@@ -46,6 +46,18 @@ type APIKeySpec struct {
 	// the previous one valid for rotation.gracePeriod.
 	// +optional
 	Rotation *APIKeyRotation `json:"rotation,omitempty"`
+
+	// rateLimit limits how many requests the key may make through /v1; past it, requests get
+	// 429 API_KEY_RATE_LIMITED. Absent means no limit.
+	// +optional
+	RateLimit *APIKeyRateLimit `json:"rateLimit,omitempty"`
+
+	// allowedSourceRanges are the client addresses the key may be used from (at most 32 CIDRs);
+	// from elsewhere, requests get 403 SOURCE_NOT_ALLOWED. Empty or absent means anywhere.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	AllowedSourceRanges []CIDR `json:"allowedSourceRanges,omitempty"`
 }
 
 // APIKeyRotation requests the rotation of a key, in the manner of Flux's requestedAt annotation:
@@ -141,6 +153,9 @@ type APIKeyStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
 // +kubebuilder:printcolumn:name="Last Used",type=date,JSONPath=`.status.lastUsedAt`,priority=1
+// +kubebuilder:printcolumn:name="Requests",type=integer,JSONPath=`.spec.rateLimit.requests`,priority=1
+// +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.rateLimit.period`,priority=1
+// +kubebuilder:printcolumn:name="Sources",type=string,JSONPath=`.spec.allowedSourceRanges`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="an APIKey name is at most 63 characters"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec) || !has(oldSelf.spec.revoked) || !oldSelf.spec.revoked || (has(self.spec) && has(self.spec.revoked) && self.spec.revoked)",message="a revoked key cannot be un-revoked: create a new APIKey, or rotate this one before revoking it"

@@ -1,0 +1,49 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What a key may do, beyond being valid: how often (APIKeyRateLimit) and from where (CIDR).
+// The API server enforces both after authentication; internal/ratelimit has the bounds below.
+
+// APIKeyRateLimit limits a key to requests per period on average, at most burst at once, with
+// GCRA: the budget comes back continuously, one request every period/requests.
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || self.burst <= self.requests",message="rateLimit.burst cannot exceed rateLimit.requests: for larger bursts raise both requests and period (10 per 1s with bursts of 100 is requests: 100, period: 10s)"
+type APIKeyRateLimit struct {
+	// requests is how many requests the key may make per period, from 1 to 1000000.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Requests int32 `json:"requests"`
+
+	// period is the time the requests are counted over: whole seconds from 1s to 24h, written
+	// like 30s, 1m, 1h or 1m30s.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$')",message="rateLimit.period is whole seconds written like 30s, 1m, 1h or 1m30s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+[hms])+$') || (duration(self) >= duration('1s') && duration(self) <= duration('24h'))",message="rateLimit.period must be from 1s to 24h"
+	Period metav1.Duration `json:"period"`
+
+	// burst is how many requests may come at once, from 1 to requests; requests when absent.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Burst *int32 `json:"burst,omitempty"`
+}
+
+// CIDR is a range of client addresses in CIDR notation, IPv4 or IPv6, written as its network
+// address: 203.0.113.0/24, 2001:db8::/32, or 203.0.113.7/32 for one address.
+// +kubebuilder:validation:MaxLength=43
+// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32 (one address is 203.0.113.7/32)"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="must be written as its network address, e.g. 203.0.113.0/24 rather than 203.0.113.7/24"
+type CIDR string
+
+// EffectiveBurst is burst, or requests when burst is absent.
+func (r *APIKeyRateLimit) EffectiveBurst() int32 {
+	if r.Burst != nil {
+		return *r.Burst
+	}
+	return r.Requests
+}

@@ -1,0 +1,124 @@
+package v1alpha1_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+func rateLimit(requests int32, period string, burst *int32) *switchboardv1alpha1.APIKeyRateLimit {
+	d, err := time.ParseDuration(period)
+	if err != nil {
+		panic(err)
+	}
+	return &switchboardv1alpha1.APIKeyRateLimit{Requests: requests, Period: metav1.Duration{Duration: d}, Burst: burst}
+}
+
+// TestPolicyRoundTrips: a key with a rate limit and source ranges is stored as written.
+func TestPolicyRoundTrips(t *testing.T) {
+	ns := env.Namespace(t, "policy")
+	key := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "limited"},
+		Spec: switchboardv1alpha1.APIKeySpec{
+			RateLimit:           rateLimit(100, "1m", ptr.To[int32](20)),
+			AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "2001:db8::/32", "203.0.113.7/32"},
+		},
+	}
+	if err := env.Client.Create(ctx(t), key); err != nil {
+		t.Fatalf("creating a valid limited APIKey: %v", err)
+	}
+	var got switchboardv1alpha1.APIKey
+	if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(key), &got); err != nil {
+		t.Fatal(err)
+	}
+	rl := got.Spec.RateLimit
+	if rl == nil || rl.Requests != 100 || rl.Period.Duration != time.Minute || rl.EffectiveBurst() != 20 || len(got.Spec.AllowedSourceRanges) != 3 {
+		t.Fatalf("the policy did not round-trip: %+v %v", rl, got.Spec.AllowedSourceRanges)
+	}
+}
+
+// TestInvalidPoliciesAreRejected: every bad rate limit and source range is refused with a
+// message naming the field and what is wanted.
+func TestInvalidPoliciesAreRejected(t *testing.T) {
+	ns := env.Namespace(t, "badpolicy")
+	tooMany := make([]switchboardv1alpha1.CIDR, 33)
+	for i := range tooMany {
+		tooMany[i] = switchboardv1alpha1.CIDR(fmt.Sprintf("10.0.%d.0/24", i))
+	}
+	tests := []struct {
+		name   string
+		spec   switchboardv1alpha1.APIKeySpec
+		errors []string
+	}{
+		{"no requests", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(0, "1m", nil)},
+			[]string{"spec.rateLimit.requests", "greater than or equal to 1"}},
+		{"too many requests", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(1_000_001, "1m", nil)},
+			[]string{"spec.rateLimit.requests", "less than or equal to 1000000"}},
+		{"a period below a second", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(10, "500ms", nil)},
+			[]string{"spec.rateLimit.period", "whole seconds written like 30s, 1m, 1h or 1m30s"}},
+		{"a period with a fraction", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(10, "1.5s", nil)},
+			[]string{"spec.rateLimit.period", "whole seconds"}},
+		{"a zero period", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(10, "0s", nil)},
+			[]string{"spec.rateLimit.period", "must be from 1s to 24h"}},
+		{"a period over a day", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(10, "25h", nil)},
+			[]string{"spec.rateLimit.period", "must be from 1s to 24h"}},
+		{"a zero burst", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(10, "1m", ptr.To[int32](0))},
+			[]string{"spec.rateLimit.burst", "greater than or equal to 1"}},
+		{"a burst over requests", switchboardv1alpha1.APIKeySpec{RateLimit: rateLimit(10, "1s", ptr.To[int32](100))},
+			[]string{"spec.rateLimit", "rateLimit.burst cannot exceed rateLimit.requests", "requests: 100, period: 10s"}},
+		{"an address without a prefix length", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "203.0.113.7"}},
+			[]string{"spec.allowedSourceRanges[1]", "must be a CIDR such as 203.0.113.0/24"}},
+		{"not an address", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"office"}},
+			[]string{"spec.allowedSourceRanges[0]", "must be a CIDR"}},
+		{"host bits set", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"203.0.113.7/24"}},
+			[]string{"spec.allowedSourceRanges[0]", "203.0.113.0/24 rather than 203.0.113.7/24"}},
+		{"IPv6 host bits set", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"2001:db8::1/32"}},
+			[]string{"spec.allowedSourceRanges[0]", "network address"}},
+		{"too many ranges", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: tooMany},
+			[]string{"spec.allowedSourceRanges", "must have at most 32 items"}},
+		{"a range twice", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "10.0.0.0/8"}},
+			[]string{"spec.allowedSourceRanges[1]", "Duplicate value"}},
+		{"a range too long", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{switchboardv1alpha1.CIDR(strings.Repeat("1", 44))}},
+			[]string{"spec.allowedSourceRanges[0]", "may not be more than 43"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: tt.spec}
+			err := env.Client.Create(ctx(t), key)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, want := range tt.errors {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRateLimitNeedsRequestsAndPeriod sends raw JSON, which a typed client cannot produce.
+func TestRateLimitNeedsRequestsAndPeriod(t *testing.T) {
+	ns := env.Namespace(t, "rawpolicy")
+	body := `{"apiVersion":"switchboard.dev/v1alpha1","kind":"APIKey","metadata":{"name":"k","namespace":"` + ns +
+		`"},"spec":{"rateLimit":{"burst":5}}}`
+	err := kubernetes.NewForConfigOrDie(env.Config).Discovery().RESTClient().Post().AbsPath("/apis/switchboard.dev/v1alpha1/namespaces", ns, "apikeys").
+		Body([]byte(body)).SetHeader("Content-Type", "application/json").Do(ctx(t)).Error()
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want an Invalid error, got %v", err)
+	}
+	for _, want := range []string{"spec.rateLimit.requests: Required value", "spec.rateLimit.period: Required value"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
