@@ -1,11 +1,22 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // What a key may do, beyond being valid: how often (APIKeyRateLimit) and from where (CIDR).
-// The API server enforces both after authentication; internal/ratelimit has the bounds below.
+// The API server enforces both after authentication.
+
+// Bounds of the policy fields, as the markers below state them (markers take only literals).
+// The server's limiter and the clients' parsers use these.
+const (
+	RateLimitMaxRequests   = 1_000_000
+	RateLimitMinPeriod     = time.Second
+	RateLimitMaxPeriod     = 24 * time.Hour
+	MaxAllowedSourceRanges = 32
+)
 
 // APIKeyRateLimit limits a key to requests per period on average, at most burst at once, with
 // GCRA: the budget comes back continuously, one request every period/requests.

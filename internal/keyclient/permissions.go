@@ -63,6 +63,8 @@ const (
 	OpRotate Operation = "rotate"
 	OpReveal Operation = "reveal"
 	OpRevoke Operation = "revoke"
+	// OpSetPolicy changes a key's rate limit and allowed source ranges (SetPolicy).
+	OpSetPolicy Operation = "set-policy"
 )
 
 // Needs lists the permissions op needs in the APIKey's namespace. delivered says the key goes
@@ -85,6 +87,8 @@ func Needs(op Operation, delivered bool) []Permission {
 		perms = []Permission{APIKeys.verb("get").forPurpose("read the APIKey")}
 	case OpRevoke:
 		return []Permission{APIKeys.verb("get").forPurpose("read the APIKey"), APIKeys.verb("patch").forPurpose("revoke the key")}
+	case OpSetPolicy:
+		return []Permission{APIKeys.verb("get").forPurpose("read the APIKey"), APIKeys.verb("patch").forPurpose("change its policy")}
 	}
 	if !delivered {
 		perms = append(perms,

@@ -185,6 +185,7 @@ func TestNeeds(t *testing.T) {
 		{OpRotate, true, "get apikeys.switchboard.dev, patch apikeys.switchboard.dev"},
 		{OpReveal, false, "get apikeys.switchboard.dev, get secrets, delete secrets"},
 		{OpRevoke, false, "get apikeys.switchboard.dev, patch apikeys.switchboard.dev"},
+		{OpSetPolicy, true, "get apikeys.switchboard.dev, patch apikeys.switchboard.dev"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.op), func(t *testing.T) {

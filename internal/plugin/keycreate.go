@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 // defaultTimeout bounds every wait for the operator.
@@ -28,6 +29,7 @@ type keyCreateOptions struct {
 	selector    string
 	timeout     time.Duration
 	output      string
+	policy      policyFlags
 }
 
 func newKeyCreateCommand(o *Options) *cobra.Command {
@@ -38,6 +40,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 		Long: "Create an APIKey, wait for the operator to issue its key, claim the key's one-time reveal and\n" +
 			"print the key on stdout. It is shown only this once: store it right away.",
 		Example: "  kubectl switchboard key create ci --description 'CI pipeline' --expires-in 720h\n" +
+			"  kubectl switchboard key create partner --rate-limit 100/1m --burst 20 --allowed-source-ranges 203.0.113.0/24\n" +
 			"  KEY=$(kubectl switchboard key create ci -o json | jq -r .key)",
 		Args: exactlyOneName("key create"),
 		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
@@ -49,6 +52,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 	f.StringVar(&opts.secretName, "secret-name", "", "deliver the key into this Secret of the namespace instead of printing it")
 	f.StringVar(&opts.selector, "selector", "", "only Connections matching this label selector are listed with the key (e.g. team=data,env!=prod)")
 	f.DurationVar(&opts.timeout, "timeout", defaultTimeout, "how long to wait for the operator to issue the key")
+	opts.policy.addFlags(f)
 	f.StringVarP(&opts.output, "output", "o", "", "output format: json prints {name, namespace, key, hint, expires_at} and nothing else\n(with --secret-name: {name, namespace, secret_name, hint, expires_at})")
 	cmd.MarkFlagsMutuallyExclusive("expires-in", "expires-at")
 	return cmd
@@ -91,6 +95,11 @@ func (o *keyCreateOptions) build(namespace, name string) (*switchboardv1alpha1.A
 		}
 		key.Spec.ConnectionSelector = sel
 	}
+	policy := keyclient.Policy{}
+	if err := o.policy.change(&policy); err != nil {
+		return nil, err
+	}
+	policy.Apply(&key.Spec)
 	return key, nil
 }
 

@@ -69,7 +69,7 @@ func (o *listOptions) runKeys(ctx context.Context) error {
 	}
 	now := o.Clock.Now()
 	w := printers.GetNewTabWriter(o.Out)
-	fmt.Fprintln(w, "NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES")
+	fmt.Fprintln(w, "NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES\tRATE LIMIT\tSOURCES")
 	for i := range keys.Items {
 		k := &keys.Items[i]
 		created := k.Status.CreatedAt
@@ -80,8 +80,8 @@ func (o *listOptions) runKeys(ctx context.Context) error {
 		if hint == "" {
 			hint = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
-			ago(created, now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
+			ago(created, now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k))
 	}
 	return w.Flush()
 }

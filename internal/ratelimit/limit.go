@@ -16,14 +16,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// Bounds of a policy. The APIKey CRD enforces the same ones (api/v1alpha1), so that every
-// policy the API server stores is one the server can enforce.
+// Bounds of a policy: the APIKey CRD's (api/v1alpha1), so that every policy the API server
+// stores is one the server can enforce.
 const (
-	MinPeriod   = time.Second
-	MaxPeriod   = 24 * time.Hour
-	MaxRequests = 1_000_000
+	MinPeriod   = switchboardv1alpha1.RateLimitMinPeriod
+	MaxPeriod   = switchboardv1alpha1.RateLimitMaxPeriod
+	MaxRequests = switchboardv1alpha1.RateLimitMaxRequests
 )
 
 // Limit is a rate: Requests per Period on average, at most Burst at once. Burst is at most

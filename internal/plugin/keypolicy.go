@@ -1,0 +1,136 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
+)
+
+// policyFlags are the flags that say what a key may do, on `key create` and `key policy`.
+type policyFlags struct {
+	flags        *pflag.FlagSet
+	rateLimit    string
+	burst        int
+	sourceRanges []string
+}
+
+// The values that remove a limit in `key policy`.
+const (
+	noRateLimit = "none"
+	anySource   = "any"
+)
+
+func (p *policyFlags) addFlags(f *pflag.FlagSet) {
+	p.flags = f
+	f.StringVar(&p.rateLimit, "rate-limit", "", "at most REQUESTS per PERIOD through /v1, e.g. 100/1m (past it: 429 API_KEY_RATE_LIMITED)")
+	f.IntVar(&p.burst, "burst", 0, "at most this many of the rate limit's requests at once (default: all of them)")
+	f.StringSliceVar(&p.sourceRanges, "allowed-source-ranges", nil, "CIDRs the key may be used from, comma-separated, e.g. 203.0.113.0/24,2001:db8::/32\n(from elsewhere: 403 SOURCE_NOT_ALLOWED; default: anywhere)")
+}
+
+func (p *policyFlags) given() bool {
+	return p.flags.Changed("rate-limit") || p.flags.Changed("burst") || p.flags.Changed("allowed-source-ranges")
+}
+
+// change edits policy with the flags that were given, and only those.
+func (p *policyFlags) change(policy *keyclient.Policy) error {
+	if p.flags.Changed("rate-limit") || p.flags.Changed("burst") {
+		if p.flags.Changed("burst") && !p.flags.Changed("rate-limit") {
+			return errors.New("--burst needs --rate-limit (e.g. --rate-limit 100/1m --burst 20)")
+		}
+		rate := p.rateLimit
+		if rate == noRateLimit {
+			rate = ""
+		}
+		rl, err := keyclient.ParseRateLimit(rate, p.burst)
+		if err != nil {
+			return fmt.Errorf("--rate-limit: %w", err)
+		}
+		policy.RateLimit = rl
+	}
+	if p.flags.Changed("allowed-source-ranges") {
+		ranges := p.sourceRanges
+		if len(ranges) == 1 && ranges[0] == anySource {
+			ranges = nil
+		}
+		parsed, err := keyclient.ParseSourceRanges(ranges)
+		if err != nil {
+			return fmt.Errorf("--allowed-source-ranges: %w", err)
+		}
+		policy.AllowedSourceRanges = parsed
+	}
+	return nil
+}
+
+// keyPolicyOptions are the flags of `key policy`.
+type keyPolicyOptions struct {
+	*Options
+	policy policyFlags
+}
+
+func newKeyPolicyCommand(o *Options) *cobra.Command {
+	opts := &keyPolicyOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "policy NAME",
+		Short: "Change an API key's rate limit and allowed source ranges",
+		Long: "Change what an existing key may do; the key itself stays the same. Only the flags given change:\n" +
+			"--rate-limit none removes the limit, --allowed-source-ranges any allows every address again.",
+		Example: "  kubectl switchboard key policy ci --rate-limit 600/1m\n" +
+			"  kubectl switchboard key policy partner --allowed-source-ranges 203.0.113.0/24,198.51.100.0/24\n" +
+			"  kubectl switchboard key policy partner --rate-limit none --allowed-source-ranges any",
+		Args: exactlyOneName("key policy"),
+		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
+	}
+	opts.policy.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *keyPolicyOptions) run(ctx context.Context, name string) error {
+	if !o.policy.given() {
+		return errors.New("nothing to change: give --rate-limit, --burst or --allowed-source-ranges")
+	}
+	// Parse before anything is asked of the cluster: a bad flag changes nothing.
+	if err := o.policy.change(&keyclient.Policy{}); err != nil {
+		return err
+	}
+	keys, ns, err := o.keys()
+	if err != nil {
+		return err
+	}
+	key, err := keys.SetPolicy(ctx, ns, name, func(p *keyclient.Policy) { _ = o.policy.change(p) })
+	if err != nil {
+		return explainKey(err)
+	}
+	fmt.Fprintf(o.Out, "APIKey %q in namespace %q: rate limit %s, from %s\n", name, ns, rateLimitColumn(key), sourcesColumn(key))
+	return nil
+}
+
+// rateLimitColumn shows a key's rate limit in one word: "100/1m", "100/1m,burst=20" or "none".
+func rateLimitColumn(k *switchboardv1alpha1.APIKey) string {
+	if s := keyclient.FormatRateLimit(k.Spec.RateLimit); s != "" {
+		return s
+	}
+	return noRateLimit
+}
+
+// maxSourcesShown bounds the SOURCES column; -o yaml shows them all.
+const maxSourcesShown = 2
+
+// sourcesColumn shows a key's allowed source ranges in one word: "anywhere", "10.0.0.0/8",
+// or the first two and how many more ("10.0.0.0/8,192.0.2.0/24,+3").
+func sourcesColumn(k *switchboardv1alpha1.APIKey) string {
+	ranges := k.Spec.AllowedSourceRanges
+	if len(ranges) == 0 {
+		return "anywhere"
+	}
+	shown := keyclient.FormatSourceRanges(ranges[:min(len(ranges), maxSourcesShown)])
+	if more := len(ranges) - maxSourcesShown; more > 0 {
+		shown += ",+" + fmt.Sprint(more)
+	}
+	return shown
+}
