@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -36,6 +37,9 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 				}
 				opts.TrustedProxies = append(opts.TrustedProxies, p)
 			}
+			// The password comes from the environment (a Secret in the chart), never a flag or the URL
+			// in the Deployment, where whoever may read Deployments would see it.
+			opts.RateLimitRedisPassword = os.Getenv(redisPasswordEnv)
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
@@ -63,6 +67,8 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.Float64Var(&opts.FailureRate, "auth-failure-rate", server.DefaultFailureRate, "failed authentications per second an address regains; negative disables the limit")
 	f.IntVar(&opts.FailureBurst, "auth-failure-burst", server.DefaultFailureBurst, "failed authentications an address may make at once; after them its failures get 429 (valid keys are always served)")
 	f.IntVar(&opts.RateLimitClients, "rate-limit-clients", server.DefaultRateLimitClients, "how many client addresses the failure limiter remembers")
+	f.StringVar(&opts.RateLimitRedis, "rate-limit-redis", "", "redis:// or rediss:// URL of a Redis that keeps keys' rate-limit budgets, exact across replicas\n(password: $"+redisPasswordEnv+"); empty keeps them in memory, per replica")
+	f.DurationVar(&opts.RateLimitRedisTimeout, "rate-limit-redis-timeout", server.DefaultRateLimitRedisTimeout, "longest wait for Redis per request; past it (or when Redis is down) the request is decided in memory, per replica")
 	f.DurationVar(&opts.LastUsedInterval, "last-used-interval", server.DefaultLastUsedInterval, "least time between two writes of one key's status.lastUsedAt")
 	f.Float64Var(&opts.LastUsedWriteRate, "last-used-writes-per-second", server.DefaultLastUsedWriteRate, "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first")
 	f.DurationVar(&opts.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long readiness fails before the listener closes")
@@ -71,6 +77,9 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	bindPanelFlags(f, &panelOpts, "panel-")
 	return cmd
 }
+
+// redisPasswordEnv names the variable that holds the rate-limit Redis's password.
+const redisPasswordEnv = "SWITCHBOARD_RATE_LIMIT_REDIS_PASSWORD"
 
 // parsePrefix accepts a CIDR or a single address.
 func parsePrefix(s string) (netip.Prefix, error) {

@@ -40,7 +40,7 @@ func TestServerCommandDefaults(t *testing.T) {
 		"listen": ":8080", "system-namespace": "ops", "key-prefix": "sb", "panel-listen": "",
 		"metrics-bind-address": ":8081", "health-probe-bind-address": ":8082", "auth-failure-burst": "20",
 		"auth-failure-rate": "1", "rate-limit-clients": "65536", "last-used-interval": "1m0s",
-		"shutdown-delay": "5s", "shutdown-timeout": "30s",
+		"shutdown-delay": "5s", "shutdown-timeout": "30s", "rate-limit-redis": "", "rate-limit-redis-timeout": "50ms",
 	} {
 		f := cmd.Flags().Lookup(flag)
 		if f == nil {

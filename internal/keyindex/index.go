@@ -6,6 +6,7 @@
 package keyindex
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
 // Result is the outcome of a key lookup. Only OK authenticates; the others say why not, for
@@ -77,6 +79,14 @@ type Key struct {
 	// LastUsedAt is status.lastUsedAt as last seen in the cache. Tenants may write status, so
 	// it serves only to skip redundant writes of the same field, never to decide access.
 	LastUsedAt time.Time
+	// RateLimit is spec.rateLimit, ready for the limiter; nil (no limit) means the request path
+	// does not consult the limiter at all.
+	RateLimit *ratelimit.Policy
+	// SourcesRestricted says spec.allowedSourceRanges is not empty: only SourceRanges may use
+	// the key. It is kept apart from SourceRanges so that ranges that fail to parse restrict the
+	// key to nothing rather than free it to anywhere.
+	SourcesRestricted bool
+	SourceRanges      []netip.Prefix
 
 	usage *Usage
 }

@@ -1,6 +1,8 @@
 package keyindex
 
 import (
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -118,7 +120,7 @@ func parseHashSecret(s *corev1.Secret) (map[apikey.Hash]hashRef, error) {
 }
 
 // SetAPIKey adds or replaces an APIKey. A selector that does not parse makes the key see
-// nothing (and is reported), rather than everything.
+// nothing (and is reported), rather than everything; so do source ranges (policy.go).
 func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 	key := &Key{
 		Namespace: k.Namespace,
@@ -142,6 +144,7 @@ func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 			key.SelectorKey = key.Selector.String()
 		}
 	}
+	err = errors.Join(err, setPolicy(key, k))
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	u := x.usage[k.UID]

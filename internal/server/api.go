@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/api/openapi"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
 // api decides what each request of the API port gets: /v1 (authenticated before routing) and
@@ -22,6 +23,7 @@ type api struct {
 	clock   clock.PassiveClock
 	ready   *atomic.Bool
 	limiter *failureLimiter
+	keys    *ratelimit.Limiter
 	trusted []netip.Prefix
 }
 
@@ -33,12 +35,14 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) string {
 	return a.serveV1(w, r)
 }
 
-// serveV1 answers a /v1 request: ready gate → authenticate → failure limiter → route → list.
+// serveV1 answers a /v1 request: ready gate → authenticate → failure limiter → the key's policy
+// → route → list.
 //
 // The limiter comes after authentication on purpose: it counts and refuses failures only, so a
 // valid key is answered whatever others sharing its address (a NAT, a proxy) have done; an
 // address out of failures gets 429 instead of 401. docs/security.md (section 3) argues why this
-// costs nothing against guessing.
+// costs nothing against guessing. The key's policy comes after authentication too, so that
+// only the key's holder learns what the key may do.
 func (a *api) serveV1(w http.ResponseWriter, r *http.Request) (wellFormedKey string) {
 	if !a.ready.Load() {
 		// Never judge a key against a cache that has not synced.
@@ -55,6 +59,9 @@ func (a *api) serveV1(w http.ResponseWriter, r *http.Request) (wellFormedKey str
 	}
 	authTotal.WithLabelValues("ok", "").Inc()
 	auth.key.Usage().Touch(now)
+	if !a.enforcePolicy(w, r, auth.key) {
+		return auth.wellFormed
+	}
 
 	if r.URL.Path != routeConnections {
 		writeError(w, http.StatusNotFound, CodeNotFound, msgNotFound)

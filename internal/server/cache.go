@@ -122,7 +122,8 @@ func trimAPIKey(obj any) (any, error) {
 	if k, ok := obj.(*switchboardv1alpha1.APIKey); ok {
 		trimMeta(&k.ObjectMeta)
 		k.Labels = nil
-		k.Spec = switchboardv1alpha1.APIKeySpec{Revoked: k.Spec.Revoked, ExpiresAt: k.Spec.ExpiresAt, ConnectionSelector: k.Spec.ConnectionSelector}
+		k.Spec = switchboardv1alpha1.APIKeySpec{Revoked: k.Spec.Revoked, ExpiresAt: k.Spec.ExpiresAt, ConnectionSelector: k.Spec.ConnectionSelector,
+			RateLimit: k.Spec.RateLimit, AllowedSourceRanges: k.Spec.AllowedSourceRanges}
 		k.Status = switchboardv1alpha1.APIKeyStatus{LastUsedAt: k.Status.LastUsedAt}
 	}
 	return obj, nil

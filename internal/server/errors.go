@@ -16,6 +16,8 @@ const (
 	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	CodeInvalidParameter = "INVALID_PARAMETER"
 	CodeRateLimited      = "RATE_LIMITED"
+	CodeKeyRateLimited   = "API_KEY_RATE_LIMITED"
+	CodeSourceNotAllowed = "SOURCE_NOT_ALLOWED"
 	CodeNotReady         = "NOT_READY"
 	CodeInternal         = "INTERNAL_ERROR"
 )

@@ -196,12 +196,22 @@ func (c *schemaChecker) checkResponse(pathKey, method string, resp response) err
 	if err != nil {
 		return err
 	}
-	for name := range asMap(node["headers"]) {
-		if name == "Link" {
-			continue // only when a next page exists
+	for name, h := range asMap(node["headers"]) {
+		h, err := c.resolve(asMap(h))
+		if err != nil {
+			return err
 		}
-		if resp.Header.Get(name) == "" {
+		value := resp.Header.Get(name)
+		if value == "" {
+			// Headers marked required: false (the next page's Link, a rate-limited key's
+			// RateLimit fields) are only sometimes there; the others always.
+			if h["required"] == false {
+				continue
+			}
 			return fmt.Errorf("%s %s %d: documented header %s is missing", method, pathKey, resp.Status, name)
+		}
+		if p, ok := asMap(h["schema"])["pattern"].(string); ok && !regexp.MustCompile(p).MatchString(value) {
+			return fmt.Errorf("%s %s %d: header %s %q does not match %s", method, pathKey, resp.Status, name, value, p)
 		}
 	}
 	content := asMap(node["content"])

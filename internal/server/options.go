@@ -13,6 +13,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/httpserve"
+	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
 // Defaults of the server. They have this one home: Options.setDefaults fills zero fields from
@@ -28,6 +29,7 @@ const (
 	DefaultFailureRate            = 1.0
 	DefaultFailureBurst           = 20
 	DefaultRateLimitClients       = 1 << 16
+	DefaultRateLimitRedisTimeout  = ratelimit.DefaultRedisTimeout
 	DefaultLastUsedInterval       = time.Minute
 	DefaultLastUsedFlush          = 10 * time.Second
 	DefaultLastUsedWriteRate      = 20.0
@@ -62,6 +64,15 @@ type Options struct {
 	FailureBurst int
 	// RateLimitClients bounds how many addresses the limiter remembers.
 	RateLimitClients int
+
+	// RateLimitRedis, when set, is the redis:// (or rediss://) URL of the Redis that keeps the
+	// budgets of keys' rate limits, shared by every replica; empty keeps them in memory, per
+	// replica.
+	RateLimitRedis string
+	// RateLimitRedisPassword, when set, replaces the URL's password (it comes from a Secret).
+	RateLimitRedisPassword string
+	// RateLimitRedisTimeout bounds one decision in Redis; past it, memory decides.
+	RateLimitRedisTimeout time.Duration
 
 	// LastUsedInterval is the least time between two writes of one key's lastUsedAt.
 	LastUsedInterval time.Duration
@@ -117,6 +128,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.RateLimitClients == 0 {
 		o.RateLimitClients = DefaultRateLimitClients
+	}
+	if o.RateLimitRedisTimeout == 0 {
+		o.RateLimitRedisTimeout = DefaultRateLimitRedisTimeout
+	}
+	if o.RateLimitRedisTimeout < 0 {
+		return errors.New("the rate-limit Redis timeout must be positive")
 	}
 	if o.LastUsedInterval == 0 {
 		o.LastUsedInterval = DefaultLastUsedInterval

@@ -5,7 +5,8 @@
 // A request passes two layers. instrument (instrument.go) does what every request gets: a
 // request id, the constant headers, the status for metrics, panic recovery and the access log.
 // Inside it, api.serveV1 (api.go) decides, top to bottom: ready gate → authenticate → failure
-// limiter → route → list (list.go, in the wire format of wire.go).
+// limiter → the key's policy (policy.go: source ranges, rate limit) → route → list (list.go, in
+// the wire format of wire.go).
 package server
 
 import (
@@ -43,6 +44,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	// The manager's and the panel's requests carry this logger: nothing above V(5) (Secret bodies).
 	log = logging.Capped(log)
+	keyLimiter, err := newKeyLimiter(&opts, log.WithName("rate-limit"))
+	if err != nil {
+		if opts.Listener != nil {
+			_ = opts.Listener.Close()
+		}
+		return err
+	}
 	idx := keyindex.New()
 	mgr, err := newManager(cfg, &opts, log)
 	if err != nil {
@@ -80,6 +88,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		clock:   opts.Clock,
 		ready:   &synced,
 		limiter: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.RateLimitClients),
+		keys:    keyLimiter,
 		trusted: opts.TrustedProxies,
 	}
 	endpoints := []httpserve.Endpoint{{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}}
@@ -105,6 +114,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}()
 	go waitSynced(mgrCtx, regs, &synced, log)
 	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
+	go keyLimiter.Run(mgrCtx)
 	runErr := httpserve.Group{
 		Endpoints:       endpoints,
 		Draining:        &draining,

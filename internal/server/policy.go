@@ -1,0 +1,76 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/ratelimit"
+)
+
+// The policy step of the /v1 pipeline: what a valid key may do, from its APIKey's spec. It runs
+// after authentication, so an unauthenticated caller learns nothing of a key's policy, and
+// before routing, so every authenticated request counts, whatever it asks for.
+//
+//   - spec.allowedSourceRanges: a client outside them gets 403 SOURCE_NOT_ALLOWED, the client
+//     being the address the trusted-proxy rules give (clientAddress). Such a request takes
+//     nothing from the key's budget and carries no RateLimit fields: whoever holds a key where
+//     it may not be used learns nothing of its use.
+//   - spec.rateLimit: past it, 429 API_KEY_RATE_LIMITED with Retry-After. Every response the
+//     limiter decided carries RateLimit-Policy and RateLimit (internal/ratelimit, header.go).
+//
+// A key without a policy costs two comparisons here: the limiter is not consulted and its
+// responses are exactly what they were before policies existed.
+
+const (
+	msgKeyRateLimited   = "This API key has used its rate limit; retry after the number of seconds in Retry-After (the RateLimit header field says what is left)."
+	msgSourceNotAllowed = "This API key may not be used from this address: its allowed source ranges do not include it."
+)
+
+var sourceRefused = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "switchboard_api_source_refused_total",
+	Help: "Requests with a valid key refused with 403 SOURCE_NOT_ALLOWED because the client was outside the key's allowed source ranges.",
+})
+
+func init() { ctrlmetrics.Registry.MustRegister(sourceRefused) }
+
+// enforcePolicy applies key's policy to r. It returns false when it answered the request.
+func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyindex.Key) bool {
+	if key.SourcesRestricted && !key.AllowsSource(clientAddress(r, a.trusted)) {
+		sourceRefused.Inc()
+		writeError(w, http.StatusForbidden, CodeSourceNotAllowed, msgSourceNotAllowed)
+		return false
+	}
+	if key.RateLimit == nil {
+		return true
+	}
+	d := a.keys.Allow(r.Context(), key.RateLimit)
+	ratelimit.SetHeaders(w.Header(), key.RateLimit, d.Result)
+	if d.Allowed {
+		return true
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.Seconds(d.RetryAfter), 10))
+	writeError(w, http.StatusTooManyRequests, CodeKeyRateLimited, msgKeyRateLimited)
+	return false
+}
+
+// newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when
+// opts.RateLimitRedis is set.
+func newKeyLimiter(opts *Options, log logr.Logger) (*ratelimit.Limiter, error) {
+	o := ratelimit.Options{Timeout: opts.RateLimitRedisTimeout, Clock: opts.Clock, Logger: log}
+	if opts.RateLimitRedis != "" {
+		r, err := ratelimit.NewRedis(ratelimit.RedisOptions{
+			URL: opts.RateLimitRedis, Password: opts.RateLimitRedisPassword, Timeout: opts.RateLimitRedisTimeout, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		o.Remote = r
+		log.Info("keys' rate limits are kept in Redis, exact across replicas", "timeout", opts.RateLimitRedisTimeout)
+	}
+	return ratelimit.New(o), nil
+}

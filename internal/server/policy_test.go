@@ -1,0 +1,265 @@
+package server
+
+import (
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+func rateLimited(requests int32, period time.Duration) switchboardv1alpha1.APIKeySpec {
+	return switchboardv1alpha1.APIKeySpec{RateLimit: &switchboardv1alpha1.APIKeyRateLimit{Requests: requests, Period: metav1.Duration{Duration: period}}}
+}
+
+// firstAnswer polls s with key until the server knows the key (anything but 401) and returns
+// that first answer: with a rate limit, it is the first request of the key's budget.
+func firstAnswer(t *testing.T, s *testServer, key string, header func(http.Header)) response {
+	t.Helper()
+	var resp response
+	eventually(t, "the server knows the key", func() bool {
+		resp = s.request(t, http.MethodGet, "/v1/connections", func(h http.Header) {
+			h.Set("Authorization", "Bearer "+key)
+			if header != nil {
+				header(h)
+			}
+		})
+		return resp.Status != http.StatusUnauthorized
+	})
+	return resp
+}
+
+// wantLimit checks a response of a rate-limited key: its status, and the two RateLimit fields.
+func wantLimit(t *testing.T, what string, resp response, status int, policy, now string) {
+	t.Helper()
+	if resp.Status != status || resp.Header.Get("RateLimit-Policy") != policy || resp.Header.Get("RateLimit") != now {
+		t.Errorf("%s: %d, RateLimit-Policy %q, RateLimit %q; want %d, %q, %q (%s)", what, resp.Status,
+			resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"), status, policy, now, resp.Body)
+	}
+}
+
+// TestKeyRateLimitInMemory: a key limited to 3 per minute gets exactly 3, then 429 with
+// Retry-After and the RateLimit fields; one request comes back every 20 s, the whole budget
+// after a minute. The clock is injected: nothing sleeps.
+func TestKeyRateLimitInMemory(t *testing.T) {
+	doc := loadDocument(t)
+	ns := env.Namespace(t, "ratelimit")
+	newConnection(t, ns, "a", "conn_a", nil)
+	k := newKey(t, ns, "limited", rateLimited(3, time.Minute))
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	s := startServer(t, nil, Options{Clock: clk, FailureRate: -1}, true)
+	const policy = `"apikey";q=3;w=60`
+
+	first := firstAnswer(t, s, k.Key, nil)
+	wantLimit(t, "1st", first, http.StatusOK, policy, `"apikey";r=2;t=20`)
+	if err := doc.checkResponse("/v1/connections", "GET", first); err != nil {
+		t.Error(err)
+	}
+	// Every authenticated request counts, whatever it asks for.
+	wantLimit(t, "2nd (a 404)", s.get(t, "/v1/nothing", k.Key), http.StatusNotFound, policy, `"apikey";r=1;t=20`)
+	wantLimit(t, "3rd", s.get(t, "/v1/connections", k.Key), http.StatusOK, policy, `"apikey";r=0;t=20`)
+
+	limitedBefore := metricValue(t, "switchboard_api_rate_limited_total", "store", "memory")
+	over := s.get(t, "/v1/connections", k.Key)
+	wantLimit(t, "4th", over, http.StatusTooManyRequests, policy, `"apikey";r=0;t=20`)
+	if over.errorCode(t) != CodeKeyRateLimited || over.Header.Get("Retry-After") != "20" {
+		t.Errorf("4th: %s with Retry-After %q, want %s and 20", over.Body, over.Header.Get("Retry-After"), CodeKeyRateLimited)
+	}
+	if err := doc.checkResponse("/v1/connections", "GET", over); err != nil {
+		t.Error(err)
+	}
+	if got := metricValue(t, "switchboard_api_rate_limited_total", "store", "memory") - limitedBefore; got != 1 {
+		t.Errorf("switchboard_api_rate_limited_total{store=memory} grew by %v, want 1", got)
+	}
+
+	clk.SetTime(clk.Now().Add(19 * time.Second))
+	wantLimit(t, "19 s later", s.get(t, "/v1/connections", k.Key), http.StatusTooManyRequests, policy, `"apikey";r=0;t=1`)
+	clk.SetTime(clk.Now().Add(time.Second))
+	wantLimit(t, "20 s later", s.get(t, "/v1/connections", k.Key), http.StatusOK, policy, `"apikey";r=0;t=20`)
+	wantLimit(t, "20 s later, again", s.get(t, "/v1/connections", k.Key), http.StatusTooManyRequests, policy, `"apikey";r=0;t=20`)
+
+	clk.SetTime(clk.Now().Add(time.Minute))
+	for i, want := range []string{`"apikey";r=2;t=20`, `"apikey";r=1;t=20`, `"apikey";r=0;t=20`} {
+		wantLimit(t, "a minute later, request "+strconv.Itoa(i+1), s.get(t, "/v1/connections", k.Key), http.StatusOK, policy, want)
+	}
+	wantLimit(t, "a minute later, past the budget", s.get(t, "/v1/connections", k.Key), http.StatusTooManyRequests, policy, `"apikey";r=0;t=20`)
+
+	// A new policy applies at once, from what the key has left.
+	k.APIKey.Spec.RateLimit = &switchboardv1alpha1.APIKeyRateLimit{Requests: 600, Period: metav1.Duration{Duration: time.Minute}, Burst: new(int32(10))}
+	if err := env.Client.Update(ctx(t), k.APIKey); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new policy", func() bool {
+		return s.get(t, "/v1/connections", k.Key).Header.Get("RateLimit-Policy") == `"apikey";q=600;w=60;switchboard-burst=10`
+	})
+}
+
+// TestKeyWithoutPolicyUnchanged: a key without a policy gets what every key got before
+// policies existed: no RateLimit fields, no Retry-After, the same body and the same headers
+// as a limited key's answer has besides its RateLimit fields.
+func TestKeyWithoutPolicyUnchanged(t *testing.T) {
+	ns := env.Namespace(t, "nopolicy")
+	newConnection(t, ns, "a", "conn_a", nil)
+	open := newKey(t, ns, "open", switchboardv1alpha1.APIKeySpec{})
+	limited := newKey(t, ns, "limited", rateLimited(1000, time.Minute))
+	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	firstAnswer(t, s, open.Key, nil)
+	firstAnswer(t, s, limited.Key, nil)
+
+	names := func(h http.Header) []string {
+		var out []string
+		for name := range h {
+			if name != "Ratelimit-Policy" && name != "Ratelimit" {
+				out = append(out, name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		method, path string
+		header       func(http.Header)
+	}{
+		{http.MethodGet, "/v1/connections", nil},
+		{http.MethodGet, "/v1/connections?limit=1", nil},
+		{http.MethodHead, "/v1/connections", nil},
+		{http.MethodPost, "/v1/connections", nil},
+		{http.MethodGet, "/v1/other", nil},
+		{http.MethodGet, "/v1/connections?limit=0", nil},
+	} {
+		get := func(key string) response {
+			return s.request(t, tc.method, tc.path, func(h http.Header) { h.Set("Authorization", "Bearer "+key) })
+		}
+		o, l := get(open.Key), get(limited.Key)
+		what := tc.method + " " + tc.path
+		for _, name := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+			if v := o.Header.Get(name); v != "" {
+				t.Errorf("%s: a key without a policy got %s: %s", what, name, v)
+			}
+		}
+		if l.Header.Get("RateLimit") == "" {
+			t.Errorf("%s: the limited key got no RateLimit field", what)
+		}
+		if o.Status != l.Status || string(o.Body) != string(l.Body) || !slices.Equal(names(o.Header), names(l.Header)) {
+			t.Errorf("%s: without a policy %d %v %s; with one %d %v %s", what, o.Status, names(o.Header), o.Body, l.Status, names(l.Header), l.Body)
+		}
+	}
+	etag := s.get(t, "/v1/connections", open.Key).Header.Get("ETag")
+	notModified := s.request(t, http.MethodGet, "/v1/connections", func(h http.Header) {
+		h.Set("Authorization", "Bearer "+open.Key)
+		h.Set("If-None-Match", etag)
+	})
+	if notModified.Status != http.StatusNotModified || notModified.Header.Get("RateLimit") != "" {
+		t.Errorf("304 of a key without a policy: %d, RateLimit %q", notModified.Status, notModified.Header.Get("RateLimit"))
+	}
+}
+
+// TestSourceRanges: a valid key from outside its allowed source ranges gets 403, from inside
+// 200; the client is who the trusted-proxy rules say, with and without trusted proxies.
+func TestSourceRanges(t *testing.T) {
+	doc := loadDocument(t)
+	ns := env.Namespace(t, "sources")
+	newConnection(t, ns, "a", "conn_a", nil)
+	partner := newKey(t, ns, "partner", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"192.0.2.0/24", "2001:db8::/32"}})
+	local := newKey(t, ns, "local", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"127.0.0.0/8"}})
+	meteredSpec := rateLimited(1, time.Hour)
+	meteredSpec.AllowedSourceRanges = []switchboardv1alpha1.CIDR{"192.0.2.0/24"}
+	metered := newKey(t, ns, "metered", meteredSpec)
+	xff := func(v string) func(http.Header) { return func(h http.Header) { h.Set("X-Forwarded-For", v) } }
+
+	// Without trusted proxies the client is the peer, 127.0.0.1, whatever X-Forwarded-For says.
+	direct := startServer(t, nil, Options{FailureRate: -1}, true)
+	if resp := firstAnswer(t, direct, local.Key, nil); resp.Status != http.StatusOK {
+		t.Errorf("a loopback key from loopback: %d %s", resp.Status, resp.Body)
+	}
+	refusedBefore := metricValue(t, "switchboard_api_source_refused_total", "", "")
+	outside := firstAnswer(t, direct, partner.Key, nil)
+	if outside.Status != http.StatusForbidden || outside.errorCode(t) != CodeSourceNotAllowed {
+		t.Errorf("from outside: %d %s, want 403 %s", outside.Status, outside.Body, CodeSourceNotAllowed)
+	}
+	if err := doc.checkResponse("/v1/connections", "GET", outside); err != nil {
+		t.Error(err)
+	}
+	if got := metricValue(t, "switchboard_api_source_refused_total", "", "") - refusedBefore; got != 1 {
+		t.Errorf("switchboard_api_source_refused_total grew by %v, want 1", got)
+	}
+	if resp := firstAnswer(t, direct, partner.Key, xff("192.0.2.5")); resp.Status != http.StatusForbidden {
+		t.Errorf("X-Forwarded-For from a peer nobody trusts was believed: %d", resp.Status)
+	}
+	// Decided after authentication: a caller without a valid key learns nothing of ranges.
+	if resp := direct.get(t, "/v1/connections", "sb_live_guess"); resp.Status != http.StatusUnauthorized {
+		t.Errorf("an invalid key: %d, want 401", resp.Status)
+	}
+	// Refused for its source, a request takes nothing from the budget and says nothing of it.
+	for range 3 {
+		resp := firstAnswer(t, direct, metered.Key, nil)
+		if resp.Status != http.StatusForbidden || resp.Header.Get("RateLimit") != "" || resp.Header.Get("RateLimit-Policy") != "" {
+			t.Errorf("a metered key from outside: %d, RateLimit %q", resp.Status, resp.Header.Get("RateLimit"))
+		}
+	}
+
+	// Behind a trusted proxy, the client is the rightmost address the proxies did not add.
+	proxied := startServer(t, nil, Options{FailureRate: -1, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, true)
+	for _, tc := range []struct {
+		key, forwarded string
+		want           int
+	}{
+		{partner.Key, "192.0.2.5", http.StatusOK},
+		{partner.Key, "2001:db8:7::1", http.StatusOK},
+		{partner.Key, "198.51.100.7", http.StatusForbidden},
+		{partner.Key, "192.0.2.5, 198.51.100.7", http.StatusForbidden}, // the proxy saw 198.51.100.7
+		{partner.Key, "198.51.100.7, 192.0.2.5", http.StatusOK},        // the left entry is the client's own claim
+		{partner.Key, "192.0.2.5, 127.0.0.9", http.StatusOK},           // trusted hops are skipped
+		{local.Key, "192.0.2.5", http.StatusForbidden},
+		{local.Key, "", http.StatusOK},
+	} {
+		var header func(http.Header)
+		if tc.forwarded != "" {
+			header = xff(tc.forwarded)
+		}
+		if resp := firstAnswer(t, proxied, tc.key, header); resp.Status != tc.want {
+			t.Errorf("X-Forwarded-For %q: %d %s, want %d", tc.forwarded, resp.Status, resp.Body, tc.want)
+		}
+	}
+	wantLimit(t, "the metered key from inside, after three refusals", firstAnswer(t, proxied, metered.Key, xff("192.0.2.9")),
+		http.StatusOK, `"apikey";q=1;w=3600`, `"apikey";r=0;t=3600`)
+
+	// Empty ranges: anywhere again.
+	partner.APIKey.Spec.AllowedSourceRanges = nil
+	if err := env.Client.Update(ctx(t), partner.APIKey); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the key usable from anywhere", func() bool { return direct.get(t, "/v1/connections", partner.Key).Status == http.StatusOK })
+}
+
+// metricValue reads a counter of the controller-runtime registry, by one label (or none).
+func metricValue(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
