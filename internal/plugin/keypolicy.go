@@ -12,9 +12,9 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
-// policyFlags are the flags that say what a key may do, on `key create` and `key policy`.
+// policyFlags are the flags that say what a key may do, on `key create` and `key policy`. A flag
+// left empty changes nothing; "none" and "any" remove a limit.
 type policyFlags struct {
-	flags        *pflag.FlagSet
 	rateLimit    string
 	burst        int
 	sourceRanges []string
@@ -27,20 +27,19 @@ const (
 )
 
 func (p *policyFlags) addFlags(f *pflag.FlagSet) {
-	p.flags = f
 	f.StringVar(&p.rateLimit, "rate-limit", "", "at most REQUESTS per PERIOD through /v1, e.g. 100/1m (past it: 429 API_KEY_RATE_LIMITED)")
 	f.IntVar(&p.burst, "burst", 0, "at most this many of the rate limit's requests at once (default: all of them)")
 	f.StringSliceVar(&p.sourceRanges, "allowed-source-ranges", nil, "CIDRs the key may be used from, comma-separated, e.g. 203.0.113.0/24,2001:db8::/32\n(from elsewhere: 403 SOURCE_NOT_ALLOWED; default: anywhere)")
 }
 
 func (p *policyFlags) given() bool {
-	return p.flags.Changed("rate-limit") || p.flags.Changed("burst") || p.flags.Changed("allowed-source-ranges")
+	return p.rateLimit != "" || p.burst != 0 || len(p.sourceRanges) > 0
 }
 
 // change edits policy with the flags that were given, and only those.
 func (p *policyFlags) change(policy *keyclient.Policy) error {
-	if p.flags.Changed("rate-limit") || p.flags.Changed("burst") {
-		if p.flags.Changed("burst") && !p.flags.Changed("rate-limit") {
+	if p.rateLimit != "" || p.burst != 0 {
+		if p.rateLimit == "" {
 			return errors.New("--burst needs --rate-limit (e.g. --rate-limit 100/1m --burst 20)")
 		}
 		rate := p.rateLimit
@@ -53,7 +52,7 @@ func (p *policyFlags) change(policy *keyclient.Policy) error {
 		}
 		policy.RateLimit = rl
 	}
-	if p.flags.Changed("allowed-source-ranges") {
+	if len(p.sourceRanges) > 0 {
 		ranges := p.sourceRanges
 		if len(ranges) == 1 && ranges[0] == anySource {
 			ranges = nil
