@@ -124,6 +124,9 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	before := key.DeepCopy()
 	found := &keyFindings{}
 	defer func() {
+		if found.stale {
+			return
+		}
 		setKeyConditions(key, found, r.SystemNamespace)
 		if retErr == nil {
 			// Only a reconcile that ran to its end has seen this generation of the spec.

@@ -42,6 +42,7 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		if source.Status.KeyGeneration != key.Status.KeyGeneration || source.Status.LastHandledRotationAt != key.Status.LastHandledRotationAt {
+			found.stale = true
 			return ctrl.Result{RequeueAfter: staleRetry}, nil
 		}
 	}

@@ -43,6 +43,9 @@ type keyFindings struct {
 	// lostHint is the hint of a delivered key whose Secret no longer held it; a new key was
 	// issued into the Secret.
 	lostHint string
+	// stale: the object came from a cache behind the API server. Its status is not written
+	// (the optimistic lock would refuse it anyway); the next reconcile sees the fresh one.
+	stale bool
 }
 
 // setKeyConditions sets Ready and Revealed from what the reconcile found. It is the only place
