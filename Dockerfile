@@ -17,7 +17,13 @@ COPY internal/ internal/
 # test/dockerfile_test.go runs this very command, so keep it on one line.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=${VERSION}" -o /out/switchboard ./cmd/switchboard
 
+# `make image` assembles the same image without Docker (internal/image); test/dockerfile keeps
+# the two in agreement: this stage's labels, user and entrypoint, and the build line above.
 FROM gcr.io/distroless/static:nonroot
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="switchboard"
+LABEL org.opencontainers.image.source="https://github.com/switchboard-dev/switchboard"
+LABEL org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/switchboard /switchboard
 USER 65532:65532
 ENTRYPOINT ["/switchboard"]

@@ -22,6 +22,15 @@ GO_TEST_FLAGS ?= -count=1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=$(VERSION)
 
+# The image `make image` builds without Docker (the Dockerfile's, see internal/image), and the
+# pause image the test cluster's containerd runs as every pod's sandbox.
+IMAGE_DIR ?= $(LOCALBIN)/image
+IMAGE_REPO ?= localhost/switchboard
+GOARCH ?= $(shell go env GOARCH)
+PAUSE_IMAGE ?= localhost/pause:1.0
+# `make cluster`'s state: the kubeconfig, logs, and what `make cluster-down` removes.
+CLUSTER_DIR ?= $(LOCALBIN)/cluster
+
 .DEFAULT_GOAL := help
 
 ##@ General
@@ -59,10 +68,19 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 envtest: ## Build etcd, kube-apiserver and kubectl from source into bin/k8s/ (only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh
 
+.PHONY: cluster-bins
+cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when missing).
+	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
+
 .PHONY: test
-test: manifests generate envtest $(HELM) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e).
+test: manifests generate envtest $(HELM) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
+	$(MAKE) test-cluster
+
+.PHONY: test-cluster
+test-cluster: build image pause-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/cluster).
+	HELM=$(HELM) hack/test-cluster.sh
 
 .PHONY: test-e2e
 test-e2e: build envtest ## Run the end-to-end suite on the real binaries (switchboard dev, kubectl, the plugin, HTTP).
@@ -82,6 +100,26 @@ build: ## Build bin/switchboard and bin/kubectl-switchboard.
 .PHONY: dev
 dev: build envtest ## Run the whole system on an embedded local control plane.
 	$(LOCALBIN)/switchboard dev --assets $(ENVTEST_ASSETS)
+
+.PHONY: cluster
+cluster: image pause-image cluster-bins $(HELM) ## Start a one-node Kubernetes cluster in a network namespace, with the image loaded (needs root).
+	go run ./hack/cluster up -dir $(CLUSTER_DIR) -assets $(ENVTEST_ASSETS) -helm $(HELM) -pause $(IMAGE_DIR)/pause.tar -image $(IMAGE_DIR)/switchboard.tar
+
+.PHONY: cluster-down
+cluster-down: ## Stop `make cluster`'s cluster and remove everything it made.
+	go run ./hack/cluster down -dir $(CLUSTER_DIR)
+
+.PHONY: image
+image: ## Build the image the Dockerfile describes, without Docker, into bin/image/switchboard.tar (OCI layout).
+	@mkdir -p $(IMAGE_DIR)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/switchboard ./cmd/switchboard
+	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -out $(IMAGE_DIR)/switchboard.tar
+
+.PHONY: pause-image
+pause-image: ## Build the test cluster's pod sandbox image into bin/image/pause.tar.
+	@mkdir -p $(IMAGE_DIR)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -ldflags "-s -w" -o $(IMAGE_DIR)/pause ./hack/pause
+	go run ./hack/image -pause -binary $(IMAGE_DIR)/pause -name $(PAUSE_IMAGE) -out $(IMAGE_DIR)/pause.tar
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint the Helm chart strictly (test/chart also dry-runs every rendering).

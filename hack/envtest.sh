@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds the control plane that envtest and `switchboard dev` run: kube-apiserver and kubectl
-# from k8s.io/kubernetes, etcd from go.etcd.io/etcd/server, all from source through the Go
-# module proxy (no prebuilt binary can be downloaded here). Each is built only when missing,
-# into bin/k8s/<version>/, which is what KUBEBUILDER_ASSETS points at.
+# Builds the Kubernetes binaries the tests run, all from source through the Go module proxy (no
+# prebuilt binary can be downloaded here), each only when missing, into bin/k8s/<version>/:
+#   (no arguments)  the control plane that envtest and `switchboard dev` run: etcd (from
+#                   go.etcd.io/etcd/server), kube-apiserver, kubectl and kube-controller-manager
+#                   (from k8s.io/kubernetes);
+#   --cluster       also the rest of a node for test/cluster and `make cluster`: kube-scheduler,
+#                   the kubelet and kube-proxy.
+# The version is pinned once, in hack/kube-version, which must match the tools module's go.mod.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,4 +45,9 @@ build kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldfl
 build kubectl kubernetes k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 # Its clusterrole-aggregation controller fills the built-in roles in the tenant-role tests.
 build kube-controller-manager kubernetes k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+if [[ ${1:-} == --cluster ]]; then
+	for cmd in kube-scheduler kubelet kube-proxy; do
+		build "$cmd" kubernetes "k8s.io/kubernetes/cmd/$cmd" "$kube_ldflags"
+	done
+fi
 echo "$dest"

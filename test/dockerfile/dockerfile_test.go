@@ -19,11 +19,14 @@ import (
 
 // dockerfile is the parsed part of the Dockerfile the test needs.
 type dockerfile struct {
-	args      map[string]string // ARG defaults of the build stage
-	copies    []string          // sources of the build stage's COPY lines
-	buildLine string            // the RUN line that runs go build
-	froms     []string          // every FROM image
-	user      string            // the final USER
+	args       map[string]string // ARG defaults of the build stage
+	copies     []string          // sources of the build stage's COPY lines
+	buildLine  string            // the RUN line that runs go build
+	froms      []string          // every FROM image
+	user       string            // the final USER
+	entrypoint string            // the final ENTRYPOINT, as written
+	labels     map[string]string // the final stage's LABELs, unexpanded
+	binaryDest string            // where the final stage copies the built binary
 }
 
 func parse(t *testing.T, path string) dockerfile {
@@ -33,7 +36,7 @@ func parse(t *testing.T, path string) dockerfile {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	d := dockerfile{args: map[string]string{}}
+	d := dockerfile{args: map[string]string{}, labels: map[string]string{}}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -50,6 +53,7 @@ func parse(t *testing.T, path string) dockerfile {
 		case "COPY":
 			fields := strings.Fields(rest)
 			if strings.HasPrefix(fields[0], "--from") {
+				d.binaryDest = fields[len(fields)-1]
 				continue
 			}
 			d.copies = append(d.copies, fields[:len(fields)-1]...)
@@ -62,6 +66,11 @@ func parse(t *testing.T, path string) dockerfile {
 			}
 		case "USER":
 			d.user = rest
+		case "ENTRYPOINT":
+			d.entrypoint = rest
+		case "LABEL":
+			name, value, _ := strings.Cut(rest, "=")
+			d.labels[name] = strings.Trim(value, `"`)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -1,10 +1,14 @@
 //go:build tools
 
-// Package tools pins the Kubernetes commands this module builds.
+// Package tools pins the Kubernetes commands this module builds: the control plane envtest
+// runs, and the node components of the test cluster (internal/cluster).
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

@@ -1,0 +1,87 @@
+// Command cluster starts and stops the one-node cluster of internal/cluster for people who
+// want to try the chart by hand (`make cluster`, `make cluster-down`).
+//
+//	go run ./hack/cluster up -dir bin/cluster -image bin/image/switchboard.tar -pause bin/image/pause.tar
+//	go run ./hack/cluster down -dir bin/cluster
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/cluster"
+	"github.com/switchboard-dev/switchboard/internal/image"
+	"github.com/switchboard-dev/switchboard/internal/version"
+)
+
+type images []string
+
+func (i *images) String() string     { return strings.Join(*i, ",") }
+func (i *images) Set(v string) error { *i = append(*i, v); return nil }
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) < 1 || (args[0] != "up" && args[0] != "down") {
+		return errors.New("usage: cluster up|down -dir DIR [flags]")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ExitOnError)
+	dir := fs.String("dir", "bin/cluster", "the cluster's state: certificates, kubeconfigs, logs")
+	name := fs.String("name", "switchboard", "the network namespace's name (ip netns exec NAME …)")
+	assets := fs.String("assets", filepath.Join("bin", "k8s", version.Kubernetes), "the Kubernetes binaries (make cluster-bins)")
+	pause := fs.String("pause", "bin/image/pause.tar", "the pause image's OCI archive (make pause-image)")
+	helm := fs.String("helm", "bin/helm-v3.22.0", "helm, for the instructions printed")
+	var imgs images
+	fs.Var(&imgs, "image", "an OCI archive to import (repeatable; make image)")
+	_ = fs.Parse(args[1:])
+
+	if args[0] == "down" {
+		if err := cluster.Down(*dir); err != nil {
+			return err
+		}
+		fmt.Println("cluster: removed")
+		return nil
+	}
+	sandbox, err := image.TarballName(*pause)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{
+		Name: *name, Dir: *dir, Assets: *assets, Images: append([]string{*pause}, imgs...),
+		SandboxImage: sandbox, Detach: true, Progress: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	var tags []string
+	for _, img := range imgs {
+		if name, err := image.TarballName(img); err == nil {
+			tags = append(tags, name)
+		}
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	fmt.Printf(`cluster: ready, with the images %s. It lives in the network namespace %q;
+clients run there. A shell with kubectl, helm (%s) and the plugin:
+  ip netns exec %s env KUBECONFIG=%s PATH=%s:%s:$PATH bash
+then, for example:
+  kubectl get nodes
+  %s install switchboard charts/switchboard -n switchboard-system --create-namespace \
+    --set image.repository=localhost/switchboard --set image.tag=<the tag above>
+Logs: %s. Stop and remove it: make cluster-down
+`, strings.Join(tags, ", "), c.Name(), filepath.Base(*helm), c.Name(), c.Kubeconfig(), abs(*assets), abs("bin"),
+		filepath.Base(*helm), filepath.Join(abs(*dir), "logs"))
+	return nil
+}

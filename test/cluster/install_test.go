@@ -1,0 +1,248 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// release is the Helm release's name; with it the chart's objects are named switchboard-*.
+const release = "switchboard"
+
+func (s *suite) helmInstallArgs(tag string) []string {
+	return []string{"--namespace", systemNamespace, "--set", "image.repository=" + s.repo, "--set", "image.tag=" + tag,
+		"--wait", "--timeout", "4m"}
+}
+
+// testInstall installs the chart as the README says, with the image `make image` built: the
+// operator, the /v1 server and the panel, two replicas each.
+func testInstall(t *testing.T) {
+	start := time.Now()
+	args := append([]string{"install", release, filepath.Join(s.root, "charts", "switchboard"), "--create-namespace"}, s.helmInstallArgs(s.tag)...)
+	s.must(t, "", s.helm, args...)
+	t.Logf("helm install --wait returned after %s", time.Since(start).Round(100*time.Millisecond))
+	for _, name := range []string{"switchboard-operator", "switchboard-server", "switchboard-panel"} {
+		d := &appsv1.Deployment{}
+		if err := s.k8s.Get(context.Background(), client.ObjectKey{Namespace: systemNamespace, Name: name}, d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Status.ReadyReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+			t.Fatalf("Deployment %s has %d ready and %d updated replicas, want 2 of each", name, d.Status.ReadyReplicas, d.Status.UpdatedReplicas)
+		}
+	}
+}
+
+// testPodsAsDeclared checks the containers as the kernel runs them, not as the API server
+// stores them: the process's user, its root mount, capabilities, seccomp, and the cgroup
+// limits that enforce the chart's resources.
+func testPodsAsDeclared(t *testing.T) {
+	tasks := s.tasks(t)
+	for _, component := range []string{"operator", "server", "panel"} {
+		pods := s.pods(t, component)
+		if len(pods) != 2 {
+			t.Fatalf("%d %s pods, want 2", len(pods), component)
+		}
+		for _, pod := range pods {
+			spec := pod.Spec.Containers[0]
+			if len(pod.Status.ContainerStatuses) != 1 || !pod.Status.ContainerStatuses[0].Ready {
+				t.Fatalf("pod %s: its container is not Ready: %+v", pod.Name, pod.Status.ContainerStatuses)
+			}
+			if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
+				t.Errorf("pod %s: its container restarted %d times", pod.Name, n)
+			}
+			if want := s.repo + ":" + s.tag; spec.Image != want {
+				t.Errorf("pod %s runs %s, want %s", pod.Name, spec.Image, want)
+			}
+			id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+			pid, ok := tasks[id]
+			if !ok {
+				t.Fatalf("pod %s: containerd runs no task %s", pod.Name, id)
+			}
+			proc := func(file string) string {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+				if err != nil {
+					t.Fatalf("pod %s: %v", pod.Name, err)
+				}
+				return string(b)
+			}
+			status := proc("status")
+			for _, want := range []string{
+				"Uid:\t65532\t65532\t65532\t65532", "Gid:\t65532\t65532\t65532\t65532",
+				"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2",
+			} {
+				if !strings.Contains(status, want+"\n") {
+					t.Errorf("pod %s: the process's /proc status lacks %q:\n%s", pod.Name, want, status)
+				}
+			}
+			if opts := rootMountOptions(proc("mountinfo")); !strings.Contains(","+opts+",", ",ro,") {
+				t.Errorf("pod %s: the root file system is mounted %q, want read-only", pod.Name, opts)
+			}
+			memLimit := spec.Resources.Limits.Memory().Value()
+			if got := cgroupValue(t, proc("cgroup"), "memory", "memory.limit_in_bytes"); got != memLimit {
+				t.Errorf("pod %s: memory.limit_in_bytes is %d, want the chart's limit %d", pod.Name, got, memLimit)
+			}
+			// The kubelet turns a CPU request into cpu.shares: millicores × 1024 / 1000.
+			shares := spec.Resources.Requests.Cpu().MilliValue() * 1024 / 1000
+			if got := cgroupValue(t, proc("cgroup"), "cpu", "cpu.shares"); got != shares {
+				t.Errorf("pod %s: cpu.shares is %d, want %d for the chart's request of %s", pod.Name, got, shares, spec.Resources.Requests.Cpu())
+			}
+		}
+	}
+}
+
+// tasks maps the container ids of containerd's running tasks to their host pids.
+func (s *suite) tasks(t *testing.T) map[string]int {
+	t.Helper()
+	out, err := s.c.Ctr("tasks", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[2] == "RUNNING" {
+			pid, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("ctr tasks ls: %q", line)
+			}
+			tasks[f[0]] = pid
+		}
+	}
+	return tasks
+}
+
+// rootMountOptions returns the mount options of "/" in a /proc/<pid>/mountinfo.
+func rootMountOptions(mountinfo string) string {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 5 && f[4] == "/" {
+			return f[5]
+		}
+	}
+	return ""
+}
+
+// cgroupValue reads one integer file of a process's cgroup in a v1 controller's hierarchy.
+func cgroupValue(t *testing.T, procCgroup, controller, file string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(procCgroup, "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || !strings.Contains(","+f[1]+",", ","+controller+",") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, f[2], file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	t.Fatalf("the process is in no %s cgroup:\n%s", controller, procCgroup)
+	return 0
+}
+
+var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// testPanel signs in to the panel through its Service with a ServiceAccount token, as a
+// person with a browser would, and uses the session on the requests that follow: whichever
+// server pod answers must know it.
+func testPanel(t *testing.T) {
+	ctx := context.Background()
+	base := s.serviceURL(t, "switchboard-panel")
+	s.apply(t, `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: panel-user
+  namespace: default
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: panel-user
+  namespace: default
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: admin
+subjects:
+  - kind: ServiceAccount
+    name: panel-user
+    namespace: default
+`)
+	token := strings.TrimSpace(s.kubectl(t, "create", "token", "panel-user", "-n", "default"))
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new connection per request: kube-proxy may send each to either server pod, as it does a
+	// browser's connections over a session.
+	browser := s.c.HTTPClient()
+	browser.Transport.(*http.Transport).DisableKeepAlives = true
+	browser.Jar = jar
+	get := func(path string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s through the panel Service: %v", path, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		return resp.StatusCode, readAll(t, resp)
+	}
+	status, body := get("/")
+	m := csrfField.FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil {
+		t.Fatalf("GET / answered %d without a sign-in form:\n%.500s", status, body)
+	}
+	form := url.Values{"csrf_token": {m[1]}, "token": {token}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := readAll(t, resp)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/keys" {
+		t.Fatalf("signing in answered %d at %s, want the keys page:\n%.500s", resp.StatusCode, resp.Request.URL.Path, page)
+	}
+	for i := range 10 {
+		status, body := get("/keys?namespace=default")
+		if status != http.StatusOK || !strings.Contains(body, "API keys") || strings.Contains(body, `name="token"`) {
+			t.Fatalf("request %d after signing in: %d, not the keys page (a server pod that does not know the session?):\n%.300s", i+1, status, body)
+		}
+	}
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the response to %s: %v", resp.Request.URL, err)
+	}
+	return string(b)
+}
