@@ -219,8 +219,9 @@ func TestKustomizeServerSideDryRun(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"Namespace/switchboard-system", "CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev",
-		"ClusterRole/switchboard-operator", "ClusterRole/switchboard-server", "Deployment/switchboard-operator", "Deployment/switchboard-server",
-		"Service/switchboard-panel", "Service/switchboard-api", "PodDisruptionBudget/switchboard-server"} {
+		"ClusterRole/switchboard-operator", "ClusterRole/switchboard-server", "ClusterRole/switchboard-panel", "Deployment/switchboard-operator",
+		"Deployment/switchboard-server", "Deployment/switchboard-panel", "Service/switchboard-panel", "Service/switchboard-api",
+		"PodDisruptionBudget/switchboard-server", "PodDisruptionBudget/switchboard-panel"} {
 		if !kinds[k] {
 			t.Errorf("config/default renders no %s", k)
 		}
@@ -265,8 +266,8 @@ func TestContainerArgsParse(t *testing.T) {
 			}
 		}
 	}
-	if seen != 5 {
-		t.Fatalf("checked %d containers, want 5 (operator, server and panel in the chart, operator and server in config/default)", seen)
+	if seen != 6 {
+		t.Fatalf("checked %d containers, want 6 (operator, server and panel in each rendering)", seen)
 	}
 }
 

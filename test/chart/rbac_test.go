@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -119,6 +120,53 @@ func TestOperatorRBACIsMinimal(t *testing.T) {
 		}
 		if !leases {
 			t.Errorf("%s: no Role grants the operator its leader-election Lease", source)
+		}
+	}
+}
+
+// TestPanelIdentityOnlyReviewsTokens: in both renderings the panel runs apart from the /v1
+// server, under an identity that may only create TokenReviews, and the server's identity no
+// longer may.
+func TestPanelIdentityOnlyReviewsTokens(t *testing.T) {
+	tokenReviews := rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}
+	for source, objs := range renderings(t) {
+		roles := rolesOf(t, objs, "ClusterRole")
+		panel := roles["switchboard-panel"]
+		if panel == nil {
+			t.Fatalf("%s has no ClusterRole switchboard-panel", source)
+		}
+		if !reflect.DeepEqual(panel.Rules, []rbacv1.PolicyRule{tokenReviews}) {
+			t.Errorf("%s: the panel's ClusterRole grants %v, want only %v", source, panel.Rules, tokenReviews)
+		}
+		for _, r := range roles["switchboard-server"].Rules {
+			if slices.Contains(r.Resources, "tokenreviews") {
+				t.Errorf("%s: the server's ClusterRole still grants tokenreviews", source)
+			}
+		}
+		var panelDeployments int
+		for _, o := range objs {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			sa, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName")
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+				if len(args) > 0 && args[0] == "panel" {
+					panelDeployments++
+					if sa != "switchboard-panel" {
+						t.Errorf("%s: %s runs the panel as %q, want switchboard-panel", source, o.GetName(), sa)
+					}
+				}
+				for _, a := range args {
+					if strings.HasPrefix(a, "--panel-listen") {
+						t.Errorf("%s: %s still serves the panel beside /v1 (%s)", source, o.GetName(), a)
+					}
+				}
+			}
+		}
+		if panelDeployments != 1 {
+			t.Errorf("%s: %d Deployments run `switchboard panel`, want 1", source, panelDeployments)
 		}
 	}
 }
