@@ -134,15 +134,39 @@ func Parse(key, prefix string) error {
 	return nil
 }
 
-// crc32Update computes the IEEE CRC32 of s with the standard table. crc32.ChecksumIEEE would
-// make its argument escape (it dispatches through a function value) and cost an allocation.
+// crc32Update computes the IEEE CRC32 of s, eight bytes at a time (slicing-by-8, as hash/crc32
+// does without SSE 4.2). crc32.ChecksumIEEE would make its argument escape (it dispatches through
+// a function value) and cost an allocation; byte at a time, the checksum was a sixth of the
+// request's CPU.
 func crc32Update(s string) uint32 {
+	t := crcSlicing8
 	crc := ^uint32(0)
+	for len(s) >= 8 {
+		crc ^= uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+		crc = t[0][s[7]] ^ t[1][s[6]] ^ t[2][s[5]] ^ t[3][s[4]] ^
+			t[4][crc>>24] ^ t[5][(crc>>16)&0xff] ^ t[6][(crc>>8)&0xff] ^ t[7][crc&0xff]
+		s = s[8:]
+	}
 	for i := 0; i < len(s); i++ {
-		crc = crc32.IEEETable[(crc^uint32(s[i]))&0xff] ^ (crc >> 8)
+		crc = t[0][(crc^uint32(s[i]))&0xff] ^ (crc >> 8)
 	}
 	return ^crc
 }
+
+// crcSlicing8 extends crc32.IEEETable to the eight tables of slicing-by-8: entry j of a byte
+// is its CRC followed by j zero bytes.
+var crcSlicing8 = func() *[8][256]uint32 {
+	var t [8][256]uint32
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		crc := t[0][i]
+		for j := 1; j < 8; j++ {
+			crc = t[0][crc&0xff] ^ (crc >> 8)
+			t[j][i] = crc
+		}
+	}
+	return &t
+}()
 
 func isBase62(c byte) bool {
 	return ('0' <= c && c <= '9') || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z')

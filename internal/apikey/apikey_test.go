@@ -3,6 +3,8 @@ package apikey
 import (
 	"crypto/sha256"
 	"errors"
+	"hash/crc32"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -154,5 +156,29 @@ func BenchmarkParseAndSum(b *testing.B) {
 			b.Fatal("parse failed")
 		}
 		_ = Sum(key)
+	}
+}
+
+// TestCRC32MatchesTheStandardLibrary: the slicing-by-8 checksum is hash/crc32's IEEE checksum
+// for every length around its 8-byte steps and for every byte value.
+func TestCRC32MatchesTheStandardLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := []string{""}
+	for n := 1; n <= 80; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		inputs = append(inputs, string(b))
+	}
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	inputs = append(inputs, string(all), "sb_live_0123456789abcdefghijABCDEFGHIJklmnopqrstuvw")
+	for _, in := range inputs {
+		if got, want := crc32Update(in), crc32.ChecksumIEEE([]byte(in)); got != want {
+			t.Errorf("crc32Update(%d bytes) = %08x, want %08x", len(in), got, want)
+		}
 	}
 }

@@ -33,12 +33,18 @@ func ParseAuthorization(value string) (token string, ok bool) {
 	return token, true
 }
 
-func isB64TokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
-		return true
+func isB64TokenChar(c byte) bool { return b64token[c] }
+
+// b64token marks the characters of an RFC 6750 b64token other than the trailing '=': a table,
+// because this runs for every character of every presented key.
+var b64token = func() (t [256]bool) {
+	for c := range 256 {
+		switch b := byte(c); {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+			t[c] = true
+		case b == '-', b == '.', b == '_', b == '~', b == '+', b == '/':
+			t[c] = true
+		}
 	}
-	return false
-}
+	return t
+}()

@@ -4,8 +4,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,9 +14,10 @@ import (
 )
 
 // keyedHandler answers a request and returns the key it presented, when it was well-formed, so
-// that the access log can show the key's hint (never the key, never a foreign token).
+// that the access log can show the key's hint (never the key, never a foreign token). start is
+// when the request began, read once from the clock for everyone.
 type keyedHandler interface {
-	serve(w http.ResponseWriter, r *http.Request) (wellFormedKey string)
+	serve(w http.ResponseWriter, r *http.Request, start time.Time) (wellFormedKey string)
 }
 
 // instrumented is what every request of the API port gets, whatever it asks for: a request id,
@@ -32,11 +33,14 @@ func instrument(next keyedHandler, trusted []netip.Prefix, log logr.Logger) *ins
 	return &instrumented{next: next, trusted: trusted, log: log}
 }
 
-// statusWriter remembers the status for metrics and the access log.
+// statusWriter remembers the status for metrics and the access log. It escapes through the
+// http.ResponseWriter interface, so writers are pooled rather than allocated per request.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 }
+
+var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
@@ -54,11 +58,13 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := requestID(r)
+	ids := requestID(r)
+	id := ids[0]
 	hdr := w.Header()
-	hdr["X-Request-Id"] = []string{id}
+	hdr["X-Request-Id"] = ids
 	hdr["X-Content-Type-Options"] = headerNoSniff // shared, never modified: no allocation
-	sw := &statusWriter{ResponseWriter: w}
+	sw := statusWriters.Get().(*statusWriter)
+	sw.ResponseWriter = w
 	var key string
 	defer func() {
 		if p := recover(); p != nil {
@@ -68,8 +74,10 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		in.record(r, id, sw.status, key, time.Since(start))
+		*sw = statusWriter{} // nothing of this request stays reachable from the pool
+		statusWriters.Put(sw)
 	}()
-	key = in.next.serve(sw, r)
+	key = in.next.serve(sw, r, start)
 }
 
 // record counts a finished request and writes its access log line (at verbosity 1).
@@ -77,9 +85,7 @@ func (in *instrumented) record(r *http.Request, id string, status int, key strin
 	if status == 0 {
 		status = http.StatusOK
 	}
-	route := routeOf(r.URL.Path)
-	requestsTotal.WithLabelValues(route, statusLabel(status)).Inc()
-	requestDuration.WithLabelValues(route).Observe(elapsed.Seconds())
+	countRequest(routeOf(r.URL.Path), status, elapsed.Seconds())
 	if log := in.log.V(1); log.Enabled() {
 		hint := ""
 		if key != "" {
@@ -90,49 +96,68 @@ func (in *instrumented) record(r *http.Request, id string, status int, key strin
 	}
 }
 
-// routeOf is the route label of a path: bounded, never the raw path.
-func routeOf(path string) string {
-	switch {
-	case path == routeConnections:
-		return routeConnections
-	case path == routeOpenAPI:
-		return routeOpenAPI
-	case strings.HasPrefix(path, "/v1"):
-		return routeV1Other
-	}
-	return routeOther
-}
-
 // headerNoSniff is the X-Content-Type-Options value of every response. It must not be modified.
 var headerNoSniff = []string{"nosniff"}
 
-// statusLabel is status as a metric label, without formatting the statuses the API answers.
-func statusLabel(status int) string {
-	switch status {
-	case http.StatusOK:
-		return "200"
-	case http.StatusNotModified:
-		return "304"
-	case http.StatusUnauthorized:
-		return "401"
-	case http.StatusNotFound:
-		return "404"
-	case http.StatusTooManyRequests:
-		return "429"
-	default:
-		return strconv.Itoa(status)
+// requestID keeps a caller's X-Request-Id when it is short and plain, else makes one, so that a
+// request can be followed from the Ingress to this server's log. It returns the header value.
+func requestID(r *http.Request) []string {
+	// Direct map access: incoming header keys are canonical, and Get would canonicalise again.
+	if vs := r.Header["X-Request-Id"]; len(vs) > 0 {
+		if v := vs[0]; len(v) <= 64 && v != "" && plainID(v) {
+			return vs[:1:1] // the request's own value, shared read-only
+		}
 	}
+	b := idBatches.Get().(*idBatch)
+	id := b.take()
+	idBatches.Put(b)
+	return id
 }
 
-// requestID keeps a caller's X-Request-Id when it is short and plain, else makes one, so that a
-// request can be followed from the Ingress to this server's log.
-func requestID(r *http.Request) string {
-	if v := r.Header.Get("X-Request-Id"); len(v) > 0 && len(v) <= 64 && plainID(v) {
-		return v
+// Generated request ids are cut from one string made for a batch of them, each already in a
+// one-element header value, so that an id costs no allocation of its own. Ids correlate log
+// lines; they guard nothing, so a fast non-cryptographic source will do.
+const (
+	idBatchSize = 64
+	idLength    = 16 // hex digits of a random uint64
+)
+
+var idBatches = sync.Pool{New: func() any { return new(idBatch) }}
+
+type idBatch struct {
+	vals []string
+	next int
+}
+
+// take returns the next id as a header value of capacity one: an append to it copies.
+func (b *idBatch) take() []string {
+	if b.next == len(b.vals) {
+		b.fill()
 	}
-	var buf [16]byte
-	// Request ids correlate log lines; they guard nothing, so a fast non-cryptographic source will do.
-	return string(strconv.AppendUint(buf[:0], rand.Uint64(), 36)) //nolint:gosec // not a secret
+	v := b.vals[b.next : b.next+1 : b.next+1]
+	b.next++
+	return v
+}
+
+func (b *idBatch) fill() {
+	const hexDigits = "0123456789abcdef"
+	var sb strings.Builder
+	sb.Grow(idBatchSize * idLength)
+	var id [idLength]byte
+	for range idBatchSize {
+		x := rand.Uint64() //nolint:gosec // not a secret
+		for i := idLength - 1; i >= 0; i-- {
+			id[i] = hexDigits[x&0xf]
+			x >>= 4
+		}
+		sb.Write(id[:])
+	}
+	all := sb.String()
+	b.vals = make([]string, idBatchSize)
+	for i := range b.vals {
+		b.vals[i] = all[i*idLength : (i+1)*idLength]
+	}
+	b.next = 0
 }
 
 func plainID(s string) bool {

@@ -108,7 +108,8 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 		q := "limit=" + strconv.Itoa(p.limit) + "&cursor=" + next
 		hdr.Set("Link", "<"+routeConnections+"?"+q+`>; rel="next"`)
 	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, list.ETag) {
+	// Direct map access: incoming header keys are canonical, and Get would canonicalise again.
+	if inm := r.Header["If-None-Match"]; len(inm) > 0 && inm[0] != "" && etagMatches(inm[0], list.ETag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}

@@ -1,6 +1,11 @@
 package server
 
 import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -43,6 +48,96 @@ const (
 	routeOther       = "other"
 )
 
+// route numbers the routes, to index the pre-bound series.
+type route uint8
+
+const (
+	routeIDConnections route = iota
+	routeIDV1Other
+	routeIDOpenAPI
+	routeIDOther
+	numRoutes
+)
+
+var routeNames = [numRoutes]string{routeConnections, routeV1Other, routeOpenAPI, routeOther}
+
+// routeOf is the route of a path.
+func routeOf(path string) route {
+	switch {
+	case path == routeConnections:
+		return routeIDConnections
+	case path == routeOpenAPI:
+		return routeIDOpenAPI
+	case strings.HasPrefix(path, "/v1"):
+		return routeIDV1Other
+	}
+	return routeIDOther
+}
+
+// boundCounter is one series of a CounterVec, bound on its first use. WithLabelValues hashes
+// and validates its label values and looks the series up under a lock: per request, that cost
+// more than all the rest of the instrumentation. Bound lazily, so that only series that
+// happen are exported.
+type boundCounter struct {
+	once   sync.Once
+	vec    *prometheus.CounterVec
+	labels [2]string
+	c      prometheus.Counter
+}
+
+func (b *boundCounter) Inc() {
+	b.once.Do(func() { b.c = b.vec.WithLabelValues(b.labels[:]...) })
+	b.c.Inc()
+}
+
+// boundObserver is one series of a HistogramVec, bound on its first use.
+type boundObserver struct {
+	once  sync.Once
+	vec   *prometheus.HistogramVec
+	label string
+	o     prometheus.Observer
+}
+
+func (b *boundObserver) Observe(v float64) {
+	b.once.Do(func() { b.o = b.vec.WithLabelValues(b.label) })
+	b.o.Observe(v)
+}
+
+// answeredStatuses are the statuses the API answers, whose series are pre-bound per route.
+var answeredStatuses = [...]int{
+	http.StatusOK, http.StatusNotModified, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound,
+	http.StatusMethodNotAllowed, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable,
+}
+
+var (
+	requestSeries  [numRoutes][len(answeredStatuses)]boundCounter
+	durationSeries [numRoutes]boundObserver
+
+	// The authentication outcomes that carry no reason.
+	authOK          = &boundCounter{vec: authTotal, labels: [2]string{"ok", ""}}
+	authNotReady    = &boundCounter{vec: authTotal, labels: [2]string{CodeNotReady, ""}}
+	authRateLimited = &boundCounter{vec: authTotal, labels: [2]string{CodeRateLimited, ""}}
+)
+
+// countRequest counts one answered request of route with status, and its duration.
+func countRequest(rt route, status int, seconds float64) {
+	durationSeries[rt].Observe(seconds)
+	for i, s := range answeredStatuses {
+		if s == status {
+			requestSeries[rt][i].Inc()
+			return
+		}
+	}
+	requestsTotal.WithLabelValues(routeNames[rt], strconv.Itoa(status)).Inc()
+}
+
 func init() {
+	for rt := range numRoutes {
+		durationSeries[rt].vec, durationSeries[rt].label = requestDuration, routeNames[rt]
+		for i, s := range answeredStatuses {
+			requestSeries[rt][i].vec = requestsTotal
+			requestSeries[rt][i].labels = [2]string{routeNames[rt], strconv.Itoa(s)}
+		}
+	}
 	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites)
 }
