@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestCallKind(t *testing.T) {
@@ -108,5 +109,30 @@ func TestCallCountsSub(t *testing.T) {
 	}
 	if s := got.sorted(); !slices.Equal(s, []string{"POST secrets", "PATCH apikeys"}) {
 		t.Errorf("sorted = %v", s)
+	}
+}
+
+func TestParseCum(t *testing.T) {
+	const out = `File: switchboard
+Type: cpu
+Duration: 8s, Total samples = 7.60s (94.99%)
+Showing nodes accounting for 5.66s, 74.47% of 7.60s total
+      flat  flat%   sum%        cum   cum%
+     0.02s  0.26%  0.26%      6.55s 86.18%  net/http.(*conn).serve
+     3.29s 43.29% 43.82%      3.29s 43.29%  internal/runtime/syscall/linux.Syscall6
+         0     0% 44.00%     40ms  0.53%  time.Now (inline)
+`
+	total, cum := parseCum(out)
+	if total != 7600*time.Millisecond {
+		t.Errorf("total = %v, want 7.6s", total)
+	}
+	for fn, want := range map[string]float64{"net/http.(*conn).serve": 6.55, "internal/runtime/syscall/linux.Syscall6": 3.29, "time.Now": 0.04} {
+		if got := cum[fn]; got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("cum[%s] = %v, want %v", fn, got, want)
+		}
+	}
+	p := cpuProfile{requests: 1e6, cum: cum}
+	if got := p.perRequest("net/http.(*conn).serve"); got < 6.549 || got > 6.551 {
+		t.Errorf("perRequest = %v µs, want 6.55", got)
 	}
 }

@@ -39,6 +39,7 @@ type options struct {
 	bareListen string
 	bareBody   string
 	barePprof  string
+	bareHeader string
 	only       []string
 }
 
@@ -61,9 +62,10 @@ func main() {
 	flag.StringVar(&o.bareListen, "bare-listen", "", "internal: serve the bare handler on this address")
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
 	flag.StringVar(&o.barePprof, "bare-pprof", "", "internal: serve the bare handler's net/http/pprof on this address")
+	flag.StringVar(&o.bareHeader, "bare-headers", "", "internal: a file of constant response headers (Key: value lines) the bare handler sends too")
 	flag.Parse()
 	if o.bareListen != "" {
-		if err := serveBare(o.bareListen, o.bareBody, o.barePprof); err != nil {
+		if err := serveBare(o.bareListen, o.bareBody, o.barePprof, o.bareHeader); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: bare handler:", err)
 			os.Exit(1)
 		}
@@ -91,12 +93,26 @@ func main() {
 	}
 }
 
-// serveBare is the baseline: net/http writing pre-serialised bytes, nothing else. Its profile
-// is served on another listener, so the measured handler stays bare.
-func serveBare(addr, bodyFile, pprofAddr string) error {
+// serveBare is the baseline: net/http writing pre-serialised bytes, nothing else, or with
+// headerFile the same constant headers as switchboard's answer. Its profile is served on
+// another listener, so the measured handler stays bare.
+func serveBare(addr, bodyFile, pprofAddr, headerFile string) error {
 	body, err := os.ReadFile(filepath.Clean(bodyFile))
 	if err != nil {
 		return err
+	}
+	header := http.Header{"Content-Type": {"application/json"}}
+	if headerFile != "" {
+		raw, err := os.ReadFile(filepath.Clean(headerFile))
+		if err != nil {
+			return err
+		}
+		header = http.Header{}
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			if k, v, ok := strings.Cut(line, ": "); ok {
+				header[k] = []string{v}
+			}
+		}
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -114,7 +130,10 @@ func serveBare(addr, bodyFile, pprofAddr string) error {
 	srv := &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
+			h := w.Header()
+			for k, v := range header {
+				h[k] = v
+			}
 			_, _ = w.Write(body)
 		}),
 	}

@@ -29,9 +29,10 @@ type report struct {
 	rounds   int
 
 	bareRPS, authRPS      []float64
+	headedRPS             []float64 // the bare handler with switchboard's response headers
 	bodyBytes             int
 	loadErrors            int
-	authTop, bareTop      []string // CPU profiles under wrk load
+	authProf, bareProf    cpuProfile // CPU profiles under wrk load
 	loadBefore, loadAfter string
 	loadStart             string
 
@@ -130,21 +131,60 @@ func (r *report) writeThroughput(p printer) {
 	p("| handler | requests/s (median) | all rounds |")
 	p("|---|---|---|")
 	p("| bare `net/http` | %.0f | %s |", bare, floats(r.bareRPS))
+	p("| bare `net/http` with switchboard's response headers | %.0f | %s |", median(r.headedRPS), floats(r.headedRPS))
 	p("| switchboard, authenticated | %.0f | %s |", auth, floats(r.authRPS))
 	p("")
 	p("**Ratio of the medians: %.2f** (target ≥ 0.90); median of the per-round ratios %.2f (%s).", auth/bare, median(ratios), floats2(ratios))
 	p("Failed or unexpected responses during all load runs: %d.", r.loadErrors)
 	p("")
+	p("The middle row is the bare handler sending the same constant headers as switchboard's answer (`Content-Type`,")
+	p("`Cache-Control`, `Vary`, `ETag`, `Content-Length`, `X-Content-Type-Options`, `X-Request-Id`): the HTTP contract's own")
+	p("cost in `net/http`, %.2f of bare. What is left between it and switchboard (%.2f) is authentication and the rest", median(r.headedRPS)/bare, auth/median(r.headedRPS))
+	p("of the handler.")
+	p("")
 	p("### Where the CPU goes")
 	p("")
-	p("CPU profiles of each process under the same `wrk` load (8 s of 10, `go tool pprof -top`); flat time is spent in the")
-	p("function itself, cum time includes what it calls.")
+	p("CPU profiles of each server process under the same `wrk` load (8 s of a 10 s run each), divided by the requests it")
+	p("answered meanwhile: microseconds of CPU per request, by what they were spent on (cumulative: a row includes what it")
+	p("calls, so rows overlap).")
+	p("")
+	a, b := r.authProf, r.bareProf
+	const srv = "github.com/switchboard-dev/switchboard/internal/server."
+	rows := []struct {
+		what string
+		fn   string
+	}{
+		{"serving connections (`net/http.(*conn).serve`)", "net/http.(*conn).serve"},
+		{"… reading and parsing requests (`(*conn).readRequest`)", "net/http.(*conn).readRequest"},
+		{"… the handler (`serverHandler.ServeHTTP`)", "net/http.serverHandler.ServeHTTP"},
+		{"… … authentication: parse, checksum, SHA-256, lookup", srv + "authenticate"},
+		{"… … … of which SHA-256", "crypto/sha256.Sum256"},
+		{"… … the list and its headers (`listConnections`)", srv + "(*api).listConnections"},
+		{"… … request id", srv + "requestID"},
+		{"… … metrics and access log (`record`)", srv + "(*instrumented).record"},
+		{"… writing the response (`(*response).finishRequest`)", "net/http.(*response).finishRequest"},
+		{"… … its headers (`(*chunkWriter).writeHeader`)", "net/http.(*chunkWriter).writeHeader"},
+		{"system calls (`Syscall6`: read, write, epoll)", "internal/runtime/syscall/linux.Syscall6"},
+		{"allocation (`mallocgc`)", "runtime.mallocgc"},
+		{"garbage collection (`gcBgMarkWorker`)", "runtime.gcBgMarkWorker"},
+		{"clock reads (`time.Now`)", "time.Now"},
+	}
+	p("| µs of CPU per request | switchboard | bare | difference |")
+	p("|---|---|---|---|")
+	if a.requests > 0 && b.requests > 0 {
+		p("| **all of the process** | **%.2f** | **%.2f** | **%+.2f** |", a.total.Seconds()/a.requests*1e6, b.total.Seconds()/b.requests*1e6,
+			a.total.Seconds()/a.requests*1e6-b.total.Seconds()/b.requests*1e6)
+	}
+	for _, row := range rows {
+		x, y := a.perRequest(row.fn), b.perRequest(row.fn)
+		p("| %s | %.2f | %.2f | %+.2f |", row.what, x, y, x-y)
+	}
 	p("")
 	for _, prof := range []struct {
 		name string
 		top  []string
-	}{{"switchboard server", r.authTop}, {"bare `net/http`", r.bareTop}} {
-		p("%s:", prof.name)
+	}{{"switchboard server", a.top}, {"bare `net/http`", b.top}} {
+		p("The top of the %s's profile (`go tool pprof -top`, flat):", prof.name)
 		p("")
 		p("```")
 		for _, l := range prof.top {

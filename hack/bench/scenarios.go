@@ -118,6 +118,29 @@ func get(ctx context.Context, url, key string) (int, []byte, error) {
 	return resp.StatusCode, body, err
 }
 
+// writeResponseHeaders writes switchboard's response headers to /v1/connections, but Date, as
+// "Key: value" lines.
+func (r *rig) writeResponseHeaders(ctx context.Context, key, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.apiURL+"/v1/connections", nil)
+	if err != nil {
+		return err
+	}
+	req.Header = bearer(key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	var b strings.Builder
+	for k, vs := range resp.Header {
+		if k != "Date" && len(vs) == 1 {
+			fmt.Fprintf(&b, "%s: %s\n", k, vs[0])
+		}
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o600)
+}
+
 // waitListed waits until the key lists exactly n connections.
 func (r *rig) waitListed(ctx context.Context, key string, n int, timeout time.Duration) ([]byte, error) {
 	deadline := time.Now().Add(timeout)
@@ -175,23 +198,35 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	bareAddr, err := freeAddr()
-	if err != nil {
+	// The same constant headers as switchboard's answer, for the middle row.
+	headerFile := filepath.Join(r.dir, "headers.txt")
+	if err := r.writeResponseHeaders(ctx, key, headerFile); err != nil {
 		return err
 	}
-	barePprof, err := freeAddr()
-	if err != nil {
-		return err
+	var addrs [3]string
+	for i := range addrs {
+		if addrs[i], err = freeAddr(); err != nil {
+			return err
+		}
 	}
+	bareAddr, barePprof, headedAddr := addrs[0], addrs[1], addrs[2]
 	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile, "-bare-pprof="+barePprof)
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	if err := waitHTTP(ctx, "http://"+bareAddr+"/", 200, 10*time.Second); err != nil {
+	headed, err := startProc("bare-headers", r.dir, nil, self, "-bare-listen="+headedAddr, "-bare-body="+bodyFile, "-bare-headers="+headerFile)
+	if err != nil {
 		return err
 	}
+	defer headed.stop()
+	for _, a := range []string{bareAddr, headedAddr} {
+		if err := waitHTTP(ctx, "http://"+a+"/", 200, 10*time.Second); err != nil {
+			return err
+		}
+	}
 	authURL, bareURL := r.apiURL+"/v1/connections", "http://"+bareAddr+"/v1/connections"
+	headedURL := "http://" + headedAddr + "/v1/connections"
 	authHeader := "Authorization: Bearer " + key
 
 	rep := r.report
@@ -201,16 +236,16 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 		url, header string
 		into        *[]float64
 	}
-	bareSide, authSide := side{bareURL, "", &rep.bareRPS}, side{authURL, authHeader, &rep.authRPS}
-	for _, s := range []side{bareSide, authSide} { // warm-up: connections, caches, the CPU's clock
+	bareSide, headedSide, authSide := side{bareURL, "", &rep.bareRPS}, side{headedURL, "", &rep.headedRPS}, side{authURL, authHeader, &rep.authRPS}
+	for _, s := range []side{bareSide, headedSide, authSide} { // warm-up: connections, caches, the CPU's clock
 		if _, err := runWrk(ctx, s.url, s.header, o.conns, 2*time.Second); err != nil {
 			return err
 		}
 	}
 	for round := range o.rounds {
-		order := []side{bareSide, authSide}
-		if round%2 == 1 { // alternate who goes first, so that drift favours neither
-			order[0], order[1] = order[1], order[0]
+		order := []side{bareSide, headedSide, authSide}
+		if round%2 == 1 { // alternate the order, so that drift favours none
+			slices.Reverse(order)
 		}
 		for _, s := range order {
 			res, err := runWrk(ctx, s.url, s.header, o.conns, o.duration)
@@ -220,13 +255,13 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 			rep.loadErrors += res.bad
 			*s.into = append(*s.into, res.rps)
 		}
-		fmt.Printf("bench: throughput round %d: bare %.0f/s, switchboard %.0f/s\n", round+1, rep.bareRPS[round], rep.authRPS[round])
+		fmt.Printf("bench: throughput round %d: bare %.0f/s, bare with the headers %.0f/s, switchboard %.0f/s\n", round+1, rep.bareRPS[round], rep.headedRPS[round], rep.authRPS[round])
 	}
 	rep.loadAfter = loadAverage()
-	if rep.authTop, err = r.profileUnderLoad(ctx, "switchboard", authURL, authHeader, r.metricsAddr, o.conns, 10*time.Second); err != nil {
+	if rep.authProf, err = r.profileUnderLoad(ctx, "switchboard", authURL, authHeader, r.metricsAddr, o.conns, 10*time.Second); err != nil {
 		return err
 	}
-	if rep.bareTop, err = r.profileUnderLoad(ctx, "bare", bareURL, "", barePprof, o.conns, 10*time.Second); err != nil {
+	if rep.bareProf, err = r.profileUnderLoad(ctx, "bare", bareURL, "", barePprof, o.conns, 10*time.Second); err != nil {
 		return err
 	}
 

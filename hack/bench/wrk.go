@@ -72,31 +72,93 @@ func parseWrk(out string) (wrkResult, error) {
 	return r, nil
 }
 
+// cpuProfile is a CPU profile taken under wrk load, per request.
+type cpuProfile struct {
+	requests float64            // requests answered while it ran
+	total    time.Duration      // CPU time it sampled
+	cum      map[string]float64 // seconds by function, including callees
+	top      []string           // `go tool pprof -top` (flat)
+}
+
+// perRequest is a function's CPU time per request, in microseconds.
+func (p cpuProfile) perRequest(fn string) float64 {
+	if p.requests == 0 {
+		return 0
+	}
+	return p.cum[fn] / p.requests * 1e6
+}
+
 // profileUnderLoad runs wrk against url for d while taking a CPU profile of the process whose
-// pprof is at pprofAddr, and returns the profile's top entries.
-func (r *rig) profileUnderLoad(ctx context.Context, name, url, header, pprofAddr string, conns int, d time.Duration) ([]string, error) {
-	load := make(chan error, 1)
+// pprof is at pprofAddr.
+func (r *rig) profileUnderLoad(ctx context.Context, name, url, header, pprofAddr string, conns int, d time.Duration) (cpuProfile, error) {
+	type result struct {
+		res wrkResult
+		err error
+	}
+	load := make(chan result, 1)
 	go func() {
-		_, err := runWrk(ctx, url, header, conns, d)
-		load <- err
+		res, err := runWrk(ctx, url, header, conns, d)
+		load <- result{res, err}
 	}()
 	// Start a second in, stop a second before the end: the profile sees only steady load.
 	time.Sleep(time.Second)
 	secs := int(d.Seconds()) - 2
 	raw, err := r.fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs))
-	if werr := <-load; werr != nil {
-		return nil, werr
+	w := <-load
+	if w.err != nil {
+		return cpuProfile{}, w.err
 	}
 	if err != nil {
-		return nil, err
+		return cpuProfile{}, err
 	}
 	file := filepath.Join(r.dir, name+"-cpu.pprof")
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
-		return nil, err
+		return cpuProfile{}, err
 	}
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", file).Output() // #nosec G204 -- the bench profiles its own processes.
+	prof := cpuProfile{requests: w.res.rps * float64(secs), cum: map[string]float64{}}
+	flat, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=20", file).Output() // #nosec G204 -- the bench profiles its own processes.
 	if err != nil {
-		return nil, fmt.Errorf("go tool pprof: %w", err)
+		return cpuProfile{}, fmt.Errorf("go tool pprof: %w", err)
 	}
-	return pprofTop(string(out)), nil
+	prof.top = pprofTop(string(flat))
+	cum, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=100000", "-nodefraction=0", file).Output() // #nosec G204 -- as above.
+	if err != nil {
+		return cpuProfile{}, fmt.Errorf("go tool pprof: %w", err)
+	}
+	prof.total, prof.cum = parseCum(string(cum))
+	return prof, nil
+}
+
+var (
+	pprofTotal = regexp.MustCompile(`Total samples = ([0-9.]+)(ms|s)`)
+	pprofLine  = regexp.MustCompile(`^\s*[0-9.]+(?:ms|s|us)?\s+[0-9.]+%\s+[0-9.]+%\s+([0-9.]+)(ms|s|us)?\s+[0-9.]+%\s+(.+)$`)
+)
+
+// parseCum reads `go tool pprof -top -cum`: the total, and each function's cumulative seconds.
+func parseCum(out string) (time.Duration, map[string]float64) {
+	cum := map[string]float64{}
+	var total time.Duration
+	if m := pprofTotal.FindStringSubmatch(out); m != nil {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		total = time.Duration(v * unitSeconds(m[2]) * float64(time.Second))
+	}
+	for _, line := range strings.Split(out, "\n") {
+		m := pprofLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		cum[strings.TrimSpace(strings.TrimSuffix(m[3], " (inline)"))] += v * unitSeconds(m[2])
+	}
+	return total, cum
+}
+
+func unitSeconds(unit string) float64 {
+	switch unit {
+	case "ms":
+		return 1e-3
+	case "us":
+		return 1e-6
+	}
+	return 1
 }
