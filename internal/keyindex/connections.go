@@ -3,6 +3,7 @@ package keyindex
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -31,6 +32,9 @@ func (c *Conn) Less(id, name string) bool {
 // long as it holds it (see Memo).
 type Snapshot struct {
 	items []*Conn
+	// served is set once a reader has had this snapshot: from then on a change copies it (see
+	// SetConnection).
+	served atomic.Bool
 
 	// all memoizes under the empty key, the one nearly every request asks for, without a map.
 	all  memo
@@ -65,19 +69,58 @@ func (s *Snapshot) Memo(key string, build func(items []*Conn) any) any {
 
 var emptySnapshot = &Snapshot{}
 
+// nsState is a namespace's Connections. Its snapshot is derived from byName when first read:
+// nil means stale. A change to a snapshot no reader has had just marks it stale, so a burst of
+// changes between reads (above all the informer's initial list, when nothing reads: the server
+// is not ready) costs one sort at the next read, not a copy of the namespace per change.
 type nsState struct {
 	byName map[string]*Conn
-	snap   *Snapshot
+	snap   atomic.Pointer[Snapshot]
+	build  sync.Mutex // one reader builds a stale snapshot; the others wait for it
 }
 
 // Connections returns the listable Connections of namespace ns.
 func (x *Index) Connections(ns string) *Snapshot {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if st := x.conns[ns]; st != nil {
-		return st.snap
+	st := x.conns[ns]
+	if st == nil {
+		return emptySnapshot
 	}
-	return emptySnapshot
+	if s := st.snap.Load(); s != nil {
+		return served(s)
+	}
+	// Writers are kept out by the read lock, so byName holds still while the snapshot is built.
+	st.build.Lock()
+	defer st.build.Unlock()
+	if s := st.snap.Load(); s != nil {
+		return served(s)
+	}
+	items := make([]*Conn, 0, len(st.byName))
+	for _, c := range st.byName {
+		items = append(items, c)
+	}
+	slices.SortFunc(items, func(a, b *Conn) int {
+		if a.Less(b.ID, b.Name) {
+			return -1
+		}
+		if b.Less(a.ID, a.Name) {
+			return 1
+		}
+		return 0
+	})
+	s := &Snapshot{items: items}
+	s.served.Store(true)
+	st.snap.Store(s)
+	return s
+}
+
+// served marks s as had by a reader; after the first time, only a load.
+func served(s *Snapshot) *Snapshot {
+	if !s.served.Load() {
+		s.served.Store(true)
+	}
+	return s
 }
 
 // SetConnection adds or replaces the Connection c.Name of namespace. c must not be modified
@@ -87,16 +130,22 @@ func (x *Index) SetConnection(namespace string, c *Conn) {
 	defer x.mu.Unlock()
 	st := x.conns[namespace]
 	if st == nil {
-		st = &nsState{byName: map[string]*Conn{}, snap: emptySnapshot}
+		st = &nsState{byName: map[string]*Conn{}}
 		x.conns[namespace] = st
 	}
 	old := st.byName[c.Name]
 	st.byName[c.Name] = c
-	items := st.snap.items
+	s := st.snap.Load()
+	if s == nil || !s.served.Load() {
+		st.snap.Store(nil) // stale: rebuilt at the next read
+		return
+	}
+	// Readers hold s: derive the next snapshot from it, in one copy.
+	items := s.items
 	if old != nil {
 		items = remove(items, old)
 	}
-	st.snap = &Snapshot{items: insert(items, c)}
+	st.snap.Store(&Snapshot{items: insert(items, c)})
 }
 
 // DeleteConnection removes a Connection.
@@ -113,7 +162,12 @@ func (x *Index) DeleteConnection(namespace, name string) {
 		delete(x.conns, namespace)
 		return
 	}
-	st.snap = &Snapshot{items: remove(st.snap.items, old)}
+	s := st.snap.Load()
+	if s == nil || !s.served.Load() {
+		st.snap.Store(nil)
+		return
+	}
+	st.snap.Store(&Snapshot{items: remove(s.items, old)})
 }
 
 // search returns where (id, name) is or would be in items.

@@ -1,6 +1,7 @@
 package keyindex
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,5 +82,65 @@ func TestMemo(t *testing.T) {
 	}
 	if snap.Memo("", count) != 1 {
 		t.Error("the old snapshot's memo changed")
+	}
+}
+
+// TestSnapshotBuiltOnRead: changes nobody has read yet (the informer's initial list) are sorted
+// once, at the first read; a snapshot a reader has had is never changed by later writes; and a
+// namespace read between writes stays in order.
+func TestSnapshotBuiltOnRead(t *testing.T) {
+	x := New()
+	for i := 999; i >= 0; i-- {
+		x.SetConnection("a", conn(fmt.Sprintf("c%03d", i), fmt.Sprintf("conn_%03d", (i*7)%1000)))
+	}
+	x.DeleteConnection("a", "c500")
+	first := x.Connections("a")
+	items := first.Items()
+	if len(items) != 999 {
+		t.Fatalf("%d items, want 999", len(items))
+	}
+	for i := 1; i < len(items); i++ {
+		if !items[i-1].Less(items[i].ID, items[i].Name) {
+			t.Fatalf("items %d and %d out of order: %s/%s, %s/%s", i-1, i, items[i-1].ID, items[i-1].Name, items[i].ID, items[i].Name)
+		}
+	}
+	if x.Connections("a") != first {
+		t.Error("a second read without a change built another snapshot")
+	}
+	x.SetConnection("a", conn("new", "conn_0005"))
+	x.DeleteConnection("a", "c001")
+	if len(first.Items()) != 999 || listIDs(first) != listIDs(&Snapshot{items: items}) {
+		t.Error("a snapshot a reader had changed after writes")
+	}
+	next := x.Connections("a").Items()
+	if len(next) != 999 {
+		t.Fatalf("%d items after one add and one delete, want 999", len(next))
+	}
+	for i := 1; i < len(next); i++ {
+		if !next[i-1].Less(next[i].ID, next[i].Name) {
+			t.Fatalf("after changes, items %d and %d out of order", i-1, i)
+		}
+	}
+}
+
+// BenchmarkInitialSync fills one namespace the way an informer's initial list does, with no
+// read in between, then reads it once: the cost of a server's start per namespace size.
+func BenchmarkInitialSync(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		conns := make([]*Conn, n)
+		for i := range conns {
+			conns[i] = conn(fmt.Sprintf("c%06d", i), fmt.Sprintf("conn_%06d", (i*7919)%n))
+		}
+		b.Run(fmt.Sprintf("connections=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				x := New()
+				for _, c := range conns {
+					x.SetConnection("a", c)
+				}
+				if len(x.Connections("a").Items()) != n {
+					b.Fatal("lost Connections")
+				}
+			}
+		})
 	}
 }
