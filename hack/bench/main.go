@@ -48,7 +48,7 @@ func main() {
 	var only string
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
 	flag.StringVar(&o.bin, "bin", "bin/switchboard", "the switchboard binary")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput run")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each throughput run")
 	flag.IntVar(&o.rounds, "rounds", 5, "throughput runs of each handler, interleaved; the median is reported")
 	flag.IntVar(&o.conns, "connections", 32, "keep-alive connections of wrk")
 	flag.IntVar(&o.scaleOpts.connections, "scale-connections", 100000, "Connections created for the scale part")

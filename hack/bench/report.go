@@ -99,11 +99,13 @@ func (r *report) write(path string) error {
 	}
 	p("## Rerunning")
 	p("")
-	p("- Everything: `make bench` (builds the binaries and the control plane when missing).")
-	p("- One part: `go run ./hack/bench -only operator -out /tmp/operator.md` (parts: %s; comma-separated).", strings.Join(stepNames(), ", "))
+	p("- Everything: `make bench` (needs `wrk`; builds the binaries and the control plane when missing). Run it on a")
+	p("  machine as quiet as you can: the throughput rounds are interleaved so that ratios stay fair, but other load widens them.")
+	p("- One part: `go run ./hack/bench -only scale -out /tmp/scale.md` (parts: %s; comma-separated).", strings.Join(stepNames(), ", "))
 	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale-connections 10000 -scale-namespaces 100 -scale-keys 1000 -scale-largest 1000 -revoke-keys 50`.")
+	p("- The CPU and heap profiles behind sections 1 and 4 are kept, with the processes' logs, in the temporary directory the")
+	p("  bench prints first (`go tool pprof -top <file>`); `switchboard server --pprof` serves them on the metrics port.")
 	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
-	p("- Logs of each run's processes are kept in the temporary directory the bench prints first.")
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
