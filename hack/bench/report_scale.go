@@ -73,6 +73,18 @@ func (r *report) writeScale(p printer) {
 		p("**Start to ready with everything: median %s** (target ≤ 10 s).", readies[len(readies)/2].Round(time.Millisecond))
 		p("")
 	}
+	if len(s.keysHeapTop) > 0 {
+		p("What a fresh server's heap is made of with only the keys cached (`go tool pprof -top -sample_index=inuse_space`):")
+		p("each key is two decoded objects in the informers (the APIKey, trimmed, from JSON; its hash Secret, with its labels")
+		p("and data maps, from protobuf) and its index entries:")
+		p("")
+		p("```")
+		for _, l := range s.keysHeapTop {
+			p("%s", l)
+		}
+		p("```")
+		p("")
+	}
 	if len(s.heapTop) > 0 {
 		p("What a fresh server's heap is made of (`go tool pprof -top -sample_index=inuse_space` of its heap profile):")
 		p("")

@@ -89,7 +89,7 @@ type scaleResult struct {
 	apiserverRSS0, etcdRSS0        int64 // before the scale part
 	operatorLive, operatorRSS      int64
 	lastUsed                       lastUsedRun
-	heapTop, startTop              []string
+	heapTop, startTop, keysHeapTop []string
 	loadBefore, loadAfter, loadMid string
 }
 
@@ -175,7 +175,7 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	if res.afterKeys, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
-	if res.freshKeys, err = r.freshServer(ctx, "keys", nil, nil); err != nil {
+	if res.freshKeys, err = r.freshServer(ctx, "keys", &res.keysHeapTop, nil); err != nil {
 		return err
 	}
 
