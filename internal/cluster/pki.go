@@ -38,7 +38,7 @@ var identities = []identity{
 	{file: "apiserver-kubelet-client", user: "kube-apiserver-kubelet-client", groups: []string{"system:masters"}},
 }
 
-// pki writes the cluster's certificates into dir/pki and a kubeconfig per client into dir.
+// writePKI writes the cluster's certificates into dir/pki and a kubeconfig per client into dir.
 func writePKI(dir string) error {
 	pkiDir := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pkiDir, 0o700); err != nil {

@@ -67,7 +67,6 @@ func (l *load) finish() {
 // the API without pause: readiness gating, the server's shutdown delay and the rollout
 // strategy must make that invisible to them.
 func testUpgrade(t *testing.T) {
-	ctx := context.Background()
 	s.tenant(t, "tenant-c", "load")
 	key := s.claim(t, "tenant-c", "load")
 	s.issued = append(s.issued, key)
@@ -107,7 +106,6 @@ func testUpgrade(t *testing.T) {
 	})
 	time.Sleep(5 * time.Second)
 	l.finish()
-	_ = ctx
 
 	t.Logf("upgrade: rolled in %s; %d requests, %d failed, longest gap between successes %s, slowest request %s",
 		rolled.Round(100*time.Millisecond), l.requests, len(l.failures), l.longestGap.Round(time.Millisecond), l.slowest.Round(time.Millisecond))
