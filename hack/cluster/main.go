@@ -66,22 +66,24 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	var tags []string
-	for _, img := range imgs {
-		if name, err := image.TarballName(img); err == nil {
-			tags = append(tags, name)
+	// The first image is the one to install (make cluster passes switchboard's).
+	repo, tag := "REPOSITORY", "TAG"
+	if len(imgs) > 0 {
+		name, err := image.TarballName(imgs[0])
+		if err != nil {
+			return err
 		}
+		repo, tag, _ = strings.Cut(name, ":")
 	}
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	fmt.Printf(`cluster: ready, with the images %s. It lives in the network namespace %q;
-clients run there. A shell with kubectl, helm (%s) and the plugin:
-  ip netns exec %s env KUBECONFIG=%s PATH=%s:%s:$PATH bash
+	fmt.Printf(`cluster: ready. It lives in the network namespace %[1]q; clients run there.
+A shell with kubectl, %[2]s and the plugin:
+  ip netns exec %[1]s env KUBECONFIG=%[3]s PATH=%[4]s:%[5]s:$PATH bash
 then, for example:
   kubectl get nodes
-  %s install switchboard charts/switchboard -n switchboard-system --create-namespace \
-    --set image.repository=localhost/switchboard --set image.tag=<the tag above>
-Logs: %s. Stop and remove it: make cluster-down
-`, strings.Join(tags, ", "), c.Name(), filepath.Base(*helm), c.Name(), c.Kubeconfig(), abs(*assets), abs("bin"),
-		filepath.Base(*helm), filepath.Join(abs(*dir), "logs"))
+  %[2]s install switchboard charts/switchboard -n switchboard-system --create-namespace \
+    --set image.repository=%[6]s --set image.tag=%[7]s
+Logs: %[8]s. Stop and remove it: make cluster-down (go run ./hack/cluster down -dir %[9]s)
+`, c.Name(), filepath.Base(*helm), c.Kubeconfig(), abs(*assets), abs("bin"), repo, tag, filepath.Join(abs(*dir), "logs"), *dir)
 	return nil
 }
