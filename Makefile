@@ -112,7 +112,7 @@ cluster-down: ## Stop `make cluster`'s cluster and remove everything it made.
 .PHONY: image
 image: ## Build the image the Dockerfile describes, without Docker, into bin/image/switchboard.tar (OCI layout).
 	@mkdir -p $(IMAGE_DIR)
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/switchboard ./cmd/switchboard
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -tags nodev -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/switchboard ./cmd/switchboard
 	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -out $(IMAGE_DIR)/switchboard.tar
 
 .PHONY: pause-image

@@ -121,4 +121,17 @@ func TestImageMatchesDockerfile(t *testing.T) {
 	if out, err := exec.Command(exe, "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), testVersion) {
 		t.Errorf("the image's /%s --version: %v %s, want it to say %s", bin, err, out, testVersion)
 	}
+	// Pods run it on a read-only root file system with no volume: it must start without any
+	// writable directory (envtest, linked by `switchboard dev`, panics at init without one).
+	for _, args := range [][]string{{"--version"}, {"operator", "--help"}, {"server", "--help"}, {"panel", "--help"}} {
+		cmd := exec.Command(exe, args...)
+		cmd.Env = []string{"HOME=/proc", "TMPDIR=/proc", "XDG_CACHE_HOME=/proc"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("the image's /%s %s with nothing writable: %v\n%s", bin, strings.Join(args, " "), err, out)
+		}
+	}
+	out, err := exec.Command(exe, "dev").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "make dev") {
+		t.Errorf("the image's /%s dev: %v %s, want a clear refusal naming `make dev`", bin, err, out)
+	}
 }

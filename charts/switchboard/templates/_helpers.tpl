@@ -80,15 +80,6 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* A small scratch /tmp on the read-only root file system. The binary links controller-runtime's
-envtest (for `switchboard dev`), whose package init creates a directory under $HOME/.cache or
-else /tmp, and panics when it can write neither: without this volume every pod crash-loops. */}}
-{{- define "switchboard.tmpVolume" -}}
-- name: tmp
-  emptyDir:
-    sizeLimit: 16Mi
-{{- end -}}
-
 {{/* Environment every container gets: its namespace, the system namespace. */}}
 {{- define "switchboard.podNamespaceEnv" -}}
 - name: POD_NAMESPACE
