@@ -3,12 +3,40 @@ package panel
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
+
+// parsePolicy reads the create form's optional rate limit, burst and source ranges, or says
+// in one sentence what is wrong with them.
+func parsePolicy(f createForm) (keyclient.Policy, string) {
+	var p keyclient.Policy
+	burst := 0
+	if b := strings.TrimSpace(f.Burst); b != "" {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 1 {
+			return p, "The burst is a whole number of requests, at least 1."
+		}
+		burst = n
+	}
+	rl, err := keyclient.ParseRateLimit(f.RateLimit, burst)
+	if err != nil {
+		return p, "Rate limit: " + err.Error() + "."
+	}
+	ranges, err := keyclient.ParseSourceRanges(strings.FieldsFunc(f.Sources, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }))
+	if err != nil {
+		return p, "Allowed sources: " + err.Error() + "."
+	}
+	p.RateLimit, p.AllowedSourceRanges = rl, ranges
+	return p, ""
+}
 
 // createKey creates an APIKey with the person's token, waits for the operator to issue its
 // key, claims the reveal Secret and shows the key in this very response, once. When the key
@@ -17,7 +45,8 @@ import (
 func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) {
 	ns := r.PostFormValue("namespace")
 	data := h.newKeysData(s, ns)
-	data.Form = createForm{Name: r.PostFormValue("name"), Description: r.PostFormValue("description"), Expires: r.PostFormValue("expires")}
+	data.Form = createForm{Name: r.PostFormValue("name"), Description: r.PostFormValue("description"), Expires: r.PostFormValue("expires"),
+		RateLimit: r.PostFormValue("rate_limit"), Burst: r.PostFormValue("burst"), Sources: r.PostFormValue("sources")}
 	if msg := validNamespace(ns); msg != "" {
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
 		return
@@ -35,10 +64,16 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "Choose an expiry from the list."})
 		return
 	}
+	policy, msg := parsePolicy(data.Form)
+	if msg != "" {
+		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
+		return
+	}
 	key := &switchboardv1alpha1.APIKey{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: data.Form.Name},
 		Spec:       switchboardv1alpha1.APIKeySpec{Description: data.Form.Description},
 	}
+	policy.Apply(&key.Spec)
 	if expiry.After > 0 {
 		at := metav1.NewTime(h.opts.Clock.Now().Add(expiry.After).Truncate(time.Second))
 		key.Spec.ExpiresAt = &at

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -132,6 +133,10 @@ type keyRow struct {
 	Created     timeView
 	LastUsed    timeView
 	Expires     timeView
+	// RateLimit and Sources are the key's policy ("100/1m,burst=20", "10.0.0.0/8, …"), empty
+	// when it has none.
+	RateLimit   string
+	Sources     string
 	CanRotate   bool
 	CanRevoke   bool
 	CanReveal   bool
@@ -190,6 +195,8 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		Created:     viewTime(created, now, "—"),
 		LastUsed:    viewTime(k.Status.LastUsedAt, now, "Never"),
 		Expires:     viewTime(k.Spec.ExpiresAt, now, "Never"),
+		RateLimit:   keyclient.FormatRateLimit(k.Spec.RateLimit),
+		Sources:     strings.ReplaceAll(keyclient.FormatSourceRanges(k.Spec.AllowedSourceRanges), ",", ", "),
 		CanRotate:   live,
 		CanRevoke:   live,
 		CanReveal:   live && keyclient.RevealStatus(k) == keyclient.RevealClaimable,
