@@ -45,6 +45,8 @@ var allFeatures = []string{
 	"networkPolicy.apiFrom[0].namespaceSelector.matchLabels.name=ingress",
 	"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
 	"server.trustedProxies[0]=10.0.0.0/8",
+	"server.rateLimit.redis.url=redis://redis.cache.svc:6379/0",
+	"server.rateLimit.redis.passwordSecret.name=redis-auth",
 	"server.podAnnotations.example\\.com/team=platform",
 	"operator.nodeSelector.kubernetes\\.io/os=linux",
 }
@@ -189,6 +191,10 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "ingress without trusted proxies", set: "ingress.enabled=true", want: "/server/trustedProxies"},
 		{name: "HPA with a zero CPU target", set: "server.autoscaling.targetCPUUtilizationPercentage=0", want: "/server/autoscaling/targetCPUUtilizationPercentage"},
 		{name: "no panel sessions at all", set: "panel.maxSessions=0", want: "/panel/maxSessions"},
+		// The password of the rate-limit Redis comes from a Secret, never from the URL.
+		{name: "Redis URL with a password", set: "server.rateLimit.redis.url=redis://:hunter2@redis:6379", want: "/server/rateLimit/redis/url"},
+		{name: "Redis URL of another scheme", set: "server.rateLimit.redis.url=http://redis:6379", want: "/server/rateLimit/redis/url"},
+		{name: "Redis timeout not a duration", set: "server.rateLimit.redis.timeout=fast", want: "/server/rateLimit/redis/timeout"},
 		{name: "panel sign-ins never regained", set: "panel.loginRate=0", want: "/panel/loginRate"},
 	}
 	for _, tt := range tests {
