@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -120,5 +121,39 @@ func TestRateLimitNeedsRequestsAndPeriod(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestWidePrinterColumns asks the API server for the table `kubectl get apikeys -o wide` prints:
+// the policy's columns hold the key's rate limit and source ranges.
+func TestWidePrinterColumns(t *testing.T) {
+	ns := env.Namespace(t, "wide")
+	key := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "limited"},
+		Spec: switchboardv1alpha1.APIKeySpec{
+			RateLimit:           rateLimit(100, "1m", nil),
+			AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8"},
+		},
+	}
+	if err := env.Client.Create(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := kubernetes.NewForConfigOrDie(env.Config).Discovery().RESTClient().Get().AbsPath("/apis/switchboard.dev/v1alpha1/namespaces", ns, "apikeys").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(ctx(t)).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	cells := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == 1 { // the -o wide columns
+			cells[c.Name] = table.Rows[0].Cells[i]
+		}
+	}
+	if cells["Requests"] != float64(100) || cells["Period"] != "1m0s" || fmt.Sprint(cells["Sources"]) != `["10.0.0.0/8"]` {
+		t.Errorf("wide columns %v, want Requests 100, Period 1m0s, Sources [\"10.0.0.0/8\"]", cells)
 	}
 }
