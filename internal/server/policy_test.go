@@ -78,6 +78,11 @@ func TestKeyRateLimitInMemory(t *testing.T) {
 	if got := metricValue(t, "switchboard_api_rate_limited_total", "store", "memory") - limitedBefore; got != 1 {
 		t.Errorf("switchboard_api_rate_limited_total{store=memory} grew by %v, want 1", got)
 	}
+	// Another tenant's key of the same name and limit has its own budget (named by UID).
+	other := env.Namespace(t, "ratelimit-other")
+	newConnection(t, other, "a", "conn_a", nil)
+	twin := newKey(t, other, "limited", rateLimited(3, time.Minute))
+	wantLimit(t, "another tenant's twin", firstAnswer(t, s, twin.Key, nil), http.StatusOK, policy, `"apikey";r=2;t=20`)
 
 	clk.SetTime(clk.Now().Add(19 * time.Second))
 	wantLimit(t, "19 s later", s.get(t, "/v1/connections", k.Key), http.StatusTooManyRequests, policy, `"apikey";r=0;t=1`)
