@@ -44,6 +44,8 @@ type report struct {
 
 	benchLines []string
 
+	policy *policyResult
+
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
 }
@@ -96,6 +98,9 @@ func (r *report) write(path string) error {
 	}
 	if r.ran["hotpath"] {
 		r.writeHotPath(p)
+	}
+	if r.ran["policy"] {
+		r.writePolicy(p)
 	}
 	p("## Rerunning")
 	p("")

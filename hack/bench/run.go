@@ -38,6 +38,7 @@ func steps(r *rig) []step {
 		{"revocation", r.revocation},
 		{"scale", r.scale}, // sections 4 and 5: memory, start-up, operator throughput, lastUsedAt
 		{"hotpath", r.hotPath},
+		{"policy", r.policy}, // section 9: the rate limiter's cost (policy.go)
 	}
 }
 
