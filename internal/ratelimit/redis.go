@@ -2,7 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,7 +44,12 @@ const redisKeyPrefix = "switchboard:"
 func NewRedis(o RedisOptions) (*Redis, error) {
 	opts, err := redis.ParseURL(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("the rate-limit Redis URL: %w", err)
+		// net/url's errors quote the whole URL, password included: keep only what went wrong.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return nil, fmt.Errorf("the rate-limit Redis URL is not a redis:// or rediss:// URL: %w", err)
 	}
 	if o.Password != "" {
 		opts.Password = o.Password

@@ -93,10 +93,18 @@ func TestRedisPassword(t *testing.T) {
 func TestNewRedisRefusesBadOptions(t *testing.T) {
 	for _, o := range []RedisOptions{
 		{URL: "http://127.0.0.1:6379", Timeout: time.Second},
+		{URL: "redis://:hunter2@127.0.0.1:port", Timeout: time.Second},
+		{URL: "redis://user:hunter2@127.0.0.1:6379/x", Timeout: time.Second},
 		{URL: "redis://127.0.0.1:6379", Timeout: 0},
 	} {
-		if _, err := NewRedis(o); err == nil {
-			t.Errorf("NewRedis(%+v) succeeded", o)
+		_, err := NewRedis(o)
+		if err == nil {
+			t.Errorf("NewRedis(%q, %s) succeeded", o.URL, o.Timeout)
+			continue
+		}
+		// The error is printed and logged: it must not carry the password.
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("NewRedis's error shows the password: %v", err)
 		}
 	}
 }
