@@ -180,8 +180,12 @@ func (r *rig) policy(ctx context.Context, o options) error {
 	}
 	res.loadAfter = loadAverage()
 	// A request Redis failed to decide was decided in memory: then the figures are not Redis's.
-	if fallbacks, err := metricSum(ctx, redisMetrics, "switchboard_api_rate_limit_fallbacks_total"); err != nil || fallbacks > 0 {
-		return fmt.Errorf("the Redis-backed server decided %v requests in memory (%v): Redis failed during the bench", fallbacks, err)
+	fallbacks, err := metricSum(ctx, redisMetrics, "switchboard_api_rate_limit_fallbacks_total")
+	if err != nil {
+		return fmt.Errorf("reading the Redis-backed server's metrics: %w", err)
+	}
+	if fallbacks > 0 {
+		return fmt.Errorf("the Redis-backed server decided %.0f requests in memory: Redis failed during the bench, so the figures are not Redis's", fallbacks)
 	}
 	r.report.policy = res
 	return nil

@@ -135,11 +135,11 @@ type keyRow struct {
 	Expires     timeView
 	// RateLimit and Sources are the key's policy ("100/1m,burst=20", "10.0.0.0/8, …"), empty
 	// when it has none.
-	RateLimit   string
-	Sources     string
-	CanRotate   bool
-	CanRevoke   bool
-	CanReveal   bool
+	RateLimit string
+	Sources   string
+	CanRotate bool
+	CanRevoke bool
+	CanReveal bool
 }
 
 // stateBadge is the label and CSS class of a key's one-word state (keyclient.State).
