@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,8 +34,19 @@ type policyResult struct {
 	// not consulted) and a limited one (one Redis round trip per request).
 	redisOpen, redisLimited loadgen.Result
 	bodyBytes               int
-	loadBefore, loadAfter   string
+	conns                   int
+	duration                time.Duration
+	// shares are cumulative shares of the server's CPU, by profile ("limited", "open") and
+	// function, under wrk load.
+	shares                map[string]map[string]float64
+	loadBefore, loadAfter string
 }
+
+// Functions whose share of the server's CPU the policy part reports.
+const (
+	fnPolicy      = "internal/server.(*api).enforcePolicy"
+	fnWriteHeader = "net/http.(*chunkWriter).writeHeader"
+)
 
 // unreachedLimit is the rate limit of the measured key: the most the schema allows per second.
 var unreachedLimit = &switchboardv1alpha1.APIKeyRateLimit{Requests: switchboardv1alpha1.RateLimitMaxRequests, Period: metav1.Duration{Duration: time.Second}}
@@ -129,7 +141,7 @@ func (r *rig) policy(ctx context.Context, o options) error {
 		return err
 	}
 
-	res := &policyResult{loadBefore: loadAverage(), bodyBytes: len(body)}
+	res := &policyResult{loadBefore: loadAverage(), bodyBytes: len(body), conns: o.conns, duration: o.duration}
 	type side struct {
 		url, key string
 		into     *[]float64
@@ -179,6 +191,15 @@ func (r *rig) policy(ctx context.Context, o options) error {
 		}
 	}
 	res.loadAfter = loadAverage()
+	res.shares = map[string]map[string]float64{}
+	for name, key := range map[string]string{"limited": keys["limited"], "open": keys["open"]} {
+		if _, err = r.profileUnderLoad(ctx, "policy-"+name, r.apiURL+"/v1/connections", header(key), r.metricsAddr, o.conns, 10*time.Second); err != nil {
+			return err
+		}
+		if res.shares[name], err = cumShares(ctx, filepath.Join(r.dir, "policy-"+name+"-cpu.pprof")); err != nil {
+			return err
+		}
+	}
 	// A request Redis failed to decide was decided in memory: then the figures are not Redis's.
 	fallbacks, err := metricSum(ctx, redisMetrics, "switchboard_api_rate_limit_fallbacks_total")
 	if err != nil {
@@ -212,6 +233,29 @@ func (r *rig) startRedisServer(ctx context.Context, redisAddr string) (*proc, st
 		return nil, "", "", fmt.Errorf("the Redis-backed server did not become ready (see %s): %w", filepath.Join(r.dir, "server-redis.log"), err)
 	}
 	return srv, "http://" + api, metrics, nil
+}
+
+// cumShares reads the cumulative share (in %) of every function of a CPU profile.
+func cumShares(ctx context.Context, file string) (map[string]float64, error) {
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=100000", file).Output() // #nosec G204 -- the bench profiles its own processes.
+	if err != nil {
+		return nil, fmt.Errorf("go tool pprof: %w", err)
+	}
+	shares := map[string]float64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line) // flat flat% sum% cum cum% name
+		if len(f) < 6 || !strings.HasSuffix(f[4], "%") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64); err == nil {
+			for _, fn := range []string{fnPolicy, fnWriteHeader} {
+				if strings.HasSuffix(f[5], fn) {
+					shares[fn] = v
+				}
+			}
+		}
+	}
+	return shares, nil
 }
 
 // metricSum adds up the samples of a counter on a Prometheus text endpoint.
@@ -273,7 +317,7 @@ func (r *report) writePolicy(p printer) {
 	bare, open, limited, onRedis := median(res.bareRPS), median(res.openRPS), median(res.limitedRPS), median(res.redisRPS)
 	p("## 9. Per-key rate limits: what the limiter costs")
 	p("")
-	p("The same %d-byte list of 10 Connections as part 1, `wrk -t1 -c%d -d%s` rounds (%d, rotating who goes first; medians),", res.bodyBytes, r.conns, r.duration, len(res.bareRPS))
+	p("The same %d-byte list of 10 Connections as part 1, `wrk -t1 -c%d -d%s` rounds (%d, rotating who goes first; medians),", res.bodyBytes, res.conns, res.duration, len(res.bareRPS))
 	p("for a key without a policy and for a key limited to 1,000,000 a second (never reached: every answer is a 200, with")
 	p("its `RateLimit` fields), decided in memory and, on a second server, in a real `redis-server` on loopback")
 	p("(`--rate-limit-redis`). Load average before and after: %s, %s.", res.loadBefore, res.loadAfter)
@@ -287,6 +331,18 @@ func (r *report) writePolicy(p printer) {
 	p("")
 	p("The in-memory limiter keeps %.0f%% of a policy-free key's throughput. A key without a policy never reaches the", 100*limited/open)
 	p("limiter (two comparisons on the request path), so its figure is part 1's.")
+	p("")
+	p("Where the difference goes: CPU profiles of the server under the same `wrk` load, 8 s of 10 with each key")
+	p("(`go tool pprof -top -cum`; the files are kept in the bench's log directory, `policy-limited-cpu.pprof` and")
+	p("`policy-open-cpu.pprof`):")
+	p("")
+	p("| share of the server's CPU | rate-limited key | key without a policy |")
+	p("|---|---|---|")
+	p("| the policy step (`enforcePolicy`: limiter and fields) | %.1f%% | %.1f%% |", res.shares["limited"][fnPolicy], res.shares["open"][fnPolicy])
+	p("| `net/http` writing the response header | %.1f%% | %.1f%% |", res.shares["limited"][fnWriteHeader], res.shares["open"][fnWriteHeader])
+	p("")
+	p("The limiter and the two fields cost little on the server; the rest of the gap is writing and parsing two more")
+	p("header fields on every response, by the server and by `wrk`, which shares the same %d cores.", r.cores)
 	p("")
 	p("Latency on the Redis-backed server, open loop at %d/s for 10 s (`internal/loadgen`, 16 connections):", lightRate)
 	p("")
