@@ -136,3 +136,16 @@ Showing nodes accounting for 5.66s, 74.47% of 7.60s total
 		t.Errorf("perRequest = %v µs, want 6.55", got)
 	}
 }
+
+func TestLoadRunFigures(t *testing.T) {
+	l := loadRun{wrkResult: wrkResult{requests: 400000}, serverCPU: 8 * time.Second, othersCPU: 5 * time.Second, elapsed: 10 * time.Second}
+	if got := l.usPerRequest(); got != 20 {
+		t.Errorf("usPerRequest = %v, want 20", got)
+	}
+	if got := l.othersCores(); got != 0.5 {
+		t.Errorf("othersCores = %v, want 0.5", got)
+	}
+	if busy, err := machineBusy(); err != nil || busy <= 0 {
+		t.Errorf("machineBusy = %v, %v; want a positive CPU time", busy, err)
+	}
+}

@@ -28,8 +28,8 @@ type report struct {
 	duration time.Duration
 	rounds   int
 
-	bareRPS, authRPS      []float64
-	headedRPS             []float64 // the bare handler with switchboard's response headers
+	bareRuns, authRuns    []loadRun
+	headedRuns            []loadRun // the bare handler with switchboard's response headers
 	bodyBytes             int
 	loadErrors            int
 	authProf, bareProf    cpuProfile // CPU profiles under wrk load
@@ -121,33 +121,48 @@ func (r *report) write(path string) error {
 type printer func(format string, args ...any)
 
 func (r *report) writeThroughput(p printer) {
-	bare, auth := median(r.bareRPS), median(r.authRPS)
-	ratios := make([]float64, len(r.authRPS))
+	bareRPS, headedRPS, authRPS := rpsOf(r.bareRuns), rpsOf(r.headedRuns), rpsOf(r.authRuns)
+	bare, headed, auth := median(bareRPS), median(headedRPS), median(authRPS)
+	ratios := make([]float64, len(authRPS))
 	for i := range ratios {
-		ratios[i] = r.authRPS[i] / r.bareRPS[i]
+		ratios[i] = authRPS[i] / bareRPS[i]
 	}
 	p("## 1. Throughput: authenticated `GET /v1/connections` vs a bare handler, by `wrk`")
 	p("")
 	p("Both serve the same %d-byte body (10 Connections). The bare handler is a separate `net/http` process writing those", r.bodyBytes)
 	p("bytes with a `Content-Type`; `bin/switchboard server` parses the header, checks the checksum, hashes the key, looks it")
-	p("up, checks the key's state, and writes the namespace's pre-encoded list with its headers, with every protection of")
-	p("production on (timeouts, header limit, failure limiter, metrics, request ids). `wrk -t1 -c%d -d%s` (closed loop, one", r.conns, r.duration)
-	p("thread, so one core is left to the server), %d rounds, alternating which goes first, after a 2 s warm-up of each;", r.rounds)
-	p("medians. Load average before and after: %s, %s.", r.loadBefore, r.loadAfter)
+	p("up, checks the key's state and policy, and writes the namespace's pre-encoded list with its headers, with every")
+	p("protection of production on (timeouts, header limit, failure limiter, metrics, request ids). `wrk -t1 -c%d -d%s`", r.conns, r.duration)
+	p("(closed loop, one thread), %d rounds, each running the three handlers back to back, alternating the order, after a", r.rounds)
+	p("2 s warm-up of each; medians. Load average before and after: %s, %s.", r.loadBefore, r.loadAfter)
 	p("")
-	p("| handler | requests/s (median) | all rounds |")
-	p("|---|---|---|")
-	p("| bare `net/http` | %.0f | %s |", bare, floats(r.bareRPS))
-	p("| bare `net/http` with switchboard's response headers | %.0f | %s |", median(r.headedRPS), floats(r.headedRPS))
-	p("| switchboard, authenticated | %.0f | %s |", auth, floats(r.authRPS))
+	p("| handler | requests/s (median) | all rounds | server CPU per request (median) |")
+	p("|---|---|---|---|")
+	p("| bare `net/http` | %.0f | %s | %.1f µs |", bare, floats(bareRPS), median(usOf(r.bareRuns)))
+	p("| bare `net/http` with switchboard's response headers | %.0f | %s | %.1f µs |", headed, floats(headedRPS), median(usOf(r.headedRuns)))
+	p("| switchboard, authenticated | %.0f | %s | %.1f µs |", auth, floats(authRPS), median(usOf(r.authRuns)))
 	p("")
-	p("**Ratio of the medians: %.2f** (target ≥ 0.90); median of the per-round ratios %.2f (%s).", auth/bare, median(ratios), floats2(ratios))
-	p("Failed or unexpected responses during all load runs: %d.", r.loadErrors)
+	p("**Ratio of the medians: %.2f** (target ≥ 0.90); median of the per-round ratios %.2f (%s). Ratio of the servers'", auth/bare, median(ratios), floats2(ratios))
+	p("CPU per request, bare ÷ switchboard: %.2f. Failed or unexpected responses during all load runs: %d.",
+		median(usOf(r.bareRuns))/median(usOf(r.authRuns)), r.loadErrors)
 	p("")
 	p("The middle row is the bare handler sending the same constant headers as switchboard's answer (`Content-Type`,")
 	p("`Cache-Control`, `Vary`, `ETag`, `Content-Length`, `X-Content-Type-Options`, `X-Request-Id`): the HTTP contract's own")
-	p("cost in `net/http`, %.2f of bare. What is left between it and switchboard (%.2f) is authentication and the rest", median(r.headedRPS)/bare, auth/median(r.headedRPS))
+	p("cost in `net/http`, %.2f of bare. What is left between it and switchboard (%.2f) is authentication and the rest", headed/bare, auth/headed)
 	p("of the handler.")
+	p("")
+	p("wrk's figure is throughput on a machine the load generator and, here, other jobs share: how many requests a run")
+	p("got depends on how much CPU the server got. So each run also records the server's own CPU time (per request, which")
+	p("does not depend on how much it got) and the CPU every other process took meanwhile:")
+	p("")
+	p("| round | bare: req/s, µs/req, others' cores | with headers: req/s, µs/req, others' cores | switchboard: req/s, µs/req, others' cores |")
+	p("|---|---|---|---|")
+	for i := range r.authRuns {
+		cell := func(l loadRun) string {
+			return fmt.Sprintf("%.0f, %.1f, %.2f", l.rps, l.usPerRequest(), l.othersCores())
+		}
+		p("| %d | %s | %s | %s |", i+1, cell(r.bareRuns[i]), cell(r.headedRuns[i]), cell(r.authRuns[i]))
+	}
 	p("")
 	p("### Where the CPU goes")
 	p("")
@@ -265,6 +280,22 @@ func (r *report) writeHotPath(p printer) {
 	p("- A page (`?limit=`) is assembled per request: its body, `ETag`, cursor and `Link` header.")
 	p("- `EncodeConnection` runs when a Connection changes (from the informer), never per request.")
 	p("")
+}
+
+func rpsOf(runs []loadRun) []float64 {
+	out := make([]float64, len(runs))
+	for i, l := range runs {
+		out[i] = l.rps
+	}
+	return out
+}
+
+func usOf(runs []loadRun) []float64 {
+	out := make([]float64, len(runs))
+	for i, l := range runs {
+		out[i] = l.usPerRequest()
+	}
+	return out
 }
 
 func floats2(xs []float64) string {

@@ -234,9 +234,12 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	rep.loadBefore = loadAverage()
 	type side struct {
 		url, header string
-		into        *[]float64
+		pid         int
+		into        *[]loadRun
 	}
-	bareSide, headedSide, authSide := side{bareURL, "", &rep.bareRPS}, side{headedURL, "", &rep.headedRPS}, side{authURL, authHeader, &rep.authRPS}
+	bareSide := side{bareURL, "", bare.Pid(), &rep.bareRuns}
+	headedSide := side{headedURL, "", headed.Pid(), &rep.headedRuns}
+	authSide := side{authURL, authHeader, r.server.Pid(), &rep.authRuns}
 	for _, s := range []side{bareSide, headedSide, authSide} { // warm-up: connections, caches, the CPU's clock
 		if _, err := runWrk(ctx, s.url, s.header, o.conns, 2*time.Second); err != nil {
 			return err
@@ -248,14 +251,16 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 			slices.Reverse(order)
 		}
 		for _, s := range order {
-			res, err := runWrk(ctx, s.url, s.header, o.conns, o.duration)
+			run, err := measuredRun(ctx, s.pid, s.url, s.header, o.conns, o.duration)
 			if err != nil {
 				return err
 			}
-			rep.loadErrors += res.bad
-			*s.into = append(*s.into, res.rps)
+			rep.loadErrors += run.bad
+			*s.into = append(*s.into, run)
 		}
-		fmt.Printf("bench: throughput round %d: bare %.0f/s, bare with the headers %.0f/s, switchboard %.0f/s\n", round+1, rep.bareRPS[round], rep.headedRPS[round], rep.authRPS[round])
+		b, h, a := rep.bareRuns[round], rep.headedRuns[round], rep.authRuns[round]
+		fmt.Printf("bench: throughput round %d: bare %.0f/s (%.1f µs), with the headers %.0f/s (%.1f µs), switchboard %.0f/s (%.1f µs); others used %.2f, %.2f, %.2f cores\n",
+			round+1, b.rps, b.usPerRequest(), h.rps, h.usPerRequest(), a.rps, a.usPerRequest(), b.othersCores(), h.othersCores(), a.othersCores())
 	}
 	rep.loadAfter = loadAverage()
 	if rep.authProf, err = r.profileUnderLoad(ctx, "switchboard", authURL, authHeader, r.metricsAddr, o.conns, 10*time.Second); err != nil {
@@ -269,7 +274,7 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	// itself (it shares the cores with the server).
 	authT := loadgen.Target{URL: authURL, Header: bearer(key), WantStatus: http.StatusOK}
 	bareT := loadgen.Target{URL: bareURL, WantStatus: http.StatusOK}
-	runs := []latencyRun{{what: "light", rate: lightRate}, {what: "a quarter of the maximum", rate: median(rep.authRPS) / 4}}
+	runs := []latencyRun{{what: "light", rate: lightRate}, {what: "a quarter of the maximum", rate: median(rpsOf(rep.authRuns)) / 4}}
 	for i := range runs {
 		for _, t := range []struct {
 			target loadgen.Target

@@ -19,6 +19,8 @@ type wrkResult struct {
 	requests int
 	// bad counts non-2xx/3xx responses and socket errors: any makes the run void.
 	bad int
+	// wrkCPU is the CPU time wrk itself used.
+	wrkCPU time.Duration
 }
 
 var (
@@ -43,11 +45,95 @@ func runWrk(ctx context.Context, url string, header string, conns int, d time.Du
 		args = append(args, "-H", header)
 	}
 	args = append(args, url)
-	out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput() // #nosec G204 -- the bench runs wrk on its own URLs.
+	cmd := exec.CommandContext(ctx, "wrk", args...) // #nosec G204 -- the bench runs wrk on its own URLs.
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return parseWrk(string(out))
+	res, err := parseWrk(string(out))
+	res.wrkCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return res, err
+}
+
+// loadRun is one wrk run against one server, with what the machine's CPUs did meanwhile.
+type loadRun struct {
+	wrkResult
+	// serverCPU is the CPU time the server process used.
+	serverCPU time.Duration
+	// othersCPU is the CPU time every other process of the machine used (the bench's own
+	// included, which is idle while wrk runs): how much the machine was shared.
+	othersCPU time.Duration
+	elapsed   time.Duration
+}
+
+// usPerRequest is the server's CPU per answered request, in microseconds.
+func (l loadRun) usPerRequest() float64 {
+	if l.requests == 0 {
+		return 0
+	}
+	return float64(l.serverCPU.Microseconds()) / float64(l.requests)
+}
+
+// othersCores is how many cores other processes kept busy on average.
+func (l loadRun) othersCores() float64 {
+	if l.elapsed <= 0 {
+		return 0
+	}
+	return l.othersCPU.Seconds() / l.elapsed.Seconds()
+}
+
+// measuredRun runs wrk against the server whose pid is given and accounts for the CPU.
+func measuredRun(ctx context.Context, pid int, url, header string, conns int, d time.Duration) (loadRun, error) {
+	busy0, err := machineBusy()
+	if err != nil {
+		return loadRun{}, err
+	}
+	srv0, err := pidCPU(pid)
+	if err != nil {
+		return loadRun{}, err
+	}
+	start := time.Now()
+	res, err := runWrk(ctx, url, header, conns, d)
+	if err != nil {
+		return loadRun{}, err
+	}
+	run := loadRun{wrkResult: res, elapsed: time.Since(start)}
+	srv1, err := pidCPU(pid)
+	if err != nil {
+		return loadRun{}, err
+	}
+	busy1, err := machineBusy()
+	if err != nil {
+		return loadRun{}, err
+	}
+	run.serverCPU = srv1 - srv0
+	run.othersCPU = max(0, busy1-busy0-run.serverCPU-res.wrkCPU)
+	return run, nil
+}
+
+// machineBusy is the CPU time all cores have spent on anything but idling, from /proc/stat.
+func machineBusy() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat: %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		busy += n
+	}
+	return time.Duration(busy) * 10 * time.Millisecond, nil
 }
 
 func parseWrk(out string) (wrkResult, error) {
