@@ -60,6 +60,15 @@ func Live(k *switchboardv1alpha1.APIKey) bool {
 	return !k.Spec.Revoked && k.DeletionTimestamp == nil
 }
 
+// CreatedAt is when the APIKey's first key was issued, or when the APIKey was created while
+// none has been issued yet: what the plugin's and the panel's CREATED columns show.
+func CreatedAt(k *switchboardv1alpha1.APIKey) *metav1.Time {
+	if k.Status.CreatedAt != nil {
+		return k.Status.CreatedAt
+	}
+	return &k.CreationTimestamp
+}
+
 // rotationPending reports a rotation requested and not carried out yet.
 func rotationPending(k *switchboardv1alpha1.APIKey) bool {
 	return k.Spec.Rotation != nil && k.Spec.Rotation.RequestedAt != k.Status.LastHandledRotationAt

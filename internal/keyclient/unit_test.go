@@ -71,6 +71,25 @@ func TestState(t *testing.T) {
 	}
 }
 
+func TestCreatedAt(t *testing.T) {
+	tests := []struct {
+		name   string
+		status switchboardv1alpha1.APIKeyStatus
+		want   time.Time
+	}{
+		{name: "a key was issued: when the first one was", status: switchboardv1alpha1.APIKeyStatus{CreatedAt: at(time.Hour)}, want: now.Add(time.Hour)},
+		{name: "none issued yet: when the APIKey was created", want: now},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now)}, Status: tt.status}
+			if got := CreatedAt(k); !got.Time.Equal(tt.want) {
+				t.Errorf("CreatedAt = %v, want %v", got.Time, tt.want)
+			}
+		})
+	}
+}
+
 func TestRevealStatus(t *testing.T) {
 	ready := cond(switchboardv1alpha1.ConditionReady, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued)
 	revealed := func(reason string) metav1.Condition {

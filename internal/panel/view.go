@@ -176,10 +176,6 @@ func keyNotes(k *switchboardv1alpha1.APIKey, now time.Time) []string {
 
 func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 	state, class := stateBadge(keyclient.State(k, now))
-	created := k.Status.CreatedAt
-	if created == nil {
-		created = &k.CreationTimestamp
-	}
 	hint := k.Status.KeyHint
 	if hint == "" {
 		hint = "—"
@@ -192,7 +188,7 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		State:       state,
 		StateClass:  class,
 		Notes:       keyNotes(k, now),
-		Created:     viewTime(created, now, "—"),
+		Created:     viewTime(keyclient.CreatedAt(k), now, "—"),
 		LastUsed:    viewTime(k.Status.LastUsedAt, now, "Never"),
 		Expires:     viewTime(k.Spec.ExpiresAt, now, "Never"),
 		RateLimit:   keyclient.FormatRateLimit(k.Spec.RateLimit),

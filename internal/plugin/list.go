@@ -72,16 +72,12 @@ func (o *listOptions) runKeys(ctx context.Context) error {
 	fmt.Fprintln(w, "NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES\tRATE LIMIT\tSOURCES")
 	for i := range keys.Items {
 		k := &keys.Items[i]
-		created := k.Status.CreatedAt
-		if created == nil {
-			created = &k.CreationTimestamp
-		}
 		hint := k.Status.KeyHint
 		if hint == "" {
 			hint = "-"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
-			ago(created, now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k))
+			ago(keyclient.CreatedAt(k), now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k))
 	}
 	return w.Flush()
 }
