@@ -84,8 +84,8 @@ func (r *report) write(path string) error {
 	p("`internal/loadgen` in the bench process). They share the cores with the server, so absolute figures are lower than")
 	p("with a dedicated client machine; ratios compare runs made side by side, interleaved.")
 	p("")
-	p("The machine was shared: other jobs (compiles, tests) ran during this bench, which waited for the heavy-job lock but")
-	p("not for them. The load average at the start of the run was %s; each section gives its own.", r.loadStart)
+	p("Nothing stops other jobs on the machine from running during a bench, so the report says how busy it was: the load")
+	p("average at the start of the run was %s; each section gives its own, and the wrk rows the CPU other processes took.", r.loadStart)
 	p("")
 	if r.ran["throughput"] {
 		r.writeThroughput(p)
