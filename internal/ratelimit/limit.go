@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -103,7 +104,11 @@ func decide(tat, now int64, l Limit) (int64, Result) {
 type Policy struct {
 	Limit
 	// ID names the key's budget in the store: the APIKey's UID, so that a rotation keeps the
-	// budget (a new key does not buy a fresh one) and two APIKeys never share one.
+	// budget (a new key does not buy a fresh one) and two APIKeys never share one, followed by
+	// the limit, so that a changed limit starts with a whole budget of its own. A budget spent
+	// under the old limit would otherwise hold the key back by as much as the old period (a
+	// day), while RateLimit-Policy already announced the new one; only someone who may edit
+	// the APIKey, and so could drop its limit, can change it.
 	ID string
 
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.
@@ -118,7 +123,13 @@ func NewPolicy(id string, l Limit) (*Policy, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return &Policy{Limit: l, ID: id, policyField: []string{formatPolicy(l)}}, nil
+	return &Policy{Limit: l, ID: budgetID(id, l), policyField: []string{formatPolicy(l)}}, nil
+}
+
+// budgetID is the name of the budget of the key with UID id under l: "<uid>/<requests>/<period
+// in seconds>/<burst>".
+func budgetID(id string, l Limit) string {
+	return id + "/" + strconv.FormatInt(l.Requests, 10) + "/" + strconv.FormatInt(int64(l.Period/time.Second), 10) + "/" + strconv.FormatInt(l.Burst, 10)
 }
 
 // Store decides requests against the budgets it keeps. Memory and Redis are the two stores.

@@ -96,14 +96,21 @@ func TestKeyRateLimitInMemory(t *testing.T) {
 	}
 	wantLimit(t, "a minute later, past the budget", s.get(t, "/v1/connections", k.Key), http.StatusTooManyRequests, policy, `"apikey";r=0;t=20`)
 
-	// A new policy applies at once, from what the key has left.
+	// A new policy applies at once, with a whole budget of its own: the exhausted key is not
+	// held back by what it spent under the old limit. (The clock stands still: the old
+	// budget alone would refuse it for another 20 s.)
 	k.APIKey.Spec.RateLimit = &switchboardv1alpha1.APIKeyRateLimit{Requests: 600, Period: metav1.Duration{Duration: time.Minute}, Burst: new(int32(10))}
 	if err := env.Client.Update(ctx(t), k.APIKey); err != nil {
 		t.Fatal(err)
 	}
+	const raised = `"apikey";q=600;w=60;switchboard-burst=10`
+	var seen response
 	eventually(t, "the new policy", func() bool {
-		return s.get(t, "/v1/connections", k.Key).Header.Get("RateLimit-Policy") == `"apikey";q=600;w=60;switchboard-burst=10`
+		seen = s.get(t, "/v1/connections", k.Key)
+		return seen.Header.Get("RateLimit-Policy") == raised
 	})
+	wantLimit(t, "the first request under the raised limit", seen, http.StatusOK, raised, `"apikey";r=9;t=1`)
+	wantLimit(t, "the second", s.get(t, "/v1/connections", k.Key), http.StatusOK, raised, `"apikey";r=8;t=1`)
 }
 
 // TestKeyWithoutPolicyUnchanged: a key without a policy gets what every key got before
