@@ -37,9 +37,17 @@ type Snapshot struct {
 	served atomic.Bool
 
 	// all memoizes under the empty key, the one nearly every request asks for, without a map.
-	all  memo
-	memo sync.Map // key → *memo
+	all   memo
+	memo  sync.Map     // key → *memo
+	memos atomic.Int32 // entries in memo, at most MaxMemos
 }
+
+// MaxMemos bounds the keys a Snapshot memoizes besides the empty one. The server memoizes one
+// list response per distinct selector, and a tenant chooses its keys' selectors: without a
+// bound, K keys whose selectors differ but match alike would hold K copies of the namespace's
+// list. Past the bound a value is built for each caller and not kept, so a namespace with that
+// many selectors pays in its own requests' work, not in everyone's memory.
+const MaxMemos = 64
 
 // memo is a value built on first use.
 type memo struct {
@@ -53,13 +61,22 @@ func (s *Snapshot) Items() []*Conn { return s.items }
 // Memo returns the value build makes from the snapshot's items for key, built on first use and
 // then shared by every caller that passes the same key to this snapshot. The server keeps its
 // ready list responses here, one per distinct selector: they live exactly as long as the
-// Connections they were made from. build must not modify items.
+// Connections they were made from. Past MaxMemos keys, build runs for every call. build must not
+// modify items.
 func (s *Snapshot) Memo(key string, build func(items []*Conn) any) any {
 	m := &s.all
 	if key != "" {
 		v, ok := s.memo.Load(key)
 		if !ok {
-			v, _ = s.memo.LoadOrStore(key, &memo{})
+			// Count before storing, so that racing callers never store more than MaxMemos.
+			if s.memos.Add(1) > MaxMemos {
+				s.memos.Add(-1)
+				return build(s.items)
+			}
+			var loaded bool
+			if v, loaded = s.memo.LoadOrStore(key, &memo{}); loaded {
+				s.memos.Add(-1)
+			}
 		}
 		m = v.(*memo)
 	}

@@ -85,6 +85,39 @@ func TestMemo(t *testing.T) {
 	}
 }
 
+// TestMemoIsBounded: a snapshot keeps at most MaxMemos keys besides the empty one; a key past
+// them is built for each call, and the keys it kept stay memoized.
+func TestMemoIsBounded(t *testing.T) {
+	x := New()
+	x.SetConnection("a", conn("one", "conn_1"))
+	snap := x.Connections("a")
+	builds := 0
+	count := func(items []*Conn) any { builds++; return len(items) }
+	for i := range MaxMemos {
+		snap.Memo(fmt.Sprintf("k=%d", i), count)
+	}
+	snap.Memo("", count)
+	if builds != MaxMemos+1 {
+		t.Fatalf("built %d times for %d keys, want %d", builds, MaxMemos+1, MaxMemos+1)
+	}
+	for range 3 {
+		if snap.Memo("past=bound", count) != 1 {
+			t.Fatal("Memo returned another value past the bound")
+		}
+	}
+	if builds != MaxMemos+4 {
+		t.Errorf("a key past the bound was built %d times in 3 calls, want 3", builds-MaxMemos-1)
+	}
+	snap.Memo("k=0", count)
+	snap.Memo("", count)
+	if builds != MaxMemos+4 {
+		t.Error("a kept key was built again")
+	}
+	if n := snap.memos.Load(); n != MaxMemos {
+		t.Errorf("memos = %d, want %d", n, MaxMemos)
+	}
+}
+
 // TestSnapshotBuiltOnRead: changes nobody has read yet (the informer's initial list) are sorted
 // once, at the first read; a snapshot a reader has had is never changed by later writes; and a
 // namespace read between writes stays in order.
