@@ -21,11 +21,11 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 			errs = append(errs, errorf("APIKey %s/%s: rateLimit: %v; enforcing the nearest limit within bounds", k.Namespace, k.Name, err))
 			l = nearest(l)
 		}
-		p, err := ratelimit.NewPolicy(string(k.UID), l)
-		if err != nil {
-			return errorf("APIKey %s/%s: rateLimit: %v", k.Namespace, k.Name, err)
+		if p, err := ratelimit.NewPolicy(string(k.UID), l); err != nil {
+			errs = append(errs, errorf("APIKey %s/%s: rateLimit: %v", k.Namespace, k.Name, err))
+		} else {
+			key.RateLimit = p
 		}
-		key.RateLimit = p
 	}
 	if len(k.Spec.AllowedSourceRanges) > 0 {
 		key.SourcesRestricted = true

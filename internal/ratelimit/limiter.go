@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	"k8s.io/utils/clock"
 )
 
@@ -136,7 +137,8 @@ func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decisi
 
 func (l *Limiter) remoteFailed(err error, now int64) {
 	var netErr net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
+	// Waiting for a connection from a full pool is Redis being too slow too.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) || errors.As(err, &netErr) && netErr.Timeout() {
 		storeTimeouts.Inc()
 	} else {
 		storeErrors.Inc()

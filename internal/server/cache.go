@@ -241,7 +241,7 @@ func feedHashSecrets(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 func feedAPIKeys(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
 	return feed(func(k *switchboardv1alpha1.APIKey) {
 		if err := idx.SetAPIKey(k); err != nil {
-			log.Error(err, "APIKey has an invalid connectionSelector; it lists nothing", "namespace", k.Namespace, "name", k.Name)
+			log.Error(err, "APIKey has a spec the CRD's schema refuses; the invalid parts are enforced as the strictest reading", "namespace", k.Namespace, "name", k.Name)
 		}
 	}, func(k *switchboardv1alpha1.APIKey) { idx.DeleteAPIKey(k.UID) })
 }

@@ -105,7 +105,7 @@ func (b *boundObserver) Observe(v float64) {
 
 // answeredStatuses are the statuses the API answers, whose series are pre-bound per route.
 var answeredStatuses = [...]int{
-	http.StatusOK, http.StatusNotModified, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound,
+	http.StatusOK, http.StatusNotModified, http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
 	http.StatusMethodNotAllowed, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable,
 }
 
