@@ -48,6 +48,8 @@ type report struct {
 
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
+	// failed says, for each step that failed, why; the report lists them.
+	failed []string
 }
 
 func newReport() *report { return &report{ran: map[string]bool{}} }
@@ -87,6 +89,14 @@ func (r *report) write(path string) error {
 	p("Nothing stops other jobs on the machine from running during a bench, so the report says how busy it was: the load")
 	p("average at the start of the run was %s; each section gives its own, and the wrk rows the CPU other processes took.", r.loadStart)
 	p("")
+	if len(r.failed) > 0 {
+		p("**Parts of this run failed, and their sections are missing:**")
+		p("")
+		for _, f := range r.failed {
+			p("- %s", f)
+		}
+		p("")
+	}
 	if r.ran["throughput"] {
 		r.writeThroughput(p)
 	}

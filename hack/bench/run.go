@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -111,8 +112,12 @@ func run(ctx context.Context, o options) error {
 		}
 		t := time.Now()
 		fmt.Printf("bench: %s…\n", s.name)
+		// A part that fails is named in the report, and the others still run: a long run is
+		// not lost to one part.
 		if err := s.fn(ctx, o); err != nil {
-			return fmt.Errorf("%s: %w (logs in %s)", s.name, err, dir)
+			fmt.Printf("bench: %s failed: %v\n", s.name, err)
+			r.report.failed = append(r.report.failed, fmt.Sprintf("%s: %v", s.name, err))
+			continue
 		}
 		r.report.ran[s.name] = true
 		fmt.Printf("bench: %s done in %s\n", s.name, time.Since(t).Round(time.Second))
@@ -123,5 +128,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf("bench: wrote %s in %s\n", o.out, time.Since(started).Round(time.Second))
+	if len(r.report.failed) > 0 {
+		return fmt.Errorf("%d part(s) failed (logs in %s): %s", len(r.report.failed), dir, strings.Join(r.report.failed, "; "))
+	}
 	return nil
 }
