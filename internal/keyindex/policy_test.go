@@ -74,8 +74,8 @@ func TestPolicy(t *testing.T) {
 			switch {
 			case tt.wantLimit == nil && key.RateLimit != nil:
 				t.Errorf("a key without a rate limit has a policy: %+v", key.RateLimit)
-			case tt.wantLimit != nil && (key.RateLimit == nil || key.RateLimit.Limit != *tt.wantLimit || key.RateLimit.ID != "uid-1"):
-				t.Errorf("policy %+v, want %+v for ID uid-1", key.RateLimit, tt.wantLimit)
+			case tt.wantLimit != nil && (key.RateLimit == nil || key.RateLimit.Limit != *tt.wantLimit || !strings.HasPrefix(key.RateLimit.ID, "uid-1/")):
+				t.Errorf("policy %+v, want %+v with a budget of UID uid-1", key.RateLimit, tt.wantLimit)
 			}
 			for _, a := range tt.allowed {
 				if addr, _ := netip.ParseAddr(a); !key.AllowsSource(addr) {

@@ -193,6 +193,40 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
+// TestPolicyBudgetID: a key keeps its budget while its limit stays (a rotation, any other
+// change of the APIKey) and gets a whole one when the limit changes; two keys never share one.
+func TestPolicyBudgetID(t *testing.T) {
+	limit := Limit{Requests: 100, Period: time.Minute, Burst: 20}
+	id := func(uid string, l Limit) string {
+		t.Helper()
+		p, err := NewPolicy(uid, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.ID
+	}
+	base := id("uid-1", limit)
+	tests := []struct {
+		name string
+		uid  string
+		l    Limit
+		same bool
+	}{
+		{name: "the same key and limit", uid: "uid-1", l: limit, same: true},
+		{name: "another key", uid: "uid-2", l: limit},
+		{name: "more requests", uid: "uid-1", l: Limit{Requests: 101, Period: time.Minute, Burst: 20}},
+		{name: "another period", uid: "uid-1", l: Limit{Requests: 100, Period: time.Hour, Burst: 20}},
+		{name: "another burst", uid: "uid-1", l: Limit{Requests: 100, Period: time.Minute, Burst: 21}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := id(tt.uid, tt.l); (got == base) != tt.same {
+				t.Errorf("budget %q beside %q: same = %v, want %v", got, base, got == base, tt.same)
+			}
+		})
+	}
+}
+
 func TestNewPolicyRefuses(t *testing.T) {
 	if _, err := NewPolicy("", Limit{Requests: 1, Period: time.Second, Burst: 1}); err == nil {
 		t.Error("NewPolicy without an ID succeeded")
