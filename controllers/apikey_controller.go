@@ -43,6 +43,10 @@ const ReasonDeliverySecretLost = "DeliverySecretLost"
 // replaced by a fresh key.
 const ReasonKeySecretReplaced = "KeySecretReplaced"
 
+// ReasonStatusRestored is the Event reason of a status that did not say what the hash Secret
+// records (keyGeneration, keyHint, lastHandledRotationAt) and was put back.
+const ReasonStatusRestored = "StatusRestored"
+
 // staleRetry is how soon a reconcile that found the cache behind the API server runs again.
 const staleRetry = time.Second
 
@@ -153,14 +157,21 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 		return ctrl.Result{}, r.reconcileRevoked(ctx, key, now, found)
 	}
 	found.expired = key.Spec.ExpiresAt != nil && !now.Before(key.Spec.ExpiresAt.Time)
+	hash, err := r.cachedHash(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	action, gen := planKey(key, issuedRecord(key, hash))
 	switch {
+	case action == publishKey:
+		return r.publish(ctx, key, now, found)
 	case found.expired:
 		// An expired key is refused by the server; issuing or rotating it would be pointless.
-		if key.Status.KeyGeneration == 0 {
+		if action == issueKey && gen == 1 {
 			return ctrl.Result{}, nil
 		}
-	case needsKey(key):
-		return r.issue(ctx, key, live, now, gracePeriod(key), found)
+	case action == issueKey:
+		return r.issue(ctx, key, live, hash, gen, now, gracePeriod(key), found)
 	default:
 		lost, err := r.deliveryLost(ctx, key)
 		if err != nil {
@@ -170,7 +181,7 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 			// Like cert-manager with a deleted certificate Secret: issue anew into it. Pods
 			// that still hold the old key keep working for a while.
 			found.lostHint = key.Status.KeyHint
-			return r.issue(ctx, key, live, now, RedeliveryGrace, found)
+			return r.issue(ctx, key, live, hash, gen+1, now, RedeliveryGrace, found)
 		}
 	}
 

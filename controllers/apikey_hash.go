@@ -47,6 +47,15 @@ func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1
 		}
 	}
 	found.hash = hashFound
+	if _, ok := keysecret.IssuedOf(hash); !ok && keysecret.Generation(hash) == key.Status.KeyGeneration && key.Status.KeyHint != "" {
+		// Written before switchboard kept a record of issuance in it: write it down once, from
+		// the status that was trusted until then, so that from now on the status is not.
+		before := hash.DeepCopy()
+		keysecret.SetIssued(hash, key.Status.KeyHint, key.Status.LastHandledRotationAt)
+		if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("recording the issue of key generation %d in the hash Secret: %w", key.Status.KeyGeneration, err)
+		}
+	}
 	validUntil := previousValidUntil(hash)
 	if validUntil == nil {
 		key.Status.PreviousKeyValidUntil = nil
@@ -66,44 +75,38 @@ func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1
 	return 0, nil
 }
 
-// ensureHash makes the hash Secret hash plaintext as key generation gen. Moving from an older
-// generation is a rotation: the old hash becomes previous.sha256 until the grace period ends.
-func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, gen int64, plaintext string, now time.Time, grace time.Duration) (*corev1.Secret, error) {
+// ensureHash makes the hash Secret hash plaintext as key generation gen and record its
+// issue (hint, rotationHandled). existing is the hash Secret as the API server holds it (nil:
+// none, as far as the caller knows). Moving from an older generation is a rotation: the old
+// hash becomes previous.sha256 until the grace period ends. A hash Secret that already hashes
+// gen, or a newer one, hashes a key that may be in use: it is never replaced.
+func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, existing *corev1.Secret, gen int64, plaintext, rotationHandled string, now time.Time, grace time.Duration) (*corev1.Secret, error) {
 	sum := apikey.Sum(plaintext)
 	name := keysecret.HashName(key.UID)
-	create := func() (*corev1.Secret, error) {
-		secret := keysecret.NewHash(key, r.SystemNamespace, gen, sum)
-		return secret, r.Client.Create(ctx, secret)
-	}
-	if gen == 1 {
+	if existing == nil {
 		// A first key almost never finds a hash Secret: try the create and read only if one
 		// was left by an interrupted run, one request instead of two.
-		secret, err := create()
+		secret := keysecret.NewHash(key, r.SystemNamespace, gen, sum)
+		keysecret.SetIssued(secret, apikey.Hint(plaintext), rotationHandled)
+		err := r.Client.Create(ctx, secret)
 		if err == nil {
 			return secret, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 		}
-	}
-	existing := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: name}, existing)
-	if apierrors.IsNotFound(err) {
-		secret, err := create()
-		if err != nil {
-			return nil, fmt.Errorf("creating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
+		existing = &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: name}, existing); err != nil {
+			return nil, fmt.Errorf("reading hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 		}
-		return secret, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading hash Secret %s/%s: %w", r.SystemNamespace, name, err)
-	}
-	current := keysecret.Generation(existing)
-	if current > gen {
-		return nil, fmt.Errorf("hash Secret %s/%s hashes key generation %d, newer than %d", r.SystemNamespace, name, current, gen)
-	}
-	if current == gen && string(existing.Data[keysecret.DataHash]) == sum.String() {
+	switch current := keysecret.Generation(existing); {
+	case current == gen && string(existing.Data[keysecret.DataHash]) == sum.String():
+		// An interrupted run of this very issue got this far.
 		return existing, nil
+	case current >= gen:
+		return nil, fmt.Errorf("hash Secret %s/%s already hashes key generation %d; "+
+			"switchboard never replaces the hash of a key that may be in use", r.SystemNamespace, name, current)
 	}
 	before := existing.DeepCopy()
 	var keepPreviousUntil time.Time
@@ -111,6 +114,7 @@ func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alp
 		keepPreviousUntil = timePtr(now.Add(grace)).Time
 	}
 	keysecret.SetCurrent(existing, key, gen, sum, keepPreviousUntil)
+	keysecret.SetIssued(existing, apikey.Hint(plaintext), rotationHandled)
 	if err := r.Client.Patch(ctx, existing, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, fmt.Errorf("updating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 	}

@@ -21,32 +21,26 @@ import (
 // The issue of a key: the protocol that writes a new key generation, and the Secrets that hold
 // its plaintext (reveal or delivery).
 
-// needsKey reports whether the APIKey wants a new key: its first, or a rotation not yet handled.
-func needsKey(key *switchboardv1alpha1.APIKey) bool {
-	if key.Status.KeyGeneration == 0 {
-		return true
-	}
-	return key.Spec.Rotation != nil && key.Spec.Rotation.RequestedAt != key.Status.LastHandledRotationAt
-}
-
-// issue issues key generation N+1 in the protocol's order: (1) the reveal or delivery Secret
-// with the plaintext, (2) the hash Secret from that plaintext, (3) the status that publishes it.
-// Each step accepts the work of an interrupted earlier run as done. The key it replaces, if
-// any, stays valid for grace.
-func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, now time.Time, grace time.Duration, found *keyFindings) (ctrl.Result, error) {
-	if !live {
-		// A cache that has not seen our last status would make us mint a second key for a
-		// generation that is already published: check the status at the source.
-		source := &switchboardv1alpha1.APIKey{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), source); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+// issue issues key generation gen in the protocol's order: (1) the reveal or delivery Secret
+// with the plaintext, (2) the hash Secret from that plaintext, with the record of issuance,
+// (3) the status that publishes it. Each step accepts the work of an interrupted earlier run as
+// done. The key it replaces, if any, stays valid for grace. cached is the hash Secret as the
+// cache has it (nil: none); live says key came from the API server.
+func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, cached *corev1.Secret, gen int64, now time.Time, grace time.Duration, found *keyFindings) (ctrl.Result, error) {
+	hash := cached
+	if cached != nil || !live {
+		// A cache behind our own last hash write would make us mint a second key for a
+		// generation already hashed: the hash Secret at the source decides. (An APIKey just
+		// given its finalizer has never had a hash Secret: no read for a first key.)
+		var err error
+		if hash, err = r.liveHash(ctx, key); err != nil {
+			return ctrl.Result{}, err
 		}
-		if source.Status.KeyGeneration != key.Status.KeyGeneration || source.Status.LastHandledRotationAt != key.Status.LastHandledRotationAt {
+		if !sameVersion(cached, hash) {
 			found.stale = true
 			return ctrl.Result{RequeueAfter: staleRetry}, nil
 		}
 	}
-	gen := key.Status.KeyGeneration + 1
 	found.issuing = gen
 
 	plaintext, err := r.ensureKeySecret(ctx, key, gen)
@@ -58,7 +52,14 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	hash, err := r.ensureHash(ctx, key, gen, plaintext, now, grace)
+	rotationHandled := key.Status.LastHandledRotationAt
+	if rec := issuedRecord(key, hash); rec != nil {
+		rotationHandled = rec.RotationHandled
+	}
+	if key.Spec.Rotation != nil {
+		rotationHandled = key.Spec.Rotation.RequestedAt
+	}
+	hash, err = r.ensureHash(ctx, key, hash, gen, plaintext, rotationHandled, now, grace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -71,9 +72,7 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 	if gen > 1 {
 		key.Status.RotatedAt = timePtr(now)
 	}
-	if key.Spec.Rotation != nil {
-		key.Status.LastHandledRotationAt = key.Spec.Rotation.RequestedAt
-	}
+	key.Status.LastHandledRotationAt = rotationHandled
 	key.Status.PreviousKeyValidUntil = previousValidUntil(hash)
 	if key.Spec.SecretName != "" {
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil

@@ -43,6 +43,8 @@ type keyFindings struct {
 	// lostHint is the hint of a delivered key whose Secret no longer held it; a new key was
 	// issued into the Secret.
 	lostHint string
+	// restored: the status did not say what the hash Secret records, and was put back.
+	restored bool
 	// stale: the object came from a cache behind the API server. Its status is not written
 	// (the optimistic lock would refuse it anyway); the next reconcile sees the fresh one.
 	stale bool
@@ -102,7 +104,11 @@ func (r *APIKeyReconciler) recordTransitions(before, after *switchboardv1alpha1.
 	event := func(eventType, reason, action, note string, args ...any) {
 		r.Recorder.Eventf(after, nil, eventType, reason, action, note, args...)
 	}
-	if gen := after.Status.KeyGeneration; gen > before.Status.KeyGeneration {
+	if f.restored {
+		event(corev1.EventTypeWarning, ReasonStatusRestored, "RestoreStatus",
+			"the status did not match switchboard's record of key %s (generation %d); it was put back and no key was issued",
+			after.Status.KeyHint, after.Status.KeyGeneration)
+	} else if gen := after.Status.KeyGeneration; gen > before.Status.KeyGeneration {
 		if gen == 1 {
 			event(corev1.EventTypeNormal, "KeyCreated", "IssueKey", "issued key %s", after.Status.KeyHint)
 		} else {

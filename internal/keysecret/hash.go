@@ -95,6 +95,39 @@ func SetCurrent(s *corev1.Secret, key *switchboardv1alpha1.APIKey, gen int64, su
 	s.Type = TypeHash
 }
 
+// Issued is the operator's record of the key generation a hash Secret hashes: written with the
+// hash, in the system namespace that neither tenants nor the server can write, it is what the
+// operator decides from (status.keyGeneration, keyHint and lastHandledRotationAt only mirror it).
+type Issued struct {
+	// Generation is the key generation hashed.
+	Generation int64
+	// Hint is that key's hint.
+	Hint string
+	// RotationHandled is the spec.rotation.requestedAt that generation carried out ("" if none).
+	RotationHandled string
+}
+
+// SetIssued records in hash Secret s the hint of its current key and the rotation it carried
+// out; SetCurrent records the generation.
+func SetIssued(s *corev1.Secret, hint, rotationHandled string) {
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	s.Data[DataHint] = []byte(hint)
+	s.Data[DataRotationHandled] = []byte(rotationHandled)
+}
+
+// IssuedOf reads the record of issuance of hash Secret s; false when s has none (it was
+// written before switchboard kept one, or it does not hash any generation).
+func IssuedOf(s *corev1.Secret) (Issued, bool) {
+	gen := Generation(s)
+	hint := string(s.Data[DataHint])
+	if gen == 0 || hint == "" {
+		return Issued{}, false
+	}
+	return Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled])}, true
+}
+
 // DropPrevious removes the previous key's hash from hash Secret s: its grace period ended.
 func DropPrevious(s *corev1.Secret) {
 	delete(s.Data, DataPreviousHash)

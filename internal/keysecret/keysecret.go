@@ -6,8 +6,10 @@
 // Three kinds of Secret make up an issued key:
 //
 //   - the hash Secret, "apikey-<APIKey UID>" in the system namespace, of type TypeHash, holds the
-//     SHA-256 of the current key (and of the previous one during a rotation's grace period).
-//     Tenants cannot write the system namespace, so this is the record switchboard trusts.
+//     SHA-256 of the current key (and of the previous one during a rotation's grace period),
+//     and the record of its issue (generation, hint, the rotation it carried out: Issued).
+//     Tenants and the server cannot write the system namespace, so this is the record
+//     switchboard trusts; the APIKey's status only mirrors it.
 //   - the reveal Secret, "<APIKey name>-key-<generation>" in the APIKey's namespace, of type
 //     TypeReveal and immutable, holds the plaintext until someone claims (reads and deletes) it.
 //   - the delivery Secret, spec.secretName in the APIKey's namespace, of type Opaque, holds the
@@ -70,9 +72,14 @@ const (
 	// DataPreviousValidUntil holds the RFC 3339 instant the previous key stops working.
 	DataPreviousValidUntil = "previous.validUntil"
 
+	// DataRotationHandled holds, in a hash Secret, the spec.rotation.requestedAt that the key
+	// generation it hashes carried out ("" when none). With the generation label and DataHint it
+	// is the operator's record of issuance: status says the same, but others may write status.
+	DataRotationHandled = "rotation.handledRequestedAt"
+
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"
-	// DataHint holds the key's hint in reveal and delivery Secrets.
+	// DataHint holds the key's hint in reveal, delivery and hash Secrets.
 	DataHint = "keyHint"
 )
 

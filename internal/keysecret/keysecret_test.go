@@ -157,6 +157,40 @@ func TestSetCurrent(t *testing.T) {
 	}
 }
 
+func TestIssuedOf(t *testing.T) {
+	key := testKey()
+	recorded := func(hint, handled string) *corev1.Secret {
+		s := keysecret.NewHash(key, "system", 4, apikey.Sum("4"))
+		keysecret.SetIssued(s, hint, handled)
+		return s
+	}
+	noGeneration := recorded("sb_live_AbCd…wxyz", "r1")
+	delete(noGeneration.Labels, keysecret.LabelGeneration)
+	tests := []struct {
+		name   string
+		secret *corev1.Secret
+		want   keysecret.Issued
+		ok     bool
+	}{
+		{"recorded with a rotation", recorded("sb_live_AbCd…wxyz", "r1"), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz", RotationHandled: "r1"}, true},
+		{"recorded without a rotation", recorded("sb_live_AbCd…wxyz", ""), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
+		{"written before the record existed", keysecret.NewHash(key, "system", 4, apikey.Sum("4")), keysecret.Issued{}, false},
+		{"no generation label", noGeneration, keysecret.Issued{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := keysecret.IssuedOf(tt.secret)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("IssuedOf = %+v, %t; want %+v, %t", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+	// The record is no part of what the server authenticates against.
+	if _, err := keysecret.ParseHash(recorded("sb_live_AbCd…wxyz", "r1")); err != nil {
+		t.Fatalf("a hash Secret with a record does not parse: %v", err)
+	}
+}
+
 func TestCheckHashed(t *testing.T) {
 	key := testKey()
 	plaintext, other := mustGenerate(t), mustGenerate(t)
