@@ -70,6 +70,9 @@ type APIKeyReconciler struct {
 	RevealTTL time.Duration
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions controller.Options
+
+	// hashOwnerIndexed says SetupWithManager indexed the cache by HashOwnerIndex.
+	hashOwnerIndexed bool
 }
 
 // SetupWithManager registers the reconciler with mgr. Reveal and delivery Secrets are owned by
@@ -85,6 +88,10 @@ func (r *APIKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return o.GetNamespace() == r.SystemNamespace &&
 			o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentHash
 	})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Secret{}, HashOwnerIndex, hashOwner(r.SystemNamespace)); err != nil {
+		return fmt.Errorf("indexing hash Secrets: %w", err)
+	}
+	r.hashOwnerIndexed = true
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&switchboardv1alpha1.APIKey{}).
 		Owns(&corev1.Secret{}).
@@ -108,8 +115,15 @@ func hashSecretToAPIKey(_ context.Context, o client.Object) []reconcile.Request 
 // status once at the end.
 func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	key := &switchboardv1alpha1.APIKey{}
-	if err := r.Client.Get(ctx, req.NamespacedName, key); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, req.NamespacedName, key); apierrors.IsNotFound(err) {
+		// Gone without its finalizer having run (removed by whoever may patch APIKeys): its
+		// hash Secret would stay for good.
+		return ctrl.Result{}, r.deleteOrphanHashes(ctx, req.NamespacedName, "")
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteOrphanHashes(ctx, req.NamespacedName, key.UID); err != nil {
+		return ctrl.Result{}, err
 	}
 	if !key.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, key)
