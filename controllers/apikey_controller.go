@@ -187,10 +187,13 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 	case action == issueKey:
 		return r.issue(ctx, key, live, hash, gen, now, gracePeriod(key), found)
 	default:
-		lost, err := r.deliveryLost(ctx, key)
+		lost, conflict, err := r.deliveryLost(ctx, key)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		// The issued key keeps working; Ready says it is not where the spec says (the Secret
+		// is not cached, so only time brings the next look).
+		found.conflict = conflict
 		if lost {
 			// Like cert-manager with a deleted certificate Secret: issue anew into it. Pods
 			// that still hold the old key keep working for a while.
@@ -200,6 +203,9 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 	}
 
 	var next requeue
+	if found.conflict != "" {
+		next.at(conflictRetry)
+	}
 	after, err := r.reconcileHash(ctx, key, now, found)
 	if err != nil {
 		return ctrl.Result{}, err

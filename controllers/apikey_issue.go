@@ -173,8 +173,7 @@ func (r *APIKeyReconciler) ensureDeliverySecret(ctx context.Context, key *switch
 		return "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentDelivery) {
-		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not managed by switchboard for this APIKey; "+
-			"switchboard will not overwrite it: delete it or choose another spec.secretName", key.Namespace, name)}
+		return "", &conflictError{deliveryConflict(key)}
 	}
 	why := ""
 	switch g := keysecret.Generation(existing); {
@@ -248,32 +247,46 @@ func (r *APIKeyReconciler) keySecretReplaced(key *switchboardv1alpha1.APIKey, na
 
 // deliveryLost reports whether the key was delivered into spec.secretName and that Secret no
 // longer holds it: deleted, or switchboard's Secret of this APIKey holding another generation
-// (an issue into it was interrupted). Someone else's Secret under that name is left alone.
-func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1alpha1.APIKey) (bool, error) {
+// (an issue into it was interrupted). Someone else's Secret under that name is left alone and
+// reported as a conflict (spec.secretName changed to a Secret that exists): the key is not in
+// the Secret the spec names.
+func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1alpha1.APIKey) (lost bool, conflict string, err error) {
 	if key.Spec.SecretName == "" || key.Status.KeyGeneration == 0 {
-		return false, nil
+		return false, "", nil
 	}
 	revealed := meta.FindStatusCondition(key.Status.Conditions, switchboardv1alpha1.ConditionRevealed)
 	if revealed == nil || revealed.Reason != switchboardv1alpha1.ReasonDelivered {
-		return false, nil
+		return false, "", nil
 	}
 	secret, err := r.getSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Spec.SecretName})
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return true, "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
+		return false, "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
 	}
-	if !keysecret.IsOwnedBy(secret, key, keysecret.ComponentDelivery) || keysecret.Generation(secret) == key.Status.KeyGeneration {
-		return false, nil
+	if !keysecret.IsOwnedBy(secret, key, keysecret.ComponentDelivery) {
+		return false, deliveryConflict(key), nil
+	}
+	if keysecret.Generation(secret) == key.Status.KeyGeneration {
+		return false, "", nil
 	}
 	// The cache may not have seen the write that published this generation: ask the source.
 	live := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), live); err != nil {
 		if apierrors.IsNotFound(err) {
-			return true, nil
+			return true, "", nil
 		}
-		return false, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
+		return false, "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
 	}
-	return keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) && keysecret.Generation(live) != key.Status.KeyGeneration, nil
+	if !keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) {
+		return false, deliveryConflict(key), nil
+	}
+	return keysecret.Generation(live) != key.Status.KeyGeneration, "", nil
+}
+
+// deliveryConflict says that spec.secretName names a Secret this APIKey does not manage.
+func deliveryConflict(key *switchboardv1alpha1.APIKey) string {
+	return fmt.Sprintf("secret %s/%s exists and is not managed by switchboard for this APIKey; "+
+		"switchboard will not overwrite it: delete it or choose another spec.secretName", key.Namespace, key.Spec.SecretName)
 }
