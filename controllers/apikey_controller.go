@@ -231,10 +231,13 @@ func (r *APIKeyReconciler) reconcileRevoked(ctx context.Context, key *switchboar
 	if key.Status.RevokedAt == nil {
 		key.Status.RevokedAt = timePtr(now)
 	}
-	if conditionReason(key.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonRevoked {
+	if conditionReason(key.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonRevoked &&
+		key.Status.ObservedGeneration == key.Generation && key.Status.RevealSecretName == "" {
 		// A revocation already carried out (hash and reveal Secrets deleted): since then no
 		// reconcile issued anything, so only a hash restored by hand, which the cache sees,
-		// is left to delete. Settled revoked keys cost no API call.
+		// is left to delete. Settled revoked keys cost no API call. Ready says Revoked as
+		// soon as a revocation is seen, even when its clean-up failed; such a reconcile left
+		// observedGeneration behind (or the reveal published), so the clean-up runs again.
 		if _, err := r.cachedSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}); apierrors.IsNotFound(err) {
 			return nil
 		}
