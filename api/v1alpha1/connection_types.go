@@ -8,8 +8,9 @@ import (
 // ConnectionIDPrefix begins every public connection id.
 const ConnectionIDPrefix = "conn_"
 
-// ConnectionSpec is what a tenant declares about a connection.
-// +kubebuilder:validation:XValidation:rule="has(self.id) == has(oldSelf.id)",message="spec.id can only be set when the Connection is created, and never removed"
+// ConnectionSpec is what a tenant declares about a connection. That spec.id is set only at
+// creation and never changed is a rule of the Connection itself, so that removing the whole
+// spec cannot undo it.
 type ConnectionSpec struct {
 	// id pins the public id of this connection (conn_ followed by lower-case letters and digits),
 	// so that a connection moved or restored through GitOps keeps the id its clients know.
@@ -18,7 +19,6 @@ type ConnectionSpec struct {
 	// +kubebuilder:validation:MinLength=6
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^conn_[a-z0-9]+$`
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.id is immutable; create a new Connection to change it"
 	ID string `json:"id,omitempty"`
 
 	// displayName is a human-readable name, returned as display_name by the API.
@@ -75,6 +75,8 @@ type ConnectionStatus struct {
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.spec) && has(oldSelf.spec.id)) == (has(self.spec) && has(self.spec.id))",message="spec.id can only be set when the Connection is created, and never removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec) || !has(oldSelf.spec.id) || !has(self.spec) || !has(self.spec.id) || self.spec.id == oldSelf.spec.id",message="spec.id is immutable; create a new Connection to change it"
 
 // Connection is a tenant's connection, listed by GET /v1/connections for the API keys of its namespace.
 type Connection struct {

@@ -209,6 +209,65 @@ func TestTransitionRules(t *testing.T) {
 	}
 }
 
+// TestConnectionIDIsImmutable: no patch changes or removes a pinned spec.id, including the two
+// JSON patches that remove /spec (a rule on an optional field does not run when the field goes)
+// and then add a spec with another id.
+func TestConnectionIDIsImmutable(t *testing.T) {
+	ns := env.Namespace(t, "conn-id")
+	conn := &switchboardv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
+		Spec: switchboardv1alpha1.ConnectionSpec{ID: "conn_pinned", DisplayName: "Pinned"}}
+	if err := env.Client.Create(ctx(t), conn); err != nil {
+		t.Fatal(err)
+	}
+	const removed, changed = "spec.id can only be set when the Connection is created, and never removed", "spec.id is immutable"
+	patches := []struct {
+		name  string
+		typ   types.PatchType
+		patch string
+		want  string
+	}{
+		{"JSON patch removing /spec", types.JSONPatchType, `[{"op":"remove","path":"/spec"}]`, removed},
+		{"JSON patch removing /spec/id", types.JSONPatchType, `[{"op":"remove","path":"/spec/id"}]`, removed},
+		{"JSON patch removing /spec then adding another id", types.JSONPatchType,
+			`[{"op":"remove","path":"/spec"},{"op":"add","path":"/spec","value":{"id":"conn_other"}}]`, changed},
+		{"JSON patch replacing /spec", types.JSONPatchType, `[{"op":"replace","path":"/spec","value":{"id":"conn_other"}}]`, changed},
+		{"merge patch nulling spec", types.MergePatchType, `{"spec":null}`, removed},
+		{"merge patch changing the id", types.MergePatchType, `{"spec":{"id":"conn_other"}}`, changed},
+	}
+	for _, p := range patches {
+		t.Run(p.name, func(t *testing.T) {
+			err := env.Client.Patch(ctx(t), conn.DeepCopy(), client.RawPatch(p.typ, []byte(p.patch)))
+			if err == nil || !strings.Contains(err.Error(), p.want) {
+				t.Fatalf("the patch must be refused with %q, got %v", p.want, err)
+			}
+		})
+	}
+	got := &switchboardv1alpha1.Connection{}
+	if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(conn), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ID != "conn_pinned" {
+		t.Fatalf("spec.id is now %q", got.Spec.ID)
+	}
+	// Other changes to the spec go through.
+	if err := env.Client.Patch(ctx(t), got, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"displayName":"Renamed"}}`))); err != nil {
+		t.Fatalf("changing the display name: %v", err)
+	}
+	// An unpinned Connection may lose its whole spec (nothing to protect) but never gain an id.
+	unpinned := &switchboardv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unpinned"},
+		Spec: switchboardv1alpha1.ConnectionSpec{DisplayName: "Unpinned"}}
+	if err := env.Client.Create(ctx(t), unpinned); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(ctx(t), unpinned.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec"}]`))); err != nil {
+		t.Fatalf("removing the spec of an unpinned Connection: %v", err)
+	}
+	err := env.Client.Patch(ctx(t), unpinned.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/spec","value":{"id":"conn_late"}}]`)))
+	if err == nil || !strings.Contains(err.Error(), removed) {
+		t.Fatalf("adding an id after creation must be refused, got %v", err)
+	}
+}
+
 // manyKeys returns n map entries whose keys are keyLen and values valueLen characters long.
 func manyKeys(n, keyLen, valueLen int) map[string]string {
 	m := make(map[string]string, n)
