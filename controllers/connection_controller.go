@@ -42,7 +42,7 @@ type ConnectionReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=switchboard.dev,resources=connections,verbs=get;list;watch
-// +kubebuilder:rbac:groups=switchboard.dev,resources=connections/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=connections/status,verbs=patch
 
 // SetupWithManager indexes Connections by id and registers the reconciler with mgr.
 func (r *ConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {

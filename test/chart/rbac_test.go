@@ -124,6 +124,61 @@ func TestOperatorRBACIsMinimal(t *testing.T) {
 	}
 }
 
+// grants flattens RBAC rules into sorted "group resource verb" lines.
+func grants(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, g+" "+res+" "+v)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestOperatorGrantsOnlyWhatItsCodeUses: the chart and config/rbac give the operator the same
+// permissions, each one a call its code (or controller-runtime's leader election) makes: no
+// update of APIKeys or statuses (it patches), no Lease list, watch, patch or delete (client-go's
+// elector gets, creates and updates), core Events only beside its Lease (the elector's), and
+// events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces).
+func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
+	wantCluster := grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"connections"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status", "connections/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/finalizers"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	})
+	wantElection := grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	})
+	for source, objs := range renderings(t) {
+		if got := grants(rolesOf(t, objs, "ClusterRole")["switchboard-operator"].Rules); !slices.Equal(got, wantCluster) {
+			t.Errorf("%s: the operator's ClusterRole grants\n%s\nwant\n%s", source, strings.Join(got, "\n"), strings.Join(wantCluster, "\n"))
+		}
+		found := false
+		for name, role := range rolesOf(t, objs, "Role") {
+			got := grants(role.Rules)
+			if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, "coordination.k8s.io leases ") }) {
+				continue
+			}
+			found = true
+			if !slices.Equal(got, wantElection) {
+				t.Errorf("%s: Role %s grants\n%s\nwant\n%s", source, name, strings.Join(got, "\n"), strings.Join(wantElection, "\n"))
+			}
+		}
+		if !found {
+			t.Errorf("%s: no Role grants the leader-election Lease", source)
+		}
+	}
+}
+
 // TestPanelIdentityOnlyReviewsTokens: in both renderings the panel runs apart from the /v1
 // server, under an identity that may only create TokenReviews, and the server's identity no
 // longer may.
