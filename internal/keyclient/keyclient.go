@@ -6,16 +6,21 @@
 //
 // Every call is made with the caller's client, and so with the caller's own Kubernetes
 // identity: RBAC decides what they may do. Errors are typed (ForbiddenError, TimeoutError,
-// RefusedError, AbandonedError, ClaimLostError, APIError) so that each view words them its
-// own way; no error ever carries a key.
+// RefusedError, AbandonedError, ClaimLostError, RequestedElsewhereError, SupersededError,
+// APIError) so that each view words them its own way; no error ever carries a key.
 //
-// Two decisions are made here once for both views:
+// Three decisions are made here once for both views:
 //   - A key nobody could be shown does not outlive the command that made it: when Create cannot
 //     hand over the key it issued (the operator did not answer in time, or someone else claimed
 //     it first), it deletes the APIKey again.
 //   - A key someone else claimed does not keep working: when Rotate loses the claim of the key
 //     it asked for, it rotates again at once with no grace, so the key the other claimer holds
 //     stops working, and says so (Issued.Stolen).
+//   - Only the requester of a rotation claims its key: the caller whose own write put the
+//     request in the spec (written with a resourceVersion precondition, so there is one). A
+//     copy of a request already made (a form posted twice, two tabs) gets a
+//     RequestedElsewhereError and changes nothing, rather than racing the requester for the
+//     key and stopping it as stolen.
 package keyclient
 
 import (

@@ -7,21 +7,19 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
 // ErrAlreadyRotated means the rotation asked for (its RequestedAt) was carried out already:
-// a form posted twice rotates once.
+// a form posted twice rotates once. Rotate returns it as a *RequestedElsewhereError.
 var ErrAlreadyRotated = errors.New("this rotation was already carried out, and its key handed over; rotate again for a new key")
 
 // RotateRequest asks for one rotation.
 type RotateRequest struct {
 	// RequestedAt identifies the rotation (spec.rotation.requestedAt). Empty: the current time.
-	// Asking again for a RequestedAt already requested waits for that rotation instead of
-	// requesting another one; one already carried out is refused with ErrAlreadyRotated.
+	// Asking again for a RequestedAt already requested (a form posted twice) neither requests
+	// another rotation nor claims that one's key: it fails with a *RequestedElsewhereError,
+	// which matches ErrAlreadyRotated too once that rotation was carried out.
 	RequestedAt string
 	// Grace is how long the replaced key keeps working; 0 stops it at once.
 	Grace time.Duration
@@ -76,6 +74,13 @@ func (e *ClaimLostError) Is(target error) bool { return target == ErrAlreadyClai
 // was replaced in the first place stops too, whatever grace was asked: a grace period cannot
 // be kept for it without keeping the stolen key as well. If the next key is stolen as well,
 // it too is stopped and Rotate fails with a *ClaimLostError.
+//
+// Only the caller whose own write requested the rotation claims its key and takes a lost claim
+// for a theft. A rotation someone else requested — the same RequestedAt already in the spec (a
+// form posted twice, two tabs showing one form), or another rotation still pending — is
+// refused with a *RequestedElsewhereError, and nothing is changed or claimed: two copies of one
+// request would otherwise race for one key, and the loser would stop, as stolen, the key the
+// winner was just shown, and with it the replaced key's grace.
 func (k *Client) Rotate(ctx context.Context, namespace, name string, req RotateRequest) (*Issued, error) {
 	key, err := k.Get(ctx, namespace, name)
 	if err != nil {
@@ -84,8 +89,8 @@ func (k *Client) Rotate(ctx context.Context, namespace, name string, req RotateR
 	if err := refusal(key, k.clock.Now()); err != nil {
 		return nil, err
 	}
-	if req.RequestedAt != "" && key.Status.LastHandledRotationAt == req.RequestedAt {
-		return nil, ErrAlreadyRotated
+	if err := requestedElsewhere(key, req.RequestedAt); err != nil {
+		return nil, err
 	}
 	if err := k.Check(ctx, namespace, Needs(OpRotate, key.Spec.SecretName != "")); err != nil {
 		return nil, err
@@ -94,7 +99,7 @@ func (k *Client) Rotate(ctx context.Context, namespace, name string, req RotateR
 	deadline := time.Now().Add(req.Timeout)
 	var stolen []string
 	for {
-		issued, err := k.rotateOnce(ctx, key, req, time.Until(deadline))
+		issued, err := k.rotateOnce(ctx, key, req, len(stolen) > 0, time.Until(deadline))
 		var claimed *ClaimedError
 		switch {
 		case err == nil:
@@ -111,52 +116,36 @@ func (k *Client) Rotate(ctx context.Context, namespace, name string, req RotateR
 		}
 		req = RotateRequest{Timeout: req.Timeout} // no grace: the stolen key stops now
 		if len(stolen) > maxRerotations {
-			_, stopErr := k.requestRotation(ctx, key, req)
+			_, stopErr := k.requestRotation(ctx, key, req, true)
 			return nil, &ClaimLostError{Namespace: namespace, Name: name, Stolen: stolen, StopErr: stopErr}
 		}
 	}
 }
 
 // rotateOnce requests one rotation of key (as last read) and hands over its key, waiting up
-// to timeout.
-func (k *Client) rotateOnce(ctx context.Context, key *switchboardv1alpha1.APIKey, req RotateRequest, timeout time.Duration) (*Issued, error) {
+// to timeout; stop marks the rotation that stops a stolen key (see requestRotation).
+func (k *Client) rotateOnce(ctx context.Context, key *switchboardv1alpha1.APIKey, req RotateRequest, stop bool, timeout time.Duration) (*Issued, error) {
 	previous := key.Status.KeyGeneration
-	requestedAt, err := k.requestRotation(ctx, key, req)
+	requestedAt, err := k.requestRotation(ctx, key, req, stop)
 	if err != nil {
 		return nil, err
 	}
 	return k.handOver(ctx, key, timeout, "issued the new key", func(got *switchboardv1alpha1.APIKey, now time.Time) (bool, error) {
-		if got.Status.LastHandledRotationAt != requestedAt || got.Status.KeyGeneration <= previous {
-			return false, refusal(got, now)
+		if got.Status.LastHandledRotationAt == requestedAt && got.Status.KeyGeneration > previous {
+			return showable(got, now)
 		}
-		return showable(got, now)
+		if err := refusal(got, now); err != nil {
+			return false, err
+		}
+		// Not carried out, and no longer asked for: it never will be. (Once carried out, a
+		// later request does not matter until it too is carried out, replacing the key.)
+		if got.Spec.Rotation == nil || got.Spec.Rotation.RequestedAt != requestedAt {
+			by := ""
+			if got.Spec.Rotation != nil {
+				by = got.Spec.Rotation.RequestedAt
+			}
+			return false, &SupersededError{Namespace: got.Namespace, Name: got.Name, RequestedAt: requestedAt, By: by}
+		}
+		return false, nil
 	})
-}
-
-// requestRotation sets spec.rotation, unless it asks for req.RequestedAt already, and returns
-// the requestedAt to wait for.
-func (k *Client) requestRotation(ctx context.Context, key *switchboardv1alpha1.APIKey, req RotateRequest) (string, error) {
-	requestedAt := req.RequestedAt
-	if requestedAt == "" {
-		requestedAt = k.freshRequestedAt(key)
-	}
-	if key.Spec.Rotation != nil && key.Spec.Rotation.RequestedAt == requestedAt {
-		return requestedAt, nil
-	}
-	before := key.DeepCopy()
-	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: requestedAt, GracePeriod: metav1.Duration{Duration: req.Grace}}
-	if err := k.c.Patch(ctx, key, client.MergeFrom(before)); err != nil {
-		return "", apiError(err, APIKeys.verb("patch"), key.Namespace, key.Name)
-	}
-	return requestedAt, nil
-}
-
-// freshRequestedAt is the current time, told apart from the last rotation's token should the
-// clock not have moved (a coarse or fake clock).
-func (k *Client) freshRequestedAt(key *switchboardv1alpha1.APIKey) string {
-	at := k.clock.Now().UTC().Format(time.RFC3339Nano)
-	for n := 2; key.Spec.Rotation != nil && key.Spec.Rotation.RequestedAt == at || key.Status.LastHandledRotationAt == at; n++ {
-		at = fmt.Sprintf("%s#%d", k.clock.Now().UTC().Format(time.RFC3339Nano), n)
-	}
-	return at
 }

@@ -247,3 +247,52 @@ func TestCheckNamesEveryMissingPermission(t *testing.T) {
 		t.Fatalf("message =\n  %s\nwant\n  %s", err, want)
 	}
 }
+
+func TestRequestedElsewhere(t *testing.T) {
+	rotation := func(at string) *switchboardv1alpha1.APIKeyRotation {
+		return &switchboardv1alpha1.APIKeyRotation{RequestedAt: at}
+	}
+	tests := []struct {
+		name     string
+		want     string // the RequestedAt asked for; "" for a fresh one
+		spec     *switchboardv1alpha1.APIKeyRotation
+		handled  string
+		refused  bool
+		same     bool
+		carried  bool
+		foundReq string
+	}{
+		{name: "never rotated: a fresh request is this call's", want: ""},
+		{name: "never rotated: a given request is this call's", want: "t1"},
+		{name: "last rotation done: a new request is this call's", want: "t2", spec: rotation("t1"), handled: "t1"},
+		{name: "the same request carried out already (a reload)", want: "t1", spec: rotation("t1"), handled: "t1",
+			refused: true, same: true, carried: true, foundReq: "t1"},
+		{name: "the same request pending (a form posted twice)", want: "t1", spec: rotation("t1"), handled: "t0",
+			refused: true, same: true, foundReq: "t1"},
+		{name: "another request pending", want: "t2", spec: rotation("t1"), handled: "t0", refused: true, foundReq: "t1"},
+		{name: "another request pending, fresh request", want: "", spec: rotation("t1"), refused: true, foundReq: "t1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci"},
+				Spec: switchboardv1alpha1.APIKeySpec{Rotation: tt.spec}, Status: switchboardv1alpha1.APIKeyStatus{LastHandledRotationAt: tt.handled}}
+			err := requestedElsewhere(key, tt.want)
+			if !tt.refused {
+				if err != nil {
+					t.Fatalf("requestedElsewhere = %v, want none", err)
+				}
+				return
+			}
+			var e *RequestedElsewhereError
+			if !errors.As(err, &e) || !errors.Is(err, ErrRequestedElsewhere) {
+				t.Fatalf("requestedElsewhere = %v, want a *RequestedElsewhereError", err)
+			}
+			if e.Same != tt.same || e.CarriedOut != tt.carried || e.RequestedAt != tt.foundReq || errors.Is(err, ErrAlreadyRotated) != tt.carried {
+				t.Fatalf("requestedElsewhere = %+v, want same %v, carried out %v, requestedAt %s", e, tt.same, tt.carried, tt.foundReq)
+			}
+			if errors.Is(err, ErrAlreadyClaimed) {
+				t.Fatal("a request made elsewhere is not a lost claim: nothing was claimed")
+			}
+		})
+	}
+}

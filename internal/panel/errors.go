@@ -77,6 +77,8 @@ func describeWorkflow(err error, act action) (problem, bool) {
 		timeout   *keyclient.TimeoutError
 		refused   *keyclient.RefusedError
 		lost      *keyclient.ClaimLostError
+		elsewhere *keyclient.RequestedElsewhereError
+		replaced  *keyclient.SupersededError
 	)
 	switch {
 	case errors.As(err, &abandoned):
@@ -135,6 +137,15 @@ func describeWorkflow(err error, act action) (problem, bool) {
 			strings.Join(lost.Stolen, ", ") + "). " + lostOutcome(lost)}, true
 	case errors.Is(err, keyclient.ErrAlreadyRotated):
 		return problem{Status: http.StatusConflict, Message: "This rotation of “" + act.Name + "” was already carried out, and its key shown once. Rotate again to get a new key."}, true
+	case errors.As(err, &elsewhere) && elsewhere.Same:
+		return problem{Status: http.StatusConflict, Message: "This rotation of “" + act.Name + "” was already requested by another submission of the same form (posted twice, or from another tab); " +
+			"its new key is shown there only, so nothing was changed here. If you never saw that key, use Show key in the table once it is issued, or rotate again."}, true
+	case errors.As(err, &elsewhere):
+		return problem{Status: http.StatusConflict, Message: "Another rotation of “" + act.Name + "” was requested and is not carried out yet; its new key is for whoever requested it, " +
+			"so nothing was changed. Rotate again once it is done."}, true
+	case errors.As(err, &replaced):
+		return problem{Status: http.StatusConflict, Message: "The rotation of “" + act.Name + "” you asked for was replaced by another request before its key could be shown to you; " +
+			"no key was shown here. Rotate again for a key of your own."}, true
 	case errors.Is(err, keyclient.ErrAlreadyClaimed):
 		return problem{Status: http.StatusConflict, Message: "The key of " + act.Name + " was already shown (claimed by someone else, or its reveal expired). Rotate the key to get a new one."}, true
 	case errors.Is(err, keyclient.ErrRevealExpired):

@@ -27,7 +27,9 @@ func newKeyRotateCommand(o *Options) *cobra.Command {
 		Long: "Ask the operator for a new key for an APIKey, claim it and print it once. The previous key\n" +
 			"stays valid for --grace (default 0: it stops working at once). If someone else claims the new\n" +
 			"key first, it is stopped by rotating again at once with no grace (which ends the previous key\n" +
-			"too: only one previous key is kept), and you get the next one, with a warning.",
+			"too: only one previous key is kept), and you get the next one, with a warning. While another\n" +
+			"rotation of the key is requested and not carried out yet, nothing is changed and you are told so:\n" +
+			"its key is for whoever requested it.",
 		Example: "  kubectl switchboard key rotate ci --grace 24h",
 		Args:    exactlyOneName("key rotate"),
 		RunE:    func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },

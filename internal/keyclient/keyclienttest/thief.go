@@ -1,5 +1,6 @@
-// Package keyclienttest helps tests of the key workflow's views (the plugin, the panel) stage
-// the race the workflow must survive: another identity claiming a key's one-time reveal first.
+// Package keyclienttest helps tests of the key workflow and its views (the plugin, the panel)
+// stage the races the workflow must survive: another identity claiming a key's one-time reveal
+// first (Thief), and two callers writing one rotation request at once (WriteRace).
 package keyclienttest
 
 import (
