@@ -122,6 +122,16 @@ func parseHashSecret(s *corev1.Secret) (map[apikey.Hash]hashRef, error) {
 // SetAPIKey adds or replaces an APIKey. A selector that does not parse makes the key see
 // nothing (and is reported), rather than everything; so do source ranges (policy.go).
 func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
+	key, err := NewKey(k)
+	x.PutKey(key)
+	return err
+}
+
+// NewKey reads what the index needs of an APIKey, without the index: a cache transform builds
+// it once per watch event, so that the cache keeps it instead of the APIKey. The Key is
+// complete even when it returns an error, which says what part of the spec the Key enforces
+// as the strictest reading.
+func NewKey(k *switchboardv1alpha1.APIKey) (*Key, error) {
 	key := &Key{
 		Namespace: k.Namespace,
 		Name:      k.Name,
@@ -144,17 +154,25 @@ func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
 			key.SelectorKey = key.Selector.String()
 		}
 	}
-	err = errors.Join(err, setPolicy(key, k))
+	return key, errors.Join(err, setPolicy(key, k))
+}
+
+// PutKey adds or replaces the APIKey key was built from (NewKey). key must not be changed
+// after.
+func (x *Index) PutKey(key *Key) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	u := x.usage[k.UID]
+	u := x.usage[key.UID]
 	if u == nil {
 		u = &Usage{}
-		x.usage[k.UID] = u
+		x.usage[key.UID] = u
 	}
-	key.usage = u
-	x.keys[k.UID] = key
-	return err
+	// The informer hands the same object over again at a resync, when readers may hold key:
+	// write only what changes.
+	if key.usage != u {
+		key.usage = u
+	}
+	x.keys[key.UID] = key
 }
 
 // selectorKeyNothing is the SelectorKey of a selector that matches nothing. labels.Nothing()

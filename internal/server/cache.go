@@ -70,7 +70,7 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 					Field:      fields.OneTermEqualSelector("type", string(keysecret.TypeHash)),
 					Transform:  trimHashSecret,
 				},
-				&switchboardv1alpha1.APIKey{}:     {Transform: trimAPIKey},
+				&switchboardv1alpha1.APIKey{}:     {Transform: compactAPIKey},
 				&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
 			},
 		},
@@ -118,15 +118,35 @@ func trimHashSecret(obj any) (any, error) {
 	return obj, nil
 }
 
-func trimAPIKey(obj any) (any, error) {
-	if k, ok := obj.(*switchboardv1alpha1.APIKey); ok {
-		trimMeta(&k.ObjectMeta)
-		k.Labels = nil
-		k.Spec = switchboardv1alpha1.APIKeySpec{Revoked: k.Spec.Revoked, ExpiresAt: k.Spec.ExpiresAt, ConnectionSelector: k.Spec.ConnectionSelector,
-			RateLimit: k.Spec.RateLimit, AllowedSourceRanges: k.Spec.AllowedSourceRanges}
-		k.Status = switchboardv1alpha1.APIKeyStatus{LastUsedAt: k.Status.LastUsedAt}
+// cachedAPIKey is what the server's cache keeps of an APIKey: the metadata that keys it in the
+// informer's store, and the index's Key, built once here (with err, what of the spec it
+// enforces as the strictest reading). Nothing reads APIKeys from this cache but the index
+// feed; the usage writer patches status by name and UID.
+type cachedAPIKey struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	key *keyindex.Key
+	err error
+}
+
+// DeepCopyObject makes cachedAPIKey a runtime.Object. key is immutable and shared.
+func (k *cachedAPIKey) DeepCopyObject() k8sruntime.Object {
+	out := *k
+	k.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// compactAPIKey turns an APIKey into its cachedAPIKey. It is idempotent, as transforms must be.
+func compactAPIKey(obj any) (any, error) {
+	k, ok := obj.(*switchboardv1alpha1.APIKey)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	key, err := keyindex.NewKey(k)
+	return &cachedAPIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID, ResourceVersion: k.ResourceVersion},
+		key:        key, err: err,
+	}, nil
 }
 
 // cachedConnection is what the server's cache keeps of a Connection: the metadata that keys it
@@ -239,11 +259,12 @@ func feedHashSecrets(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 }
 
 func feedAPIKeys(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
-	return feed(func(k *switchboardv1alpha1.APIKey) {
-		if err := idx.SetAPIKey(k); err != nil {
-			log.Error(err, "APIKey has a spec the CRD's schema refuses; the invalid parts are enforced as the strictest reading", "namespace", k.Namespace, "name", k.Name)
+	return feed(func(k *cachedAPIKey) {
+		idx.PutKey(k.key)
+		if k.err != nil {
+			log.Error(k.err, "APIKey has a spec the CRD's schema refuses; the invalid parts are enforced as the strictest reading", "namespace", k.Namespace, "name", k.Name)
 		}
-	}, func(k *switchboardv1alpha1.APIKey) { idx.DeleteAPIKey(k.UID) })
+	}, func(k *cachedAPIKey) { idx.DeleteAPIKey(k.UID) })
 }
 
 func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {

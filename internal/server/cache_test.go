@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,5 +120,114 @@ func TestCompactConnection(t *testing.T) {
 	c = wireConnection("a", "pending", "")
 	if obj, _ := compactConnection(c); obj.(*cachedConnection).conn != nil {
 		t.Error("a Connection without an id is listable")
+	}
+}
+
+// appliedAPIKey is an APIKey as a watch delivers it after `kubectl apply` and its first key:
+// managed fields, the last-applied annotation, a finalizer, a selector and a full status.
+func appliedAPIKey(i int) []byte {
+	name := fmt.Sprintf("key-%05d", i)
+	spec := map[string]any{"description": "Invoice sync worker " + fmt.Sprint(i), "connectionSelector": map[string]any{"matchLabels": map[string]string{"team": "data"}}}
+	specJSON, _ := json.Marshal(spec)
+	lastApplied, _ := json.Marshal(map[string]any{"apiVersion": "switchboard.dev/v1alpha1", "kind": "APIKey",
+		"metadata": map[string]any{"name": name, "namespace": "tenant"}, "spec": spec})
+	cond := func(typ, reason string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": "The key was issued and is shown once.", "lastTransitionTime": "2026-11-22T04:00:01Z", "observedGeneration": 1}
+	}
+	obj := map[string]any{
+		"apiVersion": "switchboard.dev/v1alpha1", "kind": "APIKey",
+		"metadata": map[string]any{
+			"name": name, "namespace": "tenant", "uid": fmt.Sprintf("6f1c2b3a-0000-4000-8000-%012d", i),
+			"resourceVersion": "123456", "generation": 1, "creationTimestamp": "2026-11-22T04:00:00Z",
+			"annotations": map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(lastApplied)},
+			"finalizers":  []string{"switchboard.dev/apikey"},
+			"managedFields": []any{
+				map[string]any{"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "switchboard.dev/v1alpha1", "time": "2026-11-22T04:00:00Z", "fieldsType": "FieldsV1",
+					"fieldsV1": json.RawMessage(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},"f:spec":{".":{},"f:connectionSelector":{".":{},"f:matchLabels":{".":{},"f:team":{}}},"f:description":{}}}`)},
+			},
+		},
+		"spec": json.RawMessage(specJSON),
+		"status": map[string]any{"keyGeneration": 1, "keyHint": "sb_live_…a1b2", "createdAt": "2026-11-22T04:00:01Z", "lastUsedAt": "2026-11-22T05:00:00Z",
+			"observedGeneration": 1, "conditions": []any{cond("Ready", "KeyIssued"), cond("Revealed", "Claimed")}},
+	}
+	raw, _ := json.Marshal(obj)
+	return raw
+}
+
+// BenchmarkAPIKeyMemory measures the heap one cached APIKey costs the server: the object its
+// informer stores after the cache transform, and the index's entry (its hash Secret is apart).
+func BenchmarkAPIKeyMemory(b *testing.B) {
+	const n = 5000
+	raws := make([][]byte, n)
+	for i := range raws {
+		raws[i] = appliedAPIKey(i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		store := make([]any, 0, n)
+		idx := keyindex.New()
+		feed := feedAPIKeys(idx, logr.Discard())
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, raw := range raws {
+			k := &switchboardv1alpha1.APIKey{}
+			if err := json.Unmarshal(raw, k); err != nil {
+				b.Fatal(err)
+			}
+			obj, err := compactAPIKey(k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			store = append(store, obj)
+			feed.OnAdd(obj, true)
+		}
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/key")
+		if len(idx.Keys()) != n {
+			b.Fatalf("the index holds %d keys, want %d", len(idx.Keys()), n)
+		}
+		runtime.KeepAlive(store)
+		runtime.KeepAlive(idx)
+	}
+}
+
+// TestCompactAPIKey: the cache keeps of an APIKey its identity and the index's Key, which
+// carries what the request path enforces (revocation, expiry, selector, policy, last use) and
+// nothing of the description, annotations, managed fields or conditions.
+func TestCompactAPIKey(t *testing.T) {
+	k := &switchboardv1alpha1.APIKey{}
+	if err := json.Unmarshal(appliedAPIKey(7), k); err != nil {
+		t.Fatal(err)
+	}
+	k.Spec.Revoked = true
+	k.Spec.RateLimit = &switchboardv1alpha1.APIKeyRateLimit{Requests: 10, Period: metav1.Duration{Duration: time.Minute}}
+	obj, err := compactAPIKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, ok := obj.(*cachedAPIKey)
+	if !ok {
+		t.Fatalf("the cache keeps a %T", obj)
+	}
+	if ck.Annotations != nil || ck.ManagedFields != nil || ck.Finalizers != nil || ck.Name != "key-00007" || ck.Namespace != "tenant" || ck.UID != k.UID {
+		t.Errorf("the cached metadata = %+v", ck.ObjectMeta)
+	}
+	if ck.err != nil || ck.key == nil || !ck.key.Revoked || ck.key.SelectorKey != "team=data" || ck.key.RateLimit == nil || ck.key.LastUsedAt.IsZero() {
+		t.Errorf("the cached Key = %+v (%v)", ck.key, ck.err)
+	}
+	if again, _ := compactAPIKey(obj); again != obj {
+		t.Error("the transform is not idempotent")
+	}
+	if key, err := toolscache.MetaNamespaceKeyFunc(obj); err != nil || key != "tenant/key-00007" {
+		t.Errorf("the informer's store key = %q, %v", key, err)
+	}
+	bad := k.DeepCopy()
+	bad.Spec.ConnectionSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Sideways"}}}
+	obj, _ = compactAPIKey(bad)
+	if ck := obj.(*cachedAPIKey); ck.err == nil || ck.key.SelectorKey != "\x00nothing" {
+		t.Errorf("an invalid selector: err %v, selector %q; want an error and a key that lists nothing", ck.err, ck.key.SelectorKey)
 	}
 }
