@@ -18,33 +18,72 @@ import (
 // hash Secret must not authenticate anything. When another hash Secret already holds one of its
 // hashes, that hash authenticates nobody while both hold it, and the error is a *DuplicateError.
 func (x *Index) SetHashSecret(s *corev1.Secret) error {
-	refs, err := parseHashSecret(s)
+	return x.PutHashSecret(ReadHashSecret(s))
+}
+
+// HashSecret is what the index takes from one hash Secret: its name and its hashes (the current
+// key's, and the previous key's during a rotation's grace), or why it takes none.
+type HashSecret struct {
+	name    string
+	entries []hashEntry // one or two
+	err     error
+}
+
+type hashEntry struct {
+	hash apikey.Hash
+	ref  hashRef
+}
+
+// Name is the hash Secret's name.
+func (h *HashSecret) Name() string { return h.name }
+
+// Err says why the index takes none of the Secret's hashes; nil when it follows the contract.
+func (h *HashSecret) Err() error { return h.err }
+
+// ReadHashSecret reads a hash Secret as internal/keysecret defines it, without the index: a
+// cache transform reads it once per watch event, so that the cache keeps this instead of the
+// Secret.
+func ReadHashSecret(s *corev1.Secret) *HashSecret {
+	h, err := keysecret.ParseHash(s)
+	if err != nil {
+		return &HashSecret{name: s.Name, err: errorf("%v", err)}
+	}
+	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name}}}}
+	if h.HasPrevious { // never the current hash: ParseHash says so
+		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil}})
+	}
+	return out
+}
+
+// PutHashSecret adds or replaces the hashes of the hash Secret h was read from, as SetHashSecret
+// does.
+func (x *Index) PutHashSecret(h *HashSecret) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.removeSecretLocked(s.Name)
-	if err != nil {
-		return err
+	x.removeSecretLocked(h.name)
+	if h.err != nil {
+		return h.err
 	}
-	hashes := make([]apikey.Hash, 0, len(refs))
+	hashes := make([]apikey.Hash, 0, len(h.entries))
 	var dup *DuplicateError
-	for h, ref := range refs {
-		hashes = append(hashes, h)
-		existing, ok := x.hashes[h]
+	for _, e := range h.entries {
+		hashes = append(hashes, e.hash)
+		existing, ok := x.hashes[e.hash]
 		if !ok {
-			x.hashes[h] = ref
+			x.hashes[e.hash] = e.ref
 			continue
 		}
 		if existing.others == nil {
 			x.duplicates++
 		}
-		existing.others = append(existing.others, ref)
-		x.hashes[h] = existing
+		existing.others = append(existing.others, e.ref)
+		x.hashes[e.hash] = existing
 		if dup == nil {
-			dup = &DuplicateError{Secret: s.Name}
+			dup = &DuplicateError{Secret: h.name}
 		}
 		dup.Others = append(dup.Others, existing.secret)
 	}
-	x.secretHashes[s.Name] = hashes
+	x.secretHashes[h.name] = hashes
 	if dup != nil {
 		return dup
 	}
@@ -104,19 +143,6 @@ func (x *Index) removeSecretLocked(name string) {
 		}
 	}
 	delete(x.secretHashes, name)
-}
-
-// parseHashSecret reads a hash Secret as internal/keysecret defines it.
-func parseHashSecret(s *corev1.Secret) (map[apikey.Hash]hashRef, error) {
-	h, err := keysecret.ParseHash(s)
-	if err != nil {
-		return nil, errorf("%v", err)
-	}
-	refs := map[apikey.Hash]hashRef{h.Current: {uid: h.UID, secret: s.Name}}
-	if h.HasPrevious {
-		refs[h.Previous] = hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil}
-	}
-	return refs, nil
 }
 
 // SetAPIKey adds or replaces an APIKey. A selector that does not parse makes the key see

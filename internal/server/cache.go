@@ -32,10 +32,10 @@ import (
 // object is cut down as it arrives (a cache transform) to what the index reads:
 //
 //   - hash Secrets: only those of the system namespace, of the hash type and labelled as
-//     switchboard's (selected by the API server, so nothing else is even sent), with only their
-//     labels and hash data;
-//   - APIKeys: identity, deletion, spec.revoked, spec.expiresAt, spec.connectionSelector and
-//     status.lastUsedAt;
+//     switchboard's (selected by the API server, so nothing else is even sent); the cache keeps
+//     a cachedHashSecret: identity and the hashes the index takes, read once here;
+//   - APIKeys: a cachedAPIKey: identity and the index's Key (revocation, deletion, expiry,
+//     selector, policy, last use), built once here;
 //   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
 //     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
 
@@ -68,7 +68,7 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 					Namespaces: map[string]cache.Config{opts.SystemNamespace: {}},
 					Label:      hashSecrets,
 					Field:      fields.OneTermEqualSelector("type", string(keysecret.TypeHash)),
-					Transform:  trimHashSecret,
+					Transform:  compactHashSecret,
 				},
 				&switchboardv1alpha1.APIKey{}:     {Transform: compactAPIKey},
 				&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
@@ -95,27 +95,32 @@ func staticRESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 	return m, nil
 }
 
-// trimMeta keeps the metadata the index needs: identity, labels, creation and deletion times.
-func trimMeta(m *metav1.ObjectMeta) {
-	m.ManagedFields = nil
-	m.Annotations = nil
-	m.OwnerReferences = nil
-	m.Finalizers = nil
+// cachedHashSecret is what the server's cache keeps of a hash Secret: the metadata that keys it
+// in the informer's store, and the hashes the index takes from it, read once here.
+type cachedHashSecret struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	hashes *keyindex.HashSecret
 }
 
-func trimHashSecret(obj any) (any, error) {
-	if s, ok := obj.(*corev1.Secret); ok {
-		trimMeta(&s.ObjectMeta)
-		for k := range s.Data {
-			switch k {
-			case keysecret.DataHash, keysecret.DataPreviousHash, keysecret.DataPreviousValidUntil:
-			default:
-				delete(s.Data, k)
-			}
-		}
-		s.StringData = nil
+// DeepCopyObject makes cachedHashSecret a runtime.Object. hashes is immutable and shared.
+func (s *cachedHashSecret) DeepCopyObject() k8sruntime.Object {
+	out := *s
+	s.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// compactHashSecret turns a hash Secret into its cachedHashSecret. It is idempotent, as
+// transforms must be.
+func compactHashSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	return &cachedHashSecret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion},
+		hashes:     keyindex.ReadHashSecret(s),
+	}, nil
 }
 
 // cachedAPIKey is what the server's cache keeps of an APIKey: the metadata that keys it in the
@@ -242,8 +247,8 @@ func setIf[T any](obj any, set func(T)) {
 }
 
 func feedHashSecrets(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
-	return feed(func(s *corev1.Secret) {
-		err := idx.SetHashSecret(s)
+	return feed(func(s *cachedHashSecret) {
+		err := idx.PutHashSecret(s.hashes)
 		duplicateHashes.Set(float64(idx.Stats().DuplicateHashes))
 		var dup *keyindex.DuplicateError
 		switch {
@@ -252,7 +257,7 @@ func feedHashSecrets(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 		case err != nil:
 			log.Error(err, "ignoring a hash Secret that does not follow the contract", "secret", s.Name)
 		}
-	}, func(s *corev1.Secret) {
+	}, func(s *cachedHashSecret) {
 		idx.DeleteHashSecret(s.Name)
 		duplicateHashes.Set(float64(idx.Stats().DuplicateHashes))
 	})

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // appliedConnection is a Connection as a watch delivers it after `kubectl apply`: managed
@@ -229,5 +232,89 @@ func TestCompactAPIKey(t *testing.T) {
 	obj, _ = compactAPIKey(bad)
 	if ck := obj.(*cachedAPIKey); ck.err == nil || ck.key.SelectorKey != "\x00nothing" {
 		t.Errorf("an invalid selector: err %v, selector %q; want an error and a key that lists nothing", ck.err, ck.key.SelectorKey)
+	}
+}
+
+// BenchmarkHashSecretMemory measures the heap one cached hash Secret costs the server: the
+// object its informer stores after the cache transform, and the index's entries. The Secrets
+// are in a rotation's grace (two hashes), as protobuf decodes them.
+func BenchmarkHashSecretMemory(b *testing.B) {
+	const n = 5000
+	raws := make([][]byte, n)
+	for i := range raws {
+		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: fmt.Sprintf("key-%05d", i), UID: types.UID(fmt.Sprintf("6f1c2b3a-0000-4000-8000-%012d", i))}}
+		s := hashSecret(ak, fmt.Sprintf("current-%d", i), fmt.Sprintf("previous-%d", i), time.Now().Add(time.Hour))
+		s.UID, s.ResourceVersion, s.CreationTimestamp = types.UID(fmt.Sprintf("0a1b2c3d-0000-4000-8000-%012d", i)), "123456", metav1.Now()
+		var err error
+		if raws[i], err = s.Marshal(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		store := make([]any, 0, n)
+		idx := keyindex.New()
+		feed := feedHashSecrets(idx, logr.Discard())
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, raw := range raws {
+			s := &corev1.Secret{}
+			if err := s.Unmarshal(raw); err != nil {
+				b.Fatal(err)
+			}
+			obj, err := compactHashSecret(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			store = append(store, obj)
+			feed.OnAdd(obj, true)
+		}
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/secret")
+		if st := idx.Stats(); st.Hashes != 2*n {
+			b.Fatalf("the index holds %d hashes, want %d", st.Hashes, 2*n)
+		}
+		runtime.KeepAlive(store)
+		runtime.KeepAlive(idx)
+	}
+}
+
+// TestCompactHashSecret: the cache keeps of a hash Secret its identity and its hashes as the
+// index reads them, and a Secret that breaks the contract keeps the reason, no hash.
+func TestCompactHashSecret(t *testing.T) {
+	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "k", UID: "uid-1"}}
+	s := hashSecret(ak, "current", "previous", time.Now().Add(time.Hour))
+	s.Annotations = map[string]string{"note": strings.Repeat("a", 1000)}
+	obj, err := compactHashSecret(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, ok := obj.(*cachedHashSecret)
+	if !ok {
+		t.Fatalf("the cache keeps a %T", obj)
+	}
+	if cs.Annotations != nil || cs.Labels != nil || cs.Name != s.Name || cs.Namespace != systemNamespace {
+		t.Errorf("the cached metadata = %+v", cs.ObjectMeta)
+	}
+	if cs.hashes == nil || cs.hashes.Err() != nil || cs.hashes.Name() != s.Name {
+		t.Fatalf("the cached hashes = %+v", cs.hashes)
+	}
+	idx := keyindex.New()
+	if err := idx.PutHashSecret(cs.hashes); err != nil || idx.Stats().Hashes != 2 {
+		t.Errorf("the index took %d hashes (%v), want 2", idx.Stats().Hashes, err)
+	}
+	if again, _ := compactHashSecret(obj); again != obj {
+		t.Error("the transform is not idempotent")
+	}
+	if key, err := toolscache.MetaNamespaceKeyFunc(obj); err != nil || key != systemNamespace+"/"+s.Name {
+		t.Errorf("the informer's store key = %q, %v", key, err)
+	}
+	delete(s.Labels, keysecret.LabelAPIKeyUID)
+	obj, _ = compactHashSecret(s)
+	if err := obj.(*cachedHashSecret).hashes.Err(); err == nil {
+		t.Error("a hash Secret without its APIKey's UID was read without an error")
 	}
 }
