@@ -55,6 +55,34 @@ func appliedConnection(i int) []byte {
 	return raw
 }
 
+// cacheHeap feeds n objects through a cache transform and an index feed, as the informer does,
+// and returns the heap they hold per object: what the informer's store keeps after the
+// transform, and the index's entries. decode(i) is the i-th object as a watch decodes it.
+func cacheHeap(b *testing.B, n int, decode func(i int) (any, error), transform toolscache.TransformFunc, feed toolscache.ResourceEventHandler) float64 {
+	b.Helper()
+	store := make([]any, 0, n)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		obj, err := decode(i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if obj, err = transform(obj); err != nil {
+			b.Fatal(err)
+		}
+		store = append(store, obj)
+		feed.OnAdd(obj, true)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(feed) // and the index it feeds
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
 // BenchmarkConnectionMemory measures the heap one cached Connection costs the server: the
 // object its informer stores after the cache transform, and the index's entry.
 func BenchmarkConnectionMemory(b *testing.B) {
@@ -63,32 +91,15 @@ func BenchmarkConnectionMemory(b *testing.B) {
 	for i := range raws {
 		raws[i] = appliedConnection(i)
 	}
+	decode := func(i int) (any, error) {
+		c := &switchboardv1alpha1.Connection{}
+		return c, json.Unmarshal(raws[i], c)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		store := make([]any, 0, n)
 		idx := keyindex.New()
-		feed := feedConnections(idx, logr.Discard())
-		var before runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for _, raw := range raws {
-			c := &switchboardv1alpha1.Connection{}
-			if err := json.Unmarshal(raw, c); err != nil {
-				b.Fatal(err)
-			}
-			obj, err := compactConnection(c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			store = append(store, obj)
-			feed.OnAdd(obj, true)
-		}
-		var after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/conn")
+		b.ReportMetric(cacheHeap(b, n, decode, compactConnection, feedConnections(idx, logr.Discard())), "heapB/conn")
 		b.ReportMetric(float64(len(cachedList(idx.Connections("tenant"), "", nil).Body))/n, "jsonB/conn")
-		runtime.KeepAlive(store)
 		runtime.KeepAlive(idx)
 	}
 }
@@ -165,35 +176,17 @@ func BenchmarkAPIKeyMemory(b *testing.B) {
 	for i := range raws {
 		raws[i] = appliedAPIKey(i)
 	}
+	decode := func(i int) (any, error) {
+		k := &switchboardv1alpha1.APIKey{}
+		return k, json.Unmarshal(raws[i], k)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		store := make([]any, 0, n)
 		idx := keyindex.New()
-		feed := feedAPIKeys(idx, logr.Discard())
-		var before runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for _, raw := range raws {
-			k := &switchboardv1alpha1.APIKey{}
-			if err := json.Unmarshal(raw, k); err != nil {
-				b.Fatal(err)
-			}
-			obj, err := compactAPIKey(k)
-			if err != nil {
-				b.Fatal(err)
-			}
-			store = append(store, obj)
-			feed.OnAdd(obj, true)
-		}
-		var after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/key")
+		b.ReportMetric(cacheHeap(b, n, decode, compactAPIKey, feedAPIKeys(idx, logr.Discard())), "heapB/key")
 		if len(idx.Keys()) != n {
 			b.Fatalf("the index holds %d keys, want %d", len(idx.Keys()), n)
 		}
-		runtime.KeepAlive(store)
-		runtime.KeepAlive(idx)
 	}
 }
 
@@ -250,35 +243,17 @@ func BenchmarkHashSecretMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	decode := func(i int) (any, error) {
+		s := &corev1.Secret{}
+		return s, s.Unmarshal(raws[i])
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		store := make([]any, 0, n)
 		idx := keyindex.New()
-		feed := feedHashSecrets(idx, logr.Discard())
-		var before runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for _, raw := range raws {
-			s := &corev1.Secret{}
-			if err := s.Unmarshal(raw); err != nil {
-				b.Fatal(err)
-			}
-			obj, err := compactHashSecret(s)
-			if err != nil {
-				b.Fatal(err)
-			}
-			store = append(store, obj)
-			feed.OnAdd(obj, true)
-		}
-		var after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/secret")
+		b.ReportMetric(cacheHeap(b, n, decode, compactHashSecret, feedHashSecrets(idx, logr.Discard())), "heapB/secret")
 		if st := idx.Stats(); st.Hashes != 2*n {
 			b.Fatalf("the index holds %d hashes, want %d", st.Hashes, 2*n)
 		}
-		runtime.KeepAlive(store)
-		runtime.KeepAlive(idx)
 	}
 }
 
