@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/switchboard-dev/switchboard/internal/memlimit"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/server"
 )
@@ -30,6 +31,13 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			newLogger()
+			limit, err := memlimit.Apply(os.Getenv)
+			if err != nil {
+				return err
+			}
+			if limit > 0 {
+				ctrl.Log.WithName("server").Info("Go memory limit set from the container's", "bytes", limit, "from", "$"+memlimit.EnvVar)
+			}
 			for _, s := range trustedProxies {
 				p, err := parsePrefix(s)
 				if err != nil {
@@ -64,6 +72,8 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.StringVar(&opts.SystemNamespace, "system-namespace", podNamespace(), "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+server.DefaultSystemNamespace+")")
 	f.StringVar(&opts.KeyPrefix, "key-prefix", server.DefaultKeyPrefix, "prefix of valid keys")
 	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the server (e.g. the ingress controller's pods) whose X-Forwarded-For is believed; never a pod-wide CIDR, since any pod in it could then pick its address")
+	f.BoolVar(&opts.PeersAreProxies, "peers-are-proxies", false, "the peers are proxies (an ingress controller) not in --trusted-proxies, so the server cannot know a client's address: keys with allowedSourceRanges are then refused (403 SOURCE_NOT_ALLOWED) instead of judged by the proxy's address")
+	f.Int64Var(&opts.MaxInFlightBytesPerNamespace, "max-in-flight-bytes-per-namespace", server.DefaultMaxInFlightBytesPerNamespace, "most bytes of one namespace's list responses this replica writes at once (slow readers hold theirs); past it, 429 TOO_MANY_CONCURRENT_REQUESTS unless none is in flight; negative: no bound")
 	f.Float64Var(&opts.FailureRate, "auth-failure-rate", server.DefaultFailureRate, "failed authentications per second an address regains; negative disables the limit")
 	f.IntVar(&opts.FailureBurst, "auth-failure-burst", server.DefaultFailureBurst, "failed authentications an address may make at once; after them its failures get 429 (valid keys are always served)")
 	f.IntVar(&opts.RateLimitClients, "rate-limit-clients", server.DefaultRateLimitClients, "how many client addresses the failure limiter remembers")

@@ -40,13 +40,19 @@ type Snapshot struct {
 	all   memo
 	memo  sync.Map     // key → *memo
 	memos atomic.Int32 // entries in memo, at most MaxMemos
+
+	// inFlight is the namespace's, shared by all its snapshots (nil for a namespace without
+	// Connections): see InFlight.
+	inFlight *atomic.Int64
 }
 
-// MaxMemos bounds the keys a Snapshot memoizes besides the empty one. The server memoizes one
-// list response per distinct selector, and a tenant chooses its keys' selectors: without a
-// bound, K keys whose selectors differ but match alike would hold K copies of the namespace's
-// list. Past the bound a value is built for each caller and not kept, so a namespace with that
-// many selectors pays in its own requests' work, not in everyone's memory.
+// MaxMemos bounds the keys a Snapshot memoizes besides the empty one. The server memoizes what
+// it derives per distinct selector, and a tenant chooses its keys' selectors: without a bound,
+// K keys with distinct selectors would hold K values. Past the bound a value is built for each
+// caller and not kept (build is told so), so a namespace with that many selectors pays in its
+// own requests' work, not in everyone's memory. The count bounds entries, not bytes: what a
+// value may weigh is the builder's business (the server keeps item lists, and bodies only
+// within a byte budget).
 const MaxMemos = 64
 
 // memo is a value built on first use.
@@ -60,10 +66,10 @@ func (s *Snapshot) Items() []*Conn { return s.items }
 
 // Memo returns the value build makes from the snapshot's items for key, built on first use and
 // then shared by every caller that passes the same key to this snapshot. The server keeps its
-// ready list responses here, one per distinct selector: they live exactly as long as the
-// Connections they were made from. Past MaxMemos keys, build runs for every call. build must not
-// modify items.
-func (s *Snapshot) Memo(key string, build func(items []*Conn) any) any {
+// ready lists here, one per distinct selector: they live exactly as long as the Connections
+// they were made from. Past MaxMemos keys, build runs for every call with kept false: a value
+// made for one caller only should cost that caller little. build must not modify items.
+func (s *Snapshot) Memo(key string, build func(items []*Conn, kept bool) any) any {
 	m := &s.all
 	if key != "" {
 		v, ok := s.memo.Load(key)
@@ -71,7 +77,7 @@ func (s *Snapshot) Memo(key string, build func(items []*Conn) any) any {
 			// Count before storing, so that racing callers never store more than MaxMemos.
 			if s.memos.Add(1) > MaxMemos {
 				s.memos.Add(-1)
-				return build(s.items)
+				return build(s.items, false)
 			}
 			var loaded bool
 			if v, loaded = s.memo.LoadOrStore(key, &memo{}); loaded {
@@ -80,9 +86,16 @@ func (s *Snapshot) Memo(key string, build func(items []*Conn) any) any {
 		}
 		m = v.(*memo)
 	}
-	m.once.Do(func() { m.value = build(s.items) })
+	m.once.Do(func() { m.value = build(s.items, true) })
 	return m.value
 }
+
+// InFlight is a counter the reader keeps for the namespace as a whole, whichever snapshot it
+// holds: the server counts there the bytes of the namespace's responses being written, to bound
+// what slow readers of one tenant hold. It is nil for a namespace without Connections. A
+// namespace whose last Connection goes and comes back starts a new counter; readers of the old
+// one still release what they took from it.
+func (s *Snapshot) InFlight() *atomic.Int64 { return s.inFlight }
 
 var emptySnapshot = &Snapshot{}
 
@@ -91,9 +104,10 @@ var emptySnapshot = &Snapshot{}
 // changes between reads (above all the informer's initial list, when nothing reads: the server
 // is not ready) costs one sort at the next read, not a copy of the namespace per change.
 type nsState struct {
-	byName map[string]*Conn
-	snap   atomic.Pointer[Snapshot]
-	build  sync.Mutex // one reader builds a stale snapshot; the others wait for it
+	byName   map[string]*Conn
+	snap     atomic.Pointer[Snapshot]
+	build    sync.Mutex // one reader builds a stale snapshot; the others wait for it
+	inFlight atomic.Int64
 }
 
 // Connections returns the listable Connections of namespace ns.
@@ -126,7 +140,7 @@ func (x *Index) Connections(ns string) *Snapshot {
 		}
 		return 0
 	})
-	s := &Snapshot{items: items}
+	s := &Snapshot{items: items, inFlight: &st.inFlight}
 	s.served.Store(true)
 	st.snap.Store(s)
 	return s
@@ -162,7 +176,7 @@ func (x *Index) SetConnection(namespace string, c *Conn) {
 	if old != nil {
 		items = remove(items, old)
 	}
-	st.snap.Store(&Snapshot{items: insert(items, c)})
+	st.snap.Store(&Snapshot{items: insert(items, c), inFlight: &st.inFlight})
 }
 
 // DeleteConnection removes a Connection.
@@ -184,7 +198,7 @@ func (x *Index) DeleteConnection(namespace, name string) {
 		st.snap.Store(nil)
 		return
 	}
-	st.snap.Store(&Snapshot{items: remove(s.items, old)})
+	st.snap.Store(&Snapshot{items: remove(s.items, old), inFlight: &st.inFlight})
 }
 
 // search returns where (id, name) is or would be in items.

@@ -66,7 +66,7 @@ func TestMemo(t *testing.T) {
 	x := New()
 	x.SetConnection("a", conn("one", "conn_1"))
 	builds := 0
-	count := func(items []*Conn) any { builds++; return len(items) }
+	count := func(items []*Conn, _ bool) any { builds++; return len(items) }
 	snap := x.Connections("a")
 	for range 3 {
 		if snap.Memo("", count) != 1 || snap.Memo("n=one", count) != 1 {
@@ -91,19 +91,28 @@ func TestMemoIsBounded(t *testing.T) {
 	x := New()
 	x.SetConnection("a", conn("one", "conn_1"))
 	snap := x.Connections("a")
-	builds := 0
-	count := func(items []*Conn) any { builds++; return len(items) }
+	builds, kept := 0, 0
+	count := func(items []*Conn, keep bool) any {
+		builds++
+		if keep {
+			kept++
+		}
+		return len(items)
+	}
 	for i := range MaxMemos {
 		snap.Memo(fmt.Sprintf("k=%d", i), count)
 	}
 	snap.Memo("", count)
-	if builds != MaxMemos+1 {
-		t.Fatalf("built %d times for %d keys, want %d", builds, MaxMemos+1, MaxMemos+1)
+	if builds != MaxMemos+1 || kept != builds {
+		t.Fatalf("built %d times (%d told kept) for %d keys, want %d", builds, kept, MaxMemos+1, MaxMemos+1)
 	}
 	for range 3 {
 		if snap.Memo("past=bound", count) != 1 {
 			t.Fatal("Memo returned another value past the bound")
 		}
+	}
+	if kept != MaxMemos+1 {
+		t.Errorf("a value built past the bound was told it is kept (%d times)", kept-MaxMemos-1)
 	}
 	if builds != MaxMemos+4 {
 		t.Errorf("a key past the bound was built %d times in 3 calls, want 3", builds-MaxMemos-1)

@@ -25,6 +25,10 @@ type api struct {
 	limiter *failureLimiter
 	keys    *ratelimit.Limiter
 	trusted []netip.Prefix
+	// peersAreProxies: a peer outside trusted is a proxy, so it gives no client address.
+	peersAreProxies bool
+	// maxInFlight bounds the bytes of one namespace's responses being written (≤ 0: none).
+	maxInFlight int64
 }
 
 func (a *api) serve(w http.ResponseWriter, r *http.Request, start time.Time) string {

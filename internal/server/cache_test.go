@@ -99,7 +99,7 @@ func BenchmarkConnectionMemory(b *testing.B) {
 	for b.Loop() {
 		idx := keyindex.New()
 		b.ReportMetric(cacheHeap(b, n, decode, compactConnection, feedConnections(idx, logr.Discard())), "heapB/conn")
-		b.ReportMetric(float64(len(cachedList(idx.Connections("tenant"), "", nil).Body))/n, "jsonB/conn")
+		b.ReportMetric(float64(cachedList(idx.Connections("tenant"), "", nil).Length)/n, "jsonB/conn")
 		runtime.KeepAlive(idx)
 	}
 }

@@ -18,8 +18,11 @@ const (
 	CodeRateLimited      = "RATE_LIMITED"
 	CodeKeyRateLimited   = "API_KEY_RATE_LIMITED"
 	CodeSourceNotAllowed = "SOURCE_NOT_ALLOWED"
-	CodeNotReady         = "NOT_READY"
-	CodeInternal         = "INTERNAL_ERROR"
+	// CodeTooManyConcurrent: the namespace's responses being written on this replica already
+	// add up to --max-in-flight-bytes-per-namespace (list.go).
+	CodeTooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
+	CodeNotReady          = "NOT_READY"
+	CodeInternal          = "INTERNAL_ERROR"
 )
 
 const (
@@ -29,6 +32,8 @@ const (
 	msgNotReady = "The server is starting and has not loaded its data yet; retry in a moment."
 	msgLimited  = "Authentication failed, and too many authentications from this address have failed; retry after the number of seconds in Retry-After."
 	msgInternal = "The server failed to answer; retry, and report the request id if it persists."
+
+	msgTooManyConcurrent = "Too many responses for this namespace's keys are being sent at once (slow readers hold them until read); retry after the number of seconds in Retry-After, read responses promptly, and page large lists with ?limit=."
 )
 
 // realm names the protection space in WWW-Authenticate (RFC 6750 section 3).

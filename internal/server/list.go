@@ -73,9 +73,10 @@ func decodeCursor(s string) (id, name string, ok bool) {
 	return id, name, ok && id != "" && name != ""
 }
 
-// listConnections answers GET /v1/connections for key. Without a page, the body cached for the
-// namespace (or for the key's selector) is written as it is; a page concatenates the matching
-// pre-encoded items.
+// listConnections answers GET /v1/connections for key. Without a page, the list memoized for
+// the namespace's snapshot (or for the key's selector) is written; a page is described per
+// request (its items, ETag and length) and written item by item. Either way the bytes written
+// are the index's pre-encoded Connections, shared: no request builds a body of its own.
 func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
 	p, problem := parsePage(r.URL.RawQuery)
 	if problem != "" {
@@ -96,7 +97,24 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 		if p.limit > 0 && len(selected) == p.limit && hasMore(items, key.Selector, selected[len(selected)-1]) {
 			next = encodeCursor(selected[len(selected)-1])
 		}
-		list = buildList(selected, next)
+		list = newList(selected, next)
+	}
+	// Direct map access: incoming header keys are canonical, and Get would canonicalise again.
+	inm := r.Header["If-None-Match"]
+	notModified := len(inm) > 0 && inm[0] != "" && etagMatches(inm[0], list.ETag)
+	if n := int64(list.Length); n > uncountedBody && a.maxInFlight > 0 && !notModified && r.Method != http.MethodHead {
+		// The bytes of the namespace's responses being written count until written: a slow
+		// reader holds what it is sent, so what one tenant's readers hold is bounded.
+		if inFlight := snap.InFlight(); inFlight != nil {
+			if total := inFlight.Add(n); total != n && total > a.maxInFlight {
+				inFlight.Add(-n)
+				concurrencyRefused.Inc()
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusTooManyRequests, CodeTooManyConcurrent, msgTooManyConcurrent)
+				return
+			}
+			defer inFlight.Add(-n)
+		}
 	}
 	// Shared, never modified header values: a map assignment allocates nothing, Set would.
 	hdr := w.Header()
@@ -108,17 +126,22 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 		q := "limit=" + strconv.Itoa(p.limit) + "&cursor=" + next
 		hdr.Set("Link", "<"+routeConnections+"?"+q+`>; rel="next"`)
 	}
-	// Direct map access: incoming header keys are canonical, and Get would canonicalise again.
-	if inm := r.Header["If-None-Match"]; len(inm) > 0 && inm[0] != "" && etagMatches(inm[0], list.ETag) {
+	if notModified {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	hdr["Content-Length"] = list.LengthHeader
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(list.Body)
+		_ = list.writeTo(w)
 	}
 }
+
+// uncountedBody is the largest response not counted in flight. net/http copies a body this small
+// into the connection's own buffers before the handler returns, so it holds nothing of the
+// index however slowly it is read (the connection's buffers are the connection's cost, whatever
+// it asked for); a larger one is written from the shared slices while the handler waits.
+const uncountedBody = 2048
 
 // Header values every list response carries, shared by all of them. They must not be modified.
 var (

@@ -38,6 +38,11 @@ var (
 		Name: "switchboard_api_last_used_writes_total",
 		Help: "Writes of APIKey status.lastUsedAt by result.",
 	}, []string{"result"})
+
+	concurrencyRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_api_concurrency_refused_total",
+		Help: "List requests refused with 429 TOO_MANY_CONCURRENT_REQUESTS because their namespace's responses in flight on this replica were at --max-in-flight-bytes-per-namespace.",
+	})
 )
 
 // Routes, the label values of the route dimension (bounded: never the raw path).
@@ -139,5 +144,5 @@ func init() {
 			requestSeries[rt][i].labels = [2]string{routeNames[rt], strconv.Itoa(s)}
 		}
 	}
-	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites)
+	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites, concurrencyRefused)
 }

@@ -33,8 +33,11 @@ const (
 	DefaultLastUsedInterval       = time.Minute
 	DefaultLastUsedFlush          = 10 * time.Second
 	DefaultLastUsedWriteRate      = 20.0
-	DefaultShutdownDelay          = 5 * time.Second
-	DefaultShutdownTimeout        = 30 * time.Second
+	// DefaultMaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses
+	// being written at once by a replica (list.go).
+	DefaultMaxInFlightBytesPerNamespace = 16 << 20
+	DefaultShutdownDelay                = 5 * time.Second
+	DefaultShutdownTimeout              = 30 * time.Second
 )
 
 // Options configure the API server. Zero values take the Default constants above.
@@ -57,6 +60,10 @@ type Options struct {
 
 	// TrustedProxies are the peers whose X-Forwarded-For is believed to find the client address.
 	TrustedProxies []netip.Prefix
+	// PeersAreProxies says that the server's peers are proxies (an ingress controller) and not
+	// clients: a peer outside TrustedProxies then gives no client address at all, so a key
+	// with allowed source ranges is refused rather than judged by the proxy's address.
+	PeersAreProxies bool
 	// FailureRate is how many failed authentications per second an address regains; negative
 	// disables the limit.
 	FailureRate float64
@@ -73,6 +80,12 @@ type Options struct {
 	RateLimitRedisPassword string
 	// RateLimitRedisTimeout bounds one decision in Redis; past it, memory decides.
 	RateLimitRedisTimeout time.Duration
+
+	// MaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses being
+	// written at once (a slow reader holds its response until it has read it); past it, a list
+	// request of that namespace gets 429 TOO_MANY_CONCURRENT_REQUESTS, unless none is in flight.
+	// Negative: no bound.
+	MaxInFlightBytesPerNamespace int64
 
 	// LastUsedInterval is the least time between two writes of one key's lastUsedAt.
 	LastUsedInterval time.Duration
@@ -134,6 +147,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.RateLimitRedisTimeout < 0 {
 		return errors.New("the rate-limit Redis timeout must be positive")
+	}
+	if o.MaxInFlightBytesPerNamespace == 0 {
+		o.MaxInFlightBytesPerNamespace = DefaultMaxInFlightBytesPerNamespace
 	}
 	if o.LastUsedInterval == 0 {
 		o.LastUsedInterval = DefaultLastUsedInterval

@@ -19,7 +19,10 @@ import (
 //   - spec.allowedSourceRanges: a client outside them gets 403 SOURCE_NOT_ALLOWED, the client
 //     being the address the trusted-proxy rules give (clientAddress). Such a request takes
 //     nothing from the key's budget and carries no RateLimit fields: whoever holds a key where
-//     it may not be used learns nothing of its use.
+//     it may not be used learns nothing of its use. When the server cannot know the client's
+//     address (--peers-are-proxies: the peer is a proxy it does not trust, so every client
+//     would look like the proxy), the key is refused the same way, with a message that says
+//     so: ranges that cannot be checked admit nobody, as ranges that do not parse.
 //   - spec.rateLimit: past it, 429 API_KEY_RATE_LIMITED with Retry-After. Every response the
 //     limiter decided carries RateLimit-Policy and RateLimit (internal/ratelimit, header.go).
 //
@@ -29,6 +32,7 @@ import (
 const (
 	msgKeyRateLimited   = "This API key has used its rate limit; retry after the number of seconds in Retry-After (the RateLimit header field says what is left)."
 	msgSourceNotAllowed = "This API key may not be used from this address: its allowed source ranges do not include it."
+	msgSourceUnknown    = "This API key may be used only from its allowed source ranges, and this server cannot know the client's address (it runs behind a proxy whose X-Forwarded-For it does not trust), so it refuses the key everywhere. The operator must list the proxies in --trusted-proxies (the chart's server.trustedProxies)."
 )
 
 var sourceRefused = prometheus.NewCounter(prometheus.CounterOpts{
@@ -40,10 +44,17 @@ func init() { ctrlmetrics.Registry.MustRegister(sourceRefused) }
 
 // enforcePolicy applies key's policy to r. It returns false when it answered the request.
 func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyindex.Key) bool {
-	if key.SourcesRestricted && !key.AllowsSource(clientAddress(r, a.trusted)) {
-		sourceRefused.Inc()
-		writeError(w, http.StatusForbidden, CodeSourceNotAllowed, msgSourceNotAllowed)
-		return false
+	if key.SourcesRestricted {
+		if !a.clientKnown(r) {
+			sourceRefused.Inc()
+			writeError(w, http.StatusForbidden, CodeSourceNotAllowed, msgSourceUnknown)
+			return false
+		}
+		if !key.AllowsSource(clientAddress(r, a.trusted)) {
+			sourceRefused.Inc()
+			writeError(w, http.StatusForbidden, CodeSourceNotAllowed, msgSourceNotAllowed)
+			return false
+		}
 	}
 	if key.RateLimit == nil {
 		return true
@@ -56,6 +67,13 @@ func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyinde
 	w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.Seconds(d.RetryAfter), 10))
 	writeError(w, http.StatusTooManyRequests, CodeKeyRateLimited, msgKeyRateLimited)
 	return false
+}
+
+// clientKnown reports whether r's client address can be known: always, unless the peers are
+// proxies (--peers-are-proxies) and this one is not trusted, so its X-Forwarded-For is not
+// believed and its own address is the proxy's, not the client's.
+func (a *api) clientKnown(r *http.Request) bool {
+	return !a.peersAreProxies || isTrusted(parseHop(r.RemoteAddr), a.trusted)
 }
 
 // newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when

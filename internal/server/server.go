@@ -90,6 +90,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		limiter: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.RateLimitClients),
 		keys:    keyLimiter,
 		trusted: opts.TrustedProxies,
+
+		peersAreProxies: opts.PeersAreProxies,
+		maxInFlight:     opts.MaxInFlightBytesPerNamespace,
 	}
 	endpoints := []httpserve.Endpoint{{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}}
 	if opts.PanelListen != "" {

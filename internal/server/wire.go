@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -15,8 +18,11 @@ import (
 )
 
 // The /v1 wire format: how a Connection and a list of them are encoded, and their ETags. Each
-// Connection is encoded once, when it changes (cache.go); a list response is a concatenation of
-// those encodings, built once per snapshot and selector and then shared (cachedList).
+// Connection is encoded once, when it changes (cache.go). A list response is a concatenation of
+// those encodings: the namespace's whole list is built once per snapshot and shared; other lists
+// are kept as the items they select, with their ETag and length, and written item by item
+// (within a small byte budget per snapshot their bodies are built too). No request builds a body
+// of its own, so a slow reader holds nothing that other requests do not share.
 
 // connectionJSON is the public form of a Connection, fields in the documented order. Nothing
 // from spec.credentialsSecretRef is ever part of it.
@@ -29,7 +35,17 @@ type connectionJSON struct {
 	CreatedAt   string            `json:"created_at"`
 }
 
-// encodeConnection returns the JSON of c as the /v1 API lists it.
+// MaxConnectionJSON is the most bytes the /v1 JSON of a Connection the CRD's schema admits can
+// take (TestConnectionJSONIsBounded builds the largest one): metadata of at most 32 KiB of
+// UTF-8, no control characters but tab, line feed and carriage return, and HTML characters
+// written as they are, so no character takes more than twice its bytes. A Connection written
+// past the schema (before it had these rules) is still listed, and logged.
+const MaxConnectionJSON = 70 << 10
+
+// encodeConnection returns the JSON of c as the /v1 API lists it. `<`, `>` and `&` are written
+// as they are (encoding/json would write each as six bytes, \u003c): the API's responses are
+// application/json with nosniff, never HTML, and the escape made a tenant's Connection six
+// times the bytes it wrote.
 func encodeConnection(c *switchboardv1alpha1.Connection) ([]byte, error) {
 	out := connectionJSON{
 		ID:        c.Status.ID,
@@ -46,18 +62,25 @@ func encodeConnection(c *switchboardv1alpha1.Connection) ([]byte, error) {
 	if c.Spec.Provider != "" {
 		out.Provider = &c.Spec.Provider
 	}
-	raw, err := json.Marshal(out)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
 		return nil, fmt.Errorf("encoding Connection %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	return raw, nil
+	// A copy of its own size: the buffer's spare capacity would stay in the cache with it.
+	return append([]byte(nil), bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
 }
 
-// List is a ready list response.
+// List is a ready list response: the items it lists, and its ETag and Content-Length, computed
+// once from them.
 type List struct {
-	// Body is the JSON response.
-	Body []byte
-	// ETag is the body's quoted entity tag.
+	items []*keyindex.Conn
+	// body is the whole response, when it was built; nil: the items are written one by one.
+	body []byte
+	// Length is the response's length in bytes.
+	Length int
+	// ETag is the response's quoted entity tag.
 	ETag string
 	// ETagHeader and LengthHeader are the ETag and Content-Length header values as
 	// one-element slices, so that a response's header map takes them without allocating.
@@ -65,51 +88,144 @@ type List struct {
 	ETagHeader, LengthHeader []string
 }
 
-// newList wraps body as a List; extra goes into the ETag with the body (a page's next cursor).
-func newList(body []byte, extra string) *List {
-	tag := etag(body, extra)
-	return &List{Body: body, ETag: tag, ETagHeader: []string{tag}, LengthHeader: []string{strconv.Itoa(len(body))}}
+// newList describes the list response of items; extra goes into the ETag with the body (a
+// page's next cursor). It builds no body: the body is the items, written in turn.
+func newList(items []*keyindex.Conn, extra string) *List {
+	tag, n := listETag(items, extra), listSize(items)
+	return &List{items: items, Length: n, ETag: tag, ETagHeader: []string{tag}, LengthHeader: []string{strconv.Itoa(n)}}
 }
 
-// buildList makes the list response of items.
-func buildList(items []*keyindex.Conn, extra string) *List {
-	return newList(appendList(make([]byte, 0, listSize(items)), items), extra)
+// build makes the body in one piece, to be written in one call. Only shared lists are built.
+func (l *List) build() *List {
+	l.body = appendList(make([]byte, 0, l.Length), l.items)
+	return l
+}
+
+// Body returns the whole response (built here when it was not), for tests.
+func (l *List) Body() []byte {
+	if l.body != nil {
+		return l.body
+	}
+	return appendList(make([]byte, 0, l.Length), l.items)
+}
+
+// Shared pieces of every list body. They must not be modified.
+var (
+	listOpen  = []byte(`{"connections":[`)
+	listComma = []byte(",")
+	listClose = []byte("]}")
+)
+
+// writeTo writes the response to w: the built body, or the list's pieces in order, each a
+// slice shared with the index (nothing is copied for this request). It stops at the first
+// error (the client went away, or the write timeout passed).
+func (l *List) writeTo(w io.Writer) error {
+	if l.body != nil {
+		_, err := w.Write(l.body)
+		return err
+	}
+	if _, err := w.Write(listOpen); err != nil {
+		return err
+	}
+	for i, c := range l.items {
+		if i > 0 {
+			if _, err := w.Write(listComma); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(c.Encoded); err != nil {
+			return err
+		}
+	}
+	_, err := w.Write(listClose)
+	return err
+}
+
+// namespaceList is what a snapshot memoizes under the empty key: the namespace's whole list,
+// built, and the bytes of selected lists' bodies the snapshot may still build.
+type namespaceList struct {
+	all    *List
+	budget atomic.Int64
+}
+
+// SelectedBodyBudget is how many bytes of selected lists' bodies one namespace snapshot builds
+// and keeps, besides its whole list: enough for small namespaces with a few selectors to be
+// answered in one write, while a namespace of any size with any number of selectors holds at
+// most one copy of its list plus this. Past it, selected lists are written item by item.
+const SelectedBodyBudget = 64 << 10
+
+// reserve takes n bytes of the budget, or reports false when they are not left.
+func (nl *namespaceList) reserve(n int) bool {
+	if nl.budget.Add(-int64(n)) >= 0 {
+		return true
+	}
+	nl.budget.Add(int64(n))
+	return false
 }
 
 // cachedList returns the list response of the whole snapshot (sel nil) or of the items sel
-// matches, built on first use and then shared by every key with the same selector.
+// matches, made on first use and then shared by every key with the same selector. Past
+// keyindex.MaxMemos selectors, it is made for each request, without a body.
 func cachedList(snap *keyindex.Snapshot, selectorKey string, sel labels.Selector) *List {
-	return snap.Memo(selectorKey, func(items []*keyindex.Conn) any {
-		return buildList(selectItems(items, sel, 0), "")
+	ns := snap.Memo("", func(items []*keyindex.Conn, _ bool) any {
+		nl := &namespaceList{all: newList(items, "").build()}
+		nl.budget.Store(SelectedBodyBudget)
+		return nl
+	}).(*namespaceList)
+	if selectorKey == "" {
+		return ns.all
+	}
+	return snap.Memo(selectorKey, func(items []*keyindex.Conn, kept bool) any {
+		selected := selectItems(items, sel, 0)
+		if len(selected) == len(items) {
+			return ns.all // a selector that matches everything lists what the namespace's list does
+		}
+		l := newList(selected, "")
+		if kept && ns.reserve(l.Length) {
+			l.build()
+		}
+		return l
 	}).(*List)
 }
 
 // listSize is the length of the list response of items.
 func listSize(items []*keyindex.Conn) int {
-	n := len(`{"connections":[]}`)
-	for _, c := range items {
-		n += len(c.Encoded) + 1
+	n := len(listOpen) + len(listClose)
+	for i, c := range items {
+		if i > 0 {
+			n += len(listComma)
+		}
+		n += len(c.Encoded)
 	}
 	return n
 }
 
 // appendList appends the list response of items to dst: a concatenation of pre-encoded objects.
 func appendList(dst []byte, items []*keyindex.Conn) []byte {
-	dst = append(dst, `{"connections":[`...)
+	dst = append(dst, listOpen...)
 	for i, c := range items {
 		if i > 0 {
-			dst = append(dst, ',')
+			dst = append(dst, listComma...)
 		}
 		dst = append(dst, c.Encoded...)
 	}
-	return append(dst, "]}"...)
+	return append(dst, listClose...)
 }
 
-// etag returns a strong entity tag for a response body and whatever else the response depends
-// on (such as the next-page cursor).
-func etag(body []byte, extra string) string {
-	d := xxhash.New()
-	_, _ = d.Write(body)
+// listETag returns a strong entity tag for the list response of items and whatever else the
+// response depends on (such as the next-page cursor), hashing the body's pieces in order
+// without putting them together.
+func listETag(items []*keyindex.Conn, extra string) string {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(listOpen)
+	for i, c := range items {
+		if i > 0 {
+			_, _ = d.Write(listComma)
+		}
+		_, _ = d.Write(c.Encoded)
+	}
+	_, _ = d.Write(listClose)
 	_, _ = d.WriteString(extra)
 	var buf [18]byte
 	b := append(buf[:0], '"')

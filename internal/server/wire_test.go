@@ -76,45 +76,45 @@ func TestListBodies(t *testing.T) {
 	set(wireConnection("a", "noid", ""))
 	set(wireConnection("b", "z", "conn_0"))
 	before := whole("a")
-	if got := listedIDs(t, before.Body); got != "conn_1,conn_2,conn_2,conn_3" {
+	if got := listedIDs(t, before.Body()); got != "conn_1,conn_2,conn_2,conn_3" {
 		t.Fatalf("namespace a lists %s", got)
 	}
 	set(wireConnection("a", "a", "conn_9"))
 	obj, _ := compactConnection(wireConnection("a", "b", "conn_2"))
 	feed.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "a/b", Obj: obj})
 	list := whole("a")
-	body, tag := list.Body, list.ETag
+	body, tag := list.Body(), list.ETag
 	if got := listedIDs(t, body); got != "conn_2,conn_3,conn_9" {
 		t.Errorf("after changes: %s", got)
 	}
 	if list.LengthHeader[0] != strconv.Itoa(len(body)) || list.ETagHeader[0] != tag {
 		t.Errorf("header values %v %v do not describe the body", list.LengthHeader, list.ETagHeader)
 	}
-	if tag == before.ETag || string(body) == string(before.Body) {
+	if tag == before.ETag || string(body) == string(before.Body()) {
 		t.Error("the ETag or body did not change with the list")
 	}
 	if whole("a") != list {
 		t.Error("the whole list is not shared")
 	}
 	feed.OnDelete(&cachedConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "z"}})
-	if b := whole("b").Body; string(b) != `{"connections":[]}` {
+	if b := whole("b").Body(); string(b) != `{"connections":[]}` {
 		t.Errorf("empty namespace = %s", b)
 	}
-	if b := whole("nowhere").Body; string(b) != `{"connections":[]}` {
+	if b := whole("nowhere").Body(); string(b) != `{"connections":[]}` {
 		t.Errorf("unknown namespace = %s", b)
 	}
 	// Losing its id removes a Connection from the list.
 	set(wireConnection("a", "c", ""))
-	if got := listedIDs(t, whole("a").Body); got != "conn_2,conn_9" {
+	if got := listedIDs(t, whole("a").Body()); got != "conn_2,conn_9" {
 		t.Errorf("after c lost its id: %s", got)
 	}
 	sel := labels.SelectorFromSet(labels.Set{"n": "dup"})
 	selected := cachedList(x.Connections("a"), sel.String(), sel)
-	body, tag = selected.Body, selected.ETag
+	body, tag = selected.Body(), selected.ETag
 	if !strings.Contains(string(body), `"name":"dup"`) || strings.Contains(string(body), `"name":"a"`) || tag == "" {
 		t.Errorf("selected body = %s", body)
 	}
-	if again := cachedList(x.Connections("a"), sel.String(), sel); &again.Body[0] != &body[0] {
+	if again := cachedList(x.Connections("a"), sel.String(), sel); &again.Body()[0] != &body[0] {
 		t.Error("the selected body is not cached")
 	}
 }
@@ -129,12 +129,12 @@ func TestInvalidSelectorListsNothing(t *testing.T) {
 		t.Fatal("the invalid selector was accepted")
 	}
 	snap := a.index.Connections("tenant")
-	if n := len(snap.Items()); n != 3 || len(cachedList(snap, "", nil).Body) < 100 {
+	if n := len(snap.Items()); n != 3 || len(cachedList(snap, "", nil).Body()) < 100 {
 		t.Fatalf("the namespace has %d Connections and no whole list", n)
 	}
 	for _, k := range a.index.Keys() {
 		if k.UID == "bad" {
-			if got := cachedList(snap, k.SelectorKey, k.Selector).Body; string(got) != `{"connections":[]}` {
+			if got := cachedList(snap, k.SelectorKey, k.Selector).Body(); string(got) != `{"connections":[]}` {
 				t.Errorf("the key with an invalid selector lists %s", got)
 			}
 		}
