@@ -54,6 +54,9 @@ type APIKeySpec struct {
 
 	// allowedSourceRanges are the client addresses the key may be used from (at most 32 CIDRs);
 	// from elsewhere, requests get 403 SOURCE_NOT_ALLOWED. Empty or absent means anywhere.
+	// They fail closed: where the API server cannot know the client's address (it runs behind
+	// a proxy it does not trust, as with the chart's ingress.withoutTrustedProxies), a key with
+	// source ranges is refused from everywhere, with 403 SOURCE_NOT_ALLOWED saying why.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32

@@ -21,9 +21,11 @@ type ConnectionSpec struct {
 	// +kubebuilder:validation:Pattern=`^conn_[a-z0-9]+$`
 	ID string `json:"id,omitempty"`
 
-	// displayName is a human-readable name, returned as display_name by the API.
+	// displayName is a human-readable name, returned as display_name by the API: at most 256
+	// characters, no control characters.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\x00-\\x1f]')",message="displayName must not contain control characters"
 	DisplayName string `json:"displayName,omitempty"`
 
 	// provider names what this connection connects to (for example "postgres" or "salesforce").
@@ -33,13 +35,17 @@ type ConnectionSpec struct {
 	Provider string `json:"provider,omitempty"`
 
 	// metadata holds non-secret attributes returned to API clients as they are: at most 50
-	// keys of at most 40 characters, each value at most 500 characters (Stripe's limits).
+	// keys of at most 40 characters, each value at most 500 characters (Stripe's limits), at
+	// most 32 KiB (32768 bytes of UTF-8) of values in all, no control characters in keys, and
+	// none in values but tab, line feed and carriage return. These bound what one Connection
+	// costs every API server replica, which caches them all.
 	// Never put credentials here: use credentialsSecretRef.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=50
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) >= 1 && size(k) <= 40)",message="metadata keys must be 1 to 40 characters long"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 500)",message="metadata values must be at most 500 characters long"
-	Metadata map[string]string `json:"metadata,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.matches('[\\x00-\\x1f]') && !self[k].matches('[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f]'))",message="metadata keys must not contain control characters, and values none but tab, line feed and carriage return"
+	// +kubebuilder:validation:XValidation:rule="self.map(k, size(bytes(self[k]))).sum() <= 32768",message="metadata values must be at most 32768 bytes (32 KiB of UTF-8) in all"
+	Metadata map[string]MetadataValue `json:"metadata,omitempty"`
 
 	// credentialsSecretRef names a Secret in this namespace with the connection's credentials.
 	// It is never exposed by the /v1 API.
@@ -47,6 +53,12 @@ type ConnectionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="credentialsSecretRef.name must be at most 253 characters long"
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
+
+// MetadataValue is one value of a Connection's metadata: at most 500 characters. (A type of its
+// own, so that the schema bounds each value where the API server's estimate of the cost of the
+// metadata rules sees the bound.)
+// +kubebuilder:validation:MaxLength=500
+type MetadataValue string
 
 // ConnectionStatus is what the operator observed and decided about a connection.
 type ConnectionStatus struct {

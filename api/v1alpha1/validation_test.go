@@ -35,7 +35,7 @@ func TestCreateAndReadBack(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "warehouse", Labels: map[string]string{"team": "data"}},
 		Spec: switchboardv1alpha1.ConnectionSpec{
 			ID: "conn_warehouse1", DisplayName: "Warehouse", Provider: "postgres",
-			Metadata: map[string]string{"region": "eu-west-1"},
+			Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
 		},
 	}
 	if err := env.Client.Create(ctx(t), conn); err != nil {
@@ -278,6 +278,24 @@ func manyKeys(n, keyLen, valueLen int) map[string]string {
 	return m
 }
 
+// keysWith returns n metadata keys (k0, k1, …) that all hold value.
+func keysWith(n int, value string) map[string]switchboardv1alpha1.MetadataValue {
+	m := make(map[string]switchboardv1alpha1.MetadataValue, n)
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = switchboardv1alpha1.MetadataValue(value)
+	}
+	return m
+}
+
+// metadataOf is m as Connection metadata.
+func metadataOf(m map[string]string) map[string]switchboardv1alpha1.MetadataValue {
+	out := make(map[string]switchboardv1alpha1.MetadataValue, len(m))
+	for k, v := range m {
+		out[k] = switchboardv1alpha1.MetadataValue(v)
+	}
+	return out
+}
+
 // TestTenantInputIsBounded: every string, list and map a tenant writes into a Connection or
 // an APIKey has a size limit, refused with a message that names it; objects at the limits are
 // accepted, which also shows the CEL rules fit the API server's runtime cost budget.
@@ -306,17 +324,33 @@ func TestTenantInputIsBounded(t *testing.T) {
 	}{
 		{name: "connection metadata at the limits (50 keys of 40, values of 500)",
 			obj: &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{
-				DisplayName: strings.Repeat("d", 256), Provider: strings.Repeat("p", 128), Metadata: manyKeys(50, 40, 500),
+				DisplayName: strings.Repeat("d", 256), Provider: strings.Repeat("p", 128), Metadata: metadataOf(manyKeys(50, 40, 500)),
 				CredentialsSecretRef: &corev1.LocalObjectReference{Name: strings.Repeat("s", 253)}}}},
+		{name: "connection metadata of 500 HTML characters per value (served as written, not escaped)",
+			obj: &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: keysWith(50, strings.Repeat("<", 500))}}},
+		{name: "connection metadata with tabs, line feeds and carriage returns",
+			obj: &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: keysWith(2, "line one\r\n\tline two")}}},
+		{name: "connection metadata over 32 KiB of UTF-8 (50 values of 500 two-byte characters)",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: keysWith(50, strings.Repeat("é", 500))}},
+			message: "metadata values must be at most 32768 bytes (32 KiB of UTF-8) in all"},
+		{name: "connection metadata value with a control character",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: keysWith(1, "a\x01b")}},
+			message: "metadata keys must not contain control characters, and values none but tab, line feed and carriage return"},
+		{name: "connection metadata key with a control character",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: map[string]switchboardv1alpha1.MetadataValue{"a\tb": "v"}}},
+			message: "metadata keys must not contain control characters, and values none but tab, line feed and carriage return"},
+		{name: "connection display name with a line feed",
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{DisplayName: "two\nlines"}},
+			message: "displayName must not contain control characters"},
 		{name: "connection metadata with 51 keys",
-			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: manyKeys(51, 4, 1)}},
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: metadataOf(manyKeys(51, 4, 1))}},
 			message: "spec.metadata: Too many: 51: must have at most 50 items"},
 		{name: "connection metadata key of 41 characters",
-			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: manyKeys(1, 41, 1)}},
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: metadataOf(manyKeys(1, 41, 1))}},
 			message: "metadata keys must be 1 to 40 characters long"},
 		{name: "connection metadata value of 501 characters",
-			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: manyKeys(1, 4, 501)}},
-			message: "metadata values must be at most 500 characters long"},
+			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{Metadata: metadataOf(manyKeys(1, 4, 501))}},
+			message: "spec.metadata.k000: Too long"},
 		{name: "connection display name of 257 characters",
 			obj:     &switchboardv1alpha1.Connection{Spec: switchboardv1alpha1.ConnectionSpec{DisplayName: strings.Repeat("d", 257)}},
 			message: "spec.displayName: Too long"},

@@ -275,7 +275,7 @@ func (in *ConnectionSpec) DeepCopyInto(out *ConnectionSpec) {
 	*out = *in
 	if in.Metadata != nil {
 		in, out := &in.Metadata, &out.Metadata
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]MetadataValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

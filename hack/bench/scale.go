@@ -418,7 +418,7 @@ func (r *rig) fillConnections(ctx context.Context, c client.Client, namespaces [
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespaces[s.ns], Name: fmt.Sprintf("conn-%06d", s.n), Labels: map[string]string{"tier": "bench"}},
 			Spec: switchboardv1alpha1.ConnectionSpec{
 				DisplayName: fmt.Sprintf("Connection %d", s.n), Provider: "postgres",
-				Metadata: map[string]string{"region": "eu-west-1"},
+				Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
 			},
 		})
 	}); err != nil {

@@ -60,7 +60,7 @@ func (r *rig) createConnections(ctx context.Context, c client.Client, ns string,
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("conn-%06d", n), Labels: map[string]string{"tier": "bench"}},
 			Spec: switchboardv1alpha1.ConnectionSpec{
 				DisplayName: fmt.Sprintf("Connection %d", n), Provider: "postgres",
-				Metadata: map[string]string{"region": "eu-west-1"},
+				Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
 			},
 		}
 		return c.Create(ctx, conn)

@@ -81,7 +81,7 @@ func demoObjects() []client.Object {
 			ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: "warehouse", Labels: labels},
 			Spec: switchboardv1alpha1.ConnectionSpec{
 				DisplayName: "Warehouse", Provider: "postgres",
-				Metadata: map[string]string{"region": "eu-west-1"},
+				Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
 			},
 		},
 		&switchboardv1alpha1.Connection{

@@ -53,7 +53,7 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 		c := &switchboardv1alpha1.Connection{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: fmt.Sprintf("c%05d", i), CreationTimestamp: metav1.NewTime(benchNow),
 				Labels: map[string]string{"team": "data"}},
-			Spec:   switchboardv1alpha1.ConnectionSpec{DisplayName: "Warehouse", Provider: "postgres", Metadata: map[string]string{"region": "eu-west-1"}},
+			Spec:   switchboardv1alpha1.ConnectionSpec{DisplayName: "Warehouse", Provider: "postgres", Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"}},
 			Status: switchboardv1alpha1.ConnectionStatus{ID: fmt.Sprintf("conn_%05d", i)},
 		}
 		cached, err := compactConnection(c)

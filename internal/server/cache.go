@@ -277,6 +277,10 @@ func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 		switch {
 		case c.conn != nil:
 			idx.SetConnection(c.Namespace, c.conn)
+			if n := len(c.conn.Encoded); n > MaxConnectionJSON {
+				log.Info("Connection is larger than the CRD's schema allows (it was stored before the schema bounded it): it is listed, and costs every replica its size; re-apply it within the bounds",
+					"namespace", c.Namespace, "name", c.Name, "bytes", n, "bound", MaxConnectionJSON)
+			}
 		case c.err != nil:
 			idx.DeleteConnection(c.Namespace, c.Name)
 			log.Error(c.err, "Connection cannot be listed", "namespace", c.Namespace, "name", c.Name)

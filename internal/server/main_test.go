@@ -272,7 +272,7 @@ func newConnection(t testing.TB, ns, name, id string, lbls map[string]string) *s
 		Spec: switchboardv1alpha1.ConnectionSpec{
 			DisplayName:          strings.ToUpper(name[:1]) + name[1:],
 			Provider:             "postgres",
-			Metadata:             map[string]string{"region": "eu-west-1"},
+			Metadata:             map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
 			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "secret-credentials-of-" + name},
 		},
 	}

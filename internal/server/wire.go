@@ -27,20 +27,22 @@ import (
 // connectionJSON is the public form of a Connection, fields in the documented order. Nothing
 // from spec.credentialsSecretRef is ever part of it.
 type connectionJSON struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"`
-	DisplayName *string           `json:"display_name"`
-	Provider    *string           `json:"provider"`
-	Metadata    map[string]string `json:"metadata"`
-	CreatedAt   string            `json:"created_at"`
+	ID          string                                       `json:"id"`
+	Name        string                                       `json:"name"`
+	DisplayName *string                                      `json:"display_name"`
+	Provider    *string                                      `json:"provider"`
+	Metadata    map[string]switchboardv1alpha1.MetadataValue `json:"metadata"`
+	CreatedAt   string                                       `json:"created_at"`
 }
 
 // MaxConnectionJSON is the most bytes the /v1 JSON of a Connection the CRD's schema admits can
-// take (TestConnectionJSONIsBounded builds the largest one): metadata of at most 32 KiB of
-// UTF-8, no control characters but tab, line feed and carriage return, and HTML characters
-// written as they are, so no character takes more than twice its bytes. A Connection written
-// past the schema (before it had these rules) is still listed, and logged.
-const MaxConnectionJSON = 70 << 10
+// take (TestConnectionJSONIsBounded builds the largest one, 79,813 bytes): at most 32 KiB of
+// metadata values, no control characters (tab, line feed and carriage return aside, in values),
+// and `<`, `>`, `&` written as they are, so that no character takes more than twice its bytes.
+// It is what one Connection can cost each replica's cache. A Connection stored before the
+// schema had these rules can be larger; it is still listed (a list is never silently short),
+// and the feed logs it.
+const MaxConnectionJSON = 80 << 10
 
 // encodeConnection returns the JSON of c as the /v1 API lists it. `<`, `>` and `&` are written
 // as they are (encoding/json would write each as six bytes, \u003c): the API's responses are
@@ -54,7 +56,7 @@ func encodeConnection(c *switchboardv1alpha1.Connection) ([]byte, error) {
 		CreatedAt: c.CreationTimestamp.UTC().Format(time.RFC3339),
 	}
 	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
+		out.Metadata = map[string]switchboardv1alpha1.MetadataValue{}
 	}
 	if c.Spec.DisplayName != "" {
 		out.DisplayName = &c.Spec.DisplayName
