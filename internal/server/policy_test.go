@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,6 +250,48 @@ func TestSourceRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the key usable from anywhere", func() bool { return direct.get(t, "/v1/connections", partner.Key).Status == http.StatusOK })
+}
+
+// TestSourceRangesFailClosedBehindUntrustedProxy: behind an ingress whose X-Forwarded-For is not
+// trusted (the chart's ingress.withoutTrustedProxies, which passes --peers-are-proxies), every
+// client has the ingress's address. Here the "ingress" is 127.0.0.1, so a key limited to
+// 127.0.0.0/8 would answer anyone who reaches the ingress; instead it is refused with a message
+// that says why, whatever X-Forwarded-For claims, while keys without ranges are served. Once
+// the proxy is trusted, the client's address is known and the ranges apply again.
+func TestSourceRangesFailClosedBehindUntrustedProxy(t *testing.T) {
+	doc := loadDocument(t)
+	ns := env.Namespace(t, "unknown-source")
+	newConnection(t, ns, "a", "conn_a", nil)
+	local := newKey(t, ns, "local", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"127.0.0.0/8"}})
+	open := newKey(t, ns, "open", switchboardv1alpha1.APIKeySpec{})
+	xff := func(v string) func(http.Header) { return func(h http.Header) { h.Set("X-Forwarded-For", v) } }
+
+	behind := startServer(t, nil, Options{FailureRate: -1, PeersAreProxies: true}, true)
+	refusedBefore := metricValue(t, "switchboard_api_source_refused_total", "", "")
+	for _, header := range []func(http.Header){nil, xff("127.0.0.5"), xff("192.0.2.1")} {
+		resp := firstAnswer(t, behind, local.Key, header)
+		if resp.Status != http.StatusForbidden || resp.errorCode(t) != CodeSourceNotAllowed || !strings.Contains(string(resp.Body), "cannot know the client's address") {
+			t.Errorf("a key with source ranges behind an untrusted proxy: %d %s, want 403 %s saying the address is unknown", resp.Status, resp.Body, CodeSourceNotAllowed)
+		}
+		if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := metricValue(t, "switchboard_api_source_refused_total", "", "") - refusedBefore; got != 3 {
+		t.Errorf("switchboard_api_source_refused_total grew by %v, want 3", got)
+	}
+	if resp := firstAnswer(t, behind, open.Key, nil); resp.Status != http.StatusOK {
+		t.Errorf("a key without source ranges behind an untrusted proxy: %d %s", resp.Status, resp.Body)
+	}
+
+	trusted := startServer(t, nil, Options{FailureRate: -1, PeersAreProxies: true, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, true)
+	if resp := firstAnswer(t, trusted, local.Key, xff("127.0.0.7")); resp.Status != http.StatusOK {
+		t.Errorf("through a trusted proxy, from inside the ranges: %d %s", resp.Status, resp.Body)
+	}
+	outside := firstAnswer(t, trusted, local.Key, xff("192.0.2.1"))
+	if outside.Status != http.StatusForbidden || strings.Contains(string(outside.Body), "cannot know") {
+		t.Errorf("through a trusted proxy, from outside the ranges: %d %s, want 403 for the address", outside.Status, outside.Body)
+	}
 }
 
 // metricValue reads a counter of the controller-runtime registry, by one label (or none).
