@@ -47,6 +47,9 @@ func NewServer(h http.Handler) *http.Server {
 type Endpoint struct {
 	Listener net.Listener
 	Handler  http.Handler
+	// ConnState, when set, is the server's ConnState hook (a listener that bounds its
+	// connections learns from it which are idle).
+	ConnState func(net.Conn, http.ConnState)
 }
 
 // Group is a set of endpoints that start and stop together.
@@ -74,6 +77,7 @@ func (g Group) Run(ctx context.Context) error {
 	errs := make(chan error, len(g.Endpoints))
 	for i, e := range g.Endpoints {
 		servers[i] = NewServer(e.Handler)
+		servers[i].ConnState = e.ConnState
 		go func() {
 			g.Log.Info("serving", "address", e.Listener.Addr().String())
 			if err := servers[i].Serve(e.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -36,8 +36,11 @@ const (
 	// DefaultMaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses
 	// being written at once by a replica (list.go).
 	DefaultMaxInFlightBytesPerNamespace = 16 << 20
-	DefaultShutdownDelay                = 5 * time.Second
-	DefaultShutdownTimeout              = 30 * time.Second
+	// DefaultMaxConnections bounds the API listener's open connections (conns.go): at about
+	// 150 KiB each at worst, 1024 fit the chart's 256 MiB beside the server's own needs.
+	DefaultMaxConnections  = 1024
+	DefaultShutdownDelay   = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
 )
 
 // Options configure the API server. Zero values take the Default constants above.
@@ -86,6 +89,10 @@ type Options struct {
 	// request of that namespace gets 429 TOO_MANY_CONCURRENT_REQUESTS, unless none is in flight.
 	// Negative: no bound.
 	MaxInFlightBytesPerNamespace int64
+
+	// MaxConnections bounds the API listener's open connections; at the bound an idle one is
+	// closed for a new one, or the new one waits. Negative: no bound.
+	MaxConnections int
 
 	// LastUsedInterval is the least time between two writes of one key's lastUsedAt.
 	LastUsedInterval time.Duration
@@ -150,6 +157,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxInFlightBytesPerNamespace == 0 {
 		o.MaxInFlightBytesPerNamespace = DefaultMaxInFlightBytesPerNamespace
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
 	}
 	if o.LastUsedInterval == 0 {
 		o.LastUsedInterval = DefaultLastUsedInterval

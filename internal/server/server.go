@@ -94,7 +94,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		peersAreProxies: opts.PeersAreProxies,
 		maxInFlight:     opts.MaxInFlightBytesPerNamespace,
 	}
-	endpoints := []httpserve.Endpoint{{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}}
+	apiEndpoint := httpserve.Endpoint{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}
+	if opts.MaxConnections > 0 {
+		limited := newConnLimiter(apiListener, opts.MaxConnections)
+		apiEndpoint.Listener, apiEndpoint.ConnState = limited, limited.connState
+	}
+	endpoints := []httpserve.Endpoint{apiEndpoint}
 	if opts.PanelListen != "" {
 		l, err := net.Listen("tcp", opts.PanelListen)
 		if err != nil {
