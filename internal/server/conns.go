@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // The API listener's connections. Each open connection costs the replica memory whoever opened
@@ -25,15 +26,26 @@ const socketBuffer = 32 << 10
 // connLimiter is the API listener with its connections bounded.
 type connLimiter struct {
 	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	close sync.Once
+	slots   chan struct{}
+	done    chan struct{}
+	close   sync.Once
+	waiting atomic.Int32 // Accept calls waiting for a slot
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{}
 }
 
 func newConnLimiter(l net.Listener, maxConns int) *connLimiter {
+	// Set on the listening socket, the buffers are every accepted socket's from its first
+	// segment: a receive buffer shrunk after the handshake would retract the window TCP offered.
+	if tl, ok := l.(*net.TCPListener); ok {
+		if rc, err := tl.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) {
+				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, socketBuffer)
+				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, socketBuffer)
+			})
+		}
+	}
 	return &connLimiter{Listener: l, slots: make(chan struct{}, maxConns), done: make(chan struct{}), conns: map[*limitedConn]struct{}{}}
 }
 
@@ -55,26 +67,36 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// Accept waits for a slot, closing an idle connection when there is none, then accepts.
+// CloseWrite half-closes the connection, as net/http does after an error it answers before any
+// handler (431): the client reads the answer to its end instead of a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Accept accepts a connection, then waits for a slot for it: at the bound it closes an idle
+// connection, and else waits until one closes (further clients wait in the listen queue).
 func (l *connLimiter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case l.slots <- struct{}{}:
 	default:
+		// While this waits, a connection that turns idle is closed at once (connState).
+		l.waiting.Add(1)
 		l.closeAnIdle()
 		select {
 		case l.slots <- struct{}{}:
+			l.waiting.Add(-1)
 		case <-l.done:
+			l.waiting.Add(-1)
+			_ = c.Close()
 			return nil, net.ErrClosed
 		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(socketBuffer)
-		_ = tc.SetWriteBuffer(socketBuffer)
 	}
 	lc := &limitedConn{Conn: c, l: l}
 	l.mu.Lock()
@@ -106,10 +128,17 @@ func (l *connLimiter) closeAnIdle() {
 	}
 }
 
-// connState is the http.Server's ConnState hook: it marks connections idle between requests.
-// Per request it costs two stores to the connection's own flag, no lock.
+// connState is the http.Server's ConnState hook: it marks connections idle between requests,
+// and closes one that turns idle while a new connection waits for a slot. Per request it costs
+// two stores to the connection's own flag and a load, no lock.
 func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
-	if lc, ok := c.(*limitedConn); ok {
-		lc.idle.Store(s == http.StateIdle)
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	idle := s == http.StateIdle
+	lc.idle.Store(idle)
+	if idle && l.waiting.Load() > 0 {
+		_ = lc.Close()
 	}
 }

@@ -33,8 +33,8 @@ func TestHelmServerMemoryAndClientAddress(t *testing.T) {
 			if slices.Contains(tt.sets, "server.maxInFlightBytesPerNamespace=1048576") {
 				want = "--max-in-flight-bytes-per-namespace=1048576"
 			}
-			if !slices.Contains(args, want) {
-				t.Errorf("the args lack %s: %v", want, args)
+			if !slices.Contains(args, want) || !slices.Contains(args, "--max-connections=1024") {
+				t.Errorf("the args lack %s or --max-connections=1024: %v", want, args)
 			}
 			env, _, _ := unstructured.NestedSlice(c, "env")
 			found := false
