@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -147,5 +149,21 @@ func TestLoadRunFigures(t *testing.T) {
 	}
 	if busy, err := machineBusy(); err != nil || busy <= 0 {
 		t.Errorf("machineBusy = %v, %v; want a positive CPU time", busy, err)
+	}
+}
+
+// TestKeptSections: a rerun keeps the report's sections measured apart, and only those.
+func TestKeptSections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	report := "# switchboard benchmarks\n\n## 1. Throughput\n\nold figures\n\n## Memory under a hostile tenant " + apartMarker + "\n\nkept figures\n\n## Rerunning\n\n- how\n"
+	if err := os.WriteFile(path, []byte(report), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := "## Memory under a hostile tenant " + apartMarker + "\n\nkept figures\n\n"
+	if got := keptSections(path); got != want {
+		t.Errorf("kept %q, want %q", got, want)
+	}
+	if got := keptSections(filepath.Join(t.TempDir(), "none.md")); got != "" {
+		t.Errorf("without a report, kept %q", got)
 	}
 }

@@ -72,12 +72,37 @@ func gitCommit() string {
 	return commit
 }
 
+// apartMarker ends the heading of a section measured apart from the bench (by a test, say):
+// the bench keeps such sections of the report it replaces, as they are.
+const apartMarker = "(measured apart from `make bench`)"
+
+// keptSections returns the sections of the report at path whose heading carries apartMarker.
+func keptSections(path string) string {
+	raw, err := os.ReadFile(filepath.Clean(path))
+	if err != nil {
+		return ""
+	}
+	var kept strings.Builder
+	keep := false
+	for _, line := range strings.SplitAfter(string(raw), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			keep = strings.Contains(line, apartMarker)
+		}
+		if keep {
+			kept.WriteString(line)
+		}
+	}
+	return kept.String()
+}
+
 func (r *report) write(path string) error {
+	kept := keptSections(path)
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("# switchboard benchmarks")
 	p("")
-	p("Written by `go run ./hack/bench %s` (what `make bench` runs); every number below is what that run measured.", strings.Join(os.Args[1:], " "))
+	p("Written by `go run ./hack/bench %s` (what `make bench` runs); every number below is what that run measured,", strings.Join(os.Args[1:], " "))
+	p("except in sections marked %s, which say how they were measured and are kept as they are.", apartMarker)
 	p("Commit %s, %s. Machine: %s, %d cores (`nproc`), %s of memory; Go %s. The run took %s.", gitCommit(), time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		cpuModel(), r.cores, memTotal(), goVersion(), r.total.Round(time.Second))
 	p("")
@@ -112,6 +137,7 @@ func (r *report) write(path string) error {
 	if r.ran["policy"] {
 		r.writePolicy(p)
 	}
+	b.WriteString(kept)
 	p("## Rerunning")
 	p("")
 	p("- Everything: `make bench` (needs `wrk`; builds the binaries and the control plane when missing). Run it on a")
@@ -293,9 +319,11 @@ func (r *report) writeHotPath(p printer) {
 	p("  own: request ids are cut 64 at a time from one string, each already in its one-element header value (the")
 	p("  34 B/op are those batches, shared out); the wrapper that records the status for metrics and logs is pooled; the")
 	p("  metric series are bound once, not looked up per request; the wall clock is read once, at the start. The constant")
-	p("  headers and the list's body, `ETag` and `Content-Length` are built once per namespace snapshot and selector and")
-	p("  shared.")
-	p("- A page (`?limit=`) is assembled per request: its body, `ETag`, cursor and `Link` header.")
+	p("  headers, the namespace's list body, and each selector's `ETag` and `Content-Length` are made once per namespace")
+	p("  snapshot and selector and shared; a list is written from the shared pre-encoded Connections, never copied per")
+	p("  request.")
+	p("- A page (`?limit=`) is selected per request: its items, `ETag`, cursor and `Link` header (no body: its items are")
+	p("  written in turn).")
 	p("- `EncodeConnection` runs when a Connection changes (from the informer), never per request.")
 	p("")
 }
