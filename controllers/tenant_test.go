@@ -318,3 +318,68 @@ func TestOperatorNeverIssuesForARevokedKey(t *testing.T) {
 		t.Fatalf("a hash was written for a revoked key (err %v)", err)
 	}
 }
+
+// TestTenantCannotTakeAnotherTenantsConnectionID performs issue 18's id theft as a tenant with
+// `edit` would: it pins spec.id to an id tenant B's Connection holds, and waits for B to replace
+// its Connection (a GitOps replace, a restore: delete, then create with the same spec.id).
+// Before issue 18 the attacker's Connection waited in IDConflict, which told it that the id
+// existed elsewhere, and being the older claim it took the id when B's holder went: B's
+// re-created Connection got IDConflict and B's keys listed nothing. Ids are now unique per
+// namespace: the attacker learns nothing (its Connection is Ready at once, whether or not the id
+// exists elsewhere) and B's re-created Connection gets B's id back.
+func TestTenantCannotTakeAnotherTenantsConnectionID(t *testing.T) {
+	t.Parallel()
+	installTenantRoles(t)
+	victimNS, attackerNS, system := env.Namespace(t, "idtheft-b"), env.Namespace(t, "idtheft-a"), env.Namespace(t, "idtheft-system")
+	startOperator(t, nil, system, victimNS, attackerNS)
+	attacker := actAs(t, attackerNS, "tenant", "edit", attackerNS)
+	victim := actAs(t, victimNS, "tenant", "edit", victimNS)
+
+	id := "conn_victim" + strings.ToLower(victimNS[len(victimNS)-5:])
+	if err := victim.client.Create(testCtx(t), newConnection(victimNS, "payments", id)); err != nil {
+		t.Fatal(err)
+	}
+	readyConnection(t, client.ObjectKey{Namespace: victimNS, Name: "payments"})
+
+	// The attacker pins the victim's id, and an id nobody holds: both answers must look alike.
+	for name, pinned := range map[string]string{"stolen": id, "control": "conn_nobody" + strings.ToLower(attackerNS[len(attackerNS)-5:])} {
+		if err := attacker.client.Create(testCtx(t), newConnection(attackerNS, name, pinned)); err != nil {
+			t.Fatal(err)
+		}
+		got := readyConnection(t, client.ObjectKey{Namespace: attackerNS, Name: name})
+		c, err := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.ID != pinned || c.Reason != switchboardv1alpha1.ReasonIDAssigned {
+			t.Fatalf("the attacker's %s Connection: id %q, Ready %s %q; want its pinned id and IDAssigned, whether or not another namespace holds it", name, got.Status.ID, c.Reason, c.Message)
+		}
+	}
+
+	// The victim replaces its Connection, as a GitOps replace or a restore does.
+	old := &switchboardv1alpha1.Connection{}
+	if err := victim.client.Get(testCtx(t), client.ObjectKey{Namespace: victimNS, Name: "payments"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.client.Delete(testCtx(t), old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the victim's Connection to be gone", func() error {
+		err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(old), &switchboardv1alpha1.Connection{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	if err := victim.client.Create(testCtx(t), newConnection(victimNS, "payments", id)); err != nil {
+		t.Fatal(err)
+	}
+	got := readyConnection(t, client.ObjectKey{Namespace: victimNS, Name: "payments"})
+	if got.UID == old.UID || got.Status.ID != id {
+		t.Fatalf("the victim's re-created Connection has id %q, want its own %s", got.Status.ID, id)
+	}
+	// And the attacker's Connection has not changed: no id of the victim's namespace moved to it.
+	if a := readyConnection(t, client.ObjectKey{Namespace: attackerNS, Name: "stolen"}); a.Status.ID != id {
+		t.Fatalf("the attacker's Connection changed id to %s", a.Status.ID)
+	}
+}
