@@ -369,7 +369,7 @@ func TestTenantCannotTakeAnotherTenantsConnectionID(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	if err := victim.client.Create(testCtx(t), newConnection(victimNS, "payments", id)); err != nil {
 		t.Fatal(err)
