@@ -105,11 +105,12 @@ func eventually(t *testing.T, what string, cond func() error) {
 	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
-// poke changes an annotation so that the operator reconciles obj now: requeues are timed by
-// the real clock, while these tests move the fake one.
+// poke changes the APIKey's spec.description so that the operator reconciles it now: requeues
+// are timed by the real clock, while these tests move the fake one. (A change of metadata alone
+// wakes no reconcile.)
 func poke(t *testing.T, obj client.Object) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.switchboard.dev/poke":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	patch := fmt.Sprintf(`{"spec":{"description":%q}}`, "poked at "+time.Now().Format(time.RFC3339Nano))
 	if err := env.Client.Patch(testCtx(t), obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatalf("poking %s: %v", obj.GetName(), err)
 	}
