@@ -12,6 +12,7 @@ import (
 
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -58,11 +59,11 @@ func (r *ConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		return fmt.Errorf("indexing Connections by id: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&switchboardv1alpha1.Connection{}).
+		For(&switchboardv1alpha1.Connection{}, builder.WithPredicates(meaningfulUpdate)).
 		// A Connection that gives up an id (deleted) lets a conflicting one of its namespace take it.
-		Watches(&switchboardv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.sameID)).
+		Watches(&switchboardv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.sameID), builder.WithPredicates(meaningfulUpdate)).
 		Named("connection").
-		WithOptions(r.ControllerOptions).
+		WithOptions(fairOptions(r.ControllerOptions)).
 		Complete(r)
 }
 

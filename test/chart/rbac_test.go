@@ -225,3 +225,50 @@ func TestPanelIdentityOnlyReviewsTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestServerStatusPolicyShipped: both renderings ship the admission policy that keeps the API
+// server's status writes to lastUsedAt, bound, failing closed, with the same validation, and
+// naming the very ServiceAccount the server's Deployment runs as (a policy naming another would
+// restrict nobody). controllers' TestServerCannotRevokeOrMoveTheReveal shows what it refuses.
+func TestServerStatusPolicyShipped(t *testing.T) {
+	var validations []string
+	for source, objs := range renderings(t) {
+		var policy, binding *unstructured.Unstructured
+		serverSA := ""
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ValidatingAdmissionPolicy":
+				policy = o
+			case "ValidatingAdmissionPolicyBinding":
+				binding = o
+			case "Deployment":
+				if o.GetName() == "switchboard-server" {
+					serverSA, _, _ = unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName")
+				}
+			}
+		}
+		if policy == nil || binding == nil || serverSA == "" {
+			t.Fatalf("%s: policy %v, binding %v, server ServiceAccount %q", source, policy != nil, binding != nil, serverSA)
+		}
+		if name, _, _ := unstructured.NestedString(binding.Object, "spec", "policyName"); name != policy.GetName() {
+			t.Errorf("%s: the binding names policy %q, not %q", source, name, policy.GetName())
+		}
+		if fp, _, _ := unstructured.NestedString(policy.Object, "spec", "failurePolicy"); fp != "Fail" {
+			t.Errorf("%s: failurePolicy %q, want Fail", source, fp)
+		}
+		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+		// The tests render the chart into switchboard-system, config/default's namespace.
+		want := "request.userInfo.username == 'system:serviceaccount:" + releaseNamespace + ":" + serverSA + "'"
+		if len(conds) != 1 || conds[0].(map[string]any)["expression"] != want {
+			t.Errorf("%s: match conditions %v, want the one %q", source, conds, want)
+		}
+		vals, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations")
+		if len(vals) != 1 {
+			t.Fatalf("%s: %d validations, want 1", source, len(vals))
+		}
+		validations = append(validations, vals[0].(map[string]any)["expression"].(string))
+	}
+	if len(validations) != 2 || validations[0] != validations[1] {
+		t.Errorf("the chart and config/default validate differently:\n%s", strings.Join(validations, "\n---\n"))
+	}
+}
