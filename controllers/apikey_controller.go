@@ -93,11 +93,11 @@ func (r *APIKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.hashOwnerIndexed = true
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&switchboardv1alpha1.APIKey{}).
-		Owns(&corev1.Secret{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(hashSecretToAPIKey), builder.WithPredicates(isHash)).
+		For(&switchboardv1alpha1.APIKey{}, builder.WithPredicates(meaningfulUpdate)).
+		Owns(&corev1.Secret{}, builder.WithPredicates(meaningfulUpdate)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(hashSecretToAPIKey), builder.WithPredicates(isHash, meaningfulUpdate)).
 		Named("apikey").
-		WithOptions(r.ControllerOptions).
+		WithOptions(fairOptions(r.ControllerOptions)).
 		Complete(r)
 }
 
@@ -164,18 +164,26 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, found *keyFindings) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
-	if key.Spec.Revoked || key.Status.RevokedAt != nil {
-		// Once seen revoked, always revoked: whatever later happens to the spec, the status
-		// record keeps the operator from ever issuing a key for this APIKey again.
+	if key.Spec.Revoked {
+		// The API server keeps spec.revoked true for good (a rule on the whole APIKey), so the
+		// spec alone decides: status.revokedAt only records when the operator saw it.
 		found.revoked = true
 		return ctrl.Result{}, r.reconcileRevoked(ctx, key, now, found)
+	}
+	if key.Status.RevokedAt != nil {
+		// Written by someone else (the API server refuses it on a key not revoked since issue
+		// 18, so it is older than that): the key is not revoked, and the status says so again.
+		log.FromContext(ctx).Info("status.revokedAt is set but spec.revoked is not; the key is not revoked, restoring the status")
+		key.Status.RevokedAt = nil
+		found.restored = true
 	}
 	found.expired = key.Spec.ExpiresAt != nil && !now.Before(key.Spec.ExpiresAt.Time)
 	hash, err := r.cachedHash(ctx, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	action, gen := planKey(key, issuedRecord(key, hash))
+	rec := issuedRecord(key, hash)
+	action, gen := planKey(key, rec)
 	switch {
 	case action == publishKey:
 		return r.publish(ctx, key, now, found)
@@ -211,7 +219,7 @@ func (r *APIKeyReconciler) reconcile(ctx context.Context, key *switchboardv1alph
 		return ctrl.Result{}, err
 	}
 	next.at(after)
-	after, err = r.reconcileReveal(ctx, key, now, found)
+	after, err = r.reconcileReveal(ctx, key, rec, now, found)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -47,14 +47,8 @@ func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1
 		}
 	}
 	found.hash = hashFound
-	if _, ok := keysecret.IssuedOf(hash); !ok && keysecret.Generation(hash) == key.Status.KeyGeneration && key.Status.KeyHint != "" {
-		// Written before switchboard kept a record of issuance in it: write it down once, from
-		// the status that was trusted until then, so that from now on the status is not.
-		before := hash.DeepCopy()
-		keysecret.SetIssued(hash, key.Status.KeyHint, key.Status.LastHandledRotationAt)
-		if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("recording the issue of key generation %d in the hash Secret: %w", key.Status.KeyGeneration, err)
-		}
+	if err := r.completeRecord(ctx, key, hash, now); err != nil {
+		return 0, err
 	}
 	validUntil := previousValidUntil(hash)
 	if validUntil == nil {
@@ -76,18 +70,18 @@ func (r *APIKeyReconciler) reconcileHash(ctx context.Context, key *switchboardv1
 }
 
 // ensureHash makes the hash Secret hash plaintext as key generation gen and record its
-// issue (hint, rotationHandled). existing is the hash Secret as the API server holds it (nil:
+// issue (hint, rotationHandled, and revealExpiresAt: zero for a delivered key). existing is the hash Secret as the API server holds it (nil:
 // none, as far as the caller knows). Moving from an older generation is a rotation: the old
 // hash becomes previous.sha256 until the grace period ends. A hash Secret that already hashes
 // gen, or a newer one, hashes a key that may be in use: it is never replaced.
-func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, existing *corev1.Secret, gen int64, plaintext, rotationHandled string, now time.Time, grace time.Duration) (*corev1.Secret, error) {
+func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alpha1.APIKey, existing *corev1.Secret, gen int64, plaintext, rotationHandled string, revealExpiresAt, now time.Time, grace time.Duration) (*corev1.Secret, error) {
 	sum := apikey.Sum(plaintext)
 	name := keysecret.HashName(key.UID)
 	if existing == nil {
 		// A first key almost never finds a hash Secret: try the create and read only if one
 		// was left by an interrupted run, one request instead of two.
 		secret := keysecret.NewHash(key, r.SystemNamespace, gen, sum)
-		keysecret.SetIssued(secret, apikey.Hint(plaintext), rotationHandled)
+		keysecret.SetIssued(secret, apikey.Hint(plaintext), rotationHandled, revealExpiresAt)
 		err := r.Client.Create(ctx, secret)
 		if err == nil {
 			return secret, nil
@@ -114,11 +108,39 @@ func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alp
 		keepPreviousUntil = timePtr(now.Add(grace)).Time
 	}
 	keysecret.SetCurrent(existing, key, gen, sum, keepPreviousUntil)
-	keysecret.SetIssued(existing, apikey.Hint(plaintext), rotationHandled)
+	keysecret.SetIssued(existing, apikey.Hint(plaintext), rotationHandled, revealExpiresAt)
 	if err := r.Client.Patch(ctx, existing, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, fmt.Errorf("updating hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 	}
 	return existing, nil
+}
+
+// completeRecord writes down, once, what a hash Secret written by an older switchboard does not
+// record yet: the hint and the rotation (taken from the status, which was trusted until then),
+// and the deadline of a reveal still pending (revealDeadline). From then on the record decides
+// and the status only mirrors it.
+func (r *APIKeyReconciler) completeRecord(ctx context.Context, key *switchboardv1alpha1.APIKey, hash *corev1.Secret, now time.Time) error {
+	if keysecret.Generation(hash) != key.Status.KeyGeneration {
+		return nil
+	}
+	rec, ok := keysecret.IssuedOf(hash)
+	if !ok {
+		if key.Status.KeyHint == "" {
+			return nil
+		}
+		rec = keysecret.Issued{Generation: key.Status.KeyGeneration, Hint: key.Status.KeyHint, RotationHandled: key.Status.LastHandledRotationAt}
+	} else if !rec.RevealExpiresAt.IsZero() || !revealPending(key) {
+		return nil
+	}
+	if revealPending(key) {
+		rec.RevealExpiresAt = r.revealDeadline(key, &rec, now)
+	}
+	before := hash.DeepCopy()
+	keysecret.SetIssued(hash, rec.Hint, rec.RotationHandled, rec.RevealExpiresAt)
+	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the issue of key generation %d in the hash Secret: %w", key.Status.KeyGeneration, err)
+	}
+	return nil
 }
 
 // previousValidUntil reads when the previous key of a hash Secret stops working; nil when

@@ -59,7 +59,11 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 	if key.Spec.Rotation != nil {
 		rotationHandled = key.Spec.Rotation.RequestedAt
 	}
-	hash, err = r.ensureHash(ctx, key, hash, gen, plaintext, rotationHandled, now, grace)
+	var revealExpiresAt time.Time
+	if key.Spec.SecretName == "" {
+		revealExpiresAt = timePtr(now.Add(r.RevealTTL)).Time
+	}
+	hash, err = r.ensureHash(ctx, key, hash, gen, plaintext, rotationHandled, revealExpiresAt, now, grace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -79,7 +83,8 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 		found.reveal = switchboardv1alpha1.ReasonDelivered
 	} else {
 		key.Status.RevealSecretName = keysecret.RevealName(key.Name, gen)
-		key.Status.RevealExpiresAt = timePtr(now.Add(r.RevealTTL))
+		// An interrupted run of this issue may have recorded its deadline already: it stands.
+		key.Status.RevealExpiresAt = timePtr(r.revealDeadline(key, issuedRecord(key, hash), now))
 		found.reveal = switchboardv1alpha1.ReasonRevealPending
 	}
 	found.issued = true

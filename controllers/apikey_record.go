@@ -71,7 +71,30 @@ func issuedRecord(key *switchboardv1alpha1.APIKey, hash *corev1.Secret) *keysecr
 	if rec, ok := keysecret.IssuedOf(hash); ok {
 		return &rec
 	}
+	// No reveal deadline: revealDeadline bounds the status's.
 	return &keysecret.Issued{Generation: keysecret.Generation(hash), Hint: key.Status.KeyHint, RotationHandled: key.Status.LastHandledRotationAt}
+}
+
+// revealDeadline is when the unclaimed reveal of the recorded key generation is deleted: the
+// deadline its hash Secret records (rec), never the status's, which whoever may patch
+// apikeys/status could move. A hash Secret written before switchboard recorded deadlines has
+// none: then the status's deadline counts, but never later than RevealTTL from now, and
+// completeRecord writes it down so that it stops moving.
+func (r *APIKeyReconciler) revealDeadline(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, now time.Time) time.Time {
+	if rec != nil && !rec.RevealExpiresAt.IsZero() {
+		return rec.RevealExpiresAt
+	}
+	limit := timePtr(now.Add(r.RevealTTL)).Time
+	if d := key.Status.RevealExpiresAt; d != nil && d.Time.Before(limit) {
+		return d.Time
+	}
+	return limit
+}
+
+// revealPending says the status publishes a reveal Secret nobody has claimed yet (followed even
+// after spec.secretName was set: delivery starts with the next key).
+func revealPending(key *switchboardv1alpha1.APIKey) bool {
+	return key.Status.RevealSecretName != ""
 }
 
 // cachedHash reads the APIKey's hash Secret from the cache; nil when the cache has none.
@@ -169,10 +192,12 @@ func (r *APIKeyReconciler) publish(ctx context.Context, key *switchboardv1alpha1
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
 		found.reveal = switchboardv1alpha1.ReasonDelivered
 	case holds:
-		key.Status.RevealSecretName = name
-		if key.Status.RevealExpiresAt == nil || published != gen {
-			key.Status.RevealExpiresAt = timePtr(now.Add(r.RevealTTL))
+		if published != gen {
+			// The status's deadline, if any, was another generation's.
+			key.Status.RevealExpiresAt = nil
 		}
+		key.Status.RevealSecretName = name
+		key.Status.RevealExpiresAt = timePtr(r.revealDeadline(key, rec, now))
 		found.reveal = switchboardv1alpha1.ReasonRevealPending
 	default:
 		// Someone took the reveal Secret of gen: that is a claim.

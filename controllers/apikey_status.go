@@ -26,7 +26,7 @@ const (
 // at its zero value means "not found out": an error stopped the reconcile first, and the
 // condition it decides keeps its value.
 type keyFindings struct {
-	// revoked: spec.revoked, or status.revokedAt from an earlier reconcile.
+	// revoked: spec.revoked (which the API server never lets go back to false).
 	revoked bool
 	// expired: spec.expiresAt has passed.
 	expired bool

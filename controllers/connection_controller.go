@@ -12,6 +12,7 @@ import (
 
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -21,9 +22,17 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// ConnectionIDIndex indexes Connections by their public id: status.id and spec.id, so that a
-// pinned id collides with an assigned one before its owner has a status.
+// ConnectionIDIndex indexes Connections by their namespace and public id (idIndexKey): status.id
+// and spec.id, so that a pinned id collides with an assigned one before its owner has a status.
+//
+// An id is unique within its namespace, never across namespaces: the /v1 list is a namespace's,
+// and an id that one tenant's Connection held cluster-wide could be claimed by another tenant
+// pinning it (and taken over when the holder was replaced), and its conflict told every tenant
+// which ids the others use. Generated ids are 103 random bits, so they do not repeat anywhere.
 const ConnectionIDIndex = "switchboard.dev/connection-id"
+
+// idIndexKey is the ConnectionIDIndex value of id in namespace.
+func idIndexKey(namespace, id string) string { return namespace + "/" + id }
 
 // generatedIDLength is the number of base36 characters after "conn_": 20 × log2(36) ≈ 103 bits.
 const generatedIDLength = 20
@@ -50,21 +59,21 @@ func (r *ConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		return fmt.Errorf("indexing Connections by id: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&switchboardv1alpha1.Connection{}).
-		// A Connection that gives up an id (deleted) lets a conflicting one take it.
-		Watches(&switchboardv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.sameID)).
+		For(&switchboardv1alpha1.Connection{}, builder.WithPredicates(meaningfulUpdate)).
+		// A Connection that gives up an id (deleted) lets a conflicting one of its namespace take it.
+		Watches(&switchboardv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.sameID), builder.WithPredicates(meaningfulUpdate)).
 		Named("connection").
-		WithOptions(r.ControllerOptions).
+		WithOptions(fairOptions(r.ControllerOptions)).
 		Complete(r)
 }
 
-// sameID maps a Connection to the other Connections that want one of its ids.
+// sameID maps a Connection to the other Connections of its namespace that want one of its ids.
 func (r *ConnectionReconciler) sameID(ctx context.Context, obj client.Object) []reconcile.Request {
 	var reqs []reconcile.Request
-	for _, id := range connectionIDs(obj) {
+	for _, key := range connectionIDs(obj) {
 		var list switchboardv1alpha1.ConnectionList
-		if err := r.Client.List(ctx, &list, client.MatchingFields{ConnectionIDIndex: id}); err != nil {
-			log.FromContext(ctx).Error(err, "listing Connections by id", "id", id)
+		if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{ConnectionIDIndex: key}); err != nil {
+			log.FromContext(ctx).Error(err, "listing Connections by id", "id", key)
 			continue
 		}
 		for _, o := range list.Items {
@@ -76,19 +85,20 @@ func (r *ConnectionReconciler) sameID(ctx context.Context, obj client.Object) []
 	return reqs
 }
 
-// connectionIDs is the index function of ConnectionIDIndex.
+// connectionIDs is the index function of ConnectionIDIndex: the Connection's ids, each with its
+// namespace (idIndexKey).
 func connectionIDs(obj client.Object) []string {
 	conn, ok := obj.(*switchboardv1alpha1.Connection)
 	if !ok {
 		return nil
 	}
-	var ids []string
+	var keys []string
 	for _, id := range []string{conn.Status.ID, conn.Spec.ID} {
-		if id != "" && !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		if key := idIndexKey(conn.Namespace, id); id != "" && !slices.Contains(keys, key) {
+			keys = append(keys, key)
 		}
 	}
-	return ids
+	return keys
 }
 
 // Reconcile gives the Connection its id and patches the status once, at the end.
@@ -115,7 +125,8 @@ func (r *ConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{}, r.reconcile(ctx, conn, found)
 }
 
-// reconcile gives conn its id, once, and notes in found a better claim to it by another one.
+// reconcile gives conn its id, once, and notes in found a better claim to it by another one of
+// its namespace.
 func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv1alpha1.Connection, found *connectionFindings) error {
 	// An assigned id is kept forever, even when a later object claims the same spec.id.
 	for _, id := range []string{conn.Status.ID, conn.Spec.ID} {
@@ -155,10 +166,11 @@ func (r *ConnectionReconciler) reconcile(ctx context.Context, conn *switchboardv
 	return errors.New("could not generate an unused connection id")
 }
 
-// holders lists the other Connections that use id, in spec or status.
+// holders lists the other Connections of conn's namespace that use id, in spec or status.
+// Connections of other namespaces never count: ids are unique per namespace.
 func (r *ConnectionReconciler) holders(ctx context.Context, conn *switchboardv1alpha1.Connection, id string) ([]switchboardv1alpha1.Connection, error) {
 	var list switchboardv1alpha1.ConnectionList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{ConnectionIDIndex: id}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(conn.Namespace), client.MatchingFields{ConnectionIDIndex: idIndexKey(conn.Namespace, id)}); err != nil {
 		return nil, fmt.Errorf("listing Connections with id %s: %w", id, err)
 	}
 	others := list.Items[:0]
@@ -176,7 +188,7 @@ func (r *ConnectionReconciler) idUsed(ctx context.Context, conn *switchboardv1al
 }
 
 // outrankedBy returns the Connection that has a better claim to id than conn, if any: one that
-// already holds it in status while conn does not, or else the older one (then by namespace/name).
+// already holds it in status while conn does not, or else the older one (then by name).
 func (r *ConnectionReconciler) outrankedBy(ctx context.Context, conn *switchboardv1alpha1.Connection, id string) (*switchboardv1alpha1.Connection, error) {
 	others, err := r.holders(ctx, conn, id)
 	if err != nil {
@@ -199,7 +211,7 @@ func outranks(a, b *switchboardv1alpha1.Connection, id string) bool {
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}
-	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	return a.Name < b.Name
 }
 
 // GenerateConnectionID returns "conn_" and 20 random lower-case base36 characters from crypto/rand.

@@ -23,19 +23,15 @@ func setConnectionConditions(conn *switchboardv1alpha1.Connection, f *connection
 	switch {
 	case f.holder != nil:
 		setCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
-			switchboardv1alpha1.ReasonIDConflict, idConflictMessage(conn, f.conflictID, f.holder))
+			switchboardv1alpha1.ReasonIDConflict, idConflictMessage(f.conflictID, f.holder))
 	case conn.Status.ID != "":
 		setCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
 			switchboardv1alpha1.ReasonIDAssigned, "the connection's public id is "+conn.Status.ID)
 	}
 }
 
-// idConflictMessage says which id is taken. It names the holder only when it is in the same
-// namespace: another tenant's namespace and names are none of this tenant's business.
-func idConflictMessage(conn *switchboardv1alpha1.Connection, id string, other *switchboardv1alpha1.Connection) string {
-	holder := "a Connection in another namespace"
-	if other.Namespace == conn.Namespace {
-		holder = "Connection " + other.Name + " of this namespace"
-	}
-	return fmt.Sprintf("id %s is already used by %s: ids are unique in the cluster, so pick another spec.id", id, holder)
+// idConflictMessage says which id is taken, and by which Connection: the holder is always of the
+// same namespace (ids are unique per namespace), so the message tells nothing of other tenants.
+func idConflictMessage(id string, other *switchboardv1alpha1.Connection) string {
+	return fmt.Sprintf("id %s is already used by Connection %s of this namespace: ids are unique in a namespace, so pick another spec.id", id, other.Name)
 }

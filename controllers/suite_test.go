@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,11 +56,17 @@ type operatorRun struct {
 // only the given namespaces so that tests running in parallel do not see each other's objects.
 func startOperator(t *testing.T, clk *clocktesting.FakeClock, system string, namespaces ...string) *operatorRun {
 	t.Helper()
+	return startOperatorAs(t, env.Config, clk, system, namespaces...)
+}
+
+// startOperatorAs is startOperator with the operator's client configuration cfg.
+func startOperatorAs(t *testing.T, cfg *rest.Config, clk *clocktesting.FakeClock, system string, namespaces ...string) *operatorRun {
+	t.Helper()
 	if clk == nil {
 		clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	}
 	run := &operatorRun{clock: clk, logs: &logSink{}, system: system}
-	mgr, err := operator.NewManager(env.Config, operator.Options{
+	mgr, err := operator.NewManager(cfg, operator.Options{
 		SystemNamespace:              system,
 		RevealTTL:                    revealTTL,
 		Logger:                       funcr.New(run.logs.add, funcr.Options{Verbosity: 10, LogTimestamp: true}),
@@ -105,11 +112,12 @@ func eventually(t *testing.T, what string, cond func() error) {
 	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
-// poke changes an annotation so that the operator reconciles obj now: requeues are timed by
-// the real clock, while these tests move the fake one.
+// poke changes the APIKey's spec.description so that the operator reconciles it now: requeues
+// are timed by the real clock, while these tests move the fake one. (A change of metadata alone
+// wakes no reconcile.)
 func poke(t *testing.T, obj client.Object) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.switchboard.dev/poke":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	patch := fmt.Sprintf(`{"spec":{"description":%q}}`, "poked at "+time.Now().Format(time.RFC3339Nano))
 	if err := env.Client.Patch(testCtx(t), obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatalf("poking %s: %v", obj.GetName(), err)
 	}

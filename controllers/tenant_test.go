@@ -203,9 +203,12 @@ func TestTenantCannotFixateDeliveredKey(t *testing.T) {
 }
 
 // TestStatusCannotMakeOperatorDeleteSecrets (confused deputy): whoever may patch apikeys/status
-// (the API server's identity, which writes lastUsedAt) points status.revealSecretName at an
-// unrelated Secret with a deadline in the past. The operator deletes only Secrets this APIKey
-// controls: the unrelated one survives. A tenant with `edit` may not even try.
+// (the API server's identity, which writes lastUsedAt; here without the admission policy that
+// stops it since issue 18) points status.revealSecretName at an unrelated Secret with a deadline
+// in the past. The operator deletes only Secrets this APIKey controls, and the deadline is the
+// one its hash Secret records: the unrelated Secret survives, the status is put back, and the
+// reveal stays pending (before issue 18 a forged past deadline ended it early). A tenant with
+// `edit` may not even try.
 func TestStatusCannotMakeOperatorDeleteSecrets(t *testing.T) {
 	w := newTenantWorld(t)
 	server := actAs(t, w.ns, "switchboard-server", "switchboard-server", "")
@@ -216,6 +219,7 @@ func TestStatusCannotMakeOperatorDeleteSecrets(t *testing.T) {
 	}
 	key := w.createAsTenant("svc", nil)
 	key = w.waitIssued(key, 1)
+	recorded := key.Status.RevealExpiresAt.DeepCopy()
 
 	past := w.op.clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	patch := []byte(fmt.Sprintf(`{"status":{"revealSecretName":"db-password","revealExpiresAt":%q}}`, past))
@@ -225,11 +229,11 @@ func TestStatusCannotMakeOperatorDeleteSecrets(t *testing.T) {
 	if err := server.client.Status().Patch(testCtx(t), w.get(key), client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("the server's identity cannot patch apikeys/status: %v", err)
 	}
-	w.waitFor(key, "the operator to act on the forged deadline", func(k *switchboardv1alpha1.APIKey) error {
-		if k.Status.RevealSecretName != "" {
-			return fmt.Errorf("revealSecretName %q", k.Status.RevealSecretName)
+	w.waitFor(key, "the operator to put the status back", func(k *switchboardv1alpha1.APIKey) error {
+		if k.Status.RevealSecretName != keysecret.RevealName("svc", 1) || !k.Status.RevealExpiresAt.Equal(recorded) {
+			return fmt.Errorf("revealSecretName %q, revealExpiresAt %v; want %s and %v", k.Status.RevealSecretName, k.Status.RevealExpiresAt, keysecret.RevealName("svc", 1), recorded)
 		}
-		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionRevealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevealExpired)
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionRevealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevealPending)
 	})
 	got, err := w.secret("db-password")
 	if err != nil {
@@ -237,6 +241,9 @@ func TestStatusCannotMakeOperatorDeleteSecrets(t *testing.T) {
 	}
 	if string(got.Data["password"]) != "hunter2" {
 		t.Fatal("the unrelated Secret was changed")
+	}
+	if _, err := w.secret(keysecret.RevealName("svc", 1)); err != nil {
+		t.Fatalf("a forged deadline ended the reveal early: %v", err)
 	}
 }
 
@@ -271,9 +278,11 @@ func TestTenantCannotUnrevoke(t *testing.T) {
 	}
 }
 
-// TestOperatorNeverIssuesForARevokedKey: the operator's own record that it saw a key revoked
-// (status.revokedAt) keeps the key revoked when the spec alone would not (a validation rule
-// bypassed, an older CRD): the hash goes, and no rotation ever issues a key again.
+// TestOperatorNeverIssuesForARevokedKey: a key revoked in its spec loses its hash, and nothing
+// brings it back: the spec cannot be un-revoked (TestTenantCannotUnrevoke) nor rotated, and
+// status.revokedAt records the revocation for good. The status alone never revokes: the API
+// server refuses status.revokedAt on a key whose spec is not revoked, from anyone (before issue
+// 18 the operator revoked on it, so one status patch by the server's identity ended any key).
 func TestOperatorNeverIssuesForARevokedKey(t *testing.T) {
 	t.Parallel()
 	w := newCrashWorld(t)
@@ -283,7 +292,18 @@ func TestOperatorNeverIssuesForARevokedKey(t *testing.T) {
 	before := key.DeepCopy()
 	revokedAt := metav1.NewTime(w.clock.Now())
 	key.Status.RevokedAt = &revokedAt
-	if err := env.Client.Status().Patch(testCtx(t), key, client.MergeFrom(before)); err != nil {
+	err := env.Client.Status().Patch(testCtx(t), key, client.MergeFrom(before))
+	if err == nil || !strings.Contains(err.Error(), "status.revokedAt can be set only on a revoked key") {
+		t.Fatalf("status.revokedAt on a key not revoked must be refused with a clear message, got %v", err)
+	}
+	if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, &corev1.Secret{}); err != nil {
+		t.Fatalf("the hash of a key not revoked is gone: %v", err)
+	}
+
+	key = w.mustKey("k")
+	before = key.DeepCopy()
+	key.Spec.Revoked = true
+	if err := env.Client.Patch(testCtx(t), key, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	w.settle("k")
@@ -291,30 +311,92 @@ func TestOperatorNeverIssuesForARevokedKey(t *testing.T) {
 	if err := hasCondition(key.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked); err != nil {
 		t.Fatal(err)
 	}
-	if key.Spec.Revoked {
-		t.Fatal("the spec was changed; this test is about the status alone")
+	if key.Status.RevokedAt == nil {
+		t.Fatal("the revocation was not recorded in status.revokedAt")
 	}
 	hash := &corev1.Secret{}
 	if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, hash); !apierrors.IsNotFound(err) {
-		t.Fatalf("the hash of a key revoked in status is still there (err %v)", err)
+		t.Fatalf("the hash of a revoked key is still there (err %v)", err)
 	}
-
 	before = key.DeepCopy()
 	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "please"}
-	if err := env.Client.Patch(testCtx(t), key, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
+	if err := env.Client.Patch(testCtx(t), key, client.MergeFrom(before)); err == nil || !strings.Contains(err.Error(), "a revoked key cannot be rotated") {
+		t.Fatalf("rotating a revoked key must be refused, got %v", err)
 	}
 	w.settle("k")
 	key = w.mustKey("k")
-	if key.Status.KeyGeneration != 1 || !key.Status.RevokedAt.Equal(&revokedAt) {
-		t.Fatalf("a rotation of a revoked key issued generation %d (revokedAt %v)", key.Status.KeyGeneration, key.Status.RevokedAt)
+	if key.Status.KeyGeneration != 1 {
+		t.Fatalf("a revoked key issued generation %d", key.Status.KeyGeneration)
 	}
-	for _, name := range []string{keysecret.RevealName("k", 2)} {
-		if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.ns, Name: name}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("a reveal Secret %s was created for a revoked key (err %v)", name, err)
-		}
+	if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.ns, Name: keysecret.RevealName("k", 2)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a reveal Secret was created for a revoked key (err %v)", err)
 	}
 	if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, hash); !apierrors.IsNotFound(err) {
 		t.Fatalf("a hash was written for a revoked key (err %v)", err)
+	}
+}
+
+// TestTenantCannotTakeAnotherTenantsConnectionID performs issue 18's id theft as a tenant with
+// `edit` would: it pins spec.id to an id tenant B's Connection holds, and waits for B to replace
+// its Connection (a GitOps replace, a restore: delete, then create with the same spec.id).
+// Before issue 18 the attacker's Connection waited in IDConflict, which told it that the id
+// existed elsewhere, and being the older claim it took the id when B's holder went: B's
+// re-created Connection got IDConflict and B's keys listed nothing. Ids are now unique per
+// namespace: the attacker learns nothing (its Connection is Ready at once, whether or not the id
+// exists elsewhere) and B's re-created Connection gets B's id back.
+func TestTenantCannotTakeAnotherTenantsConnectionID(t *testing.T) {
+	t.Parallel()
+	installTenantRoles(t)
+	victimNS, attackerNS, system := env.Namespace(t, "idtheft-b"), env.Namespace(t, "idtheft-a"), env.Namespace(t, "idtheft-system")
+	startOperator(t, nil, system, victimNS, attackerNS)
+	attacker := actAs(t, attackerNS, "tenant", "edit", attackerNS)
+	victim := actAs(t, victimNS, "tenant", "edit", victimNS)
+
+	id := "conn_victim" + strings.ToLower(victimNS[len(victimNS)-5:])
+	if err := victim.client.Create(testCtx(t), newConnection(victimNS, "payments", id)); err != nil {
+		t.Fatal(err)
+	}
+	readyConnection(t, client.ObjectKey{Namespace: victimNS, Name: "payments"})
+
+	// The attacker pins the victim's id, and an id nobody holds: both answers must look alike.
+	for name, pinned := range map[string]string{"stolen": id, "control": "conn_nobody" + strings.ToLower(attackerNS[len(attackerNS)-5:])} {
+		if err := attacker.client.Create(testCtx(t), newConnection(attackerNS, name, pinned)); err != nil {
+			t.Fatal(err)
+		}
+		got := readyConnection(t, client.ObjectKey{Namespace: attackerNS, Name: name})
+		c, err := condition(got.Status.Conditions, switchboardv1alpha1.ConditionReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.ID != pinned || c.Reason != switchboardv1alpha1.ReasonIDAssigned {
+			t.Fatalf("the attacker's %s Connection: id %q, Ready %s %q; want its pinned id and IDAssigned, whether or not another namespace holds it", name, got.Status.ID, c.Reason, c.Message)
+		}
+	}
+
+	// The victim replaces its Connection, as a GitOps replace or a restore does.
+	old := &switchboardv1alpha1.Connection{}
+	if err := victim.client.Get(testCtx(t), client.ObjectKey{Namespace: victimNS, Name: "payments"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.client.Delete(testCtx(t), old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the victim's Connection to be gone", func() error {
+		err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(old), &switchboardv1alpha1.Connection{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %w", err)
+	})
+	if err := victim.client.Create(testCtx(t), newConnection(victimNS, "payments", id)); err != nil {
+		t.Fatal(err)
+	}
+	got := readyConnection(t, client.ObjectKey{Namespace: victimNS, Name: "payments"})
+	if got.UID == old.UID || got.Status.ID != id {
+		t.Fatalf("the victim's re-created Connection has id %q, want its own %s", got.Status.ID, id)
+	}
+	// And the attacker's Connection has not changed: no id of the victim's namespace moved to it.
+	if a := readyConnection(t, client.ObjectKey{Namespace: attackerNS, Name: "stolen"}); a.Status.ID != id {
+		t.Fatalf("the attacker's Connection changed id to %s", a.Status.ID)
 	}
 }

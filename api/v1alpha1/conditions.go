@@ -15,7 +15,7 @@ const (
 const (
 	// ReasonIDAssigned: the Connection has its public id.
 	ReasonIDAssigned = "IDAssigned"
-	// ReasonIDConflict: the Connection's spec.id is already used by another Connection.
+	// ReasonIDConflict: the Connection's spec.id is already used by another Connection of its namespace.
 	ReasonIDConflict = "IDConflict"
 
 	// ReasonKeyIssued: the APIKey has a valid key.

@@ -14,6 +14,8 @@ const ConnectionIDPrefix = "conn_"
 type ConnectionSpec struct {
 	// id pins the public id of this connection (conn_ followed by lower-case letters and digits),
 	// so that a connection moved or restored through GitOps keeps the id its clients know.
+	// Ids are unique within a namespace: another Connection of this namespace with the same id
+	// makes this one wait (Ready=False IDConflict); Connections of other namespaces never do.
 	// When empty the operator assigns one. It is immutable once set.
 	// +optional
 	// +kubebuilder:validation:MinLength=6

@@ -48,6 +48,7 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	f.DurationVar(&opts.RevealTTL, "reveal-ttl", operator.DefaultRevealTTL, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus metrics; "0" disables them`)
+	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
 	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")
 	f.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)")

@@ -67,6 +67,7 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	// Every default has one home, server's Default constants.
 	f.StringVar(&opts.Listen, "listen", server.DefaultListen, "address of the /v1 API")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", server.DefaultMetricsBindAddress, `address of the Prometheus metrics; "0" disables them`)
+	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)")
 	f.BoolVar(&opts.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the metrics address (keep that port private)")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", server.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
 	f.StringVar(&opts.SystemNamespace, "system-namespace", podNamespace(), "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+server.DefaultSystemNamespace+")")

@@ -224,7 +224,7 @@ func (r *rig) startRedisServer(ctx context.Context, redisAddr string) (*proc, st
 		}
 	}
 	api, health, metrics := addrs[0], addrs[1], addrs[2]
-	srv, err := startProc("server-redis", r.dir, r.kenv, r.bin, "server", "--listen="+api, "--metrics-bind-address="+metrics,
+	srv, err := startProc("server-redis", r.dir, r.kenv, r.bin, "server", "--listen="+api, "--metrics-bind-address="+metrics, "--metrics-secure=false",
 		"--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s", "--rate-limit-redis=redis://"+redisAddr)
 	if err != nil {
 		return nil, "", "", err

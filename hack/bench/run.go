@@ -97,7 +97,7 @@ func run(ctx context.Context, o options) error {
 	// The failure limiter is off: the revocation run makes 50 clients fail on purpose, and
 	// throughput is measured for valid keys, which the limiter never slows anyway.
 	r.server, err = startProc("server", dir, kenv, o.bin, "server", "--listen="+api,
-		"--metrics-bind-address="+r.metricsAddr, "--pprof", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
+		"--metrics-bind-address="+r.metricsAddr, "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/loopback"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -169,7 +170,12 @@ func printBanner(out io.Writer, opts Options, kubeconfig, baseURL string, demo d
 		p("    kubectl switchboard key rotate %s -n %s", DemoAPIKeyName, DemoNamespace)
 	}
 	if enabled(opts.PanelListen) {
-		p("  panel (API keys):  http://%s/", opts.PanelListen)
+		// A host of the panel's own: on 127.0.0.1 its cookies would reach every other local app.
+		panelURL := loopback.PrivateURL(opts.PanelListen)
+		if panelURL == "" {
+			panelURL = "http://" + opts.PanelListen + "/"
+		}
+		p("  panel (API keys):  %s", panelURL)
 		p("    sign in with the token from:  kubectl create token %s -n %s", DemoPanelUser, DemoNamespace)
 	}
 	p("")

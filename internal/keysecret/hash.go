@@ -97,7 +97,8 @@ func SetCurrent(s *corev1.Secret, key *switchboardv1alpha1.APIKey, gen int64, su
 
 // Issued is the operator's record of the key generation a hash Secret hashes: written with the
 // hash, in the system namespace that neither tenants nor the server can write, it is what the
-// operator decides from (status.keyGeneration, keyHint and lastHandledRotationAt only mirror it).
+// operator decides from (status.keyGeneration, keyHint, lastHandledRotationAt and
+// revealExpiresAt only mirror it).
 type Issued struct {
 	// Generation is the key generation hashed.
 	Generation int64
@@ -105,27 +106,42 @@ type Issued struct {
 	Hint string
 	// RotationHandled is the spec.rotation.requestedAt that generation carried out ("" if none).
 	RotationHandled string
+	// RevealExpiresAt is when that key's unclaimed reveal Secret is deleted (zero: the key was
+	// delivered, or the record was written before switchboard kept this field).
+	RevealExpiresAt time.Time
 }
 
-// SetIssued records in hash Secret s the hint of its current key and the rotation it carried
-// out; SetCurrent records the generation.
-func SetIssued(s *corev1.Secret, hint, rotationHandled string) {
+// SetIssued records in hash Secret s the hint of its current key, the rotation it carried out
+// and when its unclaimed reveal ends (zero: no reveal); SetCurrent records the generation.
+func SetIssued(s *corev1.Secret, hint, rotationHandled string, revealExpiresAt time.Time) {
 	if s.Data == nil {
 		s.Data = map[string][]byte{}
 	}
 	s.Data[DataHint] = []byte(hint)
 	s.Data[DataRotationHandled] = []byte(rotationHandled)
+	if revealExpiresAt.IsZero() {
+		delete(s.Data, DataRevealExpiresAt)
+	} else {
+		s.Data[DataRevealExpiresAt] = []byte(revealExpiresAt.UTC().Format(time.RFC3339))
+	}
 }
 
 // IssuedOf reads the record of issuance of hash Secret s; false when s has none (it was
-// written before switchboard kept one, or it does not hash any generation).
+// written before switchboard kept one, or it does not hash any generation). A reveal deadline
+// that does not parse is read as none.
 func IssuedOf(s *corev1.Secret) (Issued, bool) {
 	gen := Generation(s)
 	hint := string(s.Data[DataHint])
 	if gen == 0 || hint == "" {
 		return Issued{}, false
 	}
-	return Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled])}, true
+	rec := Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled])}
+	if raw := s.Data[DataRevealExpiresAt]; len(raw) > 0 {
+		if t, err := time.Parse(time.RFC3339, string(raw)); err == nil {
+			rec.RevealExpiresAt = t
+		}
+	}
+	return rec, true
 }
 
 // DropPrevious removes the previous key's hash from hash Secret s: its grace period ended.

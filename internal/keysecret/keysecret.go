@@ -76,6 +76,11 @@ const (
 	// generation it hashes carried out ("" when none). With the generation label and DataHint it
 	// is the operator's record of issuance: status says the same, but others may write status.
 	DataRotationHandled = "rotation.handledRequestedAt"
+	// DataRevealExpiresAt holds, in a hash Secret, the RFC 3339 instant at which the unclaimed
+	// reveal Secret of the key generation it hashes is deleted (absent: the key was delivered, or
+	// the record was written before switchboard kept it). Part of the record of issuance: the
+	// status's revealExpiresAt only mirrors it.
+	DataRevealExpiresAt = "reveal.expiresAt"
 
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"

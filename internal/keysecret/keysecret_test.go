@@ -159,11 +159,18 @@ func TestSetCurrent(t *testing.T) {
 
 func TestIssuedOf(t *testing.T) {
 	key := testKey()
-	recorded := func(hint, handled string) *corev1.Secret {
+	deadline := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	recordedUntil := func(hint, handled string, reveal time.Time) *corev1.Secret {
 		s := keysecret.NewHash(key, "system", 4, apikey.Sum("4"))
-		keysecret.SetIssued(s, hint, handled)
+		keysecret.SetIssued(s, hint, handled, reveal)
 		return s
 	}
+	recorded := func(hint, handled string) *corev1.Secret { return recordedUntil(hint, handled, time.Time{}) }
+	badDeadline := recordedUntil("sb_live_AbCd…wxyz", "", deadline)
+	badDeadline.Data[keysecret.DataRevealExpiresAt] = []byte("tomorrow")
+	// A delivered key's record drops the deadline of an earlier reveal.
+	redelivered := recordedUntil("sb_live_AbCd…wxyz", "", deadline)
+	keysecret.SetIssued(redelivered, "sb_live_AbCd…wxyz", "", time.Time{})
 	noGeneration := recorded("sb_live_AbCd…wxyz", "r1")
 	delete(noGeneration.Labels, keysecret.LabelGeneration)
 	tests := []struct {
@@ -174,13 +181,17 @@ func TestIssuedOf(t *testing.T) {
 	}{
 		{"recorded with a rotation", recorded("sb_live_AbCd…wxyz", "r1"), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz", RotationHandled: "r1"}, true},
 		{"recorded without a rotation", recorded("sb_live_AbCd…wxyz", ""), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
+		{"recorded with a reveal deadline", recordedUntil("sb_live_AbCd…wxyz", "", deadline.Add(time.Hour/3)), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz", RevealExpiresAt: deadline.Add(time.Hour / 3)}, true},
+		{"a reveal deadline that does not parse is none", badDeadline, keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
+		{"redelivered after a reveal", redelivered, keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
 		{"written before the record existed", keysecret.NewHash(key, "system", 4, apikey.Sum("4")), keysecret.Issued{}, false},
 		{"no generation label", noGeneration, keysecret.Issued{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := keysecret.IssuedOf(tt.secret)
-			if got != tt.want || ok != tt.ok {
+			if !got.RevealExpiresAt.Equal(tt.want.RevealExpiresAt) || got.Generation != tt.want.Generation || got.Hint != tt.want.Hint ||
+				got.RotationHandled != tt.want.RotationHandled || ok != tt.ok {
 				t.Fatalf("IssuedOf = %+v, %t; want %+v, %t", got, ok, tt.want, tt.ok)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -23,7 +24,10 @@ import (
 //     their data (the plaintext keys, or whatever a tenant put there), annotations or
 //     managedFields. The reconciler reads a key through the API server, the few times it must.
 //
-// Other kinds lose their managedFields, which the controllers never read.
+// Connections and APIKeys lose their labels, annotations and managedFields, which the
+// controllers never read: a tenant may write as many as the API server takes (kubectl's
+// last-applied-configuration alone is a copy of the object), and every replica of the operator
+// would hold them for every tenant. Other kinds lose their managedFields.
 func CacheOptions(opts Options) cache.Options {
 	system := opts.SystemNamespace
 	inSystem := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
@@ -34,7 +38,11 @@ func CacheOptions(opts Options) cache.Options {
 	}
 	c := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: secrets},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}:                  secrets,
+			&switchboardv1alpha1.APIKey{}:     {Transform: stripTenantMetadata},
+			&switchboardv1alpha1.Connection{}: {Transform: stripTenantMetadata},
+		},
 	}
 	if len(opts.Namespaces) == 0 {
 		secrets.Namespaces[cache.AllNamespaces] = cache.Config{LabelSelector: keyHolders}
@@ -48,6 +56,19 @@ func CacheOptions(opts Options) cache.Options {
 		}
 	}
 	return c
+}
+
+// stripTenantMetadata drops what tenants write into an object's metadata and the controllers
+// never read: labels, annotations and managed fields. Patches the controllers compute from a
+// cached object (status, finalizers) are differences between two such copies, so they never
+// touch what was dropped.
+func stripTenantMetadata(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetLabels(nil)
+		o.SetAnnotations(nil)
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // keyHolderSelector selects the Secrets that claim to hold a key: reveal and delivery Secrets.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -103,5 +104,67 @@ func TestTenantSecretsDoNotFillTheCache(t *testing.T) {
 	})
 	if string(hash.Data[keysecret.DataHash]) != "abc" {
 		t.Fatal("the cache lost the data of a hash Secret in the system namespace")
+	}
+}
+
+// TestTenantMetadataDoesNotFillTheCache: what a tenant writes into the metadata of its
+// Connections and APIKeys (here 30 labels and 200 KiB of annotations each, kubectl's
+// last-applied-configuration among them) is not kept by the operator's cache, and the
+// controllers work as before over what is kept: the Connection gets its id, the APIKey its key.
+func TestTenantMetadataDoesNotFillTheCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	system, tenant := env.Namespace(t, "meta-system"), env.Namespace(t, "meta-tenant")
+	mgr, err := operator.NewManager(env.Config, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}, SkipControllerNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = mgr.Start(mgrCtx) }()
+
+	meta := func(name string) metav1.ObjectMeta {
+		m := metav1.ObjectMeta{Namespace: tenant, Name: name, Labels: map[string]string{}, Annotations: map[string]string{
+			"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("{", 100<<10),
+			"note": strings.Repeat("n", 100<<10),
+		}}
+		for i := range 30 {
+			m.Labels[fmt.Sprintf("team.example.com/l%d", i)] = strings.Repeat("v", 63)
+		}
+		return m
+	}
+	conn := &switchboardv1alpha1.Connection{ObjectMeta: meta("warehouse")}
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: meta("ci")}
+	for _, obj := range []client.Object{conn, key} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "the controllers to act through the cache", func() error {
+		c := &switchboardv1alpha1.Connection{}
+		k := &switchboardv1alpha1.APIKey{}
+		if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(conn), c); err != nil {
+			return err
+		}
+		if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(key), k); err != nil {
+			return err
+		}
+		for _, o := range []metav1.Object{c, k} {
+			if len(o.GetLabels()) != 0 || len(o.GetAnnotations()) != 0 || len(o.GetManagedFields()) != 0 {
+				t.Fatalf("the cache keeps %d labels, %d annotations and %d managed fields of %s", len(o.GetLabels()), len(o.GetAnnotations()), len(o.GetManagedFields()), o.GetName())
+			}
+		}
+		if c.Status.ID == "" || k.Status.KeyGeneration != 1 {
+			return fmt.Errorf("id %q, key generation %d", c.Status.ID, k.Status.KeyGeneration)
+		}
+		return nil
+	})
+	// Nothing the operator wrote took the tenant's metadata away.
+	got := &switchboardv1alpha1.APIKey{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(key), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Labels) != 30 || len(got.Annotations) != 2 || len(got.Finalizers) != 1 {
+		t.Fatalf("the APIKey has %d labels, %d annotations and finalizers %v", len(got.Labels), len(got.Annotations), got.Finalizers)
 	}
 }

@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/logging"
+	"github.com/switchboard-dev/switchboard/internal/metricsauth"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -59,6 +59,9 @@ type Options struct {
 	LeaderElectionNamespace string
 	// MetricsBindAddress serves Prometheus metrics; "" or "0" disables it.
 	MetricsBindAddress string
+	// MetricsSecure serves them over HTTPS to authenticated callers RBAC allows to get /metrics
+	// (internal/metricsauth), as the chart and config/ run the operator.
+	MetricsSecure bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
 	HealthProbeBindAddress string
 	// QPS and Burst limit the client (defaults DefaultQPS and DefaultBurst).
@@ -150,7 +153,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                       metricsauth.Options(opts.MetricsBindAddress, opts.MetricsSecure, "", nil),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
 	})

@@ -30,11 +30,11 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	token := grant(t, ns, "owner", ownerRules)
 	srv := startPanel(t, panel.Options{})
 	ctx, problems := newBrowser(t)
-	signInBrowser(ctx, t, srv.URL, token)
+	base := signInBrowser(ctx, t, srv.URL, token)
 	if got := textOf(ctx, t, ".who .user"); got != "system:serviceaccount:"+ns+":owner" {
 		t.Fatalf("header shows user %q", got)
 	}
-	grantClipboard(ctx, t, srv.URL)
+	grantClipboard(ctx, t, base)
 
 	do(ctx, t, "creating a key",
 		chromedp.SendKeys(chromedp.CSS(`#create input[name="name"]`), "ci"),
@@ -49,7 +49,7 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	}
 	requireHash(t, ns, "ci", key)
 	requireV1(t, key, http.StatusOK)
-	if location := get(ctx, t, "reading the address", chromedp.Location()); location != srv.URL+"/keys?namespace="+ns {
+	if location := get(ctx, t, "reading the address", chromedp.Location()); location != base+"/keys?namespace="+ns {
 		t.Fatalf("after the POST the address is %s: reloading would post the form again", location)
 	}
 
@@ -96,7 +96,7 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 
 	// Revoke, through the confirmation page.
 	do(ctx, t, "revoking",
-		chromedp.Navigate(srv.URL+"/keys?namespace="+ns),
+		chromedp.Navigate(base+"/keys?namespace="+ns),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="ci"]`)),
 		chromedp.Click(chromedp.CSS(`tr[data-key="ci"] a[href*="/keys/revoke"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#revoke-key")),
@@ -117,7 +117,7 @@ func TestBrowserWithoutRights(t *testing.T) {
 	ns := env.Namespace(t, "browser-norights")
 	srv := startPanel(t, panel.Options{})
 	ctx, problems := newBrowser(t)
-	signInBrowser(ctx, t, srv.URL, grant(t, ns, "nobody", nil))
+	_ = signInBrowser(ctx, t, srv.URL, grant(t, ns, "nobody", nil))
 	if got := textOf(ctx, t, "#keys-error"); !strings.Contains(got, `you may not list apikeys.switchboard.dev in namespace "`+ns+`"`) {
 		t.Fatalf("the keys section says %q", got)
 	}
@@ -161,10 +161,10 @@ func TestBrowserSecureCookies(t *testing.T) {
 	srv := httptest.NewTLSServer(h)
 	t.Cleanup(srv.Close)
 	ctx, problems := newBrowser(t, chromedp.Flag("ignore-certificate-errors", true))
-	signInBrowser(ctx, t, srv.URL, token)
+	base := signInBrowser(ctx, t, srv.URL, token)
 	var got []*network.Cookie
 	do(ctx, t, "reading the cookies", chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
-		res, err := cdp.Call(ctx, target, network.GetCookies, network.GetCookiesParams{URLs: []string{srv.URL + "/"}})
+		res, err := cdp.Call(ctx, target, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/"}})
 		got = res.Cookies
 		return err
 	}))
@@ -184,7 +184,7 @@ func TestBrowserSecureCookies(t *testing.T) {
 		t.Fatal("a script can read the session id")
 	}
 	do(ctx, t, "reloading, signed in",
-		chromedp.Navigate(srv.URL+"/keys?namespace="+ns),
+		chromedp.Navigate(base+"/keys?namespace="+ns),
 		chromedp.WaitVisible(chromedp.CSS("#api-keys")),
 	)
 	if p := problems.String(); p != "" {
@@ -241,7 +241,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	token := grant(t, ns, "alice", ownerRules)
 	srv := startPanel(t, panel.Options{})
 	b, _ := newBrowser(t)
-	signInBrowser(b, t, srv.URL, token)
+	_ = signInBrowser(b, t, srv.URL, token)
 	do(b, t, "creating a key",
 		chromedp.SendKeys(chromedp.CSS(`#create input[name="name"]`), "billing-sync"),
 		chromedp.SendKeys(chromedp.CSS(`#create input[name="description"]`), "Invoice sync worker"),

@@ -123,8 +123,10 @@ func textOf(ctx context.Context, t *testing.T, sel string) string {
 	return get(ctx, t, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))
 }
 
-// signInBrowser pastes token on the sign-in page and waits for the API keys section.
-func signInBrowser(ctx context.Context, t *testing.T, base, token string) {
+// signInBrowser opens the panel at base, pastes token on the sign-in page and waits for the
+// API keys section. It returns the origin the browser signed in on: a panel reached on
+// 127.0.0.1 sends the browser to a host of its own (sb-….localhost), where its session lives.
+func signInBrowser(ctx context.Context, t *testing.T, base, token string) string {
 	t.Helper()
 	do(ctx, t, "signing in",
 		chromedp.Navigate(base+"/"),
@@ -133,6 +135,7 @@ func signInBrowser(ctx context.Context, t *testing.T, base, token string) {
 		chromedp.Click(chromedp.CSS("#sign-in")),
 		chromedp.WaitVisible(chromedp.CSS("#api-keys")),
 	)
+	return get(ctx, t, "reading the origin", chromedp.Evaluate[string]("window.location.origin"))
 }
 
 // grantClipboard lets the panel's origin use the clipboard, as a person's click would.

@@ -1,12 +1,13 @@
 package panel
 
 import (
-	"net"
 	"net/http"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/lru"
+
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // loginLimiter bounds what sign-in attempts can cost: each one is a TokenReview against the
@@ -65,13 +66,15 @@ func (l *loginLimiter) startReview() bool {
 
 func (l *loginLimiter) endReview() { <-l.reviews }
 
-// remoteHost is the address the connection comes from. X-Forwarded-For is not believed: the
-// panel is reached through `kubectl port-forward` or a Service, and a header any client can set
-// would let one client pose as many.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
+// clientBucket is the address the connection comes from, as sign-in attempts are counted: an
+// IPv6 client by its /64, as /v1 counts failures (clientaddr.Bucket), so that hopping between
+// the addresses of one's own block buys no attempts. X-Forwarded-For is not believed: the panel
+// is reached through `kubectl port-forward` or a Service, and a header any client can set would
+// let one client pose as many.
+func clientBucket(r *http.Request) string {
+	addr := clientaddr.Parse(r.RemoteAddr)
+	if !addr.IsValid() {
 		return r.RemoteAddr
 	}
-	return host
+	return clientaddr.Bucket(addr).String()
 }

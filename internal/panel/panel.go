@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +20,8 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/switchboard-dev/switchboard/internal/loopback"
 )
 
 // Defaults of Options.
@@ -183,7 +187,39 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	}
+	if loopback.Shared(r.Host) && fromBrowser(r) {
+		toPrivateHost(w, r)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// fromBrowser reports a request a browser made: browsers send Fetch Metadata (Sec-Fetch-*) with
+// every request, and other clients (curl, kubectl, the tests' HTTP clients) none.
+func fromBrowser(r *http.Request) bool { return r.Header.Get("Sec-Fetch-Mode") != "" }
+
+// toPrivateHost sends a browser that reached the panel on a host every local web app shares
+// (127.0.0.1 or localhost, as through a port-forward) to a host of its own, a new random name
+// under .localhost on the same port (internal/loopback): browsers scope cookies by host, not by
+// port, so a session cookie set on 127.0.0.1 would be sent to every other local app the person
+// visits. Each redirect picks a new name, so another local app that asks cannot learn the one a
+// person uses. Anything but a page load is refused: no form of the panel is served on a shared
+// host, so none is posted there.
+func toPrivateHost(w http.ResponseWriter, r *http.Request) {
+	_, port, err := net.SplitHostPort(r.Host)
+	if err != nil || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, "403 Forbidden: open the panel at the address `kubectl switchboard panel` prints (http://sb-….localhost:PORT/); "+
+			"on 127.0.0.1 or localhost other local web apps would receive its cookies.", http.StatusForbidden)
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	target := url.URL{Scheme: scheme, Host: net.JoinHostPort(loopback.PrivateHost(), port), Path: r.URL.Path, RawQuery: r.URL.RawQuery}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, target.String(), http.StatusTemporaryRedirect)
 }
 
 // contentSecurityPolicy allows nothing but the panel's own script, style sheet and images:

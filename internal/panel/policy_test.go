@@ -80,7 +80,7 @@ func TestBrowserCreateWithPolicy(t *testing.T) {
 	token := grant(t, ns, "owner", ownerRules)
 	srv := startPanel(t, panel.Options{})
 	ctx, problems := newBrowser(t)
-	signInBrowser(ctx, t, srv.URL, token)
+	_ = signInBrowser(ctx, t, srv.URL, token)
 	do(ctx, t, "creating a limited key",
 		chromedp.SendKeys(chromedp.CSS(`#create input[name="name"]`), "metered"),
 		chromedp.SendKeys(chromedp.CSS(`#create input[name="rate_limit"]`), "2/1h"),

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +23,12 @@ const (
 
 // session is one signed-in person. The bearer token lives only inside client's transport.
 type session struct {
-	id        string
-	csrf      string
-	user      string
+	id   string
+	csrf string
+	user string
+	// host is the Host the session was created on: its cookie counts there alone (see
+	// currentSession).
+	host      string
 	saNS      string // the namespace of a ServiceAccount's token, the natural default
 	client    client.Client
 	createdAt time.Time
@@ -66,7 +70,7 @@ func randomToken() (string, error) {
 // signing in again is never locked out by their own forgotten sessions, and one token cannot
 // hold more than perUser); when the store is full with others' sessions it refuses with
 // errTooManySessions (ending someone else's session would let a flood sign people out).
-func (s *sessionStore) create(user, saNS string, c client.Client) (sess *session, evicted bool, err error) {
+func (s *sessionStore) create(user, saNS, host string, c client.Client) (sess *session, evicted bool, err error) {
 	id, err := randomToken()
 	if err != nil {
 		return nil, false, err
@@ -76,7 +80,7 @@ func (s *sessionStore) create(user, saNS string, c client.Client) (sess *session
 		return nil, false, err
 	}
 	now := s.clock.Now()
-	sess = &session{id: id, csrf: csrf, user: user, saNS: saNS, client: c, createdAt: now, lastSeen: now}
+	sess = &session{id: id, csrf: csrf, user: user, host: strings.ToLower(host), saNS: saNS, client: c, createdAt: now, lastSeen: now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var (
@@ -109,12 +113,12 @@ func (s *sessionStore) expired(e *session, now time.Time) bool {
 	return now.Sub(e.lastSeen) >= s.idle || now.Sub(e.createdAt) >= s.maxAge
 }
 
-// get returns a live session and marks it used.
-func (s *sessionStore) get(id string) (*session, bool) {
+// get returns the live session id created on host, and marks it used.
+func (s *sessionStore) get(id, host string) (*session, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[id]
-	if !ok {
+	if !ok || !strings.EqualFold(e.host, host) {
 		return nil, false
 	}
 	now := s.clock.Now()
@@ -201,13 +205,15 @@ func (h *handler) cookie(r *http.Request, name, value string, maxAge int) *http.
 	}
 }
 
-// currentSession finds the request's session, if any.
+// currentSession finds the request's session, if any. A session counts only on the Host it was
+// created on: its cookie, replayed to the panel under another name (by a local app that received
+// it, or through DNS rebinding), is no session.
 func (h *handler) currentSession(r *http.Request) (*session, bool) {
 	c, err := r.Cookie(h.cookieName(r, sessionCookie))
 	if err != nil || c.Value == "" {
 		return nil, false
 	}
-	return h.sessions.get(c.Value)
+	return h.sessions.get(c.Value, r.Host)
 }
 
 // sessionHandler is a handler that needs a signed-in person.

@@ -2,6 +2,7 @@ package panel
 
 import (
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 func TestSessionStoreExpiry(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	store := newSessionStore(clk, 30*time.Minute, 2*time.Hour, 100, 10)
-	s, _, err := store.create("alice", "", nil)
+	s, _, err := store.create("alice", "", testHost, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,21 +22,21 @@ func TestSessionStoreExpiry(t *testing.T) {
 	// Used every 20 minutes, the session outlives its idle timeout but not its maximum age.
 	for range 5 {
 		clk.Step(20 * time.Minute)
-		if _, ok := store.get(s.id); !ok {
+		if _, ok := store.get(s.id, testHost); !ok {
 			t.Fatalf("session ended at %s although used every 20 minutes", clk.Now())
 		}
 	}
 	clk.Step(20 * time.Minute) // 2 hours after sign-in
-	if _, ok := store.get(s.id); ok {
+	if _, ok := store.get(s.id, testHost); ok {
 		t.Fatal("session outlived its maximum age")
 	}
 
-	idle, _, _ := store.create("bob", "", nil)
+	idle, _, _ := store.create("bob", "", testHost, nil)
 	clk.Step(31 * time.Minute)
-	if _, ok := store.get(idle.id); ok {
+	if _, ok := store.get(idle.id, testHost); ok {
 		t.Fatal("session outlived its idle timeout")
 	}
-	if _, ok := store.get("unknown"); ok {
+	if _, ok := store.get("unknown", testHost); ok {
 		t.Fatal("an unknown id found a session")
 	}
 }
@@ -44,12 +45,12 @@ func TestSessionStoreSweepsOnCreate(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	store := newSessionStore(clk, time.Minute, time.Hour, 100, 100)
 	for range 10 {
-		if _, _, err := store.create("u", "", nil); err != nil {
+		if _, _, err := store.create("u", "", testHost, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.Step(2 * time.Minute)
-	if _, _, err := store.create("u", "", nil); err != nil {
+	if _, _, err := store.create("u", "", testHost, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(store.entries); n != 1 {
@@ -63,17 +64,17 @@ func TestSessionStoreSweepsOnCreate(t *testing.T) {
 func TestSessionCaps(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	store := newSessionStore(clk, time.Hour, 8*time.Hour, 5, 2)
-	first, evicted, err := store.create("mallory", "", nil)
+	first, evicted, err := store.create("mallory", "", testHost, nil)
 	if err != nil || evicted {
 		t.Fatal(err, evicted)
 	}
 	clk.Step(time.Second)
-	second, _, _ := store.create("mallory", "", nil)
+	second, _, _ := store.create("mallory", "", testHost, nil)
 	clk.Step(time.Second)
-	store.get(first.id) // first is now used more recently than second
+	store.get(first.id, testHost) // first is now used more recently than second
 	clk.Step(time.Second)
 	for i := range 50 {
-		_, evicted, err := store.create("mallory", "", nil)
+		_, evicted, err := store.create("mallory", "", testHost, nil)
 		if err != nil || !evicted {
 			t.Fatalf("sign-in %d of a user at the cap: evicted %v, %v", i, evicted, err)
 		}
@@ -82,28 +83,28 @@ func TestSessionCaps(t *testing.T) {
 	if n := countOf(store, "mallory"); n != 2 {
 		t.Fatalf("one user holds %d sessions, want the cap of 2", n)
 	}
-	if _, ok := store.get(second.id); ok {
+	if _, ok := store.get(second.id, testHost); ok {
 		t.Fatal("the least recently used session survived the flood")
 	}
 
-	alice, _, err := store.create("alice", "", nil)
+	alice, _, err := store.create("alice", "", testHost, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.create("bob", "", nil)   //nolint:errcheck // fills the store: 5 of 5
-	store.create("carol", "", nil) //nolint:errcheck
-	if _, _, err := store.create("dave", "", nil); !errors.Is(err, errTooManySessions) {
+	store.create("bob", "", testHost, nil)   //nolint:errcheck // fills the store: 5 of 5
+	store.create("carol", "", testHost, nil) //nolint:errcheck
+	if _, _, err := store.create("dave", "", testHost, nil); !errors.Is(err, errTooManySessions) {
 		t.Fatalf("a sign-in past the global cap: %v, want errTooManySessions", err)
 	}
 	if len(store.entries) != 5 {
 		t.Fatalf("the store holds %d sessions, want its cap of 5", len(store.entries))
 	}
-	if _, ok := store.get(alice.id); !ok {
+	if _, ok := store.get(alice.id, testHost); !ok {
 		t.Fatal("a refused sign-in ended someone else's session")
 	}
 	// Once sessions end, sign-ins work again.
 	clk.Step(2 * time.Hour)
-	if _, _, err := store.create("dave", "", nil); err != nil {
+	if _, _, err := store.create("dave", "", testHost, nil); err != nil {
 		t.Fatalf("after the others expired: %v", err)
 	}
 }
@@ -169,5 +170,67 @@ func TestValidCSRF(t *testing.T) {
 				t.Fatalf("validCSRF(%q, %q) = %v", tt.got, tt.want, !tt.ok)
 			}
 		})
+	}
+}
+
+// testHost is the Host the sessions of these tests are created on.
+const testHost = "sb-abcdefghijklmnop.localhost:8083"
+
+// TestSessionBoundToItsHost: a session's id found under another Host is no session, whatever
+// the case of the name; under its own it is.
+func TestSessionBoundToItsHost(t *testing.T) {
+	store := newSessionStore(clocktesting.NewFakeClock(time.Now()), time.Hour, time.Hour, 10, 10)
+	s, _, err := store.create("alice", "", testHost, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		host string
+		ok   bool
+	}{
+		{testHost, true},
+		{"SB-ABCDEFGHIJKLMNOP.localhost:8083", true},
+		{"127.0.0.1:8083", false},
+		{"localhost:8083", false},
+		{"sb-abcdefghijklmnop.localhost:8084", false},
+		{"sb-qrstuvwxyzabcdef.localhost:8083", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			if _, ok := store.get(s.id, tt.host); ok != tt.ok {
+				t.Fatalf("get on %q: %t, want %t", tt.host, ok, tt.ok)
+			}
+		})
+	}
+}
+
+// TestClientBucket: sign-in attempts are counted per IPv4 address and per IPv6 /64, as /v1
+// counts failures; an IPv6 client hopping within its /64 stays in one bucket.
+func TestClientBucket(t *testing.T) {
+	tests := []struct{ remote, want string }{
+		{"192.0.2.1:5000", "192.0.2.1"},
+		{"192.0.2.2:5000", "192.0.2.2"},
+		{"[2001:db8:1:2::1]:5000", "2001:db8:1:2::"},
+		{"[2001:db8:1:2:dead:beef:0:7]:6000", "2001:db8:1:2::"},
+		{"[2001:db8:1:3::1]:5000", "2001:db8:1:3::"},
+		{"[::ffff:192.0.2.1]:5000", "192.0.2.1"},
+		{"pipe", "pipe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.remote, func(t *testing.T) {
+			if got := clientBucket(&http.Request{RemoteAddr: tt.remote}); got != tt.want {
+				t.Fatalf("clientBucket(%s) = %s, want %s", tt.remote, got, tt.want)
+			}
+		})
+	}
+	// Within one /64, the burst is shared.
+	l := newLoginLimiter(0.001, 2)
+	now := time.Now()
+	for i, remote := range []string{"[2001:db8::1]:1", "[2001:db8::2]:1", "[2001:db8::ffff:3]:1"} {
+		ok, _ := l.allow(clientBucket(&http.Request{RemoteAddr: remote}), now)
+		if want := i < 2; ok != want {
+			t.Fatalf("attempt %d from %s allowed %t, want %t", i+1, remote, ok, want)
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/loopback"
 )
 
 // PanelServiceName is the Service of the web panel in the release namespace.
@@ -190,9 +191,15 @@ func (o *panelOptions) forward(ctx context.Context, pod *corev1.Pod, port int32)
 	if len(forwarded) == 0 {
 		return fmt.Errorf("port-forwarding to pod %s/%s: no local port is listening", pod.Namespace, pod.Name)
 	}
-	u := (&url.URL{Scheme: "http", Host: hostPort(o.address, forwarded[0].Local), Path: "/"}).String()
+	local := hostPort(o.address, forwarded[0].Local)
+	// On 127.0.0.1 or localhost the browser would share the panel's cookies with every other
+	// local web app: the URL names a host of the panel's own under .localhost instead.
+	u := loopback.PrivateURL(local)
+	if u == "" {
+		u = (&url.URL{Scheme: "http", Host: local, Path: "/"}).String()
+	}
 	fmt.Fprintf(o.Out, "switchboard panel: %s\n", u)
-	fmt.Fprintf(o.ErrOut, "Forwarding to pod %s/%s port %d; press Ctrl-C to stop.\n", pod.Namespace, pod.Name, port)
+	fmt.Fprintf(o.ErrOut, "Forwarding %s to pod %s/%s port %d; press Ctrl-C to stop.\n", local, pod.Namespace, pod.Name, port)
 	if o.onReady != nil {
 		o.onReady(u)
 	}
@@ -254,7 +261,7 @@ func hostPort(address string, port uint16) string {
 
 // openBrowser opens u with the desktop's URL opener.
 func openBrowser(u string) error {
-	// u is the http://127.0.0.1:PORT/ URL built above, never user text.
+	// u is the http://sb-….localhost:PORT/ (or ADDRESS:PORT) URL built above, never user text.
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":

@@ -20,11 +20,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/metricsauth"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -46,14 +46,15 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 		keysecret.LabelManagedBy: keysecret.ManagedBy,
 		keysecret.LabelComponent: keysecret.ComponentHash,
 	})
-	metrics := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	var extra map[string]http.Handler
 	if opts.Pprof {
-		metrics.ExtraHandlers = map[string]http.Handler{
+		extra = map[string]http.Handler{
 			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
 			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		}
 	}
+	metrics := metricsauth.Options(opts.MetricsBindAddress, opts.MetricsSecure, "", extra)
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.Scheme,
 		MapperProvider:         staticRESTMapper,

@@ -51,6 +51,9 @@ type Options struct {
 	Listener net.Listener
 	// MetricsBindAddress serves Prometheus metrics; "0" (or empty) disables it.
 	MetricsBindAddress string
+	// MetricsSecure serves them over HTTPS to authenticated callers RBAC allows to get /metrics
+	// (internal/metricsauth), as the chart and config/ run the server.
+	MetricsSecure bool
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, for profiling
 	// (it exposes the process's internals: keep the metrics port private).
 	Pprof bool

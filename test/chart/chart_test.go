@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -359,46 +357,13 @@ func checkRestricted(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// installServiceMonitorCRD installs a minimal monitoring.coreos.com/v1 ServiceMonitor CRD, the
-// shape the Prometheus Operator serves, so the ServiceMonitor is dry-run like every other object.
+// installServiceMonitorCRD installs the Prometheus Operator's own ServiceMonitor CRD (0.93.0,
+// testdata/), so the chart's ServiceMonitor is dry-run against the schema users install.
 func installServiceMonitorCRD(t *testing.T) {
 	t.Helper()
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "monitoring.coreos.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "ServiceMonitor", ListKind: "ServiceMonitorList", Plural: "servicemonitors", Singular: "servicemonitor"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type:     "object",
-					Required: []string{"spec"},
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"spec": {
-							Type:     "object",
-							Required: []string{"selector", "endpoints"},
-							Properties: map[string]apiextensionsv1.JSONSchemaProps{
-								"selector":          {Type: "object", XPreserveUnknownFields: &preserve},
-								"namespaceSelector": {Type: "object", XPreserveUnknownFields: &preserve},
-								"endpoints": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
-									Type: "object",
-									Properties: map[string]apiextensionsv1.JSONSchemaProps{
-										"port":          {Type: "string"},
-										"path":          {Type: "string"},
-										"interval":      {Type: "string", Pattern: `^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`},
-										"scrapeTimeout": {Type: "string", Pattern: `^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`},
-									},
-								}}},
-							},
-						},
-					},
-				}},
-			}},
-		},
-	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}, MaxTime: time.Minute}); err != nil {
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml")}, MaxTime: time.Minute,
+	}); err != nil {
 		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
 	}
 }

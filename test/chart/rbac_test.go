@@ -225,3 +225,82 @@ func TestPanelIdentityOnlyReviewsTokens(t *testing.T) {
 		}
 	}
 }
+
+// admissionPolicy returns the ValidatingAdmissionPolicy called name in objs and the binding
+// that binds it, failing the test unless both are there and the policy fails closed.
+func admissionPolicy(t *testing.T, source string, objs []*unstructured.Unstructured, name string) (policy *unstructured.Unstructured, validation string) {
+	t.Helper()
+	bound := false
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			if o.GetName() == name {
+				policy = o
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			if n, _, _ := unstructured.NestedString(o.Object, "spec", "policyName"); n == name {
+				bound = true
+			}
+		}
+	}
+	if policy == nil || !bound {
+		t.Fatalf("%s: policy %s shipped %t, bound %t", source, name, policy != nil, bound)
+	}
+	if fp, _, _ := unstructured.NestedString(policy.Object, "spec", "failurePolicy"); fp != "Fail" {
+		t.Errorf("%s: %s has failurePolicy %q, want Fail", source, name, fp)
+	}
+	vals, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations")
+	if len(vals) != 1 {
+		t.Fatalf("%s: %s has %d validations, want 1", source, name, len(vals))
+	}
+	return policy, vals[0].(map[string]any)["expression"].(string)
+}
+
+// TestServerStatusPolicyShipped: both renderings ship the admission policy that keeps the API
+// server's status writes to lastUsedAt, bound, failing closed, with the same validation, and
+// naming the very ServiceAccount the server's Deployment runs as (a policy naming another would
+// restrict nobody). controllers' TestServerCannotRevokeOrMoveTheReveal shows what it refuses.
+func TestServerStatusPolicyShipped(t *testing.T) {
+	validations := map[string]string{}
+	for source, objs := range renderings(t) {
+		policy, validation := admissionPolicy(t, source, objs, "switchboard-server-status")
+		validations[source] = validation
+		serverSA := ""
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" && o.GetName() == "switchboard-server" {
+				serverSA, _, _ = unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName")
+			}
+		}
+		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+		// The tests render the chart into switchboard-system, config/default's namespace.
+		want := "request.userInfo.username == 'system:serviceaccount:" + releaseNamespace + ":" + serverSA + "'"
+		if serverSA == "" || len(conds) != 1 || conds[0].(map[string]any)["expression"] != want {
+			t.Errorf("%s: match conditions %v, want the one %q", source, conds, want)
+		}
+	}
+	if validations["chart"] != validations["config/default"] {
+		t.Errorf("the chart and config/default validate differently:\n%s\n---\n%s", validations["chart"], validations["config/default"])
+	}
+}
+
+// TestTenantMetadataPolicyShipped: both renderings ship the admission policy that bounds the
+// labels of Connections and APIKeys, bound, failing closed, with the same validation, for both
+// kinds. controllers' TestTenantLabelsAreBounded shows what it refuses.
+func TestTenantMetadataPolicyShipped(t *testing.T) {
+	validations := map[string]string{}
+	for source, objs := range renderings(t) {
+		policy, validation := admissionPolicy(t, source, objs, "switchboard-tenant-metadata")
+		validations[source] = validation
+		rules, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConstraints", "resourceRules")
+		if len(rules) != 1 {
+			t.Fatalf("%s: %d resource rules", source, len(rules))
+		}
+		resources, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "resources")
+		if !slices.Equal(resources, []string{"connections", "apikeys"}) {
+			t.Errorf("%s: the policy covers %v", source, resources)
+		}
+	}
+	if validations["chart"] != validations["config/default"] {
+		t.Errorf("the chart and config/default validate differently:\n%s\n---\n%s", validations["chart"], validations["config/default"])
+	}
+}
