@@ -33,10 +33,10 @@ import (
 // shippedServer is the ServiceAccount config/rbac/server_status_policy.yaml names.
 const shippedServer = "system:serviceaccount:switchboard-system:switchboard-server"
 
-// serverStatusPolicy reads config/rbac/server_status_policy.yaml: the policy and its binding.
-func serverStatusPolicy(t *testing.T) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+// shippedPolicy reads a file of config/rbac that holds an admission policy and its binding.
+func shippedPolicy(t *testing.T, file string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
-	path := filepath.Join(testenv.RepoRoot(), "config", "rbac", "server_status_policy.yaml")
+	path := filepath.Join(testenv.RepoRoot(), "config", "rbac", file)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +53,12 @@ func serverStatusPolicy(t *testing.T) (*admissionregistrationv1.ValidatingAdmiss
 		t.Fatalf("%s holds more than a policy and its binding", path)
 	}
 	return policy, binding
+}
+
+// serverStatusPolicy reads config/rbac/server_status_policy.yaml.
+func serverStatusPolicy(t *testing.T) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	return shippedPolicy(t, "server_status_policy.yaml")
 }
 
 // installServerStatusPolicy installs the shipped policy for the server ServiceAccount sa of

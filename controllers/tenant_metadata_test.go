@@ -1,40 +1,23 @@
 package controllers_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // installTenantMetadataPolicy installs config/rbac/tenant_metadata_policy.yaml as shipped,
 // under names of its own and bound to namespace ns alone (other tests share the API server).
 func installTenantMetadataPolicy(t *testing.T, ns string) {
 	t.Helper()
-	path := filepath.Join(testenv.RepoRoot(), "config", "rbac", "tenant_metadata_policy.yaml")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for _, into := range []any{policy, binding} {
-		if err := dec.Decode(into); err != nil {
-			t.Fatalf("decoding %s: %v", path, err)
-		}
-	}
+	policy, binding := shippedPolicy(t, "tenant_metadata_policy.yaml")
 	policy.Name += "-" + ns
 	binding.Name += "-" + ns
 	binding.Spec.PolicyName = policy.Name

@@ -26,13 +26,7 @@ func TestTenantSecretsDoNotFillTheCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	system, tenant := env.Namespace(t, "cache-system"), env.Namespace(t, "cache-tenant")
-	mgr, err := operator.NewManager(env.Config, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}, SkipControllerNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = mgr.Start(mgrCtx) }()
+	mgr := startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}})
 
 	const tenantSecrets = 24
 	big := map[string][]byte{keysecret.DataKey: []byte(strings.Repeat("x", 256<<10))}
@@ -115,13 +109,7 @@ func TestTenantMetadataDoesNotFillTheCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	system, tenant := env.Namespace(t, "meta-system"), env.Namespace(t, "meta-tenant")
-	mgr, err := operator.NewManager(env.Config, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}, SkipControllerNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = mgr.Start(mgrCtx) }()
+	mgr := startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}})
 
 	meta := func(name string) metav1.ObjectMeta {
 		m := metav1.ObjectMeta{Namespace: tenant, Name: name, Labels: map[string]string{}, Annotations: map[string]string{

@@ -31,14 +31,8 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	defer cancel()
 	system := env.Namespace(t, "metrics-system")
 	addr := testenv.FreeAddr(t)
-	mgr, err := operator.NewManager(env.Config, operator.Options{SystemNamespace: system, Namespaces: []string{system},
-		MetricsBindAddress: addr, MetricsSecure: true, SkipControllerNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = mgr.Start(mgrCtx) }()
+	startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{system},
+		MetricsBindAddress: addr, MetricsSecure: true})
 
 	reader := shippedMetricsReader(t)
 	reader.Name += "-" + system

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
@@ -22,6 +23,21 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Run(m, &env) }
+
+// startManager runs an operator manager with opts (controller names unchecked, as several run
+// in one process) until the test ends.
+func startManager(t *testing.T, opts operator.Options) manager.Manager {
+	t.Helper()
+	opts.SkipControllerNameValidation = true
+	mgr, err := operator.NewManager(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(ctx) }()
+	return mgr
+}
 
 // TestRun runs the operator as `switchboard operator` does: leader election, probes, metrics;
 // it takes the Lease, serves the probes and metrics, issues keys, and stops when told.
@@ -99,13 +115,7 @@ func TestManagerCachesOnlyOwnSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := env.Namespace(t, "cache")
-	mgr, err := operator.NewManager(env.Config, operator.Options{SystemNamespace: ns, Namespaces: []string{ns}, SkipControllerNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = mgr.Start(mgrCtx) }()
+	mgr := startManager(t, operator.Options{SystemNamespace: ns, Namespaces: []string{ns}})
 
 	// "theirs" first: the watch delivers in order, so once "ours" is cached, "theirs" would be too.
 	for _, s := range []*corev1.Secret{

@@ -63,7 +63,7 @@ func TestLocalAppCannotStealTheSession(t *testing.T) {
 		if strings.Contains(cookies, "switchboard_session") {
 			t.Errorf("another local app received the panel's session cookie: %q", cookies)
 		}
-		for _, host := range []string{"", hostOf(t, base)} {
+		for _, host := range []string{"", mustParse(t, base).Host} {
 			if status := replay(t, srv.URL, host, cookies); status == http.StatusOK {
 				t.Errorf("a replay of %q to %s was signed in", cookies, srv.URL)
 			}
@@ -89,10 +89,10 @@ func TestLocalAppCannotStealTheSession(t *testing.T) {
 	if status := replay(t, srv.URL, "", cookie); status == http.StatusOK {
 		t.Error("the session cookie worked on 127.0.0.1, another host than the one it was created on")
 	}
-	if status := replay(t, srv.URL, "localhost:"+portOf(t, srv.URL), cookie); status == http.StatusOK {
+	if status := replay(t, srv.URL, "localhost:"+mustParse(t, srv.URL).Port(), cookie); status == http.StatusOK {
 		t.Error("the session cookie worked on localhost, another host than the one it was created on")
 	}
-	if status := replay(t, srv.URL, hostOf(t, base), cookie); status != http.StatusOK {
+	if status := replay(t, srv.URL, mustParse(t, base).Host, cookie); status != http.StatusOK {
 		t.Errorf("the session cookie on its own host got %d, want 200", status)
 	}
 	if p := problems.String(); p != "" {
@@ -121,22 +121,14 @@ func replay(t *testing.T, base, host, cookies string) int {
 	return resp.StatusCode
 }
 
-func hostOf(t *testing.T, u string) string {
+// mustParse parses a URL the test made.
+func mustParse(t *testing.T, u string) *url.URL {
 	t.Helper()
 	p, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.Host
-}
-
-func portOf(t *testing.T, u string) string {
-	t.Helper()
-	p, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.Port()
+	return p
 }
 
 // TestBrowserOnSharedHostIsSentToItsOwn: a browser's page load on 127.0.0.1 or localhost is
@@ -163,7 +155,7 @@ func TestBrowserOnSharedHostIsSentToItsOwn(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode, resp.Header.Get("Location")
 	}
-	port := portOf(t, srv.URL)
+	port := mustParse(t, srv.URL).Port()
 	seen := map[string]bool{}
 	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port} {
 		status, location := send(http.MethodGet, host, true)

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
@@ -73,7 +74,7 @@ func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyinde
 // proxies (--peers-are-proxies) and this one is not trusted, so its X-Forwarded-For is not
 // believed and its own address is the proxy's, not the client's.
 func (a *api) clientKnown(r *http.Request) bool {
-	return !a.peersAreProxies || isTrusted(parseHop(r.RemoteAddr), a.trusted)
+	return !a.peersAreProxies || isTrusted(clientaddr.Parse(r.RemoteAddr), a.trusted)
 }
 
 // newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // failureLimiter throttles failed authentications per client address (OWASP API2:2023). Only
@@ -57,17 +59,6 @@ func newFailureLimiter(perSecond float64, burst, clients int) *failureLimiter {
 	return l
 }
 
-// bucketOf is the address whose bucket a client's failures go to: its own for IPv4, its /64
-// for IPv6.
-func bucketOf(addr netip.Addr) netip.Addr {
-	if addr.Is6() {
-		if p, err := addr.Prefix(64); err == nil {
-			return p.Addr()
-		}
-	}
-	return addr
-}
-
 func (l *failureLimiter) shard(addr netip.Addr) *limiterShard {
 	return &l.shards[maphash.Comparable(l.seed, addr)%limiterShards]
 }
@@ -77,7 +68,7 @@ func (l *failureLimiter) blocked(addr netip.Addr, now time.Time) (bool, time.Dur
 	if l == nil {
 		return false, 0
 	}
-	addr = bucketOf(addr)
+	addr = clientaddr.Bucket(addr)
 	s := l.shard(addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -97,7 +88,7 @@ func (l *failureLimiter) fail(addr netip.Addr, now time.Time) {
 	if l == nil {
 		return
 	}
-	addr = bucketOf(addr)
+	addr = clientaddr.Bucket(addr)
 	s := l.shard(addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,7 +114,7 @@ func (l *failureLimiter) fail(addr netip.Addr, now time.Time) {
 // proxy vouches for. The zero Addr means the peer's address itself could not be read. It does
 // not allocate for IPv4 and for IPv6 without a zone.
 func clientAddress(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	peer := parseHop(r.RemoteAddr)
+	peer := clientaddr.Parse(r.RemoteAddr)
 	if len(trusted) == 0 || !isTrusted(peer, trusted) {
 		return peer
 	}
@@ -142,7 +133,7 @@ func clientAddress(r *http.Request, trusted []netip.Prefix) netip.Addr {
 			if hop == "" {
 				continue
 			}
-			addr := parseHop(hop)
+			addr := clientaddr.Parse(hop)
 			if !addr.IsValid() {
 				return client
 			}
@@ -153,28 +144,6 @@ func clientAddress(r *http.Request, trusted []netip.Prefix) netip.Addr {
 		}
 	}
 	return client
-}
-
-// parseHop reads an address as a peer or a proxy writes it: 192.0.2.1, 2001:db8::1, with or
-// without a port (192.0.2.1:5000, [2001:db8::1]:5000). The zone is dropped and an IPv4-mapped
-// IPv6 address becomes IPv4, so that one client has one spelling. The zero Addr: not an address.
-func parseHop(s string) netip.Addr {
-	var addr netip.Addr
-	// Pick the parser by shape rather than by trying one then the other: a failed parse
-	// allocates its error, and RemoteAddr always has a port.
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			return netip.Addr{}
-		}
-		addr = ap.Addr()
-	} else {
-		var err error
-		if addr, err = netip.ParseAddr(s); err != nil {
-			return netip.Addr{}
-		}
-	}
-	return addr.WithZone("").Unmap()
 }
 
 func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
