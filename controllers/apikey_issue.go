@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -18,55 +15,44 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// The issue of a key: the protocol that writes a new key generation, and the Secrets that hold
-// its plaintext (reveal or delivery).
+// The issue of a key: the protocol that writes a new key generation, the Secrets that hold its
+// plaintext (reveal or delivery), and the publication of what the hash Secret records.
 
-// issue issues key generation gen in the protocol's order: (1) the reveal or delivery Secret
-// with the plaintext, (2) the hash Secret from that plaintext, with the record of issuance,
-// (3) the status that publishes it. Each step accepts the work of an interrupted earlier run as
-// done. The key it replaces, if any, stays valid for grace. cached is the hash Secret as the
-// cache has it (nil: none); live says key came from the API server.
-func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.APIKey, live bool, cached *corev1.Secret, gen int64, now time.Time, grace time.Duration, found *keyFindings) (ctrl.Result, error) {
-	hash := cached
-	if cached != nil || !live {
-		// A cache behind our own last hash write would make us mint a second key for a
-		// generation already hashed: the hash Secret at the source decides. (An APIKey just
-		// given its finalizer has never had a hash Secret: no read for a first key.)
-		var err error
-		if hash, err = r.liveHash(ctx, key); err != nil {
-			return ctrl.Result{}, err
-		}
-		if !sameVersion(cached, hash) {
-			found.stale = true
-			return ctrl.Result{RequeueAfter: staleRetry}, nil
-		}
-	}
-	found.issuing = gen
-
+// issue issues key generation next.gen in the protocol's order: (1) the reveal or delivery
+// Secret with the plaintext, (2) the hash Secret from that plaintext, with the record of
+// issuance, (3) the status that publishes it. Each write accepts the work of an interrupted
+// earlier run as done. The key it replaces, if any, stays valid for next.grace.
+func (r *APIKeyReconciler) issue(ctx context.Context, s *keyState, next *step) error {
+	key, gen, now := s.key, next.gen, s.now
+	next.found.issuing = gen
+	next.found.lostHint = next.lostHint
 	plaintext, err := r.ensureKeySecret(ctx, key, gen)
 	var conflict *conflictError
 	if errors.As(err, &conflict) {
-		found.conflict = conflict.Error()
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		next.found.conflict = conflict.Error()
+		next.after = conflictRetry
+		return nil
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
-	rotationHandled := key.Status.LastHandledRotationAt
-	if rec := issuedRecord(key, hash); rec != nil {
-		rotationHandled = rec.RotationHandled
+	rec := keysecret.Issued{Hint: apikey.Hint(plaintext), RotationHandled: key.Status.LastHandledRotationAt}
+	if old := s.record(); old != nil {
+		rec.RotationHandled = old.RotationHandled
 	}
 	if key.Spec.Rotation != nil {
-		rotationHandled = key.Spec.Rotation.RequestedAt
+		rec.RotationHandled = key.Spec.Rotation.RequestedAt
 	}
-	var revealExpiresAt time.Time
 	if key.Spec.SecretName == "" {
-		revealExpiresAt = timePtr(now.Add(r.RevealTTL)).Time
+		rec.RevealExpiresAt = timePtr(now.Add(r.RevealTTL)).Time
+	} else {
+		rec.Delivery = key.Spec.SecretName
 	}
-	hash, err = r.ensureHash(ctx, key, hash, gen, plaintext, rotationHandled, revealExpiresAt, now, grace)
+	hash, err := r.ensureHash(ctx, key, s.hash, gen, plaintext, rec, now, next.grace)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
+	s.hash = hash
 
 	key.Status.KeyGeneration = gen
 	key.Status.KeyHint = apikey.Hint(plaintext)
@@ -76,32 +62,77 @@ func (r *APIKeyReconciler) issue(ctx context.Context, key *switchboardv1alpha1.A
 	if gen > 1 {
 		key.Status.RotatedAt = timePtr(now)
 	}
-	key.Status.LastHandledRotationAt = rotationHandled
+	key.Status.LastHandledRotationAt = rec.RotationHandled
 	key.Status.PreviousKeyValidUntil = previousValidUntil(hash)
 	if key.Spec.SecretName != "" {
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		found.reveal = switchboardv1alpha1.ReasonDelivered
+		next.found.reveal = switchboardv1alpha1.ReasonDelivered
 	} else {
 		key.Status.RevealSecretName = keysecret.RevealName(key.Name, gen)
 		// An interrupted run of this issue may have recorded its deadline already: it stands.
-		key.Status.RevealExpiresAt = timePtr(r.revealDeadline(key, issuedRecord(key, hash), now))
-		found.reveal = switchboardv1alpha1.ReasonRevealPending
+		key.Status.RevealExpiresAt = timePtr(revealDeadline(key, issuedRecord(key, hash), now, r.RevealTTL))
+		next.found.reveal = switchboardv1alpha1.ReasonRevealPending
 	}
-	found.issued = true
+	next.found.issued = true
 	log.FromContext(ctx).Info("issued key", "hint", key.Status.KeyHint, "keyGeneration", gen)
-	// The status patch wakes the next reconcile, which sweeps older reveal Secrets once the
-	// new generation is published.
-	return ctrl.Result{}, nil
+	return nil
 }
 
-// gracePeriod is how long the key a rotation replaces stays valid.
-func gracePeriod(key *switchboardv1alpha1.APIKey) time.Duration {
-	if key.Spec.Rotation == nil {
-		return 0
+// publish puts the status back in line with the hash Secret's record, which confirm read from
+// the API server: an issue interrupted before its status patch, or a status someone else
+// rewrote. It writes no Secret: the key the hash Secret hashes stays the key.
+func (r *APIKeyReconciler) publish(ctx context.Context, s *keyState, next *step) error {
+	key, hash, now := s.key, s.hash, s.now
+	rec := s.record()
+	gen, published := rec.Generation, key.Status.KeyGeneration
+	log.FromContext(ctx).Info("the status does not say what the hash Secret records; restoring it",
+		"keyGeneration", published, "recordedGeneration", gen, "hint", rec.Hint)
+	key.Status.KeyGeneration, key.Status.KeyHint, key.Status.LastHandledRotationAt = gen, rec.Hint, rec.RotationHandled
+	key.Status.PreviousKeyValidUntil = previousValidUntil(hash)
+	if key.Status.CreatedAt == nil {
+		key.Status.CreatedAt = timePtr(now)
 	}
-	return key.Spec.Rotation.GracePeriod.Duration
+	next.found.hash = hashFound
+	next.found.restored = true
+	if published == gen {
+		return nil
+	}
+	// A generation the status never showed: an issue that stopped after writing the hash, or a
+	// status rewritten to another generation. Whether the key Secret of gen still holds the
+	// key says which: then this finishes the issue.
+	name := key.Spec.SecretName
+	component := keysecret.ComponentDelivery
+	if name == "" {
+		name, component = keysecret.RevealName(key.Name, gen), keysecret.ComponentReveal
+	}
+	holder, err := r.getSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading Secret %s/%s: %w", key.Namespace, name, err)
+	}
+	holds := err == nil && keysecret.IsOwnedBy(holder, key, component) && keysecret.Generation(holder) == gen
+	if holds && published < gen {
+		next.found.restored, next.found.issued = false, true
+		if gen > 1 {
+			key.Status.RotatedAt = timePtr(now)
+		}
+	}
+	switch {
+	case key.Spec.SecretName != "":
+		// A Secret that no longer holds gen is redelivered by a later reconcile.
+		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
+		next.found.reveal = switchboardv1alpha1.ReasonDelivered
+	case holds:
+		// The status's deadline, if any, was another generation's.
+		key.Status.RevealSecretName, key.Status.RevealExpiresAt = name, nil
+		key.Status.RevealExpiresAt = timePtr(revealDeadline(key, rec, now, r.RevealTTL))
+		next.found.reveal = switchboardv1alpha1.ReasonRevealPending
+	default:
+		// Someone took the reveal Secret of gen: that is a claim.
+		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
+		next.found.reveal = switchboardv1alpha1.ReasonRevealClaimed
+	}
+	return nil
 }
-
 // ensureKeySecret makes sure the plaintext of key generation gen sits in the reveal Secret
 // (or the delivery Secret) and returns it.
 //
@@ -248,46 +279,6 @@ func (r *APIKeyReconciler) keySecretReplaced(key *switchboardv1alpha1.APIKey, na
 	r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, ReasonKeySecretReplaced, "ReplaceKeySecret",
 		"Secret %s held a key switchboard cannot vouch for as key generation %d (%s); it now holds a new key %s",
 		name, gen, why, apikey.Hint(plaintext))
-}
-
-// deliveryLost reports whether the key was delivered into spec.secretName and that Secret no
-// longer holds it: deleted, or switchboard's Secret of this APIKey holding another generation
-// (an issue into it was interrupted). Someone else's Secret under that name is left alone and
-// reported as a conflict (spec.secretName changed to a Secret that exists): the key is not in
-// the Secret the spec names.
-func (r *APIKeyReconciler) deliveryLost(ctx context.Context, key *switchboardv1alpha1.APIKey) (lost bool, conflict string, err error) {
-	if key.Spec.SecretName == "" || key.Status.KeyGeneration == 0 {
-		return false, "", nil
-	}
-	revealed := meta.FindStatusCondition(key.Status.Conditions, switchboardv1alpha1.ConditionRevealed)
-	if revealed == nil || revealed.Reason != switchboardv1alpha1.ReasonDelivered {
-		return false, "", nil
-	}
-	secret, err := r.getSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Spec.SecretName})
-	if apierrors.IsNotFound(err) {
-		return true, "", nil
-	}
-	if err != nil {
-		return false, "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
-	}
-	if !keysecret.IsOwnedBy(secret, key, keysecret.ComponentDelivery) {
-		return false, deliveryConflict(key), nil
-	}
-	if keysecret.Generation(secret) == key.Status.KeyGeneration {
-		return false, "", nil
-	}
-	// The cache may not have seen the write that published this generation: ask the source.
-	live := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), live); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, "", nil
-		}
-		return false, "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
-	}
-	if !keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) {
-		return false, deliveryConflict(key), nil
-	}
-	return keysecret.Generation(live) != key.Status.KeyGeneration, "", nil
 }
 
 // deliveryConflict says that spec.secretName names a Secret this APIKey does not manage.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
@@ -25,11 +28,10 @@ import (
 
 var errCrash = errors.New("injected crash: the operator stopped here")
 
-// crashingClient lets budget writes through and then fails every write, as a process that
-// died after its budget-th write would. With applyLast the write that crashes still reaches
-// the API server and only its response is lost (the process died waiting for it).
-type crashingClient struct {
-	client.Client
+// crashBudget lets budget writes through and then fails every write, as a process that died
+// after its budget-th write would. With applyLast the write that crashes still reaches the API
+// server and only its response is lost (the process died waiting for it).
+type crashBudget struct {
 	budget    int
 	applyLast bool
 
@@ -38,67 +40,103 @@ type crashingClient struct {
 	crashed bool
 }
 
-func (c *crashingClient) write(fn func() error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.writes < c.budget {
-		c.writes++
+func (b *crashBudget) write(fn func() error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.writes < b.budget {
+		b.writes++
 		return fn()
 	}
-	if !c.crashed && c.applyLast {
+	if !b.crashed && b.applyLast {
 		_ = fn()
 	}
-	c.crashed = true
+	b.crashed = true
 	return errCrash
 }
 
-func (c *crashingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	return c.write(func() error { return c.Client.Create(ctx, obj, opts...) })
+// client is env.Client with every write, of objects and of their status, going through the
+// budget.
+func (b *crashBudget) client() client.WithWatch {
+	return interceptor.NewClient(env.Client, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return b.write(func() error { return c.Create(ctx, obj, opts...) })
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return b.write(func() error { return c.Update(ctx, obj, opts...) })
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return b.write(func() error { return c.Patch(ctx, obj, patch, opts...) })
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return b.write(func() error { return c.Delete(ctx, obj, opts...) })
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
+			return b.write(func() error { return c.DeleteAllOf(ctx, obj, opts...) })
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			return b.write(func() error { return c.Apply(ctx, obj, opts...) })
+		},
+		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+			return b.write(func() error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return b.write(func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return b.write(func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+		},
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			return b.write(func() error { return c.SubResource(sub).Apply(ctx, obj, opts...) })
+		},
+	})
 }
 
-func (c *crashingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	return c.write(func() error { return c.Client.Update(ctx, obj, opts...) })
+// failing is env.Client whose deletes, and with writes also creates and patches, of the Secrets
+// that match fail with errSecretsDown, as an API server that refuses them for a while would.
+func failing(writes bool, match func(*corev1.Secret) bool) client.WithWatch {
+	fail := func(obj client.Object) bool {
+		s, ok := obj.(*corev1.Secret)
+		return ok && match(s)
+	}
+	funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		if fail(obj) {
+			return errSecretsDown
+		}
+		return c.Delete(ctx, obj, opts...)
+	}}
+	if writes {
+		funcs.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if fail(obj) {
+				return errSecretsDown
+			}
+			return c.Create(ctx, obj, opts...)
+		}
+		funcs.Patch = func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if fail(obj) {
+				return errSecretsDown
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		}
+	}
+	return interceptor.NewClient(env.Client, funcs)
 }
 
-func (c *crashingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	return c.write(func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
-}
-
-func (c *crashingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	return c.write(func() error { return c.Client.Delete(ctx, obj, opts...) })
-}
-
-func (c *crashingClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	return c.write(func() error { return c.Client.DeleteAllOf(ctx, obj, opts...) })
-}
-
-func (c *crashingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	return c.write(func() error { return c.Client.Apply(ctx, obj, opts...) })
-}
-
-func (c *crashingClient) Status() client.SubResourceWriter {
-	return crashingStatus{c: c, w: c.Client.Status()}
-}
-
-type crashingStatus struct {
-	c *crashingClient
-	w client.SubResourceWriter
-}
-
-func (s crashingStatus) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	return s.c.write(func() error { return s.w.Create(ctx, obj, sub, opts...) })
-}
-
-func (s crashingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	return s.c.write(func() error { return s.w.Update(ctx, obj, opts...) })
-}
-
-func (s crashingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	return s.c.write(func() error { return s.w.Patch(ctx, obj, patch, opts...) })
-}
-
-func (s crashingStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	return s.c.write(func() error { return s.w.Apply(ctx, obj, opts...) })
+// indexed answers the list by HashOwnerIndex that a manager's cache indexes, for a reconciler
+// driven by hand over a client without that cache: by switchboard's labels, which say the
+// same (hashOwner reads them).
+func indexed(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		o := (&client.ListOptions{}).ApplyOptions(opts)
+		if o.FieldSelector != nil {
+			if owner, ok := o.FieldSelector.RequiresExactMatch(controllers.HashOwnerIndex); ok {
+				ns, name, _ := strings.Cut(owner, "/")
+				o.FieldSelector = nil
+				o.LabelSelector = labels.SelectorFromSet(labels.Set{keysecret.LabelComponent: keysecret.ComponentHash,
+					keysecret.LabelAPIKeyNamespace: ns, keysecret.LabelAPIKeyName: name})
+			}
+		}
+		return c.List(ctx, list, o)
+	}})
 }
 
 // discardEvents is an events.EventRecorder for reconcilers driven by hand.
@@ -126,9 +164,11 @@ func newCrashWorld(t *testing.T) *crashWorld {
 	}
 }
 
-func (w *crashWorld) reconciler(c client.Client) *controllers.APIKeyReconciler {
+// reconciler is an APIKeyReconciler driven by hand, with c as its client (in place of a
+// manager's cache) and the API server as its APIReader.
+func (w *crashWorld) reconciler(c client.WithWatch) *controllers.APIKeyReconciler {
 	return &controllers.APIKeyReconciler{
-		Client: c, APIReader: env.Client, Recorder: discardEvents{}, Clock: w.clock,
+		Client: indexed(c), APIReader: env.Client, Recorder: discardEvents{}, Clock: w.clock,
 		SystemNamespace: w.system, KeyPrefix: apikey.DefaultPrefix, RevealTTL: revealTTL,
 	}
 }
@@ -137,8 +177,8 @@ func (w *crashWorld) reconciler(c client.Client) *controllers.APIKeyReconciler {
 func (w *crashWorld) settle(name string) {
 	w.t.Helper()
 	for range 20 {
-		counter := &crashingClient{Client: env.Client, budget: 1 << 30}
-		res, err := w.reconciler(counter).Reconcile(testCtx(w.t), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: name}})
+		counter := &crashBudget{budget: 1 << 30}
+		res, err := w.reconciler(counter.client()).Reconcile(testCtx(w.t), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: name}})
 		if err == nil && counter.writes == 0 && (res.RequeueAfter == 0 || res.RequeueAfter > time.Second) {
 			return
 		}
@@ -150,9 +190,9 @@ func (w *crashWorld) settle(name string) {
 // budget ran out (false: the whole job took fewer writes).
 func (w *crashWorld) crash(name string, budget int, applyLast bool) bool {
 	w.t.Helper()
-	cc := &crashingClient{Client: env.Client, budget: budget, applyLast: applyLast}
+	cc := &crashBudget{budget: budget, applyLast: applyLast}
 	for range 10 {
-		_, err := w.reconciler(cc).Reconcile(testCtx(w.t), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: name}})
+		_, err := w.reconciler(cc.client()).Reconcile(testCtx(w.t), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: name}})
 		if err != nil && !errors.Is(err, errCrash) {
 			w.t.Fatalf("reconcile of %s failed other than by the injected crash: %v", name, err)
 		}

@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -14,20 +13,6 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
-
-// tenantDeletesFail is a client whose deletes of Secrets in one namespace fail, as an API
-// server that refuses them for a while would.
-type tenantDeletesFail struct {
-	client.Client
-	ns string
-}
-
-func (c tenantDeletesFail) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if _, ok := obj.(*corev1.Secret); ok && obj.GetNamespace() == c.ns {
-		return errSecretsDown
-	}
-	return c.Client.Delete(ctx, obj, opts...)
-}
 
 // TestFailedRevocationIsRetried: a revocation whose clean-up fails after the hash is gone (the
 // unclaimed reveal Secret cannot be deleted) still shows Ready=Revoked, and the next
@@ -49,7 +34,7 @@ func TestFailedRevocationIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: "k"}}
-	if _, err := w.reconciler(tenantDeletesFail{Client: env.Client, ns: w.ns}).Reconcile(testCtx(t), req); !errors.Is(err, errSecretsDown) {
+	if _, err := w.reconciler(failing(false, func(s *corev1.Secret) bool { return s.Namespace == w.ns })).Reconcile(testCtx(t), req); !errors.Is(err, errSecretsDown) {
 		t.Fatalf("want the injected error, got %v", err)
 	}
 	key = w.mustKey("k")

@@ -21,15 +21,6 @@ func timePtr(t time.Time) *metav1.Time {
 	return &mt
 }
 
-// cachedSecret reads a Secret from the cache alone.
-func (r *APIKeyReconciler) cachedSecret(ctx context.Context, key client.ObjectKey) (*corev1.Secret, error) {
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, key, secret); err != nil {
-		return nil, err
-	}
-	return secret, nil
-}
-
 // getSecret reads a Secret from the cache and, when the cache does not have it, from the API
 // server: a Secret created a moment ago may not be cached yet, and "gone" must be sure.
 func (r *APIKeyReconciler) getSecret(ctx context.Context, key client.ObjectKey) (*corev1.Secret, error) {

@@ -109,20 +109,29 @@ type Issued struct {
 	// RevealExpiresAt is when that key's unclaimed reveal Secret is deleted (zero: the key was
 	// delivered, or the record was written before switchboard kept this field).
 	RevealExpiresAt time.Time
+	// Delivery names the delivery Secret the key was written to ("": it was revealed, or the
+	// record was written before switchboard kept this field).
+	Delivery string
 }
 
-// SetIssued records in hash Secret s the hint of its current key, the rotation it carried out
-// and when its unclaimed reveal ends (zero: no reveal); SetCurrent records the generation.
-func SetIssued(s *corev1.Secret, hint, rotationHandled string, revealExpiresAt time.Time) {
+// SetIssued records in hash Secret s the issue of its current key: its hint, the rotation it
+// carried out, when its unclaimed reveal ends (zero: no reveal) and where it was delivered ("":
+// nowhere). SetCurrent records the generation; rec.Generation is not written here.
+func SetIssued(s *corev1.Secret, rec Issued) {
 	if s.Data == nil {
 		s.Data = map[string][]byte{}
 	}
-	s.Data[DataHint] = []byte(hint)
-	s.Data[DataRotationHandled] = []byte(rotationHandled)
-	if revealExpiresAt.IsZero() {
+	s.Data[DataHint] = []byte(rec.Hint)
+	s.Data[DataRotationHandled] = []byte(rec.RotationHandled)
+	if rec.RevealExpiresAt.IsZero() {
 		delete(s.Data, DataRevealExpiresAt)
 	} else {
-		s.Data[DataRevealExpiresAt] = []byte(revealExpiresAt.UTC().Format(time.RFC3339))
+		s.Data[DataRevealExpiresAt] = []byte(rec.RevealExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if rec.Delivery == "" {
+		delete(s.Data, DataDelivery)
+	} else {
+		s.Data[DataDelivery] = []byte(rec.Delivery)
 	}
 }
 
@@ -135,7 +144,7 @@ func IssuedOf(s *corev1.Secret) (Issued, bool) {
 	if gen == 0 || hint == "" {
 		return Issued{}, false
 	}
-	rec := Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled])}
+	rec := Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled]), Delivery: string(s.Data[DataDelivery])}
 	if raw := s.Data[DataRevealExpiresAt]; len(raw) > 0 {
 		if t, err := time.Parse(time.RFC3339, string(raw)); err == nil {
 			rec.RevealExpiresAt = t

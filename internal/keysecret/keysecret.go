@@ -81,6 +81,10 @@ const (
 	// the record was written before switchboard kept it). Part of the record of issuance: the
 	// status's revealExpiresAt only mirrors it.
 	DataRevealExpiresAt = "reveal.expiresAt"
+	// DataDelivery holds, in a hash Secret, the name of the delivery Secret the key generation
+	// it hashes was written to (absent: the key was revealed, or the record was written before
+	// switchboard kept it). Part of the record of issuance.
+	DataDelivery = "delivery.secretName"
 
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"

@@ -162,7 +162,7 @@ func TestIssuedOf(t *testing.T) {
 	deadline := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	recordedUntil := func(hint, handled string, reveal time.Time) *corev1.Secret {
 		s := keysecret.NewHash(key, "system", 4, apikey.Sum("4"))
-		keysecret.SetIssued(s, hint, handled, reveal)
+		keysecret.SetIssued(s, keysecret.Issued{Hint: hint, RotationHandled: handled, RevealExpiresAt: reveal})
 		return s
 	}
 	recorded := func(hint, handled string) *corev1.Secret { return recordedUntil(hint, handled, time.Time{}) }
@@ -170,7 +170,7 @@ func TestIssuedOf(t *testing.T) {
 	badDeadline.Data[keysecret.DataRevealExpiresAt] = []byte("tomorrow")
 	// A delivered key's record drops the deadline of an earlier reveal.
 	redelivered := recordedUntil("sb_live_AbCd…wxyz", "", deadline)
-	keysecret.SetIssued(redelivered, "sb_live_AbCd…wxyz", "", time.Time{})
+	keysecret.SetIssued(redelivered, keysecret.Issued{Hint: "sb_live_AbCd…wxyz", Delivery: "app-key"})
 	noGeneration := recorded("sb_live_AbCd…wxyz", "r1")
 	delete(noGeneration.Labels, keysecret.LabelGeneration)
 	tests := []struct {
@@ -183,7 +183,7 @@ func TestIssuedOf(t *testing.T) {
 		{"recorded without a rotation", recorded("sb_live_AbCd…wxyz", ""), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
 		{"recorded with a reveal deadline", recordedUntil("sb_live_AbCd…wxyz", "", deadline.Add(time.Hour/3)), keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz", RevealExpiresAt: deadline.Add(time.Hour / 3)}, true},
 		{"a reveal deadline that does not parse is none", badDeadline, keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
-		{"redelivered after a reveal", redelivered, keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz"}, true},
+		{"delivered after a reveal", redelivered, keysecret.Issued{Generation: 4, Hint: "sb_live_AbCd…wxyz", Delivery: "app-key"}, true},
 		{"written before the record existed", keysecret.NewHash(key, "system", 4, apikey.Sum("4")), keysecret.Issued{}, false},
 		{"no generation label", noGeneration, keysecret.Issued{}, false},
 	}
@@ -191,7 +191,7 @@ func TestIssuedOf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := keysecret.IssuedOf(tt.secret)
 			if !got.RevealExpiresAt.Equal(tt.want.RevealExpiresAt) || got.Generation != tt.want.Generation || got.Hint != tt.want.Hint ||
-				got.RotationHandled != tt.want.RotationHandled || ok != tt.ok {
+				got.RotationHandled != tt.want.RotationHandled || got.Delivery != tt.want.Delivery || ok != tt.ok {
 				t.Fatalf("IssuedOf = %+v, %t; want %+v, %t", got, ok, tt.want, tt.ok)
 			}
 		})

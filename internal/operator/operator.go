@@ -199,7 +199,7 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, opts Options) er
 		RevealTTL:         opts.RevealTTL,
 		ControllerOptions: keyCtrlOpts,
 	}
-	if err := keys.SetupWithManager(mgr); err != nil {
+	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
 	}
 	return nil

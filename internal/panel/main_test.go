@@ -2,6 +2,7 @@ package panel_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"sync"
@@ -141,16 +142,15 @@ func regexpValue(t *testing.T, body, field string) string {
 	return m[1]
 }
 
-// waitFor polls cond for up to 30 seconds.
+// waitFor is testenv.Eventually for 30s, on a condition that holds or not.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out after 30s")
+	testenv.Eventually(t, 30*time.Second, "the condition", func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // bindClusterNamespaceReader lets a ServiceAccount list namespaces.

@@ -288,16 +288,15 @@ func newConnection(t testing.TB, ns, name, id string, lbls map[string]string) *s
 	return c
 }
 
-// eventually polls cond every 10ms until it holds or 20s pass.
+// eventually is testenv.Eventually for 20s, on a condition that holds or not.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, 20*time.Second, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // probe GETs a probe endpoint and returns its status, or 0 when nothing answers.

@@ -31,7 +31,7 @@ type Env struct {
 	// Config reaches the API server as a cluster admin.
 	Config *rest.Config
 	// Client is an uncached client with Scheme.
-	Client client.Client
+	Client client.WithWatch
 	// Scheme is scheme.Scheme: the core types and switchboard's.
 	Scheme *k8sruntime.Scheme
 
@@ -75,7 +75,7 @@ func Start() (*Env, error) {
 	}
 	// Tests create many objects quickly; client-go's default 5 QPS would make them crawl.
 	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
