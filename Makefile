@@ -78,6 +78,10 @@ test: manifests generate envtest $(HELM) ## Run every test against a real kube-a
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
 
+.PHONY: test-unit
+test-unit: ## Run every test that needs no control plane, in well under a minute (build tag unit leaves the others out).
+	go test $(GO_TEST_FLAGS) -tags unit ./...
+
 .PHONY: test-cluster
 test-cluster: build image pause-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/cluster).
 	HELM=$(HELM) hack/test-cluster.sh

@@ -133,6 +133,7 @@ func (r *APIKeyReconciler) publish(ctx context.Context, s *keyState, next *step)
 	}
 	return nil
 }
+
 // ensureKeySecret makes sure the plaintext of key generation gen sits in the reveal Secret
 // (or the delivery Secret) and returns it.
 //

@@ -20,11 +20,12 @@ const (
 	hashMissing // deleted by hand: the key is refused
 )
 
-// keyFindings is what one reconcile of an APIKey found and did. The reconcile fills it in as
-// it goes; the conditions are then set from it, once, in setKeyConditions, and the Events of
-// the transitions from comparing the status before and after (recordTransitions). A field left
-// at its zero value means "not found out": an error stopped the reconcile first, and the
-// condition it decides keeps its value.
+// keyFindings is what one reconcile of an APIKey found and did: plan fills in what the
+// observation shows, act what carrying out the step showed. The conditions are then set from
+// it, once, in setKeyConditions, and the Events of the transitions from comparing the status
+// before and after (recordTransitions). A field left at its zero value means "not found out":
+// the step did not look, or an error stopped it first, and the condition it decides keeps its
+// value.
 type keyFindings struct {
 	// revoked: spec.revoked (which the API server never lets go back to false).
 	revoked bool
@@ -45,9 +46,6 @@ type keyFindings struct {
 	lostHint string
 	// restored: the status did not say what the hash Secret records, and was put back.
 	restored bool
-	// stale: the object came from a cache behind the API server. Its status is not written
-	// (the optimistic lock would refuse it anyway); the next reconcile sees the fresh one.
-	stale bool
 }
 
 // setKeyConditions sets Ready and Revealed from what the reconcile found. It is the only place

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controllers_test
 
 // What the server's identity can do to an APIKey's status (issue 18, item 3): it may patch

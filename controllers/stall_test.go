@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controllers_test
 
 // Issue 18, item 4: one tenant stalled the operator for everyone. 300 Secrets labelled as reveal

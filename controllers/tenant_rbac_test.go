@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controllers_test
 
 // Tenant roles as a tenant meets them: the built-in view, edit and admin roles, extended by

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controllers_test
 
 // The attacks of docs/security.md that the operator defends against, each performed the way a

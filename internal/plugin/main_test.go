@@ -1,15 +1,15 @@
+//go:build !unit
+
 package plugin
 
 import (
 	"context"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -60,16 +60,6 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func streams(out, errOut io.Writer, in string) genericiooptions.IOStreams {
-	return genericiooptions.IOStreams{In: strings.NewReader(in), Out: out, ErrOut: errOut}
-}
-
-// result is what one run of the plugin produced.
-type result struct {
-	stdout, stderr string
-	code           int
-}
-
 // kubeconfig writes a kubeconfig file for cfg's identity (client certificate or bearer
 // token) with namespace as the context's namespace, as a user's would be.
 func kubeconfig(t *testing.T, cfg *rest.Config, namespace string) string {
@@ -102,20 +92,6 @@ func mustSucceed(t *testing.T, r result) {
 	t.Helper()
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-	}
-}
-
-// mustFail fails the test unless r exited non-zero with one line on stderr containing want.
-func mustFail(t *testing.T, r result, want string) {
-	t.Helper()
-	if r.code == 0 {
-		t.Fatalf("succeeded, want a failure with %q\nstdout: %s\nstderr: %s", want, r.stdout, r.stderr)
-	}
-	if !strings.Contains(r.stderr, want) {
-		t.Fatalf("stderr %q lacks %q", r.stderr, want)
-	}
-	if lines := strings.Count(strings.TrimRight(r.stderr, "\n"), "\n") + 1; lines != 1 {
-		t.Fatalf("want one line on stderr, got %d: %q", lines, r.stderr)
 	}
 }
 

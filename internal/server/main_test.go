@@ -1,3 +1,5 @@
+//go:build !unit
+
 package server
 
 import (
@@ -18,16 +20,12 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Run(m, &env) }
-
-// systemNamespace is where the tests' hash Secrets live, as the operator would put them.
-const systemNamespace = "switchboard-system"
 
 var ensureSystem sync.Once
 
@@ -236,32 +234,6 @@ func newKey(t testing.TB, ns, name string, spec switchboardv1alpha1.APIKeySpec) 
 		t.Fatalf("creating the hash Secret: %v", err)
 	}
 	return f
-}
-
-// hashSecret is the hash Secret of ak per the contract, with an optional previous key.
-func hashSecret(ak *switchboardv1alpha1.APIKey, current, previous string, validUntil time.Time) *corev1.Secret {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: systemNamespace,
-			Name:      "apikey-" + string(ak.UID),
-			Labels: map[string]string{
-				keysecret.LabelManagedBy:       keysecret.ManagedBy,
-				keysecret.LabelComponent:       keysecret.ComponentHash,
-				keysecret.LabelAPIKeyNamespace: ak.Namespace,
-				keysecret.LabelAPIKeyName:      ak.Name,
-				keysecret.LabelAPIKeyUID:       string(ak.UID),
-				keysecret.LabelGeneration:      "1",
-			},
-		},
-		Type: keysecret.TypeHash,
-		Data: map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(current).String())},
-	}
-	if previous != "" {
-		s.Labels[keysecret.LabelGeneration] = "2"
-		s.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum(previous).String())
-		s.Data[keysecret.DataPreviousValidUntil] = []byte(validUntil.UTC().Format(time.RFC3339))
-	}
-	return s
 }
 
 // newConnection creates a Connection and gives it status.id, as the operator would.

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package server
 
 import (
@@ -153,8 +155,6 @@ func TestFailureLimiter(t *testing.T) {
 		t.Error("a negative rate must disable the limiter")
 	}
 }
-
-var trustedLoopback = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 
 // TestValidKeyNeverLockedOut performs the lock-out attack of docs/security.md section 3: behind
 // a NAT, a proxy or an Ingress without trustedProxies, every client shares one address, and

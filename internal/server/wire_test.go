@@ -1,3 +1,5 @@
+//go:build !unit
+
 package server
 
 import (
@@ -6,10 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -17,19 +17,6 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
-
-var wireNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-
-func wireConnection(ns, name, id string) *switchboardv1alpha1.Connection {
-	return &switchboardv1alpha1.Connection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(wireNow), Labels: map[string]string{"n": name}},
-		Spec: switchboardv1alpha1.ConnectionSpec{
-			DisplayName: "D " + name, Provider: "postgres", Metadata: map[string]switchboardv1alpha1.MetadataValue{"b": "2", "a": "1"},
-			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "top-secret"},
-		},
-		Status: switchboardv1alpha1.ConnectionStatus{ID: id},
-	}
-}
 
 func TestEncodeConnection(t *testing.T) {
 	raw, err := encodeConnection(wireConnection("a", "warehouse", "conn_1"))

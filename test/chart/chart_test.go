@@ -1,3 +1,5 @@
+//go:build !unit
+
 // Package chart tests the Helm chart and the kustomize tree the way a cluster would see them:
 // every rendering is applied with a server-side dry run against a real kube-apiserver, so the
 // API server itself validates each object (schemas, CRD schemas, admission).

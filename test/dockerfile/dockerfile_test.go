@@ -1,3 +1,5 @@
+//go:build !unit
+
 // Package dockerfile checks the Dockerfile without a Docker engine: it copies exactly what the
 // build stage COPYs into an empty directory, runs the stage's `go build` line there, and checks
 // the result is the static binary the distroless image needs.

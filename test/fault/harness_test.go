@@ -1,3 +1,5 @@
+//go:build !unit
+
 // Package fault is switchboard's fault and abuse suite: the real bin/switchboard processes
 // against a real control plane, with the API server made unreachable, operators killed mid-work,
 // and the /v1 server fed hostile input. Every case is bounded in time and stops what it starts.
