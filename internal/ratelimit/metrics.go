@@ -2,10 +2,9 @@ package ratelimit
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Metrics, registered with controller-runtime's registry like the server's. None has a per-key
+// Metrics, registered by the server (Collectors) with controller-runtime's registry. None has a per-key
 // label: a tenant's number of keys must not be the number of series.
 var (
 	rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -30,6 +29,7 @@ var (
 	storeErrors   = storeFailures.WithLabelValues(StoreRedis, "error")
 )
 
-func init() {
-	ctrlmetrics.Registry.MustRegister(rateLimited, storeFailures, fallbacks)
+// Collectors are the package's metrics, for the server to register with its own.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{rateLimited, storeFailures, fallbacks}
 }

@@ -31,12 +31,25 @@ type api struct {
 	maxInFlight int64
 }
 
+// serve dispatches on the route (routes.go): /v1's are authenticated first.
 func (a *api) serve(w http.ResponseWriter, r *http.Request, start time.Time) string {
-	if !strings.HasPrefix(r.URL.Path, "/v1") {
-		serveUnauthenticated(w, r)
+	rt := routeOf(r.URL.Path)
+	if !routes[rt].v1 {
+		serveUnauthenticated(w, r, rt)
 		return ""
 	}
-	return a.serveV1(w, r, a.now(start))
+	return a.serveV1(w, r, rt, a.now(start))
+}
+
+// allowed answers 405, with Allow, when the route does not answer r's method; false then.
+func allowed(w http.ResponseWriter, r *http.Request, rt route) bool {
+	spec := &routes[rt]
+	if spec.allows(r.Method) {
+		return true
+	}
+	w.Header().Set("Allow", spec.allow)
+	writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, spec.path+" accepts "+strings.ReplaceAll(spec.allow, ", ", " and ")+" only.")
+	return false
 }
 
 // now is the time keys are judged at: the request's start on the real clock (a clock read
@@ -56,7 +69,7 @@ func (a *api) now(start time.Time) time.Time {
 // address out of failures gets 429 instead of 401. docs/security.md (section 3) argues why this
 // costs nothing against guessing. The key's policy comes after authentication too, so that
 // only the key's holder learns what the key may do.
-func (a *api) serveV1(w http.ResponseWriter, r *http.Request, now time.Time) (wellFormedKey string) {
+func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, now time.Time) (wellFormedKey string) {
 	if !a.ready.Load() {
 		// Never judge a key against a cache that has not synced.
 		w.Header().Set("Retry-After", "1")
@@ -75,13 +88,11 @@ func (a *api) serveV1(w http.ResponseWriter, r *http.Request, now time.Time) (we
 		return auth.wellFormed
 	}
 
-	if r.URL.Path != routeConnections {
+	if rt != routeIDConnections {
 		writeError(w, http.StatusNotFound, CodeNotFound, msgNotFound)
 		return auth.wellFormed
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "GET /v1/connections accepts GET and HEAD only.")
+	if !allowed(w, r, rt) {
 		return auth.wellFormed
 	}
 	a.listConnections(w, r, auth.key)
@@ -108,14 +119,12 @@ func (a *api) refuse(w http.ResponseWriter, r *http.Request, auth authOutcome, n
 }
 
 // serveUnauthenticated serves what lies outside /v1: the OpenAPI document, and 404 for the rest.
-func serveUnauthenticated(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != routeOpenAPI {
+func serveUnauthenticated(w http.ResponseWriter, r *http.Request, rt route) {
+	if rt != routeIDOpenAPI {
 		writeError(w, http.StatusNotFound, CodeNotFound, msgNotFound)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "/openapi.yaml accepts GET and HEAD only.")
+	if !allowed(w, r, rt) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/yaml")

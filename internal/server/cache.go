@@ -127,7 +127,8 @@ func compactHashSecret(obj any) (any, error) {
 // cachedAPIKey is what the server's cache keeps of an APIKey: the metadata that keys it in the
 // informer's store, and the index's Key, built once here (with err, what of the spec it
 // enforces as the strictest reading). Nothing reads APIKeys from this cache but the index
-// feed; the usage writer patches status by name and UID.
+// feed; the usage writer patches status by name, for keys the index still holds by UID
+// (patchLastUsed says why a status patch cannot carry the UID).
 type cachedAPIKey struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta

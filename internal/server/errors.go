@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
 // Error codes of the /v1 API. They are the contract clients branch on; the README has one table
@@ -80,9 +82,5 @@ func writeUnauthorized(w http.ResponseWriter, code string, headerPresent bool) {
 
 // retryAfter formats a Retry-After value in whole seconds, at least 1.
 func retryAfter(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	return strconv.FormatInt(s, 10)
+	return strconv.FormatInt(ratelimit.Seconds(d), 10)
 }

@@ -131,8 +131,8 @@ func TestCountRequest(t *testing.T) {
 		{routeIDConnections, http.StatusTeapot, "418"},
 	}
 	for _, tt := range tests {
-		t.Run(routeNames[tt.rt]+" "+tt.label, func(t *testing.T) {
-			series := requestsTotal.WithLabelValues(routeNames[tt.rt], tt.label)
+		t.Run(routes[tt.rt].label+" "+tt.label, func(t *testing.T) {
+			series := requestsTotal.WithLabelValues(routes[tt.rt].label, tt.label)
 			before := testutil.ToFloat64(series)
 			countRequest(tt.rt, tt.status, 0.001)
 			countRequest(tt.rt, tt.status, 0.001)

@@ -9,33 +9,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
-
-// The writer's own metrics: how far it is behind, so that a budget too small for the number of
-// keys in use shows on a dashboard instead of as silently stale lastUsedAt.
-var (
-	lastUsedBacklog = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "switchboard_api_last_used_backlog",
-		Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget).",
-	})
-	lastUsedStaleness = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "switchboard_api_last_used_staleness_seconds",
-		Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval.",
-	})
-)
-
-func init() { ctrlmetrics.Registry.MustRegister(lastUsedBacklog, lastUsedStaleness) }
 
 // usageWriter writes APIKey status.lastUsedAt in batches, off the request path: requests only
 // store a timestamp in memory (keyindex.Usage.Touch); every tick this loop patches the keys used

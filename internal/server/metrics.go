@@ -3,11 +3,12 @@ package server
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
 // Metrics are registered with controller-runtime's registry, so the manager's metrics server
@@ -45,39 +46,24 @@ var (
 	})
 )
 
-// Routes, the label values of the route dimension (bounded: never the raw path).
-const (
-	routeConnections = "/v1/connections"
-	routeV1Other     = "/v1/*"
-	routeOpenAPI     = "/openapi.yaml"
-	routeOther       = "other"
+// The writer's own metrics: how far it is behind, so that a budget too small for the number of
+// keys in use shows on a dashboard instead of as silently stale lastUsedAt.
+var (
+	lastUsedBacklog = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_last_used_backlog",
+		Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget).",
+	})
+	lastUsedStaleness = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_last_used_staleness_seconds",
+		Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval.",
+	})
 )
 
-// route numbers the routes, to index the pre-bound series.
-type route uint8
-
-const (
-	routeIDConnections route = iota
-	routeIDV1Other
-	routeIDOpenAPI
-	routeIDOther
-	numRoutes
-)
-
-var routeNames = [numRoutes]string{routeConnections, routeV1Other, routeOpenAPI, routeOther}
-
-// routeOf is the route of a path.
-func routeOf(path string) route {
-	switch {
-	case path == routeConnections:
-		return routeIDConnections
-	case path == routeOpenAPI:
-		return routeIDOpenAPI
-	case strings.HasPrefix(path, "/v1"):
-		return routeIDV1Other
-	}
-	return routeIDOther
-}
+// sourceRefused counts the valid keys refused for their source.
+var sourceRefused = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "switchboard_api_source_refused_total",
+	Help: "Requests with a valid key refused with 403 SOURCE_NOT_ALLOWED because the client was outside the key's allowed source ranges.",
+})
 
 // boundCounter is one series of a CounterVec, bound on its first use. WithLabelValues hashes
 // and validates its label values and looks the series up under a lock: per request, that cost
@@ -133,16 +119,19 @@ func countRequest(rt route, status int, seconds float64) {
 			return
 		}
 	}
-	requestsTotal.WithLabelValues(routeNames[rt], strconv.Itoa(status)).Inc()
+	requestsTotal.WithLabelValues(routes[rt].label, strconv.Itoa(status)).Inc()
 }
 
 func init() {
 	for rt := range numRoutes {
-		durationSeries[rt].vec, durationSeries[rt].label = requestDuration, routeNames[rt]
+		durationSeries[rt].vec, durationSeries[rt].label = requestDuration, routes[rt].label
 		for i, s := range answeredStatuses {
 			requestSeries[rt][i].vec = requestsTotal
-			requestSeries[rt][i].labels = [2]string{routeNames[rt], strconv.Itoa(s)}
+			requestSeries[rt][i].labels = [2]string{routes[rt].label, strconv.Itoa(s)}
 		}
 	}
-	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites, concurrencyRefused)
+	// Every metric of the server, its rate limiter's included, is registered here, once.
+	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites, concurrencyRefused,
+		lastUsedBacklog, lastUsedStaleness, sourceRefused)
+	ctrlmetrics.Registry.MustRegister(ratelimit.Collectors()...)
 }

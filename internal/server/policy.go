@@ -2,11 +2,8 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
@@ -36,13 +33,6 @@ const (
 	msgSourceUnknown    = "This API key may be used only from its allowed source ranges, and this server cannot know the client's address (it runs behind a proxy whose X-Forwarded-For it does not trust), so it refuses the key everywhere. The operator must list the proxies in --trusted-proxies (the chart's server.trustedProxies)."
 )
 
-var sourceRefused = prometheus.NewCounter(prometheus.CounterOpts{
-	Name: "switchboard_api_source_refused_total",
-	Help: "Requests with a valid key refused with 403 SOURCE_NOT_ALLOWED because the client was outside the key's allowed source ranges.",
-})
-
-func init() { ctrlmetrics.Registry.MustRegister(sourceRefused) }
-
 // enforcePolicy applies key's policy to r. It returns false when it answered the request.
 func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyindex.Key) bool {
 	if key.SourcesRestricted {
@@ -65,7 +55,7 @@ func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyinde
 	if d.Allowed {
 		return true
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.Seconds(d.RetryAfter), 10))
+	w.Header().Set("Retry-After", retryAfter(d.RetryAfter))
 	writeError(w, http.StatusTooManyRequests, CodeKeyRateLimited, msgKeyRateLimited)
 	return false
 }

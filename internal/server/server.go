@@ -30,12 +30,21 @@ import (
 )
 
 // Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests
-// and stops the cache. It returns an error when it cannot start or a listener fails.
+// and stops the cache. It returns an error when it cannot start or a listener fails. It owns
+// opts.Listener: whatever it returns, the listener is closed.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	if err := opts.setDefaults(); err != nil {
-		if opts.Listener != nil {
-			_ = opts.Listener.Close()
+	// Listeners opened (or given) are closed on every return before they are served; from then
+	// on the serving group closes them.
+	var listeners []net.Listener
+	if opts.Listener != nil {
+		listeners = append(listeners, opts.Listener)
+	}
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
 		}
+	}()
+	if err := opts.setDefaults(); err != nil {
 		return fmt.Errorf("server options: %w", err)
 	}
 	log := ctrl.Log.WithName("server")
@@ -46,9 +55,6 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log = logging.Capped(log)
 	keyLimiter, err := newKeyLimiter(&opts, log.WithName("rate-limit"))
 	if err != nil {
-		if opts.Listener != nil {
-			_ = opts.Listener.Close()
-		}
 		return err
 	}
 	idx := keyindex.New()
@@ -81,6 +87,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		if apiListener, err = net.Listen("tcp", opts.Listen); err != nil {
 			return fmt.Errorf("listening on %s: %w", opts.Listen, err)
 		}
+		listeners = append(listeners, apiListener)
 	}
 	api := &api{
 		index:   idx,
@@ -103,9 +110,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if opts.PanelListen != "" {
 		l, err := net.Listen("tcp", opts.PanelListen)
 		if err != nil {
-			_ = apiListener.Close()
 			return fmt.Errorf("listening on %s for the panel: %w", opts.PanelListen, err)
 		}
+		listeners = append(listeners, l)
 		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: opts.Panel})
 	}
 
@@ -123,6 +130,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	go waitSynced(mgrCtx, regs, &synced, log)
 	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
 	go keyLimiter.Run(mgrCtx)
+	listeners = nil // the group serves and closes them now
 	runErr := httpserve.Group{
 		Endpoints:       endpoints,
 		Draining:        &draining,
