@@ -48,11 +48,11 @@ func newTenantWorld(t *testing.T) *tenantWorld {
 func (w *tenantWorld) authenticates(key *switchboardv1alpha1.APIKey, plaintext string) bool {
 	w.t.Helper()
 	idx := keyindex.New()
-	if err := idx.SetAPIKey(w.get(key)); err != nil {
+	if err := putAPIKey(idx, w.get(key)); err != nil {
 		w.t.Fatal(err)
 	}
 	if hash, err := w.hashSecret(key); err == nil {
-		if err := idx.SetHashSecret(hash); err != nil {
+		if err := putHashSecret(idx, hash); err != nil {
 			w.t.Fatal(err)
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -401,4 +401,18 @@ func TestTenantCannotTakeAnotherTenantsConnectionID(t *testing.T) {
 	if a := readyConnection(t, client.ObjectKey{Namespace: attackerNS, Name: "stolen"}); a.Status.ID != id {
 		t.Fatalf("the attacker's Connection changed id to %s", a.Status.ID)
 	}
+}
+
+// putHashSecret puts a hash Secret into the index through the door the server's cache uses:
+// read once (the cache transform), then put (the event handler).
+func putHashSecret(x *keyindex.Index, s *corev1.Secret) error {
+	return x.PutHashSecret(keyindex.ReadHashSecret(s))
+}
+
+// putAPIKey puts an APIKey into the index through the door the server's cache uses: NewKey in
+// the cache transform, PutKey in the event handler. The error is NewKey's.
+func putAPIKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey) error {
+	key, err := keyindex.NewKey(k)
+	x.PutKey(key)
+	return err
 }

@@ -14,10 +14,10 @@ import (
 func TestConcurrentReadsAndUpdates(t *testing.T) {
 	x := New()
 	key := mustKey(t)
-	if err := x.SetAPIKey(apiKey("u1", nil)); err != nil {
+	if err := putAPIKey(x, apiKey("u1", nil)); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.SetHashSecret(hashSecret("u1", key, "", time.Time{})); err != nil {
+	if err := putHashSecret(x, hashSecret("u1", key, "", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -37,7 +37,7 @@ func TestConcurrentReadsAndUpdates(t *testing.T) {
 			} else {
 				x.SetConnection("tenant", conn(name, fmt.Sprintf("conn_%d", i%97)))
 			}
-			if err := x.SetAPIKey(apiKey(types.UID("u1"), nil)); err != nil {
+			if err := putAPIKey(x, apiKey(types.UID("u1"), nil)); err != nil {
 				t.Error(err)
 				return
 			}

@@ -58,18 +58,38 @@ const MaxMemos = 64
 // memo is a value built on first use.
 type memo struct {
 	once  sync.Once
+	built atomic.Bool // value is set
 	value any
 }
 
 // Items returns the Connections in order. The slice must not be modified.
 func (s *Snapshot) Items() []*Conn { return s.items }
 
-// Memo returns the value build makes from the snapshot's items for key, built on first use and
+// Memo returns the value build makes from snapshot s's items for key, built on first use and
 // then shared by every caller that passes the same key to this snapshot. The server keeps its
 // ready lists here, one per distinct selector: they live exactly as long as the Connections
 // they were made from. Past MaxMemos keys, build runs for every call with kept false: a value
-// made for one caller only should cost that caller little. build must not modify items.
-func (s *Snapshot) Memo(key string, build func(items []*Conn, kept bool) any) any {
+// made for one caller only should cost that caller little. build must not modify items. A key
+// must always be asked for with the same T.
+func Memo[T any](s *Snapshot, key string, build func(items []*Conn, kept bool) T) T {
+	if key == "" {
+		if v, ok := s.all.get().(T); ok {
+			return v // built: no closure for the once
+		}
+	}
+	return s.memoize(key, func(items []*Conn, kept bool) any { return build(items, kept) }).(T)
+}
+
+// get is the value of a memo built already (nil otherwise).
+func (m *memo) get() any {
+	if m.built.Load() {
+		return m.value
+	}
+	return nil
+}
+
+// memoize is Memo without the type.
+func (s *Snapshot) memoize(key string, build func(items []*Conn, kept bool) any) any {
 	m := &s.all
 	if key != "" {
 		v, ok := s.memo.Load(key)
@@ -86,7 +106,10 @@ func (s *Snapshot) Memo(key string, build func(items []*Conn, kept bool) any) an
 		}
 		m = v.(*memo)
 	}
-	m.once.Do(func() { m.value = build(s.items, true) })
+	m.once.Do(func() {
+		m.value = build(s.items, true)
+		m.built.Store(true)
+	})
 	return m.value
 }
 

@@ -66,10 +66,10 @@ func TestMemo(t *testing.T) {
 	x := New()
 	x.SetConnection("a", conn("one", "conn_1"))
 	builds := 0
-	count := func(items []*Conn, _ bool) any { builds++; return len(items) }
+	count := func(items []*Conn, _ bool) int { builds++; return len(items) }
 	snap := x.Connections("a")
 	for range 3 {
-		if snap.Memo("", count) != 1 || snap.Memo("n=one", count) != 1 {
+		if Memo(snap, "", count) != 1 || Memo(snap, "n=one", count) != 1 {
 			t.Fatal("Memo returned another value")
 		}
 	}
@@ -77,10 +77,10 @@ func TestMemo(t *testing.T) {
 		t.Errorf("built %d times for two keys, want 2", builds)
 	}
 	x.SetConnection("a", conn("two", "conn_2"))
-	if got := x.Connections("a").Memo("", count); got != 2 || builds != 3 {
+	if got := Memo(x.Connections("a"), "", count); got != 2 || builds != 3 {
 		t.Errorf("after a change: %v after %d builds, want 2 after 3", got, builds)
 	}
-	if snap.Memo("", count) != 1 {
+	if Memo(snap, "", count) != 1 {
 		t.Error("the old snapshot's memo changed")
 	}
 }
@@ -100,14 +100,14 @@ func TestMemoIsBounded(t *testing.T) {
 		return len(items)
 	}
 	for i := range MaxMemos {
-		snap.Memo(fmt.Sprintf("k=%d", i), count)
+		Memo(snap, fmt.Sprintf("k=%d", i), count)
 	}
-	snap.Memo("", count)
+	Memo(snap, "", count)
 	if builds != MaxMemos+1 || kept != builds {
 		t.Fatalf("built %d times (%d told kept) for %d keys, want %d", builds, kept, MaxMemos+1, MaxMemos+1)
 	}
 	for range 3 {
-		if snap.Memo("past=bound", count) != 1 {
+		if Memo(snap, "past=bound", count) != 1 {
 			t.Fatal("Memo returned another value past the bound")
 		}
 	}
@@ -117,8 +117,8 @@ func TestMemoIsBounded(t *testing.T) {
 	if builds != MaxMemos+4 {
 		t.Errorf("a key past the bound was built %d times in 3 calls, want 3", builds-MaxMemos-1)
 	}
-	snap.Memo("k=0", count)
-	snap.Memo("", count)
+	Memo(snap, "k=0", count)
+	Memo(snap, "", count)
 	if builds != MaxMemos+4 {
 		t.Error("a kept key was built again")
 	}

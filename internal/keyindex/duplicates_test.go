@@ -37,10 +37,10 @@ func (m *model) apply(t *testing.T, x *Index, keys []string, op byte, arg byte) 
 		if prev >= 0 {
 			prevKey = keys[prev]
 		}
-		err := x.SetHashSecret(hashSecret(uid, keys[cur], prevKey, now.Add(time.Hour)))
+		err := putHashSecret(x, hashSecret(uid, keys[cur], prevKey, now.Add(time.Hour)))
 		var dup *DuplicateError
 		if err != nil && !errors.As(err, &dup) {
-			t.Fatalf("SetHashSecret: %v", err)
+			t.Fatalf("putHashSecret: %v", err)
 		}
 		if prev == cur {
 			prev = -1 // the same key twice is one hash
@@ -52,7 +52,7 @@ func (m *model) apply(t *testing.T, x *Index, keys []string, op byte, arg byte) 
 	case 3: // replace with a Secret that breaks the contract: it contributes nothing
 		s := hashSecret(uid, keys[int(arg)%modelKeys], "", time.Time{})
 		s.Type = corev1.SecretTypeOpaque
-		if err := x.SetHashSecret(s); err == nil {
+		if err := putHashSecret(x, s); err == nil {
 			t.Fatal("a broken hash Secret was accepted")
 		}
 		delete(m.holds, uid)
@@ -97,7 +97,7 @@ func checkOps(t *testing.T, ops []byte) {
 	}
 	x := New()
 	for i := range modelUIDs {
-		if err := x.SetAPIKey(apiKey(types.UID(fmt.Sprintf("u%d", i)), nil)); err != nil {
+		if err := putAPIKey(x, apiKey(types.UID(fmt.Sprintf("u%d", i)), nil)); err != nil {
 			t.Fatal(err)
 		}
 	}

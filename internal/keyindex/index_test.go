@@ -79,10 +79,10 @@ func TestLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			x := New()
-			if err := x.SetHashSecret(tt.secret); err != nil {
+			if err := putHashSecret(x, tt.secret); err != nil {
 				t.Fatal(err)
 			}
-			if err := x.SetAPIKey(tt.key); err != nil {
+			if err := putAPIKey(x, tt.key); err != nil {
 				t.Fatal(err)
 			}
 			if got := lookup(x, tt.try, tt.at); got != tt.want {
@@ -97,14 +97,14 @@ func TestLookup(t *testing.T) {
 func TestHashSecretChanges(t *testing.T) {
 	first, second := mustKey(t), mustKey(t)
 	x := New()
-	if err := x.SetAPIKey(apiKey("u1", nil)); err != nil {
+	if err := putAPIKey(x, apiKey("u1", nil)); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.SetHashSecret(hashSecret("u1", first, "", time.Time{})); err != nil {
+	if err := putHashSecret(x, hashSecret("u1", first, "", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	// Rotation without grace: the first key goes at once.
-	if err := x.SetHashSecret(hashSecret("u1", second, "", time.Time{})); err != nil {
+	if err := putHashSecret(x, hashSecret("u1", second, "", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	if lookup(x, first, now) != Unknown || lookup(x, second, now) != OK {
@@ -120,14 +120,14 @@ func TestHashSecretChanges(t *testing.T) {
 	for i, mutate := range broken {
 		s := hashSecret("u1", second, first, now.Add(time.Hour))
 		mutate(s)
-		if err := x.SetHashSecret(s); err == nil {
+		if err := putHashSecret(x, s); err == nil {
 			t.Errorf("broken Secret %d was accepted", i)
 		}
 		if lookup(x, second, now) != Unknown || lookup(x, first, now) != Unknown {
 			t.Errorf("broken Secret %d left a hash that authenticates", i)
 		}
 	}
-	if err := x.SetHashSecret(hashSecret("u1", second, "", time.Time{})); err != nil {
+	if err := putHashSecret(x, hashSecret("u1", second, "", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	x.DeleteHashSecret("apikey-u1")
@@ -145,13 +145,13 @@ func TestHashSecretChanges(t *testing.T) {
 
 func TestSelector(t *testing.T) {
 	x := New()
-	err := x.SetAPIKey(apiKey("u1", func(k *switchboardv1alpha1.APIKey) {
+	err := putAPIKey(x, apiKey("u1", func(k *switchboardv1alpha1.APIKey) {
 		k.Spec.ConnectionSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
 	}))
 	if err == nil {
 		t.Fatal("an invalid selector was accepted silently")
 	}
-	if err := x.SetHashSecret(hashSecret("u1", mustKey(t), "", time.Time{})); err != nil {
+	if err := putHashSecret(x, hashSecret("u1", mustKey(t), "", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range x.Keys() {
@@ -162,7 +162,7 @@ func TestSelector(t *testing.T) {
 			t.Error(`an invalid selector has the SelectorKey of "no selector", so it would share a list of everything`)
 		}
 	}
-	if err := x.SetAPIKey(apiKey("u2", func(k *switchboardv1alpha1.APIKey) { k.Spec.ConnectionSelector = &metav1.LabelSelector{} })); err != nil {
+	if err := putAPIKey(x, apiKey("u2", func(k *switchboardv1alpha1.APIKey) { k.Spec.ConnectionSelector = &metav1.LabelSelector{} })); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range x.Keys() {
@@ -174,7 +174,7 @@ func TestSelector(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	x := New()
-	if err := x.SetAPIKey(apiKey("u1", nil)); err != nil {
+	if err := putAPIKey(x, apiKey("u1", nil)); err != nil {
 		t.Fatal(err)
 	}
 	u := x.Keys()[0].Usage()
@@ -184,7 +184,7 @@ func TestUsage(t *testing.T) {
 		t.Errorf("LastUsed = %v, want %v", u.LastUsed(), now)
 	}
 	// An update of the APIKey keeps its usage record.
-	if err := x.SetAPIKey(apiKey("u1", func(k *switchboardv1alpha1.APIKey) { k.Status.KeyHint = "h" })); err != nil {
+	if err := putAPIKey(x, apiKey("u1", func(k *switchboardv1alpha1.APIKey) { k.Status.KeyHint = "h" })); err != nil {
 		t.Fatal(err)
 	}
 	if x.Keys()[0].Usage() != u {
@@ -203,10 +203,10 @@ func benchIndex(b *testing.B, n int) (*Index, string) {
 	for i := range n {
 		key = mustKey(b)
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
-		if err := x.SetAPIKey(apiKey(uid, nil)); err != nil {
+		if err := putAPIKey(x, apiKey(uid, nil)); err != nil {
 			b.Fatal(err)
 		}
-		if err := x.SetHashSecret(hashSecret(uid, key, "", time.Time{})); err != nil {
+		if err := putHashSecret(x, hashSecret(uid, key, "", time.Time{})); err != nil {
 			b.Fatal(err)
 		}
 	}

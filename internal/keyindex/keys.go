@@ -13,14 +13,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// SetHashSecret adds or replaces the hashes of one hash Secret. It returns an error, and keeps
-// none of the Secret's hashes, when the Secret does not follow the contract: a half-understood
-// hash Secret must not authenticate anything. When another hash Secret already holds one of its
-// hashes, that hash authenticates nobody while both hold it, and the error is a *DuplicateError.
-func (x *Index) SetHashSecret(s *corev1.Secret) error {
-	return x.PutHashSecret(ReadHashSecret(s))
-}
-
 // HashSecret is what the index takes from one hash Secret: its name and its hashes (the current
 // key's, and the previous key's during a rotation's grace), or why it takes none.
 type HashSecret struct {
@@ -55,8 +47,11 @@ func ReadHashSecret(s *corev1.Secret) *HashSecret {
 	return out
 }
 
-// PutHashSecret adds or replaces the hashes of the hash Secret h was read from, as SetHashSecret
-// does.
+// PutHashSecret adds or replaces the hashes of the hash Secret h was read from (ReadHashSecret).
+// It returns an error, and keeps none of the Secret's hashes, when the Secret does not follow
+// the contract: a half-understood hash Secret must not authenticate anything. When another hash
+// Secret already holds one of its hashes, that hash authenticates nobody while both hold it, and
+// the error is a *DuplicateError.
 func (x *Index) PutHashSecret(h *HashSecret) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -145,14 +140,6 @@ func (x *Index) removeSecretLocked(name string) {
 	delete(x.secretHashes, name)
 }
 
-// SetAPIKey adds or replaces an APIKey. A selector that does not parse makes the key see
-// nothing (and is reported), rather than everything; so do source ranges (policy.go).
-func (x *Index) SetAPIKey(k *switchboardv1alpha1.APIKey) error {
-	key, err := NewKey(k)
-	x.PutKey(key)
-	return err
-}
-
 // NewKey reads what the index needs of an APIKey, without the index: a cache transform builds
 // it once per watch event, so that the cache keeps it instead of the APIKey. The Key is
 // complete even when it returns an error, which says what part of the spec the Key enforces
@@ -183,8 +170,9 @@ func NewKey(k *switchboardv1alpha1.APIKey) (*Key, error) {
 	return key, errors.Join(err, setPolicy(key, k))
 }
 
-// PutKey adds or replaces the APIKey key was built from (NewKey). key must not be changed
-// after.
+// PutKey adds or replaces the APIKey key was built from (NewKey). A selector that does not
+// parse makes the key see nothing, rather than everything; so do source ranges (policy.go).
+// key must not be changed after.
 func (x *Index) PutKey(key *Key) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

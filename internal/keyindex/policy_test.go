@@ -59,16 +59,16 @@ func TestPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			x := New()
-			err := x.SetAPIKey(apiKey("uid-1", func(k *switchboardv1alpha1.APIKey) {
+			err := putAPIKey(x, apiKey("uid-1", func(k *switchboardv1alpha1.APIKey) {
 				k.Spec.RateLimit, k.Spec.AllowedSourceRanges = tt.rateLimit, tt.ranges
 			}))
 			for _, want := range tt.wantErrors {
 				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Errorf("SetAPIKey error %v, want it to say %q", err, want)
+					t.Errorf("putAPIKey error %v, want it to say %q", err, want)
 				}
 			}
 			if len(tt.wantErrors) == 0 && err != nil {
-				t.Errorf("SetAPIKey: %v", err)
+				t.Errorf("putAPIKey: %v", err)
 			}
 			key := x.Keys()[0]
 			switch {

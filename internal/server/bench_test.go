@@ -36,7 +36,7 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: string(uid), UID: uid}}
 		ak.Spec.ConnectionSelector = sel
-		if err := idx.SetAPIKey(ak); err != nil {
+		if err := putAPIKey(idx, ak); err != nil {
 			tb.Fatal(err)
 		}
 		s := &corev1.Secret{
@@ -44,7 +44,7 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 			Type:       keysecret.TypeHash,
 			Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
 		}
-		if err := idx.SetHashSecret(s); err != nil {
+		if err := putHashSecret(idx, s); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -41,7 +41,7 @@ func indexWith(t *testing.T, now time.Time, states []usageState) *keyindex.Index
 		if s.cached != nil {
 			ak.Status.LastUsedAt = &metav1.Time{Time: now.Add(-*s.cached).Truncate(time.Second)}
 		}
-		if err := idx.SetAPIKey(ak); err != nil {
+		if err := putAPIKey(idx, ak); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +177,7 @@ func TestLastUsedBudgetAt20000ActiveKeys(t *testing.T) {
 	u.clock = clk
 	idx := keyindex.New()
 	for i := range n {
-		if err := idx.SetAPIKey(&switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}}); err != nil {
+		if err := putAPIKey(idx, &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,7 +27,7 @@ func withPolicy(tb testing.TB, a *api, rl *switchboardv1alpha1.APIKeyRateLimit, 
 		}
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID}}
 		ak.Spec.RateLimit, ak.Spec.AllowedSourceRanges = rl, ranges
-		if err := a.index.SetAPIKey(ak); err != nil {
+		if err := putAPIKey(a.index, ak); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -169,15 +169,15 @@ func (nl *namespaceList) reserve(n int) bool {
 // matches, made on first use and then shared by every key with the same selector. Past
 // keyindex.MaxMemos selectors, it is made for each request, without a body.
 func cachedList(snap *keyindex.Snapshot, selectorKey string, sel labels.Selector) *List {
-	ns := snap.Memo("", func(items []*keyindex.Conn, _ bool) any {
+	ns := keyindex.Memo(snap, "", func(items []*keyindex.Conn, _ bool) *namespaceList {
 		nl := &namespaceList{all: newList(items, "").build()}
 		nl.budget.Store(SelectedBodyBudget)
 		return nl
-	}).(*namespaceList)
+	})
 	if selectorKey == "" {
 		return ns.all
 	}
-	return snap.Memo(selectorKey, func(items []*keyindex.Conn, kept bool) any {
+	return keyindex.Memo(snap, selectorKey, func(items []*keyindex.Conn, kept bool) *List {
 		selected := selectItems(items, sel, 0)
 		if len(selected) == len(items) {
 			return ns.all // a selector that matches everything lists what the namespace's list does
@@ -187,7 +187,7 @@ func cachedList(snap *keyindex.Snapshot, selectorKey string, sel labels.Selector
 			l.build()
 		}
 		return l
-	}).(*List)
+	})
 }
 
 // listSize is the length of the list response of items.

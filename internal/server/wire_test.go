@@ -112,7 +112,7 @@ func TestInvalidSelectorListsNothing(t *testing.T) {
 	a, _ := memoryHandler(t, 1, 3, nil)
 	bad := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "bad", UID: "bad"}}
 	bad.Spec.ConnectionSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
-	if err := a.index.SetAPIKey(bad); err == nil {
+	if err := putAPIKey(a.index, bad); err == nil {
 		t.Fatal("the invalid selector was accepted")
 	}
 	snap := a.index.Connections("tenant")
