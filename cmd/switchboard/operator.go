@@ -24,16 +24,12 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 (or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if err := apikey.ValidatePrefix(opts.KeyPrefix); err != nil {
-				return fmt.Errorf("--key-prefix: %w", err)
-			}
-			if opts.RevealTTL <= 0 {
-				return fmt.Errorf("--reveal-ttl must be positive, got %s", opts.RevealTTL)
-			}
-			if opts.QPS <= 0 || opts.Burst <= 0 {
-				return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
-			}
 			opts.Logger = newLogger()
+			// The flags are checked before the API server is looked for; Run checks them too.
+			opts.Default()
+			if err := opts.Validate(); err != nil {
+				return err
+			}
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
@@ -47,9 +43,9 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	f.StringVar(&opts.KeyPrefix, "key-prefix", apikey.DefaultPrefix, "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter")
 	f.DurationVar(&opts.RevealTTL, "reveal-ttl", operator.DefaultRevealTTL, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
-	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus metrics; "0" disables them`)
+	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", operator.DefaultMetricsBindAddress, `address of the Prometheus metrics; "0" disables them`)
 	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)")
-	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
+	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", operator.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
 	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")
 	f.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)")
 	f.IntVar(&opts.KeyWorkers, "key-workers", operator.DefaultKeyWorkers, "APIKeys reconciled concurrently")

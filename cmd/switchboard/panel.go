@@ -36,9 +36,9 @@ touches /v1 (the Helm chart does, by default).`,
 	}
 	f := cmd.Flags()
 	newLogger = bindLogFlags(f)
-	f.StringVar(&serve.Listen, "listen", ":8083", "address of the panel")
-	f.StringVar(&serve.HealthProbeBindAddress, "health-probe-bind-address", ":8082", `address of /healthz and /readyz; "0" disables them`)
-	f.DurationVar(&serve.ShutdownDelay, "shutdown-delay", 0, "how long readiness fails before the listener closes (default 5s)")
+	f.StringVar(&serve.Listen, "listen", panel.DefaultListen, "address of the panel")
+	f.StringVar(&serve.HealthProbeBindAddress, "health-probe-bind-address", panel.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
+	f.DurationVar(&serve.ShutdownDelay, "shutdown-delay", panel.DefaultShutdownDelay, "how long readiness fails before the listener closes")
 	bindPanelFlags(f, &opts, "")
 	return cmd
 }

@@ -38,6 +38,10 @@ const (
 	// DefaultKeyWorkers is how many APIKeys are reconciled at once. Issuing a key is four
 	// sequential API writes, so one worker caps throughput at the API server's round-trip time.
 	DefaultKeyWorkers = 8
+	// DefaultMetricsBindAddress and DefaultHealthProbeBindAddress are where the command serves
+	// metrics and probes (the Options' zero values disable them, for tests and switchboard dev).
+	DefaultMetricsBindAddress     = ":8080"
+	DefaultHealthProbeBindAddress = ":8081"
 	// EventSource is the reporting controller of the operator's Events.
 	EventSource = "switchboard-operator"
 )
@@ -86,22 +90,18 @@ type Options struct {
 	SkipControllerNameValidation bool
 }
 
-// withDefaults returns o with its zero fields set to their defaults, or an error for bad values.
-func (o Options) withDefaults() (Options, error) {
+// Default sets o's zero fields to their defaults, and caps its logger (client-go logs Secret
+// bodies at V(8): internal/logging). It is the one place the operator's defaults are applied:
+// the command, switchboard dev and tests all go through NewManager or SetupWithManager.
+func (o *Options) Default() {
 	if o.SystemNamespace == "" {
 		o.SystemNamespace = switchboardv1alpha1.DefaultSystemNamespace
 	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = apikey.DefaultPrefix
 	}
-	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
-		return o, err
-	}
 	if o.RevealTTL == 0 {
 		o.RevealTTL = DefaultRevealTTL
-	}
-	if o.RevealTTL < 0 {
-		return o, fmt.Errorf("the reveal TTL must be positive, got %s", o.RevealTTL)
 	}
 	if o.LeaderElectionID == "" {
 		o.LeaderElectionID = DefaultLeaderElectionID
@@ -124,9 +124,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.KeyWorkers == 0 {
 		o.KeyWorkers = DefaultKeyWorkers
 	}
-	if o.KeyWorkers < 0 {
-		return o, fmt.Errorf("the number of key workers must be positive, got %d", o.KeyWorkers)
-	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -134,12 +131,36 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = ctrl.Log
 	}
 	o.Logger = logging.Capped(o.Logger)
-	return o, nil
+}
+
+// Validate says what is wrong with o once defaulted, naming the flag of each option; nil when
+// nothing is.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
+	}
+	if o.RevealTTL < 0 {
+		errs = append(errs, fmt.Errorf("--reveal-ttl: the reveal TTL must be positive, got %s", o.RevealTTL))
+	}
+	if o.QPS < 0 || o.Burst < 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.KeyWorkers < 0 {
+		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
+	}
+	return errors.Join(errs...)
+}
+
+// complete is o defaulted and validated: what NewManager and SetupWithManager start from.
+func (o Options) complete() (Options, error) {
+	o.Default()
+	return o, o.Validate()
 }
 
 // NewManager returns a manager with the operator's controllers, not started yet.
 func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
-	opts, err := opts.withDefaults()
+	opts, err := opts.complete()
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +187,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := SetupWithManager(context.Background(), mgr, opts); err != nil {
+	if err := setupControllers(context.Background(), mgr, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -175,10 +196,15 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 // SetupWithManager adds the Connection and APIKey controllers to mgr. Other components' tests
 // call it to run the real controllers in their own manager; give that manager CacheOptions.
 func SetupWithManager(ctx context.Context, mgr manager.Manager, opts Options) error {
-	opts, err := opts.withDefaults()
+	opts, err := opts.complete()
 	if err != nil {
 		return err
 	}
+	return setupControllers(ctx, mgr, opts)
+}
+
+// setupControllers adds the controllers to mgr with opts, completed already.
+func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) error {
 	ctrlOpts := controller.Options{}
 	if opts.SkipControllerNameValidation {
 		ctrlOpts.SkipNameValidation = ptr.To(true)

@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/logging"
 )
 
-func TestOptionsWithDefaults(t *testing.T) {
+func TestOptionsComplete(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      Options
@@ -44,7 +44,7 @@ func TestOptionsWithDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.in.withDefaults()
+			got, err := tt.in.complete()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one mentioning %q", err, tt.wantErr)
@@ -63,7 +63,7 @@ func TestOptionsWithDefaults(t *testing.T) {
 // at V(8) (internal/logging).
 func TestOptionsCapTheLogger(t *testing.T) {
 	var lines []string
-	o, err := Options{Logger: funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 10})}.withDefaults()
+	o, err := Options{Logger: funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 10})}.complete()
 	if err != nil {
 		t.Fatal(err)
 	}

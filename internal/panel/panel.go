@@ -71,7 +71,9 @@ type Options struct {
 	Clock clock.Clock
 }
 
-func (o *Options) setDefaults() {
+// Default sets o's zero fields to their defaults: the one place the panel's defaults are
+// applied (NewHandler and Serve call it; the commands bind their flags to the same constants).
+func (o *Options) Default() {
 	if o.Logger.GetSink() == nil {
 		o.Logger = ctrl.Log.WithName("panel")
 	}
@@ -136,7 +138,7 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 	if cfg == nil {
 		return nil, errors.New("panel: no rest.Config to reach the API server")
 	}
-	opts.setDefaults()
+	opts.Default()
 	reviewer, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("panel: building the TokenReview client: %w", err)

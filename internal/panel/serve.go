@@ -15,6 +15,14 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
+// Defaults of ServeOptions.
+const (
+	DefaultListen                 = ":8083"
+	DefaultHealthProbeBindAddress = ":8082"
+	DefaultShutdownDelay          = 5 * time.Second
+	DefaultShutdownTimeout        = 30 * time.Second
+)
+
 // ServeOptions configure Serve, the panel as a process of its own (`switchboard panel`).
 type ServeOptions struct {
 	// Listen is the panel's address (default ":8083").
@@ -29,20 +37,25 @@ type ServeOptions struct {
 	ShutdownTimeout time.Duration
 }
 
+// Default sets s's zero fields to their defaults.
+func (s *ServeOptions) Default() {
+	if s.Listen == "" {
+		s.Listen = DefaultListen
+	}
+	if s.ShutdownDelay == 0 {
+		s.ShutdownDelay = DefaultShutdownDelay
+	}
+	if s.ShutdownTimeout == 0 {
+		s.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
 // Serve runs the panel alone until ctx is done, then fails readiness, waits ShutdownDelay and
 // drains open requests. It watches no objects and holds no cache: a panel failure or overload
 // stays in its own process, away from /v1, and its identity needs only "create" on
 // tokenreviews.
 func Serve(ctx context.Context, cfg *rest.Config, opts Options, serve ServeOptions) error {
-	if serve.Listen == "" {
-		serve.Listen = ":8083"
-	}
-	if serve.ShutdownDelay == 0 {
-		serve.ShutdownDelay = 5 * time.Second
-	}
-	if serve.ShutdownTimeout == 0 {
-		serve.ShutdownTimeout = 30 * time.Second
-	}
+	serve.Default()
 	h, err := newHandler(cfg, opts)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,7 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
-// Defaults of the server. They have this one home: Options.setDefaults fills zero fields from
+// Defaults of the server. They have this one home: Options.Default fills zero fields from
 // them, and `switchboard server` shows them as its flags' defaults.
 const (
 	DefaultListen = ":8080"
@@ -127,7 +128,10 @@ type Options struct {
 // which every switchboard listener shares); one byte more is answered 431.
 const MaxHeaderBlock = httpserve.MaxHeaderBlock
 
-func (o *Options) setDefaults() error {
+// Default sets o's zero fields to their defaults (the Default constants above). It is the one
+// place the server's defaults are applied: the command, switchboard dev and tests all go
+// through Run, which calls it.
+func (o *Options) Default() {
 	if o.Listen == "" {
 		o.Listen = DefaultListen
 	}
@@ -136,9 +140,6 @@ func (o *Options) setDefaults() error {
 	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix
-	}
-	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
-		return err
 	}
 	if o.MetricsBindAddress == "" {
 		o.MetricsBindAddress = "0"
@@ -155,9 +156,6 @@ func (o *Options) setDefaults() error {
 	if o.RateLimitRedisTimeout == 0 {
 		o.RateLimitRedisTimeout = DefaultRateLimitRedisTimeout
 	}
-	if o.RateLimitRedisTimeout < 0 {
-		return errors.New("the rate-limit Redis timeout must be positive")
-	}
 	if o.MaxInFlightBytesPerNamespace == 0 {
 		o.MaxInFlightBytesPerNamespace = DefaultMaxInFlightBytesPerNamespace
 	}
@@ -173,20 +171,32 @@ func (o *Options) setDefaults() error {
 	if o.LastUsedWriteRate == 0 {
 		o.LastUsedWriteRate = DefaultLastUsedWriteRate
 	}
-	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
-		return errors.New("the lastUsedAt interval, flush period and write rate must be positive")
-	}
 	if o.ShutdownDelay == 0 {
 		o.ShutdownDelay = DefaultShutdownDelay
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if o.PanelListen != "" && o.Panel == nil {
-		return errors.New("a panel address was given without a panel handler")
-	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	return nil
+}
+
+// Validate says what is wrong with o once defaulted, naming the flag of each option; nil when
+// nothing is.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
+	}
+	if o.RateLimitRedisTimeout < 0 {
+		errs = append(errs, errors.New("--rate-limit-redis-timeout must be positive"))
+	}
+	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
+		errs = append(errs, errors.New("--last-used-interval, the flush period and --last-used-writes-per-second must be positive"))
+	}
+	if o.PanelListen != "" && o.Panel == nil {
+		errs = append(errs, errors.New("a panel address was given without a panel handler"))
+	}
+	return errors.Join(errs...)
 }

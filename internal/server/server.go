@@ -44,7 +44,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			_ = l.Close()
 		}
 	}()
-	if err := opts.setDefaults(); err != nil {
+	opts.Default()
+	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("server options: %w", err)
 	}
 	log := ctrl.Log.WithName("server")
