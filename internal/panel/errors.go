@@ -1,14 +1,9 @@
 package panel
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
@@ -32,91 +27,69 @@ type problem struct {
 	SignedOut bool
 }
 
-// forbiddenDetail pulls verb, resource and group out of the API server's refusal, which names
-// them exactly ("... cannot get resource "secrets" in API group "" in the namespace ...").
-var forbiddenDetail = regexp.MustCompile(`cannot (\S+) resource "([^"]+)"(?: in API group "([^"]*)")?`)
-
-// describe turns an error of act into one clear line. It never includes request bodies, so
-// no key can leak through it; the API server's messages never contain the bearer token.
+// describe turns an error of act into one clear line. keyclient classifies it (Classify); this
+// only words it. It never includes request bodies, so no key can leak through it; the API
+// server's messages never contain the bearer token.
 func describe(err error, act action) problem {
-	if p, ok := describeWorkflow(err, act); ok {
-		return p
-	}
-	switch {
-	case apierrors.IsUnauthorized(err):
-		return problem{http.StatusUnauthorized, "The API server no longer accepts your token. Sign in again.", true}
-	case apierrors.IsForbidden(err):
-		verb, resource, group := act.Verb, act.Resource, act.Group
-		if m := forbiddenDetail.FindStringSubmatch(err.Error()); m != nil {
-			verb, resource, group = m[1], m[2], m[3]
+	return word(keyclient.Classify(err, keyclient.Call{Verb: act.Verb,
+		Resource: keyclient.Resource{Group: act.Group, Plural: act.Resource, Kind: kindOf(act.Resource)}, Namespace: act.Namespace, Name: act.Name}), act)
+}
+
+// word is the panel's wording of a classified problem.
+func word(p keyclient.Problem, act action) problem {
+	call := p.Call
+	switch p.Kind {
+	case keyclient.KindAbandoned:
+		out := word(*p.Cause, act)
+		if out.SignedOut {
+			return out
+		}
+		name := p.Abandoned.Name
+		switch p.Cause.Kind {
+		case keyclient.KindOperatorTimeout:
+			out.Message = timeoutMessage(p.Cause.Timeout)
+		case keyclient.KindAlreadyClaimed:
+			out.Message = "Someone else claimed the key of “" + name + "” before it could be shown to you."
+		}
+		out.Message = strings.TrimSuffix(out.Message, ".") + ". "
+		if p.DeleteCause != nil {
+			out.Message += "The APIKey “" + name + "” was created, but deleting it again failed (" + word(*p.DeleteCause, act).Message + "): delete it yourself."
+		} else {
+			out.Message += "The APIKey “" + name + "” was deleted again, so no key is left that nobody saw or that someone else holds; create it again."
+		}
+		return out
+	case keyclient.KindForbidden:
+		if len(p.Missing) > 0 {
+			first := p.Missing[0]
+			grants := make([]string, 0, len(p.Missing))
+			for _, m := range p.Missing {
+				grants = append(grants, fmt.Sprintf("%q on %s", m.Verb, m.Resource))
+			}
+			return problem{Status: http.StatusForbidden, Message: fmt.Sprintf(
+				"Forbidden: you may not %s %s in namespace %q, which this needs; nothing was changed. Ask an administrator for a Role granting %s.",
+				first.Verb, first.Resource, call.Namespace, strings.Join(grants, ", "))}
 		}
 		return problem{http.StatusForbidden, fmt.Sprintf(
 			"Forbidden: you may not %s %s in namespace %q. Ask an administrator for a Role granting %q on %s.",
-			verb, qualified(resource, group), act.Namespace, verb, qualified(resource, group)), false}
-	case apierrors.IsNotFound(err):
-		return problem{http.StatusNotFound, fmt.Sprintf("%s %q not found in namespace %q.", kindOf(act.Resource), act.Name, act.Namespace), false}
-	case apierrors.IsAlreadyExists(err):
-		return problem{http.StatusConflict, fmt.Sprintf("An APIKey named %q already exists in namespace %q. Choose another name.", act.Name, act.Namespace), false}
-	case apierrors.IsInvalid(err):
-		return problem{http.StatusUnprocessableEntity, "The API server refused the change: " + statusMessage(err), false}
-	case apierrors.IsConflict(err):
-		return problem{http.StatusConflict, "APIKey " + act.Name + " changed meanwhile. Reload and try again.", false}
-	case errors.Is(err, context.DeadlineExceeded), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+			call.Verb, call.Resource, call.Namespace, call.Verb, call.Resource), false}
+	case keyclient.KindUnauthorized:
+		return problem{http.StatusUnauthorized, "The API server no longer accepts your token. Sign in again.", true}
+	case keyclient.KindNotFound:
+		return problem{http.StatusNotFound, fmt.Sprintf("%s %q not found in namespace %q.", kindOf(call.Resource.Plural), call.Name, call.Namespace), false}
+	case keyclient.KindAlreadyExists:
+		return problem{http.StatusConflict, fmt.Sprintf("An APIKey named %q already exists in namespace %q. Choose another name.", call.Name, call.Namespace), false}
+	case keyclient.KindInvalid:
+		return problem{http.StatusUnprocessableEntity, "The API server refused the change: " + p.Message, false}
+	case keyclient.KindConflict:
+		return problem{http.StatusConflict, "APIKey " + call.Name + " changed meanwhile. Reload and try again.", false}
+	case keyclient.KindAPITimeout:
 		return problem{http.StatusGatewayTimeout, "The API server did not answer in time. Try again.", false}
-	default:
-		return problem{http.StatusBadGateway, "The request to the API server failed: " + err.Error(), false}
-	}
-}
-
-// describeWorkflow words the key workflow's own errors; ok is false for any other error.
-func describeWorkflow(err error, act action) (problem, bool) {
-	var (
-		abandoned *keyclient.AbandonedError
-		forbidden *keyclient.ForbiddenError
-		apiErr    *keyclient.APIError
-		timeout   *keyclient.TimeoutError
-		refused   *keyclient.RefusedError
-		lost      *keyclient.ClaimLostError
-		elsewhere *keyclient.RequestedElsewhereError
-		replaced  *keyclient.SupersededError
-	)
-	switch {
-	case errors.As(err, &abandoned):
-		p := describe(abandoned.Cause, act)
-		if p.SignedOut {
-			return p, true
-		}
-		switch {
-		case errors.As(abandoned.Cause, &timeout):
-			p.Message = timeoutMessage(timeout)
-		case errors.Is(abandoned.Cause, keyclient.ErrAlreadyClaimed):
-			p.Message = "Someone else claimed the key of “" + abandoned.Name + "” before it could be shown to you."
-		}
-		p.Message = strings.TrimSuffix(p.Message, ".") + ". "
-		if abandoned.DeleteErr != nil {
-			p.Message += "The APIKey “" + abandoned.Name + "” was created, but deleting it again failed (" + describe(abandoned.DeleteErr, act).Message + "): delete it yourself."
-		} else {
-			p.Message += "The APIKey “" + abandoned.Name + "” was deleted again, so no key is left that nobody saw or that someone else holds; create it again."
-		}
-		return p, true
-	case errors.As(err, &forbidden):
-		first := forbidden.Missing[0]
-		grants := make([]string, 0, len(forbidden.Missing))
-		for _, m := range forbidden.Missing {
-			grants = append(grants, fmt.Sprintf("%q on %s", m.Verb, m.Resource))
-		}
-		return problem{Status: http.StatusForbidden, Message: fmt.Sprintf(
-			"Forbidden: you may not %s %s in namespace %q, which this needs; nothing was changed. Ask an administrator for a Role granting %s.",
-			first.Verb, first.Resource, forbidden.Namespace, strings.Join(grants, ", "))}, true
-	case errors.As(err, &apiErr):
-		p := apiErr.Permission
-		return describe(apiErr.Err, action{Verb: p.Verb, Resource: p.Resource.Plural, Group: p.Resource.Group, Namespace: apiErr.Namespace, Name: apiErr.Name}), true
-	case errors.As(err, &timeout):
-		return problem{Status: http.StatusGatewayTimeout, Message: timeoutMessage(timeout) +
-			" The rotation stays requested; its key can be shown from the table once the operator has issued it."}, true
-	case errors.As(err, &refused):
-		msg := "APIKey “" + refused.Name + "” "
-		switch refused.State {
+	case keyclient.KindOperatorTimeout:
+		return problem{Status: http.StatusGatewayTimeout, Message: timeoutMessage(p.Timeout) +
+			" The rotation stays requested; its key can be shown from the table once the operator has issued it."}
+	case keyclient.KindRefused:
+		msg := "APIKey “" + p.Refused.Name + "” "
+		switch p.Refused.State {
 		case keyclient.StateRevoked:
 			msg += "is revoked: its key cannot be shown or rotated. Create a new key instead."
 		case keyclient.StateExpired:
@@ -124,36 +97,39 @@ func describeWorkflow(err error, act action) (problem, bool) {
 		case keyclient.StateDeleting:
 			msg += "is being deleted."
 		default:
-			msg += "cannot deliver its key: " + refused.Message
+			msg += "cannot deliver its key: " + p.Refused.Message
 		}
-		return problem{Status: http.StatusConflict, Message: msg}, true
-	case errors.As(err, &lost) && lost.Next != nil:
-		next := describe(lost.Next, act)
-		next.Message = "Someone else claimed the new key of “" + lost.Name + "” before you (" + strings.Join(lost.Stolen, ", ") +
-			"). It was stopped by rotating again, so it no longer works, nor does the key it replaced. The next key could not be shown: " + next.Message
-		return next, true
-	case errors.As(err, &lost):
+		return problem{Status: http.StatusConflict, Message: msg}
+	case keyclient.KindClaimLost:
+		lost := p.ClaimLost
+		if p.Cause != nil {
+			next := word(*p.Cause, act)
+			next.Message = "Someone else claimed the new key of “" + lost.Name + "” before you (" + strings.Join(lost.Stolen, ", ") +
+				"). It was stopped by rotating again, so it no longer works, nor does the key it replaced. The next key could not be shown: " + next.Message
+			return next
+		}
 		return problem{Status: http.StatusConflict, Message: "Someone else claimed the new key of “" + lost.Name + "” before you, every time (" +
-			strings.Join(lost.Stolen, ", ") + "). " + lostOutcome(lost)}, true
-	case errors.Is(err, keyclient.ErrAlreadyRotated):
-		return problem{Status: http.StatusConflict, Message: "This rotation of “" + act.Name + "” was already carried out, and its key shown once. Rotate again to get a new key."}, true
-	case errors.As(err, &elsewhere) && elsewhere.Same:
-		return problem{Status: http.StatusConflict, Message: "This rotation of “" + act.Name + "” was already requested by another submission of the same form (posted twice, or from another tab); " +
-			"its new key is shown there only, so nothing was changed here. If you never saw that key, use Show key in the table once it is issued, or rotate again."}, true
-	case errors.As(err, &elsewhere):
+			strings.Join(lost.Stolen, ", ") + "). " + lostOutcome(lost)}
+	case keyclient.KindAlreadyRotated:
+		return problem{Status: http.StatusConflict, Message: "This rotation of “" + act.Name + "” was already carried out, and its key shown once. Rotate again to get a new key."}
+	case keyclient.KindRequestedElsewhere:
+		if p.RequestedElsewhere.Same {
+			return problem{Status: http.StatusConflict, Message: "This rotation of “" + act.Name + "” was already requested by another submission of the same form (posted twice, or from another tab); " +
+				"its new key is shown there only, so nothing was changed here. If you never saw that key, use Show key in the table once it is issued, or rotate again."}
+		}
 		return problem{Status: http.StatusConflict, Message: "Another rotation of “" + act.Name + "” was requested and is not carried out yet; its new key is for whoever requested it, " +
-			"so nothing was changed. Rotate again once it is done."}, true
-	case errors.As(err, &replaced):
+			"so nothing was changed. Rotate again once it is done."}
+	case keyclient.KindSuperseded:
 		return problem{Status: http.StatusConflict, Message: "The rotation of “" + act.Name + "” you asked for was replaced by another request before its key could be shown to you; " +
-			"no key was shown here. Rotate again for a key of your own."}, true
-	case errors.Is(err, keyclient.ErrAlreadyClaimed):
-		return problem{Status: http.StatusConflict, Message: "The key of " + act.Name + " was already shown (claimed by someone else, or its reveal expired). Rotate the key to get a new one."}, true
-	case errors.Is(err, keyclient.ErrRevealExpired):
-		return problem{Status: http.StatusConflict, Message: "Nobody claimed the key of " + act.Name + " in time and its reveal expired (the key still works). Rotate the key to get a new one."}, true
-	case errors.Is(err, keyclient.ErrNotPublished):
-		return problem{Status: http.StatusConflict, Message: "APIKey " + act.Name + " has no key waiting to be shown. Rotate it to get a new one."}, true
+			"no key was shown here. Rotate again for a key of your own."}
+	case keyclient.KindAlreadyClaimed:
+		return problem{Status: http.StatusConflict, Message: "The key of " + act.Name + " was already shown (claimed by someone else, or its reveal expired). Rotate the key to get a new one."}
+	case keyclient.KindRevealExpired:
+		return problem{Status: http.StatusConflict, Message: "Nobody claimed the key of " + act.Name + " in time and its reveal expired (the key still works). Rotate the key to get a new one."}
+	case keyclient.KindNotPublished:
+		return problem{Status: http.StatusConflict, Message: "APIKey " + act.Name + " has no key waiting to be shown. Rotate it to get a new one."}
 	}
-	return problem{}, false
+	return problem{http.StatusBadGateway, "The request to the API server failed: " + p.Err.Error(), false}
 }
 
 // timeoutMessage says the operator did not answer in time.
@@ -168,22 +144,6 @@ func lostOutcome(e *keyclient.ClaimLostError) string {
 	}
 	return "Each was stopped by rotating again, so none of them works, nor does the key they replaced. " +
 		"Someone who may read and delete Secrets in this namespace is taking its keys: revoke the key, or take that access away, before rotating again."
-}
-
-// statusMessage is the API server's own explanation, which for CEL rules is written for people.
-func statusMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return status.Status().Message
-	}
-	return err.Error()
-}
-
-func qualified(resource, group string) string {
-	if group == "" {
-		return resource
-	}
-	return resource + "." + group
 }
 
 func kindOf(resource string) string {
