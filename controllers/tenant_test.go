@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -48,11 +49,11 @@ func newTenantWorld(t *testing.T) *tenantWorld {
 func (w *tenantWorld) authenticates(key *switchboardv1alpha1.APIKey, plaintext string) bool {
 	w.t.Helper()
 	idx := keyindex.New()
-	if err := putAPIKey(idx, w.get(key)); err != nil {
+	if err := keyindextest.PutAPIKey(idx, w.get(key)); err != nil {
 		w.t.Fatal(err)
 	}
 	if hash, err := w.hashSecret(key); err == nil {
-		if err := putHashSecret(idx, hash); err != nil {
+		if err := keyindextest.PutHashSecret(idx, hash); err != nil {
 			w.t.Fatal(err)
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -401,18 +402,4 @@ func TestTenantCannotTakeAnotherTenantsConnectionID(t *testing.T) {
 	if a := readyConnection(t, client.ObjectKey{Namespace: attackerNS, Name: "stolen"}); a.Status.ID != id {
 		t.Fatalf("the attacker's Connection changed id to %s", a.Status.ID)
 	}
-}
-
-// putHashSecret puts a hash Secret into the index through the door the server's cache uses:
-// read once (the cache transform), then put (the event handler).
-func putHashSecret(x *keyindex.Index, s *corev1.Secret) error {
-	return x.PutHashSecret(keyindex.ReadHashSecret(s))
-}
-
-// putAPIKey puts an APIKey into the index through the door the server's cache uses: NewKey in
-// the cache transform, PutKey in the event handler. The error is NewKey's.
-func putAPIKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey) error {
-	key, err := keyindex.NewKey(k)
-	x.PutKey(key)
-	return err
 }

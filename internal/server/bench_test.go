@@ -17,6 +17,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -36,7 +37,7 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: string(uid), UID: uid}}
 		ak.Spec.ConnectionSelector = sel
-		if err := putAPIKey(idx, ak); err != nil {
+		if err := keyindextest.PutAPIKey(idx, ak); err != nil {
 			tb.Fatal(err)
 		}
 		s := &corev1.Secret{
@@ -44,7 +45,7 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 			Type:       keysecret.TypeHash,
 			Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
 		}
-		if err := putHashSecret(idx, s); err != nil {
+		if err := keyindextest.PutHashSecret(idx, s); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -60,17 +59,3 @@ func hashSecret(ak *switchboardv1alpha1.APIKey, current, previous string, validU
 
 // systemNamespace is where the tests' hash Secrets live, as the operator would put them.
 const systemNamespace = "switchboard-system"
-
-// putHashSecret puts a hash Secret into the index through the door the server's cache uses:
-// read once (the cache transform), then put (the event handler).
-func putHashSecret(x *keyindex.Index, s *corev1.Secret) error {
-	return x.PutHashSecret(keyindex.ReadHashSecret(s))
-}
-
-// putAPIKey puts an APIKey into the index through the door the server's cache uses: NewKey in
-// the cache transform, PutKey in the event handler. The error is NewKey's.
-func putAPIKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey) error {
-	key, err := keyindex.NewKey(k)
-	x.PutKey(key)
-	return err
-}

@@ -19,6 +19,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 )
 
 // usageState is one key's state for the scheduling tests, as offsets from now; nil is never.
@@ -41,7 +42,7 @@ func indexWith(t *testing.T, now time.Time, states []usageState) *keyindex.Index
 		if s.cached != nil {
 			ak.Status.LastUsedAt = &metav1.Time{Time: now.Add(-*s.cached).Truncate(time.Second)}
 		}
-		if err := putAPIKey(idx, ak); err != nil {
+		if err := keyindextest.PutAPIKey(idx, ak); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +178,7 @@ func TestLastUsedBudgetAt20000ActiveKeys(t *testing.T) {
 	u.clock = clk
 	idx := keyindex.New()
 	for i := range n {
-		if err := putAPIKey(idx, &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}}); err != nil {
+		if err := keyindextest.PutAPIKey(idx, &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}

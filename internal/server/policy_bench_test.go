@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -27,7 +28,7 @@ func withPolicy(tb testing.TB, a *api, rl *switchboardv1alpha1.APIKeyRateLimit, 
 		}
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID}}
 		ak.Spec.RateLimit, ak.Spec.AllowedSourceRanges = rl, ranges
-		if err := putAPIKey(a.index, ak); err != nil {
+		if err := keyindextest.PutAPIKey(a.index, ak); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 )
 
 func TestEncodeConnection(t *testing.T) {
@@ -112,7 +113,7 @@ func TestInvalidSelectorListsNothing(t *testing.T) {
 	a, _ := memoryHandler(t, 1, 3, nil)
 	bad := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "bad", UID: "bad"}}
 	bad.Spec.ConnectionSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
-	if err := putAPIKey(a.index, bad); err == nil {
+	if err := keyindextest.PutAPIKey(a.index, bad); err == nil {
 		t.Fatal("the invalid selector was accepted")
 	}
 	snap := a.index.Connections("tenant")
