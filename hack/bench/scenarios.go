@@ -203,19 +203,19 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err := r.writeResponseHeaders(ctx, key, headerFile); err != nil {
 		return err
 	}
-	var addrs [3]string
+	var addrs [4]string
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
 			return err
 		}
 	}
-	bareAddr, barePprof, headedAddr := addrs[0], addrs[1], addrs[2]
+	bareAddr, barePprof, headedAddr, headedPprof := addrs[0], addrs[1], addrs[2], addrs[3]
 	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile, "-bare-pprof="+barePprof)
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	headed, err := startProc("bare-headers", r.dir, nil, self, "-bare-listen="+headedAddr, "-bare-body="+bodyFile, "-bare-headers="+headerFile)
+	headed, err := startProc("bare-headers", r.dir, nil, self, "-bare-listen="+headedAddr, "-bare-body="+bodyFile, "-bare-headers="+headerFile, "-bare-pprof="+headedPprof)
 	if err != nil {
 		return err
 	}
@@ -237,8 +237,10 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 		pid         int
 		into        *[]loadRun
 	}
-	bareSide := side{bareURL, "", bare.Pid(), &rep.bareRuns}
-	headedSide := side{headedURL, "", headed.Pid(), &rep.headedRuns}
+	// Every side gets the very same request, key included: the bare handlers ignore it, but
+	// net/http parses it for them too, so what differs is what switchboard does with it.
+	bareSide := side{bareURL, authHeader, bare.Pid(), &rep.bareRuns}
+	headedSide := side{headedURL, authHeader, headed.Pid(), &rep.headedRuns}
 	authSide := side{authURL, authHeader, r.server.Pid(), &rep.authRuns}
 	for _, s := range []side{bareSide, headedSide, authSide} { // warm-up: connections, caches, the CPU's clock
 		if _, err := runWrk(ctx, s.url, s.header, o.conns, 2*time.Second); err != nil {
@@ -266,20 +268,24 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if rep.authProf, err = r.profileUnderLoad(ctx, "switchboard", authURL, authHeader, r.metricsAddr, o.conns, 10*time.Second); err != nil {
 		return err
 	}
-	if rep.bareProf, err = r.profileUnderLoad(ctx, "bare", bareURL, "", barePprof, o.conns, 10*time.Second); err != nil {
+	if rep.headedProf, err = r.profileUnderLoad(ctx, "same-bytes", headedURL, authHeader, headedPprof, o.conns, 10*time.Second); err != nil {
+		return err
+	}
+	if rep.bareProf, err = r.profileUnderLoad(ctx, "bare", bareURL, authHeader, barePprof, o.conns, 10*time.Second); err != nil {
 		return err
 	}
 
 	// Open-loop latency, from the in-repo generator, well below the rate where it saturates
 	// itself (it shares the cores with the server).
 	authT := loadgen.Target{URL: authURL, Header: bearer(key), WantStatus: http.StatusOK}
-	bareT := loadgen.Target{URL: bareURL, WantStatus: http.StatusOK}
+	bareT := loadgen.Target{URL: bareURL, Header: bearer(key), WantStatus: http.StatusOK}
+	headedT := loadgen.Target{URL: headedURL, Header: bearer(key), WantStatus: http.StatusOK}
 	runs := []latencyRun{{what: "light", rate: lightRate}, {what: "a quarter of the maximum", rate: median(rpsOf(rep.authRuns)) / 4}}
 	for i := range runs {
 		for _, t := range []struct {
 			target loadgen.Target
 			into   *loadgen.Result
-		}{{authT, &runs[i].auth}, {bareT, &runs[i].bare}} {
+		}{{authT, &runs[i].auth}, {headedT, &runs[i].headed}, {bareT, &runs[i].bare}} {
 			res, err := loadgen.OpenLoop(ctx, t.target, 16, runs[i].rate, 10*time.Second)
 			if err != nil {
 				return err

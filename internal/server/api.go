@@ -31,9 +31,8 @@ type api struct {
 	maxInFlight int64
 }
 
-// serve dispatches on the route (routes.go): /v1's are authenticated first.
-func (a *api) serve(w http.ResponseWriter, r *http.Request, start time.Time) string {
-	rt := routeOf(r.URL.Path)
+// serve dispatches on the route (routes.go, found by instrument): /v1's are authenticated first.
+func (a *api) serve(w http.ResponseWriter, r *http.Request, rt route, start time.Time) string {
 	if !routes[rt].v1 {
 		serveUnauthenticated(w, r, rt)
 		return ""

@@ -17,7 +17,7 @@ import (
 // that the access log can show the key's hint (never the key, never a foreign token). start is
 // when the request began, read once from the clock for everyone.
 type keyedHandler interface {
-	serve(w http.ResponseWriter, r *http.Request, start time.Time) (wellFormedKey string)
+	serve(w http.ResponseWriter, r *http.Request, rt route, start time.Time) (wellFormedKey string)
 }
 
 // instrumented is what every request of the API port gets, whatever it asks for: a request id,
@@ -27,10 +27,13 @@ type instrumented struct {
 	next    keyedHandler
 	trusted []netip.Prefix
 	log     logr.Logger
+	// accessLog says the access log is on (verbosity 1): the level is set at start, so it is
+	// asked once, not per request.
+	accessLog bool
 }
 
 func instrument(next keyedHandler, trusted []netip.Prefix, log logr.Logger) *instrumented {
-	return &instrumented{next: next, trusted: trusted, log: log}
+	return &instrumented{next: next, trusted: trusted, log: log, accessLog: log.V(1).Enabled()}
 }
 
 // statusWriter remembers the status for metrics and the access log. It escapes through the
@@ -66,6 +69,7 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter = w
 	var key string
+	rt := routeOf(r.URL.Path) // once, for the handler and the metrics
 	defer func() {
 		if p := recover(); p != nil {
 			in.log.Error(nil, "request panicked", "requestID", id, "panic", p)
@@ -73,20 +77,21 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(sw, http.StatusInternalServerError, CodeInternal, msgInternal)
 			}
 		}
-		in.record(r, id, sw.status, key, time.Since(start))
+		in.record(r, rt, id, sw.status, key, time.Since(start))
 		*sw = statusWriter{} // nothing of this request stays reachable from the pool
 		statusWriters.Put(sw)
 	}()
-	key = in.next.serve(sw, r, start)
+	key = in.next.serve(sw, r, rt, start)
 }
 
 // record counts a finished request and writes its access log line (at verbosity 1).
-func (in *instrumented) record(r *http.Request, id string, status int, key string, elapsed time.Duration) {
+func (in *instrumented) record(r *http.Request, rt route, id string, status int, key string, elapsed time.Duration) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	countRequest(routeOf(r.URL.Path), status, elapsed.Seconds())
-	if log := in.log.V(1); log.Enabled() {
+	countRequest(rt, status, elapsed.Seconds())
+	if in.accessLog {
+		log := in.log.V(1)
 		hint := ""
 		if key != "" {
 			hint = apikey.Hint(key)
