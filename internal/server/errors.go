@@ -20,6 +20,8 @@ const (
 	CodeRateLimited      = "RATE_LIMITED"
 	CodeKeyRateLimited   = "API_KEY_RATE_LIMITED"
 	CodeSourceNotAllowed = "SOURCE_NOT_ALLOWED"
+	// CodeAudienceNotAllowed: the key's spec.audiences do not include the route's audience.
+	CodeAudienceNotAllowed = "AUDIENCE_NOT_ALLOWED"
 	// CodeTooManyConcurrent: the namespace's responses being written on this replica already
 	// add up to --max-in-flight-bytes-per-namespace (list.go).
 	CodeTooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
@@ -52,16 +54,22 @@ type errorObject struct {
 
 // writeError writes the JSON error object every non-2xx answer of the API carries.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	raw, err := json.Marshal(errorBody{Error: errorObject{Code: code, Message: message}})
-	if err != nil { // cannot happen with two strings; keep the contract's shape anyway
-		raw = []byte(`{"error":{"code":"INTERNAL_ERROR","message":"encoding the error failed"}}`)
-	}
+	raw := errorJSON(code, message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(raw)))
 	w.WriteHeader(status)
 	_, _ = w.Write(raw)
+}
+
+// errorJSON is the JSON error object of code and message.
+func errorJSON(code, message string) []byte {
+	raw, err := json.Marshal(errorBody{Error: errorObject{Code: code, Message: message}})
+	if err != nil { // cannot happen with two strings; keep the contract's shape anyway
+		raw = []byte(`{"error":{"code":"INTERNAL_ERROR","message":"encoding the error failed"}}`)
+	}
+	return raw
 }
 
 // writeUnauthorized answers 401 with the RFC 6750 challenge. A missing header gets the bare
