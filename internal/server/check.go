@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
@@ -116,14 +115,6 @@ func (a *api) refusal(auth authOutcome, client netip.Addr, now time.Time) verdic
 	return v
 }
 
-// setHeaders writes the verdict's header fields: RateLimit fields, Retry-After and the challenge.
-func (v *verdict) setHeaders(h http.Header) {
-	if v.policy != nil {
-		ratelimit.SetHeaders(h, v.policy, v.result)
-	}
-	v.setDenialHeaders(h)
-}
-
 // setDenialHeaders writes Retry-After and the challenge, when the verdict has them.
 func (v *verdict) setDenialHeaders(h http.Header) {
 	if v.retryAfter > 0 {
@@ -147,12 +138,4 @@ func (a *api) clientOf(req *checkRequest) (netip.Addr, bool) {
 		return clientAddress(req.httpReq, a.trusted), a.clientKnown(req.httpReq)
 	}
 	return req.addr, req.addrKnown
-}
-
-// keyOf is the allowed key of v; nil when v is a denial.
-func (v *verdict) keyOf() *keyindex.Key {
-	if !v.allowed() {
-		return nil
-	}
-	return v.auth.key
 }

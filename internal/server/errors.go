@@ -60,7 +60,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(raw)))
 	w.WriteHeader(status)
-	_, _ = w.Write(raw)
+	_, _ = w.Write(raw) //nolint:gosec // JSON (application/json, nosniff), HTML-escaped by json.Marshal
 }
 
 // errorJSON is the JSON error object of code and message.
@@ -70,22 +70,6 @@ func errorJSON(code, message string) []byte {
 		raw = []byte(`{"error":{"code":"INTERNAL_ERROR","message":"encoding the error failed"}}`)
 	}
 	return raw
-}
-
-// writeUnauthorized answers 401 with the RFC 6750 challenge. A missing header gets the bare
-// challenge, a malformed one error="invalid_request", a bad key error="invalid_token".
-func writeUnauthorized(w http.ResponseWriter, code string, headerPresent bool) {
-	switch {
-	case code == CodeAPIKeyInvalid:
-		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, code, msgInvalid)
-	case headerPresent:
-		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_request"`)
-		writeError(w, http.StatusUnauthorized, code, msgMissing)
-	default:
-		w.Header().Set("WWW-Authenticate", realm)
-		writeError(w, http.StatusUnauthorized, code, msgMissing)
-	}
 }
 
 // retryAfter formats a Retry-After value in whole seconds, at least 1.

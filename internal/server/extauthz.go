@@ -118,7 +118,9 @@ func (s *extAuthz) response(v *verdict) *authv3.CheckResponse {
 			}},
 		}
 	}
-	headers := append(rateLimit,
+	headers := make([]*corev3.HeaderValueOption, 0, len(rateLimit)+5)
+	headers = append(headers, rateLimit...)
+	headers = append(headers,
 		setHeader("Content-Type", "application/json"),
 		setHeader("Cache-Control", "no-store"),
 		setHeader(HeaderCode, v.code))
@@ -129,9 +131,9 @@ func (s *extAuthz) response(v *verdict) *authv3.CheckResponse {
 		headers = append(headers, setHeader("WWW-Authenticate", v.challenge))
 	}
 	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(grpcCode(v.status)), Message: v.code},
+		Status: &rpcstatus.Status{Code: int32(grpcCode(v.status)), Message: v.code}, //nolint:gosec // gRPC codes are below 17
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(v.status)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(v.status)}, //nolint:gosec // an HTTP status, below 600
 			Headers: headers,
 			Body:    string(errorJSON(v.code, v.message)),
 		}},
