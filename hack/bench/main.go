@@ -40,7 +40,10 @@ type options struct {
 	bareBody   string
 	barePprof  string
 	bareHeader string
-	only       []string
+	// bareAuthzListen and bareAuthzResponse make this process the always-allow ext_authz server.
+	bareAuthzListen   string
+	bareAuthzResponse string
+	only              []string
 }
 
 func main() {
@@ -63,10 +66,19 @@ func main() {
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
 	flag.StringVar(&o.barePprof, "bare-pprof", "", "internal: serve the bare handler's net/http/pprof on this address")
 	flag.StringVar(&o.bareHeader, "bare-headers", "", "internal: a file of constant response headers (Key: value lines) the bare handler sends too")
+	flag.StringVar(&o.bareAuthzListen, "bare-authz-listen", "", "internal: serve the always-allow ext_authz server on this address")
+	flag.StringVar(&o.bareAuthzResponse, "bare-authz-response", "", "internal: the CheckResponse (binary protobuf) it answers")
 	flag.Parse()
 	if o.bareListen != "" {
 		if err := serveBare(o.bareListen, o.bareBody, o.barePprof, o.bareHeader); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: bare handler:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.bareAuthzListen != "" {
+		if err := serveBareAuthz(o.bareAuthzListen, o.bareAuthzResponse); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: always-allow ext_authz:", err)
 			os.Exit(1)
 		}
 		return
