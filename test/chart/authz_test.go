@@ -100,7 +100,7 @@ func TestHelmAuthzListeners(t *testing.T) {
 		{
 			name:           "gRPC only",
 			sets:           []string{"server.authz.grpc.enabled=true"},
-			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001"},
+			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-strip-authorization"},
 			containerPorts: map[string]int64{"authz-grpc": 9001},
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}},
 		},
@@ -115,7 +115,7 @@ func TestHelmAuthzListeners(t *testing.T) {
 			name: "both, gRPC over mTLS",
 			sets: []string{"server.authz.grpc.enabled=true", "server.authz.http.enabled=true",
 				"server.authz.grpc.tls.secretName=switchboard-authz-tls", "server.authz.grpc.tls.clientCASecretName=gateways-ca"},
-			args: []string{"--audience=connections", "--authz-grpc-listen=:9001",
+			args: []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-strip-authorization",
 				"--authz-grpc-tls-cert-file=/etc/switchboard/authz-grpc-tls/tls.crt",
 				"--authz-grpc-tls-key-file=/etc/switchboard/authz-grpc-tls/tls.key",
 				"--authz-grpc-client-ca-file=/etc/switchboard/authz-grpc-client-ca/ca.crt",
@@ -124,6 +124,13 @@ func TestHelmAuthzListeners(t *testing.T) {
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}, {"http", 9002, "authz-http", "http"}},
 			mounts:         map[string]string{"authz-grpc-tls": "/etc/switchboard/authz-grpc-tls", "authz-grpc-client-ca": "/etc/switchboard/authz-grpc-client-ca"},
 			secrets:        map[string]string{"authz-grpc-tls": "switchboard-authz-tls", "authz-grpc-client-ca": "gateways-ca"},
+		},
+		{
+			name:           "gRPC, the Authorization field left to the upstream",
+			sets:           []string{"server.authz.grpc.enabled=true", "server.authz.grpc.stripAuthorization=false"},
+			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001"},
+			containerPorts: map[string]int64{"authz-grpc": 9001},
+			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}},
 		},
 		{
 			name: "TLS values while gRPC is off change nothing",
@@ -139,7 +146,7 @@ func TestHelmAuthzListeners(t *testing.T) {
 		{
 			name:           "NetworkPolicy, both listeners, the gateways allowed",
 			sets:           append([]string{"networkPolicy.enabled=true", "server.authz.grpc.enabled=true", "server.authz.http.enabled=true"}, gatewayPeerSets...),
-			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-http-listen=:9002"},
+			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-strip-authorization", "--authz-http-listen=:9002"},
 			containerPorts: map[string]int64{"authz-grpc": 9001, "authz-http": 9002},
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}, {"http", 9002, "authz-http", "http"}},
 			policyPorts:    []string{"authz-grpc", "authz-http"},
