@@ -4,9 +4,7 @@ package gateways
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,7 +16,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -63,16 +60,8 @@ func chartAuthzService(t *testing.T) authzService {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("helm template: %v\n%s", err, stderr.String())
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(&stdout, 4096)
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatal(err)
-		}
-		o := unstructured.Unstructured{Object: m}
+	for _, o := range decodeStream(t, stdout.Bytes()) {
+		m := o.Object
 		if o.GetKind() != "Service" || !strings.HasSuffix(o.GetName(), "-authz") {
 			continue
 		}

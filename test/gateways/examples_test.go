@@ -10,6 +10,7 @@
 package gateways
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,28 +79,34 @@ func installCRDs(t *testing.T) {
 // decodeFile returns the objects of a multi-document YAML file, in order.
 func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
+	objs := decodeStream(t, raw)
+	if len(objs) == 0 {
+		t.Fatalf("%s holds no object", filepath.Base(path))
+	}
+	return objs
+}
+
+// decodeStream returns the objects of a multi-document YAML stream, in order.
+func decodeStream(t *testing.T, stream []byte) []*unstructured.Unstructured {
+	t.Helper()
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
 	for {
 		var m map[string]any
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			t.Fatalf("%s: decoding document %d: %v", filepath.Base(path), len(objs)+1, err)
+			t.Fatalf("decoding document %d: %v", len(objs)+1, err)
 		}
 		if len(m) == 0 {
 			continue
 		}
 		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-	if len(objs) == 0 {
-		t.Fatalf("%s holds no object", filepath.Base(path))
 	}
 	return objs
 }
