@@ -60,7 +60,7 @@ func chartAuthzService(t *testing.T) authzService {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("helm template: %v\n%s", err, stderr.String())
 	}
-	for _, o := range decodeStream(t, stdout.Bytes()) {
+	for _, o := range decodeYAMLStream(t, stdout.Bytes()) {
 		m := o.Object
 		if o.GetKind() != "Service" || !strings.HasSuffix(o.GetName(), "-authz") {
 			continue
@@ -91,7 +91,7 @@ func (s authzService) host() string { return s.name + "." + s.namespace + ".svc.
 func objectsOf(t *testing.T, file, kind string) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
-	for _, o := range decodeFile(t, filepath.Join(examplesDir(), file)) {
+	for _, o := range decodeYAMLFile(t, filepath.Join(examplesDir(), file)) {
 		if o.GetKind() == kind {
 			out = append(out, o)
 		}
@@ -102,11 +102,11 @@ func objectsOf(t *testing.T, file, kind string) []*unstructured.Unstructured {
 	return out
 }
 
-func nested(t *testing.T, o *unstructured.Unstructured, path ...string) any {
+func field(t *testing.T, o *unstructured.Unstructured, path ...string) any {
 	t.Helper()
 	v, found, err := unstructured.NestedFieldNoCopy(o.Object, path...)
 	if !found || err != nil {
-		t.Fatalf("%s has no %s (%v)", describe(o), strings.Join(path, "."), err)
+		t.Fatalf("%s has no %s (%v)", objectName(o), strings.Join(path, "."), err)
 	}
 	return v
 }
@@ -119,14 +119,14 @@ func checkGrant(t *testing.T, file string, s authzService, group, kind, from str
 		if g.GetNamespace() != s.namespace {
 			continue
 		}
-		froms := nested(t, g, "spec", "from").([]any)
-		tos := nested(t, g, "spec", "to").([]any)
+		froms := field(t, g, "spec", "from").([]any)
+		tos := field(t, g, "spec", "to").([]any)
 		wantFrom := map[string]any{"group": group, "kind": kind, "namespace": from}
 		wantTo := map[string]any{"group": "", "kind": "Service", "name": s.name}
 		if reflect.DeepEqual(froms, []any{wantFrom}) && reflect.DeepEqual(tos, []any{wantTo}) {
 			return
 		}
-		t.Errorf("%s: %s lets %v reach %v, want %v to reach %v", file, describe(g), froms, tos, wantFrom, wantTo)
+		t.Errorf("%s: %s lets %v reach %v, want %v to reach %v", file, objectName(g), froms, tos, wantFrom, wantTo)
 		return
 	}
 	t.Errorf("%s: no ReferenceGrant in %s lets %s/%s of %s reach Service %s", file, s.namespace, group, kind, from, s.name)
@@ -142,15 +142,15 @@ func TestExamplesCallTheChartsListeners(t *testing.T) {
 
 	t.Run("envoy-gateway.yaml", func(t *testing.T) {
 		for _, p := range objectsOf(t, "envoy-gateway.yaml", "SecurityPolicy") {
-			if refs := nested(t, p, "spec", "extAuth", "grpc", "backendRefs"); !reflect.DeepEqual(refs, []any{grpcRef}) {
-				t.Errorf("%s sends to %v, want %v", describe(p), refs, grpcRef)
+			if refs := field(t, p, "spec", "extAuth", "grpc", "backendRefs"); !reflect.DeepEqual(refs, []any{grpcRef}) {
+				t.Errorf("%s sends to %v, want %v", objectName(p), refs, grpcRef)
 			}
 			want := []any{map[string]any{"name": audienceExtension, "type": "Value", "value": audience}}
-			if exts := nested(t, p, "spec", "extAuth", "contextExtensions"); !reflect.DeepEqual(exts, want) {
-				t.Errorf("%s: contextExtensions %v, want %v", describe(p), exts, want)
+			if exts := field(t, p, "spec", "extAuth", "contextExtensions"); !reflect.DeepEqual(exts, want) {
+				t.Errorf("%s: contextExtensions %v, want %v", objectName(p), exts, want)
 			}
-			if nested(t, p, "spec", "extAuth", "failOpen") != false {
-				t.Errorf("%s does not fail closed", describe(p))
+			if field(t, p, "spec", "extAuth", "failOpen") != false {
+				t.Errorf("%s does not fail closed", objectName(p))
 			}
 			checkGrant(t, "envoy-gateway.yaml", s, "gateway.envoyproxy.io", "SecurityPolicy", p.GetNamespace())
 		}
@@ -160,19 +160,19 @@ func TestExamplesCallTheChartsListeners(t *testing.T) {
 		exts := map[string]bool{}
 		for _, e := range objectsOf(t, "kgateway.yaml", "GatewayExtension") {
 			exts[e.GetNamespace()+"/"+e.GetName()] = true
-			if ref := nested(t, e, "spec", "extAuth", "grpcService", "backendRef"); !reflect.DeepEqual(ref, grpcRef) {
-				t.Errorf("%s sends to %v, want %v", describe(e), ref, grpcRef)
+			if ref := field(t, e, "spec", "extAuth", "grpcService", "backendRef"); !reflect.DeepEqual(ref, grpcRef) {
+				t.Errorf("%s sends to %v, want %v", objectName(e), ref, grpcRef)
 			}
 			checkGrant(t, "kgateway.yaml", s, "gateway.kgateway.dev", "GatewayExtension", e.GetNamespace())
 		}
 		for _, p := range objectsOf(t, "kgateway.yaml", "TrafficPolicy") {
-			name := nested(t, p, "spec", "extAuth", "extensionRef", "name").(string)
+			name := field(t, p, "spec", "extAuth", "extensionRef", "name").(string)
 			if !exts[p.GetNamespace()+"/"+name] {
-				t.Errorf("%s names GatewayExtension %s, which the file does not hold", describe(p), name)
+				t.Errorf("%s names GatewayExtension %s, which the file does not hold", objectName(p), name)
 			}
 			want := map[string]any{audienceExtension: audience}
-			if got := nested(t, p, "spec", "extAuth", "contextExtensions"); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: contextExtensions %v, want %v", describe(p), got, want)
+			if got := field(t, p, "spec", "extAuth", "contextExtensions"); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: contextExtensions %v, want %v", objectName(p), got, want)
 			}
 		}
 	})
@@ -180,8 +180,8 @@ func TestExamplesCallTheChartsListeners(t *testing.T) {
 	t.Run("istio.yaml", func(t *testing.T) {
 		provider := istioProvider(t)
 		for _, p := range objectsOf(t, "istio.yaml", "AuthorizationPolicy") {
-			if nested(t, p, "spec", "action") != "CUSTOM" || nested(t, p, "spec", "provider", "name") != provider["name"] {
-				t.Errorf("%s is not a CUSTOM policy of provider %v", describe(p), provider["name"])
+			if field(t, p, "spec", "action") != "CUSTOM" || field(t, p, "spec", "provider", "name") != provider["name"] {
+				t.Errorf("%s is not a CUSTOM policy of provider %v", objectName(p), provider["name"])
 			}
 		}
 		grpc, _ := provider["envoyExtAuthzGrpc"].(map[string]any)
@@ -190,11 +190,11 @@ func TestExamplesCallTheChartsListeners(t *testing.T) {
 			t.Errorf("the mesh configuration's envoyExtAuthzGrpc is %v, want %v", grpc, want)
 		}
 		for _, f := range objectsOf(t, "istio.yaml", "EnvoyFilter") {
-			patches := nested(t, f, "spec", "configPatches").([]any)
+			patches := field(t, f, "spec", "configPatches").([]any)
 			ext, _, _ := unstructured.NestedString(patches[0].(map[string]any), "patch", "value", "typed_per_filter_config",
 				"envoy.filters.http.ext_authz", "check_settings", "context_extensions", audienceExtension)
 			if ext != audience {
-				t.Errorf("%s sets the context extension %s to %q, want %q", describe(f), audienceExtension, ext, audience)
+				t.Errorf("%s sets the context extension %s to %q, want %q", objectName(f), audienceExtension, ext, audience)
 			}
 		}
 	})
@@ -207,12 +207,12 @@ func TestExamplesCallTheChartsListeners(t *testing.T) {
 				continue
 			}
 			forwardAuths++
-			if got := nested(t, m, "spec", "forwardAuth", "address"); got != want {
-				t.Errorf("%s calls %v, want %s", describe(m), got, want)
+			if got := field(t, m, "spec", "forwardAuth", "address"); got != want {
+				t.Errorf("%s calls %v, want %s", objectName(m), got, want)
 			}
 			got, _, _ := unstructured.NestedStringSlice(m.Object, "spec", "forwardAuth", "authResponseHeaders")
 			if !reflect.DeepEqual(got, upstreamHeaders) {
-				t.Errorf("%s copies %v to the upstream, want %v", describe(m), got, upstreamHeaders)
+				t.Errorf("%s copies %v to the upstream, want %v", objectName(m), got, upstreamHeaders)
 			}
 		}
 		if forwardAuths != 1 {

@@ -88,9 +88,9 @@ func TestDocsShowTheExamples(t *testing.T) {
 	}
 }
 
-// TestDocsChartValues renders the chart with the values docs/gateways.md shows: its schema must
+// testDocsChartValues renders the chart with the values docs/gateways.md shows: its schema must
 // take them, and the API server every object they render.
-func TestDocsChartValues(t *testing.T) {
+func testDocsChartValues(t *testing.T, env *testenv.Env) {
 	var values []string
 	for _, b := range docBlocks(t) {
 		if b.marker == "chart values" {
@@ -114,12 +114,12 @@ func TestDocsChartValues(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("the chart refuses the values of docs/gateways.md (block %d): %v\n%s", i+1, err, stderr.String())
 		}
-		objs := decodeStream(t, stdout.Bytes())
+		objs := decodeYAMLStream(t, stdout.Bytes())
 		var authz bool
 		for _, o := range objs {
 			authz = authz || o.GetKind() == "Service" && o.GetName() == "switchboard-authz"
-			if err := dryRun(ctx, o); err != nil {
-				t.Errorf("block %d renders %s, which the API server refuses: %v", i+1, describe(o), err)
+			if err := serverDryRun(ctx, env, o); err != nil {
+				t.Errorf("block %d renders %s, which the API server refuses: %v", i+1, objectName(o), err)
 			}
 		}
 		if !authz {

@@ -1,12 +1,15 @@
 //go:build !unit
 
-// Package gateways keeps examples/gateways/ right the way a cluster would: the CRDs of Envoy
+// The examples of examples/gateways/, kept right the way a cluster would: the CRDs of Envoy
 // Gateway, Gateway API, Istio, kgateway and Traefik, as those projects publish them
 // (testdata/crds, whose README names each source), are installed into a real kube-apiserver,
 // and every document of every example manifest is applied with a server-side dry run and
 // strict field validation. A misspelt field, a wrong type, or a value the project's schema or
 // CEL rules refuse fails here with the API server's own message. No Envoy can run on these
 // machines (nor Istio, kgateway or Traefik); this is how their examples are checked.
+//
+// The package has no TestMain: each test starts what it needs (a control plane here).
+
 package gateways
 
 import (
@@ -19,7 +22,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,67 +33,72 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
-var env *testenv.Env
-
-func TestMain(m *testing.M) { testenv.Run(m, &env) }
-
 func examplesDir() string { return filepath.Join(testenv.RepoRoot(), "examples", "gateways") }
 
 // manifests are the example files that are Kubernetes manifests; each must exist.
 var manifests = []string{"apikey.yaml", "envoy-gateway.yaml", "istio.yaml", "kgateway.yaml", "traefik.yaml"}
 
-var (
-	crdsOnce sync.Once
-	crdsErr  error
-)
-
-// installCRDs installs every CRD of testdata/crds once per test binary; InstallCRDs returns
-// when the API server serves them.
-func installCRDs(t *testing.T) {
+// startControlPlane starts etcd and kube-apiserver for t (stopped when t ends) and installs
+// every CRD of testdata/crds; it returns when the API server serves them.
+func startControlPlane(t *testing.T) *testenv.Env {
 	t.Helper()
-	crdsOnce.Do(func() {
-		dirs, err := filepath.Glob(filepath.Join("testdata", "crds", "*"))
-		if err != nil {
-			crdsErr = err
-			return
-		}
-		var paths []string
-		for _, d := range dirs {
-			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-				paths = append(paths, d)
-			}
-		}
-		if len(paths) != 5 {
-			crdsErr = fmt.Errorf("testdata/crds holds %d folders (%v), want 5: envoy-gateway, gateway-api, istio, kgateway, traefik", len(paths), paths)
-			return
-		}
-		crds, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute})
-		if err == nil && len(crds) != 9 {
-			err = fmt.Errorf("installed %d CRDs, want 9 (testdata/crds/README.md lists them)", len(crds))
-		}
-		crdsErr = err
-	})
-	if crdsErr != nil {
-		t.Fatalf("installing the gateways' CRDs: %v", crdsErr)
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the control plane: %v", err)
+		}
+	})
+	dirs, err := filepath.Glob(filepath.Join("testdata", "crds", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			paths = append(paths, d)
+		}
+	}
+	if len(paths) != 5 {
+		t.Fatalf("testdata/crds holds %d folders (%v), want 5: envoy-gateway, gateway-api, istio, kgateway, traefik", len(paths), paths)
+	}
+	crds, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute})
+	if err != nil {
+		t.Fatalf("installing the gateways' CRDs: %v", err)
+	}
+	if len(crds) != 9 {
+		t.Fatalf("installed %d CRDs, want 9 (testdata/crds/README.md lists them)", len(crds))
+	}
+	return env
 }
 
-// decodeFile returns the objects of a multi-document YAML file, in order.
-func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
+// TestExamplesOnTheRealCRDs runs, on one control plane with the gateways' CRDs, the checks
+// that need an API server.
+func TestExamplesOnTheRealCRDs(t *testing.T) {
+	env := startControlPlane(t)
+	t.Run("every example applies", func(t *testing.T) { testExamplesApply(t, env) })
+	t.Run("spoilt examples are refused", func(t *testing.T) { testMistakesAreRefused(t, env) })
+	t.Run("the docs' chart values apply", func(t *testing.T) { testDocsChartValues(t, env) })
+}
+
+// decodeYAMLFile returns the objects of a multi-document YAML file, in order.
+func decodeYAMLFile(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := decodeStream(t, raw)
+	objs := decodeYAMLStream(t, raw)
 	if len(objs) == 0 {
 		t.Fatalf("%s holds no object", filepath.Base(path))
 	}
 	return objs
 }
 
-// decodeStream returns the objects of a multi-document YAML stream, in order.
-func decodeStream(t *testing.T, stream []byte) []*unstructured.Unstructured {
+// decodeYAMLStream returns the objects of a multi-document YAML stream, in order.
+func decodeYAMLStream(t *testing.T, stream []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
@@ -111,10 +118,10 @@ func decodeStream(t *testing.T, stream []byte) []*unstructured.Unstructured {
 	return objs
 }
 
-// dryRun applies o with a server-side dry run and strict field validation: the API server
+// serverDryRun applies o with a server-side dry run and strict field validation: the API server
 // checks it fully (schema, CEL rules, admission), reports unknown fields as errors rather than
 // dropping them, and stores nothing.
-func dryRun(ctx context.Context, o *unstructured.Unstructured) error {
+func serverDryRun(ctx context.Context, env *testenv.Env, o *unstructured.Unstructured) error {
 	if ns := o.GetNamespace(); ns != "" {
 		if err := env.EnsureNamespace(ctx, ns); err != nil {
 			return err
@@ -127,13 +134,12 @@ func dryRun(ctx context.Context, o *unstructured.Unstructured) error {
 		client.DryRunAll, client.FieldOwner("gateways-test"), client.ForceOwnership, client.FieldValidation("Strict"))
 }
 
-func describe(o *unstructured.Unstructured) string {
+func objectName(o *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
 }
 
-// TestExamplesApplyToTheRealCRDs dry-runs every document of every example manifest.
-func TestExamplesApplyToTheRealCRDs(t *testing.T) {
-	installCRDs(t)
+// testExamplesApply dry-runs every document of every example manifest.
+func testExamplesApply(t *testing.T, env *testenv.Env) {
 	files, err := filepath.Glob(filepath.Join(examplesDir(), "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -151,20 +157,19 @@ func TestExamplesApplyToTheRealCRDs(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			for i, o := range decodeFile(t, f) {
-				if err := dryRun(ctx, o); err != nil {
-					t.Errorf("document %d, %s: the API server refuses it: %v", i+1, describe(o), err)
+			for i, o := range decodeYAMLFile(t, f) {
+				if err := serverDryRun(ctx, env, o); err != nil {
+					t.Errorf("document %d, %s: the API server refuses it: %v", i+1, objectName(o), err)
 				}
 			}
 		})
 	}
 }
 
-// TestMistakesAreRefused: the dry run is a real check. Each case spoils one document of an
+// testMistakesAreRefused: the dry run is a real check. Each case spoils one document of an
 // example the way a hand could (a misspelt field, a value out of an enum, a missing part a
 // CEL rule demands) and the API server must refuse it, saying why.
-func TestMistakesAreRefused(t *testing.T) {
-	installCRDs(t)
+func testMistakesAreRefused(t *testing.T, env *testenv.Env) {
 	tests := []struct {
 		name  string
 		file  string
@@ -176,7 +181,7 @@ func TestMistakesAreRefused(t *testing.T) {
 			name:  "Envoy Gateway: a misspelt field",
 			file:  "envoy-gateway.yaml",
 			kind:  "SecurityPolicy",
-			spoil: func(o map[string]any) { rename(o, "contextExtension", "spec", "extAuth", "contextExtensions") },
+			spoil: func(o map[string]any) { renameField(o, "contextExtension", "spec", "extAuth", "contextExtensions") },
 			want:  `.spec.extAuth.contextExtension: field not declared in schema`,
 		},
 		{
@@ -201,7 +206,7 @@ func TestMistakesAreRefused(t *testing.T) {
 			name:  "Gateway API: a ReferenceGrant with a misspelt field",
 			file:  "envoy-gateway.yaml",
 			kind:  "ReferenceGrant",
-			spoil: func(o map[string]any) { rename(o, "froms", "spec", "from") },
+			spoil: func(o map[string]any) { renameField(o, "froms", "spec", "from") },
 			want:  `.spec.froms: field not declared in schema`,
 		},
 		{
@@ -215,7 +220,7 @@ func TestMistakesAreRefused(t *testing.T) {
 			name:  "Istio: a misspelt provider",
 			file:  "istio.yaml",
 			kind:  "AuthorizationPolicy",
-			spoil: func(o map[string]any) { rename(o, "providers", "spec", "provider") },
+			spoil: func(o map[string]any) { renameField(o, "providers", "spec", "provider") },
 			want:  `.spec.providers: field not declared in schema`,
 		},
 		{
@@ -255,11 +260,13 @@ func TestMistakesAreRefused(t *testing.T) {
 			want: "spec.extAuth.contextExtensions.switchboard.dev/audience",
 		},
 		{
-			name:  "Traefik: a misspelt field",
-			file:  "traefik.yaml",
-			kind:  "Middleware",
-			spoil: func(o map[string]any) { rename(o, "authResponseHeader", "spec", "forwardAuth", "authResponseHeaders") },
-			want:  `.spec.forwardAuth.authResponseHeader: field not declared in schema`,
+			name: "Traefik: a misspelt field",
+			file: "traefik.yaml",
+			kind: "Middleware",
+			spoil: func(o map[string]any) {
+				renameField(o, "authResponseHeader", "spec", "forwardAuth", "authResponseHeaders")
+			},
+			want: `.spec.forwardAuth.authResponseHeader: field not declared in schema`,
 		},
 		{
 			name: "Traefik: a route with no match",
@@ -276,7 +283,7 @@ func TestMistakesAreRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var target *unstructured.Unstructured
-			for _, o := range decodeFile(t, filepath.Join(examplesDir(), tt.file)) {
+			for _, o := range decodeYAMLFile(t, filepath.Join(examplesDir(), tt.file)) {
 				if o.GetKind() == tt.kind {
 					target = o
 					break
@@ -288,23 +295,23 @@ func TestMistakesAreRefused(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			// The example itself passes: the refusal below is the spoiling's doing.
-			if err := dryRun(ctx, target); err != nil {
-				t.Fatalf("the example's %s is refused before it is spoilt: %v", describe(target), err)
+			if err := serverDryRun(ctx, env, target); err != nil {
+				t.Fatalf("the example's %s is refused before it is spoilt: %v", objectName(target), err)
 			}
 			tt.spoil(target.Object)
-			err := dryRun(ctx, target)
+			err := serverDryRun(ctx, env, target)
 			if err == nil {
-				t.Fatalf("the API server accepted the spoilt %s", describe(target))
+				t.Fatalf("the API server accepted the spoilt %s", objectName(target))
 			}
 			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("the API server refused the spoilt %s, but its message does not say %q:\n%v", describe(target), tt.want, err)
+				t.Fatalf("the API server refused the spoilt %s, but its message does not say %q:\n%v", objectName(target), tt.want, err)
 			}
 		})
 	}
 }
 
-// rename moves the field at path to the name to, beside it.
-func rename(o map[string]any, to string, path ...string) {
+// renameField moves the field at path to the name to, beside it.
+func renameField(o map[string]any, to string, path ...string) {
 	v, found, err := unstructured.NestedFieldNoCopy(o, path...)
 	if !found || err != nil {
 		panic(fmt.Sprintf("rename: no field %v: %v", path, err))
