@@ -13,10 +13,17 @@ export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+# github.com/prometheus/prometheus, whose promtool checks and unit-tests the chart's alerting rules;
+# it must be the version hack/tools/promtool/go.mod requires.
+PROMETHEUS_VERSION ?= v0.316.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
+PROMQL_METRICS ?= $(LOCALBIN)/promql-metrics-$(PROMETHEUS_VERSION)
+# test/monitoring runs them.
+export PROMTOOL PROMQL_METRICS
 
 GO_TEST_FLAGS ?= -count=1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -73,7 +80,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest $(HELM) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
+test: manifests generate envtest $(HELM) $(PROMTOOL) $(PROMQL_METRICS) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
@@ -125,6 +132,9 @@ pause-image: ## Build the test cluster's pod sandbox image into bin/image/pause.
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -ldflags "-s -w" -o $(IMAGE_DIR)/pause ./hack/pause
 	go run ./hack/image -pause -binary $(IMAGE_DIR)/pause -name $(PAUSE_IMAGE) -out $(IMAGE_DIR)/pause.tar
 
+.PHONY: promtool
+promtool: $(PROMTOOL) $(PROMQL_METRICS) ## Build promtool (and the PromQL metric-name lister) into bin/ (only when missing).
+
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint the Helm chart strictly (test/chart also dry-runs every rendering).
 	$(HELM) lint --strict charts/switchboard
@@ -142,3 +152,21 @@ $(GOLANGCI_LINT):
 $(HELM):
 	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(LOCALBIN)/helm $@
+
+# promtool and promql-metrics (the PromQL parser test/monitoring checks the rules' and the
+# dashboard's metric names with) come from the tools module hack/tools/promtool and its committed
+# go.sum, built once: promtool takes minutes.
+$(PROMTOOL) $(PROMQL_METRICS): PROMTOOL_MODULE_CHECK = grep -qE '^(require)?[[:space:]]*github.com/prometheus/prometheus $(PROMETHEUS_VERSION)$$' hack/tools/promtool/go.mod || \
+	{ echo "hack/tools/promtool/go.mod does not require github.com/prometheus/prometheus $(PROMETHEUS_VERSION) (PROMETHEUS_VERSION): change both together" >&2; exit 1; }
+
+$(PROMTOOL):
+	@$(PROMTOOL_MODULE_CHECK)
+	cd hack/tools/promtool && GOFLAGS=-mod=readonly go build -trimpath \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION:v%=%)" \
+		-o $@.tmp github.com/prometheus/prometheus/cmd/promtool
+	mv $@.tmp $@
+
+$(PROMQL_METRICS):
+	@$(PROMTOOL_MODULE_CHECK)
+	cd hack/tools/promtool && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o $@.tmp ./promql-metrics
+	mv $@.tmp $@
