@@ -41,6 +41,8 @@ var allFeatures = []string{
 	"ingress.tls[0].secretName=api-tls",
 	"ingress.tls[0].hosts[0]=api.example.com",
 	"metrics.serviceMonitor.enabled=true",
+	"monitoring.prometheusRule.enabled=true",
+	"monitoring.dashboard.enabled=true",
 	"networkPolicy.enabled=true",
 	"networkPolicy.apiFrom[0].namespaceSelector.matchLabels.name=ingress",
 	"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
@@ -111,7 +113,7 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 	if err := env.EnsureNamespace(ctx, releaseNamespace); err != nil {
 		t.Fatal(err)
 	}
-	installServiceMonitorCRD(t)
+	installMonitoringCRDs(t)
 	tests := []struct {
 		name string
 		sets []string
@@ -124,12 +126,13 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
 				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel"},
-			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz"},
+			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz",
+				"PrometheusRule", "ConfigMap/switchboard-dashboard"},
 		},
 		{
 			name: "every feature",
 			sets: allFeatures,
-			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "NetworkPolicy/switchboard-server",
+			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "PrometheusRule/switchboard", "ConfigMap/switchboard-dashboard", "NetworkPolicy/switchboard-server",
 				"NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "HorizontalPodAutoscaler/switchboard-server", "Service/switchboard-authz"},
 		},
 		{
@@ -218,6 +221,14 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "allowed clients without the NetworkPolicy", set: "server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
 		{name: "allowed client not a NetworkPolicyPeer", set: "networkPolicy.enabled=true,server.authz.http.enabled=true,server.authz.allowedClients[0].port=9002", want: "/server/authz/allowedClients/0"},
 		{name: "unknown authz value", set: "server.authz.grpc.audience=orders", want: "/server/authz/grpc"},
+		// The alerts and the dashboard read the metrics: without them every alert would be blind
+		// (and SwitchboardOperatorAbsent would always fire).
+		{name: "alerts without metrics", set: "metrics.enabled=false,monitoring.prometheusRule.enabled=true", want: "/metrics/enabled"},
+		{name: "dashboard without metrics", set: "metrics.enabled=false,monitoring.dashboard.enabled=true", want: "/metrics/enabled"},
+		{name: "auth failure ratio above 1", set: "monitoring.prometheusRule.authFailureRatio=2", want: "/monitoring/prometheusRule/authFailureRatio"},
+		{name: "expiry warning of zero days", set: "monitoring.prometheusRule.expiringWithinDays=0", want: "/monitoring/prometheusRule/expiringWithinDays"},
+		{name: "dashboard namespace not a name", set: "monitoring.dashboard.namespace=Grafana", want: "/monitoring/dashboard/namespace"},
+		{name: "unknown monitoring value", set: "monitoring.prometheusRule.severity=page", want: "/monitoring/prometheusRule"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -381,13 +392,16 @@ func checkRestricted(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// installServiceMonitorCRD installs the Prometheus Operator's own ServiceMonitor CRD (0.93.0,
-// testdata/), so the chart's ServiceMonitor is dry-run against the schema users install.
-func installServiceMonitorCRD(t *testing.T) {
+// installMonitoringCRDs installs the Prometheus Operator's own ServiceMonitor and PrometheusRule
+// CRDs (0.93.0, testdata/), so the chart's are dry-run against the schemas users install.
+func installMonitoringCRDs(t *testing.T) {
 	t.Helper()
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml")}, MaxTime: time.Minute,
+		Paths: []string{
+			filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml"),
+			filepath.Join("testdata", "monitoring.coreos.com_prometheusrules.yaml"),
+		}, MaxTime: time.Minute,
 	}); err != nil {
-		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
+		t.Fatalf("installing the Prometheus Operator's CRDs: %v", err)
 	}
 }
