@@ -98,7 +98,7 @@ test-e2e: build envtest ## Run the end-to-end suite on the real binaries (switch
 	hack/test-e2e.sh
 
 .PHONY: bench
-bench: build envtest ## Measure and write docs/benchmarks.md (needs wrk; about 45 minutes on 2 cores, most of it the 100k-object scale part).
+bench: build envtest $(CADDY) ## Measure and write docs/benchmarks.md (needs wrk; about 45 minutes on 2 cores, most of it the 100k-object scale part).
 	go run ./hack/bench -out docs/benchmarks.md
 
 ##@ Build

@@ -47,6 +47,8 @@ type report struct {
 
 	policy *policyResult
 
+	forwardAuth *forwardAuthResult
+
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
 	// failed says, for each step that failed, why; the report lists them.
@@ -137,6 +139,9 @@ func (r *report) write(path string) error {
 	}
 	if r.ran["policy"] {
 		r.writePolicy(p)
+	}
+	if r.ran["forwardauth"] {
+		r.writeForwardAuth(p)
 	}
 	b.WriteString(kept)
 	p("## Rerunning")

@@ -39,7 +39,8 @@ func steps(r *rig) []step {
 		{"revocation", r.revocation},
 		{"scale", r.scale}, // sections 4 and 5: memory, start-up, operator throughput, lastUsedAt
 		{"hotpath", r.hotPath},
-		{"policy", r.policy}, // section 9: the rate limiter's cost (policy.go)
+		{"policy", r.policy},           // section 9: the rate limiter's cost (policy.go)
+		{"forwardauth", r.forwardAuth}, // section 10: forward-auth behind Caddy (forwardauth.go)
 	}
 }
 
