@@ -16,6 +16,8 @@ const (
 	RateLimitMinPeriod     = time.Second
 	RateLimitMaxPeriod     = 24 * time.Hour
 	MaxAllowedSourceRanges = 32
+	MaxAudiences           = 16
+	MaxAudienceLength      = 63
 )
 
 // APIKeyRateLimit limits a key to requests per period on average, at most burst at once, with
@@ -50,6 +52,14 @@ type APIKeyRateLimit struct {
 // +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32 (one address is 203.0.113.7/32)"
 // +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="must be written as its network address, e.g. 203.0.113.0/24 rather than 203.0.113.7/24"
 type CIDR string
+
+// Audience names an API a key may be used for: a DNS label (RFC 1123), 1 to 63 lower-case
+// letters, digits and '-', starting and ending with a letter or digit, such as connections or
+// billing-v2. A gateway's route names its audience in its configuration, never in a request.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="an audience is a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, such as connections or billing-v2"
+type Audience string
 
 // EffectiveBurst is burst, or requests when burst is absent.
 func (r *APIKeyRateLimit) EffectiveBurst() int32 {

@@ -61,6 +61,15 @@ type APIKeySpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	AllowedSourceRanges []CIDR `json:"allowedSourceRanges,omitempty"`
+
+	// audiences are the APIs the key may be used for (at most 16 names): the server's own /v1
+	// is one (switchboard server --audience, "connections" by default), and every route a
+	// gateway checks through switchboard's ext_authz or forward-auth endpoints names its own.
+	// Elsewhere, requests get 403 AUDIENCE_NOT_ALLOWED. Empty or absent means every audience.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Audiences []Audience `json:"audiences,omitempty"`
 }
 
 // APIKeyRotation requests the rotation of a key, in the manner of Flux's requestedAt annotation:
@@ -160,6 +169,7 @@ type APIKeyStatus struct {
 // +kubebuilder:printcolumn:name="Requests",type=integer,JSONPath=`.spec.rateLimit.requests`,priority=1
 // +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.rateLimit.period`,priority=1
 // +kubebuilder:printcolumn:name="Sources",type=string,JSONPath=`.spec.allowedSourceRanges`,priority=1
+// +kubebuilder:printcolumn:name="Audiences",type=string,JSONPath=`.spec.audiences`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="an APIKey name is at most 63 characters"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec) || !has(oldSelf.spec.revoked) || !oldSelf.spec.revoked || (has(self.spec) && has(self.spec.revoked) && self.spec.revoked)",message="a revoked key cannot be un-revoked: create a new APIKey, or rotate this one before revoking it"

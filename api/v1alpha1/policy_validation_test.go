@@ -57,6 +57,10 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 	for i := range tooMany {
 		tooMany[i] = switchboardv1alpha1.CIDR(fmt.Sprintf("10.0.%d.0/24", i))
 	}
+	var tooManyAudiences []switchboardv1alpha1.Audience
+	for i := range 17 {
+		tooManyAudiences = append(tooManyAudiences, switchboardv1alpha1.Audience(fmt.Sprintf("api-%d", i)))
+	}
 	tests := []struct {
 		name   string
 		spec   switchboardv1alpha1.APIKeySpec
@@ -92,6 +96,20 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 			[]string{"spec.allowedSourceRanges[1]", "Duplicate value"}},
 		{"a range too long", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{switchboardv1alpha1.CIDR(strings.Repeat("1", 44))}},
 			[]string{"spec.allowedSourceRanges[0]", "may not be more than 43"}},
+		{"an audience with capitals", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{"Billing"}},
+			[]string{"spec.audiences[0]", "an audience is a DNS label"}},
+		{"an audience with a dot", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{"connections", "billing.v2"}},
+			[]string{"spec.audiences[1]", "an audience is a DNS label"}},
+		{"an audience ending in a dash", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{"billing-"}},
+			[]string{"spec.audiences[0]", "starting and ending with a letter or digit"}},
+		{"an empty audience", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{""}},
+			[]string{"spec.audiences[0]", "at least 1"}},
+		{"an audience too long", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{switchboardv1alpha1.Audience(strings.Repeat("a", 64))}},
+			[]string{"spec.audiences[0]", "may not be more than 63"}},
+		{"an audience twice", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{"billing", "billing"}},
+			[]string{"spec.audiences[1]", "Duplicate value"}},
+		{"too many audiences", switchboardv1alpha1.APIKeySpec{Audiences: tooManyAudiences},
+			[]string{"spec.audiences", "must have at most 16 items"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,6 +85,13 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.Float64Var(&opts.LastUsedWriteRate, "last-used-writes-per-second", server.DefaultLastUsedWriteRate, "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first")
 	f.DurationVar(&opts.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long readiness fails before the listener closes")
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long open requests may drain")
+	f.StringVar(&opts.Audience, "audience", server.DefaultAudience, "the audience of this server's /v1: keys whose spec.audiences do not name it get 403 AUDIENCE_NOT_ALLOWED here")
+	f.StringVar(&opts.AuthzGRPCListen, "authz-grpc-listen", "", "address of Envoy's external authorization (gRPC Authorization/Check and health) for gateways; empty serves none")
+	f.StringVar(&opts.AuthzGRPCTLSCertFile, "authz-grpc-tls-cert-file", "", "certificate of the ext_authz listener, which then serves TLS (reloaded when it changes)")
+	f.StringVar(&opts.AuthzGRPCTLSKeyFile, "authz-grpc-tls-key-file", "", "private key of --authz-grpc-tls-cert-file")
+	f.StringVar(&opts.AuthzGRPCClientCAFile, "authz-grpc-client-ca-file", "", "CA certificates the gateways' client certificates must chain to (mutual TLS); needs the TLS flags")
+	f.BoolVar(&opts.AuthzStripAuthorization, "authz-strip-authorization", false, "ext_authz: remove the Authorization field before an allowed request goes upstream, so backends never see keys")
+	f.StringVar(&opts.AuthzHTTPListen, "authz-http-listen", "", "address of the forward-auth endpoints (/authz/<audience>) for Traefik, Caddy, NGINX and Envoy's HTTP ext_authz; empty serves none")
 	f.StringVar(&opts.PanelListen, "panel-listen", "", `address of the web panel; empty serves no panel (run "switchboard panel" to serve it apart from /v1)`)
 	bindPanelFlags(f, &panelOpts, "panel-")
 	return cmd

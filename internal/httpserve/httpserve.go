@@ -43,13 +43,22 @@ func NewServer(h http.Handler) *http.Server {
 	}
 }
 
-// Endpoint is a listener and what it serves.
+// Endpoint is a listener and what it serves: Handler over HTTP with the limits above, or Server
+// when it is set (a gRPC server, say), which then stops with the others.
 type Endpoint struct {
 	Listener net.Listener
 	Handler  http.Handler
+	Server   Server
 	// ConnState, when set, is the server's ConnState hook (a listener that bounds its
 	// connections learns from it which are idle).
 	ConnState func(net.Conn, http.ConnState)
+}
+
+// Server is what an Endpoint serves other than HTTP: *http.Server's two methods.
+type Server interface {
+	Serve(net.Listener) error
+	// Shutdown stops accepting and waits for open calls until ctx is done.
+	Shutdown(ctx context.Context) error
 }
 
 // Group is a set of endpoints that start and stop together.
@@ -73,11 +82,14 @@ type Group struct {
 // Run serves every endpoint until ctx is done or something fails, then fails readiness, waits
 // ShutdownDelay and drains open requests. It returns the failure, if any, and draining errors.
 func (g Group) Run(ctx context.Context) error {
-	servers := make([]*http.Server, len(g.Endpoints))
+	servers := make([]Server, len(g.Endpoints))
 	errs := make(chan error, len(g.Endpoints))
 	for i, e := range g.Endpoints {
-		servers[i] = NewServer(e.Handler)
-		servers[i].ConnState = e.ConnState
+		if servers[i] = e.Server; e.Server == nil {
+			srv := NewServer(e.Handler)
+			srv.ConnState = e.ConnState
+			servers[i] = srv
+		}
 		go func() {
 			g.Log.Info("serving", "address", e.Listener.Addr().String())
 			if err := servers[i].Serve(e.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {

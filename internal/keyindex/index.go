@@ -87,6 +87,8 @@ type Key struct {
 	// key to nothing rather than free it to anywhere.
 	SourcesRestricted bool
 	SourceRanges      []netip.Prefix
+	// Audiences is spec.audiences: the audiences the key may be used for; empty means all.
+	Audiences []string
 
 	usage *Usage
 }

@@ -38,6 +38,9 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 			key.SourceRanges = append(key.SourceRanges, unmapped(p.Masked()))
 		}
 	}
+	for _, a := range k.Spec.Audiences {
+		key.Audiences = append(key.Audiences, string(a))
+	}
 	return errors.Join(errs...)
 }
 
@@ -67,6 +70,20 @@ func (k *Key) AllowsSource(addr netip.Addr) bool {
 	}
 	for _, p := range k.SourceRanges {
 		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsAudience reports whether the key may be used for audience: always when it names no
+// audiences, else when audience is one of them. At most 16 short names: a scan is the fastest.
+func (k *Key) AllowsAudience(audience string) bool {
+	if len(k.Audiences) == 0 {
+		return true
+	}
+	for _, a := range k.Audiences {
+		if a == audience {
 			return true
 		}
 	}

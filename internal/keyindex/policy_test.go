@@ -90,3 +90,35 @@ func TestPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestAllowsAudience(t *testing.T) {
+	tests := []struct {
+		name      string
+		audiences []switchboardv1alpha1.Audience
+		allowed   []string
+		refused   []string
+	}{
+		{name: "no audiences: every audience", allowed: []string{"connections", "billing", ""}},
+		{name: "one audience", audiences: []switchboardv1alpha1.Audience{"billing"}, allowed: []string{"billing"}, refused: []string{"connections", "billing-v2", "Billing", ""}},
+		{name: "two audiences", audiences: []switchboardv1alpha1.Audience{"billing", "connections"}, allowed: []string{"billing", "connections"}, refused: []string{"search"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := New()
+			if err := putAPIKey(x, apiKey("uid-1", func(k *switchboardv1alpha1.APIKey) { k.Spec.Audiences = tt.audiences })); err != nil {
+				t.Fatal(err)
+			}
+			key := x.Keys()[0]
+			for _, a := range tt.allowed {
+				if !key.AllowsAudience(a) {
+					t.Errorf("audience %q refused, want allowed", a)
+				}
+			}
+			for _, a := range tt.refused {
+				if key.AllowsAudience(a) {
+					t.Errorf("audience %q allowed, want refused", a)
+				}
+			}
+		})
+	}
+}

@@ -48,12 +48,22 @@ func formatPolicy(l Limit) string {
 // res.
 func SetHeaders(h http.Header, p *Policy, res Result) {
 	h[FieldPolicy] = p.policyField
+	h[FieldRateLimit] = []string{rateLimitField(p, res)}
+}
+
+// Fields returns the values of RateLimit-Policy and RateLimit, for protocols that carry header
+// fields otherwise than in an http.Header (Envoy's ext_authz).
+func Fields(p *Policy, res Result) (policy, rateLimit string) {
+	return p.policyField[0], rateLimitField(p, res)
+}
+
+func rateLimitField(p *Policy, res Result) string {
 	b := make([]byte, 0, 32)
 	b = append(b, `"`+PolicyName+`";r=`...)
 	b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, Seconds(res.NextAfter(p.Limit)), 10)
-	h[FieldRateLimit] = []string{string(b)}
+	return string(b)
 }
 
 // Seconds rounds d up to whole seconds, at least 1: for Retry-After and t, where a client that

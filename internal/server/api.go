@@ -27,6 +27,9 @@ type api struct {
 	trusted []netip.Prefix
 	// peersAreProxies: a peer outside trusted is a proxy, so it gives no client address.
 	peersAreProxies bool
+	// audience is the server's own /v1's audience (--audience): keys that name audiences must
+	// name it.
+	audience string
 	// maxInFlight bounds the bytes of one namespace's responses being written (≤ 0: none).
 	maxInFlight int64
 }
@@ -60,61 +63,28 @@ func (a *api) now(start time.Time) time.Time {
 	return a.clock.Now()
 }
 
-// serveV1 answers a /v1 request: ready gate → authenticate → failure limiter → the key's policy
-// → route → list.
-//
-// The limiter comes after authentication on purpose: it counts and refuses failures only, so a
-// valid key is answered whatever others sharing its address (a NAT, a proxy) have done; an
-// address out of failures gets 429 instead of 401. docs/security.md (section 3) argues why this
-// costs nothing against guessing. The key's policy comes after authentication too, so that
-// only the key's holder learns what the key may do.
+// serveV1 answers a /v1 request: the one decision every protocol shares (check.go), for the
+// server's own audience, then the route and the list.
 func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, now time.Time) (wellFormedKey string) {
-	if !a.ready.Load() {
-		// Never judge a key against a cache that has not synced.
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, msgNotReady)
-		authNotReady.Inc()
-		return ""
+	req := checkRequest{authorization: r.Header["Authorization"], httpReq: r, audience: a.audience}
+	v := a.check(r.Context(), &req, now)
+	countAuth(&v)
+	if v.policy != nil {
+		ratelimit.SetHeaders(w.Header(), v.policy, v.result)
 	}
-	auth := authenticate(a.index, a.prefix, r.Header, now)
-	if auth.code != "" {
-		a.refuse(w, r, auth, now)
-		return auth.wellFormed
+	if !v.allowed() {
+		writeDenial(w, &v)
+		return v.auth.wellFormed
 	}
-	authOK.Inc()
-	auth.key.Usage().Touch(now)
-	if !a.enforcePolicy(w, r, auth.key) {
-		return auth.wellFormed
-	}
-
 	if rt != routeIDConnections {
 		writeError(w, http.StatusNotFound, CodeNotFound, msgNotFound)
-		return auth.wellFormed
+		return v.auth.wellFormed
 	}
 	if !allowed(w, r, rt) {
-		return auth.wellFormed
+		return v.auth.wellFormed
 	}
-	a.listConnections(w, r, auth.key)
-	return auth.wellFormed
-}
-
-// refuse answers a request whose authentication failed: 429 when its address has no failure
-// left, else 401, counting the failure.
-func (a *api) refuse(w http.ResponseWriter, r *http.Request, auth authOutcome, now time.Time) {
-	client := clientAddress(r, a.trusted)
-	if blocked, wait := a.limiter.blocked(client, now); blocked {
-		w.Header().Set("Retry-After", retryAfter(wait))
-		writeError(w, http.StatusTooManyRequests, CodeRateLimited, msgLimited)
-		authRateLimited.Inc()
-		return
-	}
-	a.limiter.fail(client, now)
-	reason := ""
-	if auth.code == CodeAPIKeyInvalid {
-		reason = auth.result.String()
-	}
-	authTotal.WithLabelValues(auth.code, reason).Inc()
-	writeUnauthorized(w, auth.code, auth.headerPresent)
+	a.listConnections(w, r, v.auth.key)
+	return v.auth.wellFormed
 }
 
 // serveUnauthenticated serves what lies outside /v1: the OpenAPI document, and 404 for the rest.

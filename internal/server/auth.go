@@ -23,10 +23,15 @@ type authOutcome struct {
 	wellFormed string
 }
 
-// authenticate runs parse → checksum → SHA-256 → one index lookup → state check. It makes no
-// API call and does not allocate.
+// authenticate runs parse → checksum → SHA-256 → one index lookup → state check on header's
+// Authorization field. It makes no API call and does not allocate.
 func authenticate(idx *keyindex.Index, prefix string, header http.Header, now time.Time) authOutcome {
-	values := header["Authorization"]
+	return authenticateValues(idx, prefix, header["Authorization"], now)
+}
+
+// authenticateValues is authenticate on the Authorization field's values, however the protocol
+// carried them.
+func authenticateValues(idx *keyindex.Index, prefix string, values []string, now time.Time) authOutcome {
 	if len(values) == 0 {
 		return authOutcome{code: CodeAPIKeyMissing}
 	}

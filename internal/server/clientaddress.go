@@ -17,11 +17,15 @@ import (
 // proxy vouches for. The zero Addr means the peer's address itself could not be read. It does
 // not allocate for IPv4 and for IPv6 without a zone.
 func clientAddress(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	peer := clientaddr.Parse(r.RemoteAddr)
+	return clientFrom(clientaddr.Parse(r.RemoteAddr), r.Header["X-Forwarded-For"], trusted)
+}
+
+// clientFrom is clientAddress from the peer's address and the X-Forwarded-For values, however
+// the protocol carried them (Envoy's ext_authz gives the address its own peer had).
+func clientFrom(peer netip.Addr, values []string, trusted []netip.Prefix) netip.Addr {
 	if len(trusted) == 0 || !isTrusted(peer, trusted) {
 		return peer
 	}
-	values := r.Header["X-Forwarded-For"]
 	client := peer
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]

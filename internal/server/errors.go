@@ -20,6 +20,8 @@ const (
 	CodeRateLimited      = "RATE_LIMITED"
 	CodeKeyRateLimited   = "API_KEY_RATE_LIMITED"
 	CodeSourceNotAllowed = "SOURCE_NOT_ALLOWED"
+	// CodeAudienceNotAllowed: the key's spec.audiences do not include the route's audience.
+	CodeAudienceNotAllowed = "AUDIENCE_NOT_ALLOWED"
 	// CodeTooManyConcurrent: the namespace's responses being written on this replica already
 	// add up to --max-in-flight-bytes-per-namespace (list.go).
 	CodeTooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
@@ -52,32 +54,22 @@ type errorObject struct {
 
 // writeError writes the JSON error object every non-2xx answer of the API carries.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	raw, err := json.Marshal(errorBody{Error: errorObject{Code: code, Message: message}})
-	if err != nil { // cannot happen with two strings; keep the contract's shape anyway
-		raw = []byte(`{"error":{"code":"INTERNAL_ERROR","message":"encoding the error failed"}}`)
-	}
+	raw := errorJSON(code, message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(raw)))
 	w.WriteHeader(status)
-	_, _ = w.Write(raw)
+	_, _ = w.Write(raw) //nolint:gosec // JSON (application/json, nosniff), HTML-escaped by json.Marshal
 }
 
-// writeUnauthorized answers 401 with the RFC 6750 challenge. A missing header gets the bare
-// challenge, a malformed one error="invalid_request", a bad key error="invalid_token".
-func writeUnauthorized(w http.ResponseWriter, code string, headerPresent bool) {
-	switch {
-	case code == CodeAPIKeyInvalid:
-		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, code, msgInvalid)
-	case headerPresent:
-		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_request"`)
-		writeError(w, http.StatusUnauthorized, code, msgMissing)
-	default:
-		w.Header().Set("WWW-Authenticate", realm)
-		writeError(w, http.StatusUnauthorized, code, msgMissing)
+// errorJSON is the JSON error object of code and message.
+func errorJSON(code, message string) []byte {
+	raw, err := json.Marshal(errorBody{Error: errorObject{Code: code, Message: message}})
+	if err != nil { // cannot happen with two strings; keep the contract's shape anyway
+		raw = []byte(`{"error":{"code":"INTERNAL_ERROR","message":"encoding the error failed"}}`)
 	}
+	return raw
 }
 
 // retryAfter formats a Retry-After value in whole seconds, at least 1.

@@ -39,7 +39,9 @@ const (
 	DefaultMaxInFlightBytesPerNamespace = 16 << 20
 	// DefaultMaxConnections bounds the API listener's open connections (conns.go): at about
 	// 150 KiB each at worst, 1024 fit the chart's 256 MiB beside the server's own needs.
-	DefaultMaxConnections  = 1024
+	DefaultMaxConnections = 1024
+	// DefaultAudience is the audience of the server's own /v1 (--audience).
+	DefaultAudience        = "connections"
 	DefaultShutdownDelay   = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 )
@@ -113,6 +115,29 @@ type Options struct {
 	// ShutdownTimeout bounds the draining of open requests.
 	ShutdownTimeout time.Duration
 
+	// Audience is the audience of the server's own /v1: a key whose spec.audiences do not name
+	// it gets 403 AUDIENCE_NOT_ALLOWED there.
+	Audience string
+	// AuthzGRPCListen, when set, serves Envoy's external authorization (gRPC
+	// envoy.service.auth.v3.Authorization/Check) and gRPC health on this address (extauthz.go).
+	AuthzGRPCListen string
+	// AuthzGRPCListener, when set, is used instead of listening on AuthzGRPCListen (tests).
+	AuthzGRPCListener net.Listener
+	// AuthzGRPCTLSCertFile and AuthzGRPCTLSKeyFile, when set, serve the gRPC listener over TLS
+	// (reloaded when the files change, as a mounted cert-manager Secret does).
+	AuthzGRPCTLSCertFile string
+	AuthzGRPCTLSKeyFile  string
+	// AuthzGRPCClientCAFile, when set, requires gateways to present a certificate it signed.
+	AuthzGRPCClientCAFile string
+	// AuthzHTTPListen, when set, serves the forward-auth endpoints (forwardauth.go) on this
+	// address, for Traefik, Caddy, NGINX and Envoy's HTTP ext_authz.
+	AuthzHTTPListen string
+	// AuthzHTTPListener, when set, is used instead of listening on AuthzHTTPListen (tests).
+	AuthzHTTPListener net.Listener
+	// AuthzStripAuthorization removes the Authorization field before an allowed request goes
+	// upstream through Envoy (gRPC), so backends never see keys.
+	AuthzStripAuthorization bool
+
 	// PanelListen, when set, serves Panel on this address with the same timeouts and shutdown.
 	PanelListen string
 	// Panel is the panel's handler (panel.NewHandler); required when PanelListen is set.
@@ -171,6 +196,9 @@ func (o *Options) Default() {
 	if o.LastUsedWriteRate == 0 {
 		o.LastUsedWriteRate = DefaultLastUsedWriteRate
 	}
+	if o.Audience == "" {
+		o.Audience = DefaultAudience
+	}
 	if o.ShutdownDelay == 0 {
 		o.ShutdownDelay = DefaultShutdownDelay
 	}
@@ -195,8 +223,30 @@ func (o *Options) Validate() error {
 	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
 		errs = append(errs, errors.New("--last-used-interval, the flush period and --last-used-writes-per-second must be positive"))
 	}
+	if !validAudience(o.Audience) {
+		errs = append(errs, fmt.Errorf("--audience: %q is not a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63)", o.Audience))
+	}
+	if (o.AuthzGRPCTLSCertFile == "") != (o.AuthzGRPCTLSKeyFile == "") {
+		errs = append(errs, errors.New("--authz-grpc-tls-cert-file and --authz-grpc-tls-key-file go together"))
+	}
+	if o.AuthzGRPCClientCAFile != "" && o.AuthzGRPCTLSCertFile == "" {
+		errs = append(errs, errors.New("--authz-grpc-client-ca-file needs TLS: set --authz-grpc-tls-cert-file and --authz-grpc-tls-key-file"))
+	}
 	if o.PanelListen != "" && o.Panel == nil {
 		errs = append(errs, errors.New("a panel address was given without a panel handler"))
 	}
 	return errors.Join(errs...)
+}
+
+// validAudience says whether s is a DNS label, as the CRD's Audience type requires.
+func validAudience(s string) bool {
+	if s == "" || len(s) > switchboardv1alpha1.MaxAudienceLength || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '-' && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -6,11 +6,10 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
-// The policy step of the /v1 pipeline: what a valid key may do, from its APIKey's spec. It runs
+// The policy step of the decision (check.go): what a valid key may do, from its APIKey's spec. It runs
 // after authentication, so an unauthenticated caller learns nothing of a key's policy, and
 // before routing, so every authenticated request counts, whatever it asks for.
 //
@@ -32,33 +31,6 @@ const (
 	msgSourceNotAllowed = "This API key may not be used from this address: its allowed source ranges do not include it."
 	msgSourceUnknown    = "This API key may be used only from its allowed source ranges, and this server cannot know the client's address (it runs behind a proxy whose X-Forwarded-For it does not trust), so it refuses the key everywhere. The operator must list the proxies in --trusted-proxies (the chart's server.trustedProxies)."
 )
-
-// enforcePolicy applies key's policy to r. It returns false when it answered the request.
-func (a *api) enforcePolicy(w http.ResponseWriter, r *http.Request, key *keyindex.Key) bool {
-	if key.SourcesRestricted {
-		if !a.clientKnown(r) {
-			sourceRefused.Inc()
-			writeError(w, http.StatusForbidden, CodeSourceNotAllowed, msgSourceUnknown)
-			return false
-		}
-		if !key.AllowsSource(clientAddress(r, a.trusted)) {
-			sourceRefused.Inc()
-			writeError(w, http.StatusForbidden, CodeSourceNotAllowed, msgSourceNotAllowed)
-			return false
-		}
-	}
-	if key.RateLimit == nil {
-		return true
-	}
-	d := a.keys.Allow(r.Context(), key.RateLimit)
-	ratelimit.SetHeaders(w.Header(), key.RateLimit, d.Result)
-	if d.Allowed {
-		return true
-	}
-	w.Header().Set("Retry-After", retryAfter(d.RetryAfter))
-	writeError(w, http.StatusTooManyRequests, CodeKeyRateLimited, msgKeyRateLimited)
-	return false
-}
 
 // clientKnown reports whether r's client address can be known: always, unless the peers are
 // proxies (--peers-are-proxies) and this one is not trusted, so its X-Forwarded-For is not

@@ -31,13 +31,15 @@ import (
 
 // Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests
 // and stops the cache. It returns an error when it cannot start or a listener fails. It owns
-// opts.Listener: whatever it returns, the listener is closed.
+// opts.Listener and the authz listeners: whatever it returns, they are closed.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// Listeners opened (or given) are closed on every return before they are served; from then
 	// on the serving group closes them.
 	var listeners []net.Listener
-	if opts.Listener != nil {
-		listeners = append(listeners, opts.Listener)
+	for _, l := range []net.Listener{opts.Listener, opts.AuthzGRPCListener, opts.AuthzHTTPListener} {
+		if l != nil {
+			listeners = append(listeners, l)
+		}
 	}
 	defer func() {
 		for _, l := range listeners {
@@ -101,6 +103,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 		peersAreProxies: opts.PeersAreProxies,
 		maxInFlight:     opts.MaxInFlightBytesPerNamespace,
+		audience:        opts.Audience,
 	}
 	apiEndpoint := httpserve.Endpoint{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}
 	if opts.MaxConnections > 0 {
@@ -116,6 +119,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		listeners = append(listeners, l)
 		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: opts.Panel})
 	}
+	authzEndpoints, onSynced, err := authzEndpoints(ctx, api, &opts, &listeners, log)
+	if err != nil {
+		return err
+	}
+	endpoints = append(endpoints, authzEndpoints...)
 
 	// The cache outlives ctx until the listeners have drained, so draining requests are answered.
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
@@ -128,7 +136,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			mgrFailed <- fmt.Errorf("running the manager: %w", err)
 		}
 	}()
-	go waitSynced(mgrCtx, regs, &synced, log)
+	go waitSynced(mgrCtx, regs, &synced, onSynced, log)
 	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
 	go keyLimiter.Run(mgrCtx)
 	listeners = nil // the group serves and closes them now
@@ -147,7 +155,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 // waitSynced marks the server ready once every informer has delivered its initial list to the
 // index. Until then /v1 answers 503: a key must never be judged against a partial index.
-func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegistration, synced *atomic.Bool, log logr.Logger) {
+func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegistration, synced *atomic.Bool, onSynced func(), log logr.Logger) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	start := time.Now()
@@ -159,6 +167,7 @@ func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegis
 		}
 		if all {
 			synced.Store(true)
+			onSynced()
 			log.Info("index synced; serving /v1")
 			return
 		}
@@ -174,4 +183,44 @@ func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegis
 		case <-t.C:
 		}
 	}
+}
+
+// authzEndpoints are the authorization listeners that opts asks for (gRPC ext_authz, HTTP
+// forward-auth), appending those it opens to listeners, and what to call once the index has
+// synced (gRPC health then says SERVING).
+func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]httpserve.Endpoint, func(), error) {
+	var endpoints []httpserve.Endpoint
+	onSynced := func() {}
+	listen := func(given net.Listener, addr, what string) (net.Listener, error) {
+		if given != nil { // already among listeners
+			return given, nil
+		}
+		if addr == "" {
+			return nil, nil
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s for %s: %w", addr, what, err)
+		}
+		*listeners = append(*listeners, l)
+		return l, nil
+	}
+	l, err := listen(opts.AuthzGRPCListener, opts.AuthzGRPCListen, "ext_authz (gRPC)")
+	if err != nil {
+		return nil, nil, err
+	}
+	if l != nil {
+		srv, setServing, err := newExtAuthz(ctx, a, opts, log.WithName("ext-authz"))
+		if err != nil {
+			return nil, nil, err
+		}
+		endpoints, onSynced = append(endpoints, httpserve.Endpoint{Listener: l, Server: srv}), setServing
+	}
+	if l, err = listen(opts.AuthzHTTPListener, opts.AuthzHTTPListen, "forward-auth"); err != nil {
+		return nil, nil, err
+	}
+	if l != nil {
+		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: &forwardAuth{api: a, log: log.WithName("forward-auth")}})
+	}
+	return endpoints, onSynced, nil
 }
