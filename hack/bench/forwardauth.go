@@ -70,7 +70,7 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 		return err
 	}
 	if _, err := os.Stat(o.caddy); err != nil {
-		return fmt.Errorf("Caddy is missing (%w): `make caddy` builds it into bin/, or pass -caddy", err)
+		return fmt.Errorf("the Caddy binary is missing (%w): `make caddy` builds it into bin/, or pass -caddy", err)
 	}
 	caddyVersion, err := exec.CommandContext(ctx, o.caddy, "version").Output() // #nosec G204 -- the bench runs its own Caddy.
 	if err != nil {
@@ -148,7 +148,7 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 		want     int
 	}{{plainURL, key, http.StatusOK}, {guardedURL, key, http.StatusOK}, {guardedURL, "", http.StatusUnauthorized}} {
 		if err := waitStatus(ctx, check.url, check.key, check.want); err != nil {
-			return fmt.Errorf("Caddy (see %s): %w", filepath.Join(r.dir, "caddy.log"), err)
+			return fmt.Errorf("through Caddy (see %s): %w", filepath.Join(r.dir, "caddy.log"), err)
 		}
 	}
 
