@@ -91,7 +91,7 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.StringVar(&opts.AuthzGRPCTLSKeyFile, "authz-grpc-tls-key-file", "", "private key of --authz-grpc-tls-cert-file")
 	f.StringVar(&opts.AuthzGRPCClientCAFile, "authz-grpc-client-ca-file", "", "CA certificates the gateways' client certificates must chain to (mutual TLS); needs the TLS flags")
 	f.BoolVar(&opts.AuthzStripAuthorization, "authz-strip-authorization", false, "ext_authz: remove the Authorization field before an allowed request goes upstream, so backends never see keys")
-	f.StringVar(&opts.AuthzHTTPListen, "authz-http-listen", "", "address of the forward-auth endpoints (/authz/<audience>) for Traefik, Caddy, NGINX and Envoy's HTTP ext_authz; empty serves none")
+	f.StringVar(&opts.AuthzHTTPListen, "authz-http-listen", "", "address of the forward-auth endpoints (/authz/<audience>) for Traefik, Caddy and NGINX (Envoy: --authz-grpc-listen); empty serves none")
 	f.StringVar(&opts.PanelListen, "panel-listen", "", `address of the web panel; empty serves no panel (run "switchboard panel" to serve it apart from /v1)`)
 	bindPanelFlags(f, &panelOpts, "panel-")
 	return cmd

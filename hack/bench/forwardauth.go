@@ -235,7 +235,7 @@ func waitStatus(ctx context.Context, url, key string, want int) error {
 func (r *report) writeForwardAuth(p printer) {
 	res := r.forwardAuth
 	plain, auth, direct := median(res.plainRPS), median(res.authRPS), median(res.directRPS)
-	p("## 10. Forward-auth through Caddy: what the check adds to a gateway")
+	p("## 11. Forward-auth through Caddy: what the check adds to a gateway")
 	p("")
 	p("Caddy %s (`make caddy`) serves two sites in front of the same upstream, a bare `net/http` handler writing a", res.caddyVersion)
 	p("%d-byte JSON body: one proxies straight to it (`reverse_proxy`), the other first asks `switchboard server", res.bodyBytes)

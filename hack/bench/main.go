@@ -2,7 +2,8 @@
 // throughput against a bare net/http handler serving the same bytes, latency at half the
 // maximum rate, revocation latency, the server's memory per cached Connection, page latency
 // in a large namespace, operator throughput, the hot path's Go benchmarks, the rate limiter's
-// cost, and what forward-auth adds behind Caddy.
+// cost, Envoy ext_authz over gRPC against an always-allow server, and what forward-auth adds
+// behind Caddy.
 //
 // It starts a real control plane (internal/testenv), runs bin/switchboard operator and
 // bin/switchboard server as separate processes, and drives them from this process with
@@ -41,8 +42,12 @@ type options struct {
 	bareBody   string
 	barePprof  string
 	bareHeader string
-	caddy      string
-	only       []string
+	// bareAuthzListen and bareAuthzResponse make this process the always-allow ext_authz server.
+	bareAuthzListen   string
+	bareAuthzResponse string
+	// caddy is the Caddy binary of the forwardauth part.
+	caddy string
+	only  []string
 }
 
 func main() {
@@ -66,10 +71,19 @@ func main() {
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
 	flag.StringVar(&o.barePprof, "bare-pprof", "", "internal: serve the bare handler's net/http/pprof on this address")
 	flag.StringVar(&o.bareHeader, "bare-headers", "", "internal: a file of constant response headers (Key: value lines) the bare handler sends too")
+	flag.StringVar(&o.bareAuthzListen, "bare-authz-listen", "", "internal: serve the always-allow ext_authz server on this address")
+	flag.StringVar(&o.bareAuthzResponse, "bare-authz-response", "", "internal: the CheckResponse (binary protobuf) it answers")
 	flag.Parse()
 	if o.bareListen != "" {
 		if err := serveBare(o.bareListen, o.bareBody, o.barePprof, o.bareHeader); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: bare handler:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.bareAuthzListen != "" {
+		if err := serveBareAuthz(o.bareAuthzListen, o.bareAuthzResponse); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: always-allow ext_authz:", err)
 			os.Exit(1)
 		}
 		return

@@ -47,6 +47,8 @@ type report struct {
 
 	policy *policyResult
 
+	authz *authzResult
+
 	forwardAuth *forwardAuthResult
 
 	// ran names the steps this run measured; the report has a section for each.
@@ -139,6 +141,9 @@ func (r *report) write(path string) error {
 	}
 	if r.ran["policy"] {
 		r.writePolicy(p)
+	}
+	if r.ran["authz"] {
+		r.writeAuthz(p)
 	}
 	if r.ran["forwardauth"] {
 		r.writeForwardAuth(p)

@@ -20,6 +20,7 @@ type rig struct {
 	bin         string
 	kenv        []string // the environment that points a process at the control plane
 	apiURL      string
+	authzAddr   string
 	metricsAddr string // the server's metrics and pprof
 	server      *proc
 	operator    *proc
@@ -40,7 +41,8 @@ func steps(r *rig) []step {
 		{"scale", r.scale}, // sections 4 and 5: memory, start-up, operator throughput, lastUsedAt
 		{"hotpath", r.hotPath},
 		{"policy", r.policy},           // section 9: the rate limiter's cost (policy.go)
-		{"forwardauth", r.forwardAuth}, // section 10: forward-auth behind Caddy (forwardauth.go)
+		{"authz", r.authz},             // section 10: Envoy ext_authz over gRPC (authz.go)
+		{"forwardauth", r.forwardAuth}, // section 11: forward-auth behind Caddy (forwardauth.go)
 	}
 }
 
@@ -92,13 +94,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	r.apiURL = "http://" + api
+	if r.authzAddr, err = freeAddr(); err != nil {
+		return err
+	}
 	if r.metricsAddr, err = freeAddr(); err != nil {
 		return err
 	}
 	// The failure limiter is off: the revocation run makes 50 clients fail on purpose, and
 	// throughput is measured for valid keys, which the limiter never slows anyway.
 	r.server, err = startProc("server", dir, kenv, o.bin, "server", "--listen="+api,
-		"--metrics-bind-address="+r.metricsAddr, "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
+		"--metrics-bind-address="+r.metricsAddr, "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+health, "--authz-grpc-listen="+r.authzAddr, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
 	if err != nil {
 		return err
 	}

@@ -431,3 +431,30 @@ func TestNotReadyIsADenial(t *testing.T) {
 		t.Errorf("health after the sync: %v", got)
 	}
 }
+
+// TestForwardAuthIgnoresForgedForwardedFor performs the guessing attack on the forward-auth
+// endpoint from a pod that reaches it directly, forging a new X-Forwarded-For for every guess:
+// the endpoint believes X-Forwarded-For only from --trusted-proxies, so all 1,000 guesses count
+// against the caller's own address and all but the burst get 429, while a valid key from the
+// same address is still answered.
+func TestForwardAuthIgnoresForgedForwardedFor(t *testing.T) {
+	ns := env.Namespace(t, "forged")
+	k := newKey(t, ns, "k", switchboardv1alpha1.APIKeySpec{})
+	s := startAuthzServer(t, Options{FailureBurst: 20, FailureRate: 0.0001}, true)
+	eventually(t, "the server knows the key", func() bool {
+		return s.askHTTP(t, ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}).status == http.StatusOK
+	})
+	limited := 0
+	for i := range 1000 {
+		guess := call{withBearer("sb_live_" + strings.Repeat("z", 43)), netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}).String(), "connections"}
+		if s.askHTTP(t, ForwardAuthPath, guess).code == CodeRateLimited {
+			limited++
+		}
+	}
+	if answered := 1000 - limited; answered > 20 {
+		t.Errorf("%d of 1000 guesses with forged addresses were judged, want at most the burst of 20", answered)
+	}
+	if got := s.askHTTP(t, ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}); got.status != http.StatusOK {
+		t.Errorf("a valid key from the guessing address: %d %s", got.status, got.code)
+	}
+}

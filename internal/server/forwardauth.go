@@ -12,8 +12,10 @@ import (
 )
 
 // The forward-auth endpoints: the decision of check.go for gateways that ask another server
-// before proxying (Traefik forwardAuth, Caddy forward_auth, NGINX auth_request, Envoy's HTTP
-// ext_authz). They have a listener of their own (--authz-http-listen), never the API's.
+// before proxying (Traefik forwardAuth, Caddy forward_auth, NGINX auth_request). They have a
+// listener of their own (--authz-http-listen), never the API's. The path must be exactly one of
+// the two below: Envoy's HTTP ext_authz appends the client's path to its prefix, which would
+// let a client choose the audience of a route configured without one, so Envoy uses gRPC.
 //
 //	/authz/<audience>        200 allowed; else the /v1 status (401, 403, 429, 503) and JSON error
 //	/authz/nginx/<audience>  the same, but every denial other than 401 is 403: NGINX's

@@ -49,6 +49,12 @@ var allFeatures = []string{
 	"server.rateLimit.redis.passwordSecret.name=redis-auth",
 	"server.podAnnotations.example\\.com/team=platform",
 	"operator.nodeSelector.kubernetes\\.io/os=linux",
+	"server.audience=connections",
+	"server.authz.grpc.enabled=true",
+	"server.authz.grpc.tls.secretName=switchboard-authz-tls",
+	"server.authz.grpc.tls.clientCASecretName=gateways-ca",
+	"server.authz.http.enabled=true",
+	"server.authz.allowedClients[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=envoy-gateway-system",
 }
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "switchboard") }
@@ -118,13 +124,13 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
 				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel"},
-			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler"},
+			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz"},
 		},
 		{
 			name: "every feature",
 			sets: allFeatures,
 			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "NetworkPolicy/switchboard-server",
-				"NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "HorizontalPodAutoscaler/switchboard-server"},
+				"NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "HorizontalPodAutoscaler/switchboard-server", "Service/switchboard-authz"},
 		},
 		{
 			name: "panel on the server pods",
@@ -196,6 +202,22 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "Redis URL of another scheme", set: "server.rateLimit.redis.url=http://redis:6379", want: "/server/rateLimit/redis/url"},
 		{name: "Redis timeout not a duration", set: "server.rateLimit.redis.timeout=fast", want: "/server/rateLimit/redis/timeout"},
 		{name: "panel sign-ins never regained", set: "panel.loginRate=0", want: "/panel/loginRate"},
+		{name: "audience not a DNS label", set: "server.audience=Billing_V2", want: "/server/audience"},
+		{name: "empty audience", set: "server.audience=", want: "/server/audience"},
+		{name: "authz gRPC port out of range", set: "server.authz.grpc.port=0", want: "/server/authz/grpc/port"},
+		{name: "authz HTTP port out of range", set: "server.authz.http.port=65536", want: "/server/authz/http/port"},
+		{name: "authz listener switched on by a string", set: "server.authz.http.enabled=yes", want: "/server/authz/http/enabled"},
+		{name: "authz TLS Secret not a name", set: "server.authz.grpc.tls.secretName=TLS_Secret", want: "/server/authz/grpc/tls/secretName"},
+		// mTLS needs the listener's own certificate.
+		{name: "client CA without a certificate", set: "server.authz.grpc.enabled=true,server.authz.grpc.tls.clientCASecretName=gateways-ca", want: "/server/authz/grpc/tls/secretName"},
+		// docs/gateways.md: the authz listeners are an oracle of keys; with the policy on, the
+		// chart must know which gateways may reach them.
+		{name: "authz gRPC behind a NetworkPolicy naming no gateway", set: "networkPolicy.enabled=true,server.authz.grpc.enabled=true", want: "/server/authz/allowedClients"},
+		{name: "authz HTTP behind a NetworkPolicy naming no gateway", set: "networkPolicy.enabled=true,server.authz.http.enabled=true", want: "/server/authz/allowedClients"},
+		// Without the NetworkPolicy nothing would enforce the list: refused rather than ignored.
+		{name: "allowed clients without the NetworkPolicy", set: "server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
+		{name: "allowed client not a NetworkPolicyPeer", set: "networkPolicy.enabled=true,server.authz.http.enabled=true,server.authz.allowedClients[0].port=9002", want: "/server/authz/allowedClients/0"},
+		{name: "unknown authz value", set: "server.authz.grpc.audience=orders", want: "/server/authz/grpc"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

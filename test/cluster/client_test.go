@@ -42,11 +42,28 @@ func testClientFlow(t *testing.T) {
 		t.Errorf("a request without a key: %s, want 401 API_KEY_MISSING", r)
 	}
 
+	grpcAddr, forwardAuth := s.authzAddresses(t)
+	checker := newGatewayChecker(t, grpcAddr)
+	for i := range 10 {
+		if got := checker.check(ctx, key); got != http.StatusOK {
+			t.Fatalf("ext_authz Check %d through the Service with the claimed key: %d, want 200", i+1, got)
+		}
+		if got := forwardAuthStatus(ctx, spread, forwardAuth, key); got != http.StatusOK {
+			t.Fatalf("forward-auth %d through the Service with the claimed key: %d, want 200", i+1, got)
+		}
+	}
+
 	s.kubectl(t, "switchboard", "key", "revoke", "ci", "-n", "tenant-a", "--yes")
-	eventually(t, 30*time.Second, "every server pod refusing the revoked key", func() error {
+	eventually(t, 30*time.Second, "every server pod refusing the revoked key, on /v1 and to gateways", func() error {
 		for i := range 20 {
 			if r := listConnections(ctx, spread, api, key); r.status != http.StatusUnauthorized || r.errorCode() != "API_KEY_INVALID" {
 				return fmt.Errorf("request %d: %s, want 401 API_KEY_INVALID", i+1, r)
+			}
+			if got := checker.check(ctx, key); got != http.StatusUnauthorized {
+				return fmt.Errorf("ext_authz Check %d: %d, want 401", i+1, got)
+			}
+			if got := forwardAuthStatus(ctx, spread, forwardAuth, key); got != http.StatusUnauthorized {
+				return fmt.Errorf("forward-auth %d: %d, want 401", i+1, got)
 			}
 		}
 		return nil

@@ -26,6 +26,8 @@ const release = "switchboard"
 
 func (s *suite) helmInstallArgs(tag string) []string {
 	return []string{"--namespace", systemNamespace, "--set", "image.repository=" + s.repo, "--set", "image.tag=" + tag,
+		// Both authorization listeners, so that gateways' checks go through the Service too.
+		"--set", "server.authz.grpc.enabled=true", "--set", "server.authz.http.enabled=true",
 		"--wait", "--timeout", "4m"}
 }
 
