@@ -30,7 +30,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,6 +135,9 @@ func startForwardAuthStack(t *testing.T) *forwardAuthStack {
 	}
 	s := &forwardAuthStack{env: env, namespace: env.Namespace(t, "gateways")}
 
+	// Not t's logger: the operator may still log after Run returns. Its last lines are
+	// quoted when the test fails.
+	var opLog proc.Tail
 	opCtx, stopOperator := context.WithCancel(context.Background())
 	opDone := make(chan error, 1)
 	go func() {
@@ -142,14 +145,16 @@ func startForwardAuthStack(t *testing.T) *forwardAuthStack {
 			SystemNamespace: forwardAuthSystemNamespace, MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 			// Each test of the package runs its own operator in this process.
 			SkipControllerNameValidation: true,
-			// Not t's logger: the operator may still log after Run returns.
-			Logger: logr.Discard(),
+			Logger:                       funcr.New(func(prefix, args string) { fmt.Fprintln(&opLog, prefix, args) }, funcr.Options{}),
 		})
 	}()
 	t.Cleanup(func() {
 		stopOperator()
 		if err := <-opDone; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("operator.Run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("the operator, last lines:\n%s", opLog.Lines(40))
 		}
 	})
 
@@ -493,6 +498,8 @@ type gateway struct {
 	// nginxMode: the gateway asks /authz/nginx/<audience>, where every denial but a 401 is a
 	// 403 carrying the code in X-Switchboard-Code.
 	nginxMode bool
+	// stripsAuthorization: the gateway does not pass the key on to the upstream.
+	stripsAuthorization bool
 }
 
 // url is a path under a route's.
@@ -523,10 +530,16 @@ func (g gateway) requireDenied(t *testing.T, a answer, status int, code string) 
 	if status == http.StatusUnauthorized && !strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("through %s: the %s denial has no Bearer challenge: WWW-Authenticate %q", g.name, code, a.header.Get("WWW-Authenticate"))
 	}
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		if s, err := strconv.Atoi(a.header.Get("Retry-After")); err != nil || s < 1 {
-			t.Errorf("through %s: the %s denial's Retry-After is %q, want whole seconds ≥ 1", g.name, code, a.header.Get("Retry-After"))
-		}
+	if status == http.StatusTooManyRequests {
+		g.requireRetryAfter(t, a, code)
+	}
+}
+
+// requireRetryAfter checks that a carries a Retry-After of whole seconds.
+func (g gateway) requireRetryAfter(t *testing.T, a answer, code string) {
+	t.Helper()
+	if s, err := strconv.Atoi(a.header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("through %s: the %s denial's Retry-After is %q, want whole seconds ≥ 1", g.name, code, a.header.Get("Retry-After"))
 	}
 }
 
@@ -537,9 +550,13 @@ func (g gateway) requireAllowed(t *testing.T, a answer, key string, ak *switchbo
 	if a.status != http.StatusOK || a.saw == nil {
 		t.Fatalf("through %s: got %s, want the upstream's 200", g.name, a)
 	}
+	authorization := bearer(key)
+	if g.stripsAuthorization {
+		authorization = ""
+	}
 	want := upstreamSaw{
 		Path:          a.saw.Path,
-		Authorization: bearer(key),
+		Authorization: authorization,
 		Key:           ak.Namespace + "/" + ak.Name,
 		KeyUID:        string(ak.UID),
 		KeyHint:       ak.Status.KeyHint,
@@ -664,7 +681,9 @@ func (s *forwardAuthStack) checkGateway(t *testing.T, g gateway) {
 	t.Run("not ready: 503 NOT_READY is a denial, never a pass", func(t *testing.T) {
 		key, ak := s.issueKey(t, "unready", switchboardv1alpha1.APIKeySpec{})
 		before := s.upstream.hits.Load()
-		g.requireDenied(t, do(t, g.url(routeUnready, "x"), request{authorization: bearer(key), from: "198.51.100.10"}), http.StatusServiceUnavailable, "NOT_READY")
+		a := do(t, g.url(routeUnready, "x"), request{authorization: bearer(key), from: "198.51.100.10"})
+		g.requireDenied(t, a, http.StatusServiceUnavailable, "NOT_READY")
+		g.requireRetryAfter(t, a, "NOT_READY")
 		g.requireDenied(t, do(t, g.url(routeUnready, "x"), request{from: "198.51.100.10"}), http.StatusServiceUnavailable, "NOT_READY")
 		if got := s.upstream.hits.Load() - before; got != 0 {
 			t.Errorf("the upstream was reached %d times through the server that is not ready", got)
@@ -692,6 +711,76 @@ func (s *forwardAuthStack) checkGateway(t *testing.T, g gateway) {
 		if a := s.v1(t, key); a.status != http.StatusUnauthorized || a.code != "API_KEY_INVALID" {
 			t.Errorf("/v1 with the revoked key: got %s, want 401 API_KEY_INVALID", a)
 		}
+	})
+}
+
+// The shipped examples (examples/gateways): the addresses they name, which the tests replace
+// with their own, and the route they configure.
+const (
+	exampleAuthzService = "switchboard-authz.switchboard-system.svc.cluster.local:9002"
+	exampleUpstream     = "orders.shop.svc.cluster.local:8080"
+	exampleRoute        = "v1/orders"
+)
+
+// readGatewayExample reads examples/gateways/<name>.
+func readGatewayExample(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "gateways", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// replaceOnce replaces the one occurrence of old in an example, and fails when there is not
+// exactly one: the test must run the example, not a text it no longer resembles.
+func replaceOnce(t *testing.T, example, text, old, replacement string) string {
+	t.Helper()
+	if n := strings.Count(text, old); n != 1 {
+		t.Fatalf("examples/gateways/%s has %d occurrences of %q, want 1: update the test with the example", example, n, old)
+	}
+	return strings.Replace(text, old, replacement, 1)
+}
+
+// checkExample runs a shipped example's cases through g, a gateway configured by it in front
+// of the stack, and unready, the same configuration in front of the server that never becomes
+// ready. The examples sit at the edge: they send switchboard the address of their own peer
+// (the test, on loopback) and never a client's X-Forwarded-For; they keep the key from the
+// upstream; NGINX's turns NGINX mode's 403s back into /v1's statuses. The cases make one
+// authentication failure from loopback, within the failure limiter's burst.
+func (s *forwardAuthStack) checkExample(t *testing.T, g, unready gateway) {
+	t.Run("allowed: the upstream is told who the key is, and never sees the key", func(t *testing.T) {
+		key, ak := s.issueKey(t, "example-valid", switchboardv1alpha1.APIKeySpec{})
+		forged := http.Header{headerKey: {"victim/admin"}, headerKeyUID: {"forged"}, headerKeyHint: {"forged"}}
+		g.requireAllowed(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(key), header: forged}), key, ak)
+	})
+	t.Run("missing key: 401 API_KEY_MISSING", func(t *testing.T) {
+		g.requireDenied(t, do(t, g.url(exampleRoute, "42"), request{}), http.StatusUnauthorized, "API_KEY_MISSING")
+	})
+	t.Run("audience: a key of billing is refused on the orders route", func(t *testing.T) {
+		key, _ := s.issueKey(t, "example-billing", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{audienceBilling}})
+		g.requireDenied(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(key)}), http.StatusForbidden, "AUDIENCE_NOT_ALLOWED")
+	})
+	t.Run("source ranges: the gateway's peer, never a client's X-Forwarded-For", func(t *testing.T) {
+		key, _ := s.issueKey(t, "example-sourced", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"203.0.113.0/24"}})
+		g.requireDenied(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(key), from: "203.0.113.7"}), http.StatusForbidden, "SOURCE_NOT_ALLOWED")
+		local, ak := s.issueKey(t, "example-local", switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: []switchboardv1alpha1.CIDR{"127.0.0.1/32"}})
+		g.requireAllowed(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(local), from: "203.0.113.7"}), local, ak)
+	})
+	t.Run("rate limit: 429 API_KEY_RATE_LIMITED", func(t *testing.T) {
+		key, ak := s.issueKey(t, "example-limited", switchboardv1alpha1.APIKeySpec{RateLimit: &switchboardv1alpha1.APIKeyRateLimit{
+			Requests: 2, Period: metav1.Duration{Duration: time.Hour}}})
+		known := s.waitKnown(t, key, audienceOrders)
+		for range rateLimitRemaining(t, known.header) {
+			g.requireAllowed(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(key)}), key, ak)
+		}
+		g.requireDenied(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(key)}), http.StatusTooManyRequests, "API_KEY_RATE_LIMITED")
+	})
+	// The example's NGINX answers 503 without the Retry-After that switchboard (and /v1) send;
+	// it is not asked for here.
+	t.Run("not ready: 503 NOT_READY", func(t *testing.T) {
+		key, _ := s.issueKey(t, "example-unready", switchboardv1alpha1.APIKeySpec{})
+		unready.requireDenied(t, do(t, unready.url(exampleRoute, "42"), request{authorization: bearer(key)}), http.StatusServiceUnavailable, "NOT_READY")
 	})
 }
 
