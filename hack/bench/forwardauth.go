@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 // forward_auth and copies the key's identity headers to the upstream, as test/gateways
 // configures it. Every request carries the same valid key. wrk rounds, interleaved, give the
 // throughput of each site and of the forward-auth endpoint asked directly; open-loop runs at
-// lightRate give the latency the check adds.
+// lightRate give the latency the check adds. Last, keys are revoked one by one while a client
+// polls through Caddy, as the revocation part does on /v1.
 
 // forwardAuthResult is what the forwardauth part measured.
 type forwardAuthResult struct {
@@ -30,13 +32,19 @@ type forwardAuthResult struct {
 	// auth, Caddy with forward_auth, and switchboard's /authz/bench alone.
 	plainRPS, authRPS, directRPS []float64
 	// plain and auth are open-loop runs at lightRate through each site.
-	plain, auth           loadgen.Result
+	plain, auth loadgen.Result
+	// revocations are, for each key revoked, the time from the patch to the first 401 through
+	// Caddy.
+	revocations           []time.Duration
 	bodyBytes             int
 	conns                 int
 	duration              time.Duration
 	caddyVersion          string
 	loadBefore, loadAfter string
 }
+
+// forwardAuthRevocations is how many keys are revoked one by one while a client polls Caddy.
+const forwardAuthRevocations = 20
 
 // forwardAuthBody is the upstream's answer: small, so that what is measured is the proxying
 // and the check, not the copying of a body.
@@ -84,7 +92,11 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
 		return err
 	}
-	keys, err := r.issueKeys(ctx, c, ns, []string{"gateway"})
+	revoked := make([]string, forwardAuthRevocations)
+	for i := range revoked {
+		revoked[i] = fmt.Sprintf("revoke-%02d", i)
+	}
+	keys, err := r.issueKeys(ctx, c, ns, append([]string{"gateway"}, revoked...))
 	if err != nil {
 		return err
 	}
@@ -195,6 +207,16 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 			return fmt.Errorf("open loop on %s: %d errors", l.url, l.into.Errors)
 		}
 	}
+	for _, name := range revoked {
+		if err := waitStatus(ctx, guardedURL, keys[name], http.StatusOK); err != nil {
+			return err
+		}
+		took, err := revokeOne(ctx, c, ns, name, keys[name], guardedURL)
+		if err != nil {
+			return fmt.Errorf("revoking through Caddy: %w", err)
+		}
+		res.revocations = append(res.revocations, took)
+	}
 	res.loadAfter = loadAverage()
 	r.report.forwardAuth = res
 	return nil
@@ -265,5 +287,14 @@ func (r *report) writeForwardAuth(p printer) {
 		ms(res.auth.Percentile(0.5)-res.plain.Percentile(0.5)), ms(res.auth.Percentile(0.99)-res.plain.Percentile(0.99)), 100*auth/plain)
 	p("with Caddy, switchboard, the upstream and the load generator sharing %d cores; the check alone serves %.1f× the", r.cores, direct/auth)
 	p("requests Caddy with forward_auth does.")
+	p("")
+	rev := slices.Clone(res.revocations)
+	slices.Sort(rev)
+	p("Revocation through Caddy, as section 3 measures it on /v1: for each of %d keys, a client polls the forward_auth", len(rev))
+	p("site every millisecond while the bench patches `spec.revoked: true`; from the start of the patch to the first 401:")
+	p("")
+	p("| keys | p50 | p99 | max |")
+	p("|---|---|---|---|")
+	p("| %d | %s | %s | %s |", len(rev), ms(percentile(rev, 0.5)), ms(percentile(rev, 0.99)), ms(percentile(rev, 1)))
 	p("")
 }
