@@ -776,11 +776,11 @@ func (s *forwardAuthStack) checkExample(t *testing.T, g, unready gateway) {
 		}
 		g.requireDenied(t, do(t, g.url(exampleRoute, "42"), request{authorization: bearer(key)}), http.StatusTooManyRequests, "API_KEY_RATE_LIMITED")
 	})
-	// The example's NGINX answers 503 without the Retry-After that switchboard (and /v1) send;
-	// it is not asked for here.
-	t.Run("not ready: 503 NOT_READY", func(t *testing.T) {
+	t.Run("not ready: 503 NOT_READY with Retry-After", func(t *testing.T) {
 		key, _ := s.issueKey(t, "example-unready", switchboardv1alpha1.APIKeySpec{})
-		unready.requireDenied(t, do(t, unready.url(exampleRoute, "42"), request{authorization: bearer(key)}), http.StatusServiceUnavailable, "NOT_READY")
+		a := do(t, unready.url(exampleRoute, "42"), request{authorization: bearer(key)})
+		unready.requireDenied(t, a, http.StatusServiceUnavailable, "NOT_READY")
+		unready.requireRetryAfter(t, a, "NOT_READY")
 	})
 }
 
