@@ -57,6 +57,11 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 	for i := range tooMany {
 		tooMany[i] = switchboardv1alpha1.CIDR(fmt.Sprintf("10.0.%d.0/24", i))
 	}
+	manyLabels := map[string]string{}
+	for i := range 17 {
+		manyLabels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	var tooManyAudiences []switchboardv1alpha1.Audience
 	for i := range 17 {
 		tooManyAudiences = append(tooManyAudiences, switchboardv1alpha1.Audience(fmt.Sprintf("api-%d", i)))
@@ -108,6 +113,20 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 			[]string{"spec.audiences[0]", "may not be more than 63"}},
 		{"an audience twice", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{"billing", "billing"}},
 			[]string{"spec.audiences[1]", "Duplicate value"}},
+		{"renewBefore without a lifetime", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{RenewBefore: dur(time.Hour)}},
+			[]string{"spec", "renewBefore and renewBeforePercentage need a lifetime"}},
+		{"renewBefore and a percentage", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(time.Hour), RenewBeforePercentage: ptr.To[int32](10)}},
+			[]string{"spec", "give renewBefore or renewBeforePercentage, not both"}},
+		{"renewBefore as long as the lifetime", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(24 * time.Hour), RenewBefore: dur(24 * time.Hour)}},
+			[]string{"spec", "renewBefore must be shorter than lifetime"}},
+		{"a lifetime under an hour", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(30 * time.Minute)}},
+			[]string{"spec.lifetime", "lifetime must be from 1h to 87600h"}},
+		{"a percentage of 100", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(24 * time.Hour), RenewBeforePercentage: ptr.To[int32](100)}},
+			[]string{"spec.renewBeforePercentage", "less than or equal to 99"}},
+		{"revokeWhenUnusedFor under a day", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{RevokeWhenUnusedFor: dur(time.Hour)}},
+			[]string{"spec.revokeWhenUnusedFor", "at least 24h"}},
+		{"too many template labels", switchboardv1alpha1.APIKeySpec{SecretTemplate: &switchboardv1alpha1.APIKeySecretTemplate{Labels: manyLabels}},
+			[]string{"spec.secretTemplate.labels", "must have at most 16 items"}},
 		{"too many audiences", switchboardv1alpha1.APIKeySpec{Audiences: tooManyAudiences},
 			[]string{"spec.audiences", "must have at most 16 items"}},
 	}
