@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // TestMonitoringValues renders the PrometheusRule and the dashboard ConfigMap with every value
 // of monitoring.* set, checks each value lands where it should, and dry-runs both against the
 // Prometheus Operator's real PrometheusRule CRD (test/monitoring runs the rules themselves).
 func TestMonitoringValues(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	ctx := context.Background()
 	for _, ns := range []string{"monitoring", "grafana"} {
 		if err := env.EnsureNamespace(ctx, ns); err != nil {

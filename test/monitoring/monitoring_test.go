@@ -44,8 +44,6 @@ func tool(t *testing.T, env, name, target string) string {
 	return bin
 }
 
-func helm(t *testing.T) string { return tool(t, "HELM", "helm-v3.22.0", "helm-lint") }
-
 func promtool(t *testing.T) string { return tool(t, "PROMTOOL", "promtool-v0.316.0", "promtool") }
 
 func promqlMetrics(t *testing.T) string {
@@ -81,7 +79,7 @@ type ruleFile struct {
 // as a rule file's YAML and parsed.
 func renderRules(t *testing.T) ([]byte, ruleFile) {
 	t.Helper()
-	out, err := run(testenv.RepoRoot(), nil, helm(t), "template", release, chartDir(), "--namespace", releaseNamespace,
+	out, err := run(testenv.RepoRoot(), nil, testenv.Helm(t), "template", release, chartDir(), "--namespace", releaseNamespace,
 		"--set", "monitoring.prometheusRule.enabled=true", "--show-only", "templates/prometheusrule.yaml")
 	if err != nil {
 		t.Fatal(err)
