@@ -446,6 +446,11 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 	line("  Source ranges", "%s", orWord(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
 	line("  Audiences", "%s", orWord(strings.Join(r.Policy.Audiences, ", "), "every audience"))
 
+	// The tables are aligned on their own, not with the labels above.
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
 	if len(r.Conditions) == 0 {
 		fmt.Fprintln(w, "Conditions:\tnone yet (the operator has not seen this APIKey)")
 	} else {
@@ -455,6 +460,10 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), ago(&c.LastTransitionTime, now), orDash(oneLine(c.Message)))
 		}
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
 	switch {
 	case r.EventsError != "":
 		fmt.Fprintf(w, "Events:\tnot shown: %s\n", r.EventsError)

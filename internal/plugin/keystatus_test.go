@@ -1,0 +1,227 @@
+//go:build !unit
+
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+var errNotYet = errors.New("not yet")
+
+// lineWith is the first line of out that contains s, trimmed.
+func lineWith(out, s string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, s) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// setLifecycleStatus writes, as the operator's lifecycle step will, a key's issue, end and
+// renewal times, failed renewals and the ExpiringSoon and Unused conditions, through the status
+// subresource. It waits for the key's Ready condition first so the operator is done with it.
+func setLifecycleStatus(t *testing.T, ns, name string, change func(*switchboardv1alpha1.APIKeyStatus)) *switchboardv1alpha1.APIKey {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "the key is Ready", func() error {
+		k := getAPIKey(t, ns, name)
+		if !meta.IsStatusConditionTrue(k.Status.Conditions, switchboardv1alpha1.ConditionReady) {
+			return errNotYet
+		}
+		return nil
+	})
+	var k *switchboardv1alpha1.APIKey
+	testenv.Eventually(t, 30*time.Second, "writing the status", func() error {
+		k = getAPIKey(t, ns, name)
+		change(&k.Status)
+		return env.Client.Status().Update(testContext(t), k)
+	})
+	return k
+}
+
+// lifecycleCondition is a condition as the operator sets it on the APIKey's generation.
+func lifecycleCondition(k *switchboardv1alpha1.APIKeyStatus, generation int64, condType, reason, message string, status metav1.ConditionStatus) {
+	meta.SetStatusCondition(&k.Conditions, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: generation})
+}
+
+func TestKeyStatusShowsEverything(t *testing.T) {
+	ns := env.Namespace(t, "status")
+	mustSucceed(t, admin(t, ns, "key", "create", "worker", "--secret-name", "worker-key", "--description", "Queue worker",
+		"--rate-limit", "100/1m", "--burst", "20", "--allowed-source-ranges", "10.0.0.0/8", "--timeout", "30s"))
+	key := getAPIKey(t, ns, "worker")
+	before := key.DeepCopy()
+	key.Spec.Lifetime = &metav1.Duration{Duration: 720 * time.Hour}
+	key.Spec.RenewBefore = &metav1.Duration{Duration: 168 * time.Hour}
+	key.Spec.RevokeWhenUnusedFor = &metav1.Duration{Duration: 1080 * time.Hour}
+	key.Spec.Audiences = []switchboardv1alpha1.Audience{"connections", "billing"}
+	if err := env.Client.Patch(testContext(t), key, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Now().UTC().Truncate(time.Second)
+	issued, notAfter, renewal := now.Add(-27*24*time.Hour), now.Add(3*24*time.Hour), now.Add(-4*24*time.Hour)
+	k := setLifecycleStatus(t, ns, "worker", func(s *switchboardv1alpha1.APIKeyStatus) {
+		s.KeyIssuedAt, s.KeyNotAfter, s.RenewalTime = &metav1.Time{Time: issued}, &metav1.Time{Time: notAfter}, &metav1.Time{Time: renewal}
+		s.FailedRenewalAttempts = 3
+		lifecycleCondition(s, key.Generation, switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ReasonEndsSoon,
+			"the key ends in 3 days and its renewal has failed 3 times", metav1.ConditionTrue)
+		lifecycleCondition(s, key.Generation, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ReasonUnused,
+			"the key has not authenticated a request since it was created", metav1.ConditionTrue)
+	})
+
+	r := admin(t, ns, "key", "status", "worker")
+	mustSucceed(t, r)
+	out := r.stdout
+	for _, want := range []string{
+		"Name:", "worker", "Namespace:", ns, "Description:", "Queue worker", "State:", "Active",
+		k.Status.KeyHint + " (generation 1)",
+		"Issued:", issued.Format(time.RFC3339), "Ends:", notAfter.Format(time.RFC3339) + " (in 2d23h)",
+		"Renewal:", renewal.Format(time.RFC3339) + " (4d ago)", "Failed renewals:", "3",
+		"Last used:", "never",
+		"each key lasts 720h, renewed 168h before its end; revoked once unused for 1080h",
+		`Secret "worker-key", data key "apiKey": exists, holds key generation 1`,
+		"delivered (not revealed",
+		"Rate limit:", "100/1m,burst=20", "Source ranges:", "10.0.0.0/8", "Audiences:", "connections, billing",
+		"ExpiringSoon", "EndsSoon", "the key ends in 3 days and its renewal has failed 3 times",
+		"Unused", "NotUsedRecently", "the key has not authenticated a request since it was created",
+		"Ready", "KeyIssued",
+		// The operator's own Event, recorded with events.k8s.io/v1 and read here.
+		"Normal", "KeyCreated", "switchboard-operator", "issued key " + k.Status.KeyHint,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("key status lacks %q:\n%s", want, out)
+		}
+	}
+	// Conditions are listed Ready, ExpiringSoon, Unused, Revealed.
+	if i, j, l := strings.Index(out, "ExpiringSoon"), strings.Index(out, "Unused  "), strings.Index(out, "Revealed  "); i < 0 || j < i || l < j {
+		t.Errorf("conditions out of order:\n%s", out)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr: %q", r.stderr)
+	}
+
+	// -o json: the same facts, for scripts; -o yaml parses too.
+	r = admin(t, ns, "key", "status", "worker", "-o", "json")
+	mustSucceed(t, r)
+	var got keyReport
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("-o json is not JSON: %v: %q", err, r.stdout)
+	}
+	if got.Key.Hint != k.Status.KeyHint || got.Key.Generation != 1 || got.Key.FailedRenewalAttempts != 3 ||
+		!got.Key.NotAfter.Time.Equal(notAfter) || !got.Key.RenewalTime.Time.Equal(renewal) || !got.Key.IssuedAt.Time.Equal(issued) ||
+		got.Delivery.Secret != secretExists || got.Delivery.SecretGeneration != 1 || got.Reveal.State != revealDelivered ||
+		got.Lifecycle.Lifetime != "720h" || got.Policy.RateLimit != "100/1m,burst=20" || len(got.Policy.Audiences) != 2 {
+		t.Fatalf("-o json: %+v", got)
+	}
+	if !meta.IsStatusConditionTrue(got.Conditions, switchboardv1alpha1.ConditionExpiringSoon) || !meta.IsStatusConditionTrue(got.Conditions, switchboardv1alpha1.ConditionUnused) {
+		t.Fatalf("-o json conditions: %+v", got.Conditions)
+	}
+	if len(got.Events) == 0 || got.Events[0].Reason != "KeyCreated" || got.Events[0].Count != 1 || got.Events[0].LastSeen.IsZero() {
+		t.Fatalf("-o json events: %+v", got.Events)
+	}
+	if strings.Contains(r.stdout, "sb_") && !strings.Contains(r.stdout, k.Status.KeyHint) {
+		t.Fatal("something key-like that is not the hint is in the output")
+	}
+	r = admin(t, ns, "key", "status", "worker", "-o", "yaml")
+	mustSucceed(t, r)
+	if !strings.Contains(r.stdout, "failedRenewalAttempts: 3") || !strings.Contains(r.stdout, "reason: KeyCreated") {
+		t.Fatalf("-o yaml:\n%s", r.stdout)
+	}
+	mustFail(t, admin(t, ns, "key", "status", "worker", "-o", "wide"), `unsupported output format "wide"`)
+	mustFail(t, admin(t, ns, "key", "status", "nope"), `APIKey "nope" not found in namespace "`+ns+`"`)
+}
+
+func TestKeyStatusOfARevealedKey(t *testing.T) {
+	ns := env.Namespace(t, "status-reveal")
+	r := admin(t, ns, "key", "create", "ci", "--timeout", "30s")
+	mustSucceed(t, r)
+	printed := strings.TrimSpace(r.stdout)
+	eventuallyStatus(t, printed, 200)
+	testenv.Eventually(t, 30*time.Second, "lastUsedAt and the claim are in the status", func() error {
+		k := getAPIKey(t, ns, "ci")
+		if k.Status.LastUsedAt == nil || meta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionRevealed).Reason != switchboardv1alpha1.ReasonRevealClaimed {
+			return errNotYet
+		}
+		return nil
+	})
+	r = admin(t, ns, "key", "status", "ci")
+	mustSucceed(t, r)
+	for _, want := range []string{
+		"none: the key is revealed once (no spec.secretName)", "claimed (the key was shown once and is not kept)",
+		"no lifetime (a key lasts until expiresAt, a rotation or a revocation)", "Ends:", "does not end on its own",
+		"Renewal:", "none scheduled", "Rate limit:", "none", "anywhere", "every audience", "KeyClaimed",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("key status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if line := lineWith(r.stdout, "Last used:"); !strings.HasSuffix(line, " ago)") || strings.Contains(r.stdout, printed) {
+		t.Fatalf("last use not shown (%q), or the key is:\n%s", line, r.stdout)
+	}
+
+	// Revoked: the state, when, and the Event, and no reveal to wait for.
+	mustSucceed(t, admin(t, ns, "key", "revoke", "ci", "--yes"))
+	testenv.Eventually(t, 30*time.Second, "the revocation is in the status", func() error {
+		if getAPIKey(t, ns, "ci").Status.RevokedAt == nil {
+			return errNotYet
+		}
+		return nil
+	})
+	r = admin(t, ns, "key", "status", "ci")
+	mustSucceed(t, r)
+	for _, want := range []string{"State:", "Revoked", "Revoked:", "KeyRevoked", "none: the key is revoked"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("key status of a revoked key lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestKeyStatusWithLessRights: whoever may only read APIKeys still gets their status, and is told
+// which parts they may not see; Events readable only through events.k8s.io/v1 (the API the
+// operator records them with) are found there.
+func TestKeyStatusWithLessRights(t *testing.T) {
+	ns := env.Namespace(t, "status-rbac")
+	mustSucceed(t, admin(t, ns, "key", "create", "worker", "--secret-name", "worker-key", "--timeout", "30s"))
+	group := switchboardv1alpha1.GroupVersion.Group
+
+	reader := serviceAccountConfig(t, ns, "reader", []rbacv1.PolicyRule{rule(group, []string{"apikeys"}, "get")})
+	r := run(t, reader, ns, "", "key", "status", "worker")
+	mustSucceed(t, r)
+	for _, want := range []string{
+		`unknown: forbidden: you (system:serviceaccount:` + ns + `:reader) may not get secrets in namespace "` + ns + `"`,
+		`Events:  not shown: forbidden: you (system:serviceaccount:` + ns + `:reader) may not list events in namespace "` + ns + `"`,
+		"Ready", "KeyIssued",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("key status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	newAPI := serviceAccountConfig(t, ns, "events-api", []rbacv1.PolicyRule{
+		rule(group, []string{"apikeys"}, "get"), rule("events.k8s.io", []string{"events"}, "list"),
+	})
+	r = run(t, newAPI, ns, "", "key", "status", "worker", "-o", "json")
+	mustSucceed(t, r)
+	var got keyReport
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.EventsError != "" || len(got.Events) == 0 || got.Events[0].Reason != "KeyCreated" || got.Events[0].From != "switchboard-operator" {
+		t.Fatalf("events through events.k8s.io/v1: %q %+v", got.EventsError, got.Events)
+	}
+	if got.Delivery.Secret != secretUnknown {
+		t.Fatalf("delivery: %+v", got.Delivery)
+	}
+}
