@@ -342,7 +342,7 @@ func coreEvents(ctx context.Context, c client.Client, k *switchboardv1alpha1.API
 			ev.From = e.Source.Component
 		}
 		if e.Series != nil {
-			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time{Time: e.Series.LastObservedTime.Time}
+			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time(e.Series.LastObservedTime)
 		}
 		fillEventTimes(&ev, e.EventTime, e.CreationTimestamp)
 		out = append(out, ev)
@@ -362,7 +362,7 @@ func eventsAPIEvents(ctx context.Context, c client.Client, k *switchboardv1alpha
 		ev := keyReportEvent{Type: e.Type, Reason: e.Reason, Action: e.Action, Message: e.Note, Count: e.DeprecatedCount,
 			FirstSeen: e.DeprecatedFirstTimestamp, LastSeen: e.DeprecatedLastTimestamp, From: e.ReportingController}
 		if e.Series != nil {
-			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time{Time: e.Series.LastObservedTime.Time}
+			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time(e.Series.LastObservedTime)
 		}
 		fillEventTimes(&ev, e.EventTime, e.CreationTimestamp)
 		out = append(out, ev)
@@ -375,7 +375,7 @@ func eventsAPIEvents(ctx context.Context, c client.Client, k *switchboardv1alpha
 func fillEventTimes(ev *keyReportEvent, eventTime metav1.MicroTime, created metav1.Time) {
 	first := created
 	if !eventTime.IsZero() {
-		first = metav1.Time{Time: eventTime.Time}
+		first = metav1.Time(eventTime)
 	}
 	if ev.FirstSeen.IsZero() {
 		ev.FirstSeen = first
