@@ -50,7 +50,7 @@ func newKeyRotateCommand(o *Options) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.DurationVar(&opts.grace, "grace", 0, "how long the previous key keeps working (e.g. 1h, 24h, 168h); 0 stops it at once")
-	f.DurationVar(&opts.timeout, "timeout", defaultTimeout, "how long to wait for the operator to issue the new key")
+	f.DurationVar(&opts.timeout, "timeout", defaultTimeout, "how long to wait for the operator to issue the new key (for each key, with -l or --all)")
 	f.StringVarP(&opts.output, "output", "o", "", "output format: json prints {name, namespace, key, hint, expires_at} (or secret_name instead of key) and nothing else, one line per key")
 	f.StringVarP(&opts.selector, "selector", "l", "", "rotate every APIKey with these labels (e.g. app=billing,tier!=test) instead of one NAME")
 	f.BoolVar(&opts.all, "all", false, "rotate every APIKey of the namespace instead of one NAME")

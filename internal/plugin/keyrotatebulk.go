@@ -71,8 +71,8 @@ func (o *keyRotateOptions) runBulk(ctx context.Context) error {
 			fmt.Fprintf(o.ErrOut, "Nothing to rotate: no APIKey in %s%s.\n", where, with)
 			return nil
 		}
-		fmt.Fprintf(o.ErrOut, "Nothing to rotate: the %d APIKeys picked in %s are revoked, expired or being deleted: %s.\n",
-			len(list.Items), where, strings.Join(skipped, ", "))
+		fmt.Fprintf(o.ErrOut, "Nothing to rotate in %s: every APIKey picked is revoked, expired or being deleted: %s.\n",
+			where, strings.Join(skipped, ", "))
 		return nil
 	}
 	if err := o.confirmBulk(todo, where); err != nil {
@@ -98,10 +98,13 @@ func (o *keyRotateOptions) runBulk(ctx context.Context) error {
 		}
 	}
 
-	summary := fmt.Sprintf("Rotated %d of the %d APIKeys picked in %s", rotated, len(todo), where)
+	summary := fmt.Sprintf("Rotated %d of the %s picked in %s", rotated, apiKeys(len(todo)), where)
 	var parts []string
 	if delivered > 0 {
-		parts = append(parts, fmt.Sprintf("%d into their delivery Secret", delivered))
+		parts = append(parts, fmt.Sprintf("%d into its delivery Secret", delivered))
+		if delivered > 1 {
+			parts[len(parts)-1] = fmt.Sprintf("%d into their delivery Secrets", delivered)
+		}
 	}
 	if printed > 0 {
 		parts = append(parts, fmt.Sprintf("%d printed above, once", printed))
@@ -124,9 +127,17 @@ func (o *keyRotateOptions) runBulk(ctx context.Context) error {
 		fmt.Fprintln(o.ErrOut, "Warning: the new keys printed above will not be shown again: store them now.")
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of the %d APIKeys picked could not be rotated (see above)", failed, len(todo))
+		return fmt.Errorf("%d of the %s picked could not be rotated (see above)", failed, apiKeys(len(todo)))
 	}
 	return nil
+}
+
+// apiKeys is "1 APIKey" or "n APIKeys".
+func apiKeys(n int) string {
+	if n == 1 {
+		return "1 APIKey"
+	}
+	return fmt.Sprintf("%d APIKeys", n)
 }
 
 // keyName is name, or namespace/name when keys of all namespaces are rotated.
@@ -178,10 +189,19 @@ func (o *keyRotateOptions) confirmBulk(todo []*switchboardv1alpha1.APIKey, where
 		grace = "Their previous keys keep working for " + o.grace.String()
 	}
 	shown := ""
-	if revealed > 0 {
+	switch {
+	case revealed == 1 && len(todo) == 1:
+		shown = "; it has no delivery Secret, so its new key is printed here, once"
+	case revealed == 1:
+		shown = "; 1 of them has no delivery Secret, so its new key is printed here, once"
+	case revealed > 1:
 		shown = fmt.Sprintf("; %d of them have no delivery Secret, so their new keys are printed here, once", revealed)
 	}
-	fmt.Fprintf(o.ErrOut, "Rotate %d APIKeys in %s: %s? %s%s. [y/N]: ", len(todo), where, list, grace, shown)
+	if len(todo) == 1 {
+		grace = strings.Replace(strings.Replace(grace, "Their previous keys", "Its previous key", 1), "stop working", "stops working", 1)
+		grace = strings.Replace(grace, "keep working", "keeps working", 1)
+	}
+	fmt.Fprintf(o.ErrOut, "Rotate %s in %s: %s? %s%s. [y/N]: ", apiKeys(len(todo)), where, list, grace, shown)
 	answer, _ := bufio.NewReader(o.In).ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(answer)) {
 	case "y", "yes":

@@ -55,11 +55,16 @@ func TestBulkRotateBySelector(t *testing.T) {
 	for _, want := range []string{
 		`Rotate 2 APIKeys in namespace "` + ns + `": api, worker?`,
 		"Their previous keys stop working at once (no --grace)",
-		"1 of them have no delivery Secret, so their new keys are printed here, once",
+		"1 of them has no delivery Secret, so its new key is printed here, once",
 	} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the question lacks %q: %q", want, r.stderr)
 		}
+	}
+	r = run(t, env.Config, ns, "\n", "key", "rotate", "-l", "tier=batch", "--grace", "24h")
+	mustFail(t, r, "not confirmed")
+	if want := `Rotate 1 APIKey in namespace "` + ns + `": worker? Its previous key keeps working for 24h0m0s. [y/N]: `; !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("the question for one key: %q, want %q", r.stderr, want)
 	}
 	for _, name := range []string{"api", "worker"} {
 		if g := keyGeneration(t, ns, name); g != 1 {
@@ -81,7 +86,7 @@ func TestBulkRotateBySelector(t *testing.T) {
 	eventuallyStatus(t, m[1], http.StatusOK)
 	for _, want := range []string{
 		`APIKey "worker" rotated (hint ` + getAPIKey(t, ns, "worker").Status.KeyHint + `); its key is in Secret "worker-key" of namespace "` + ns + `"`,
-		`Rotated 2 of the 2 APIKeys picked in namespace "` + ns + `" (1 into their delivery Secret, 1 printed above, once); 0 failed; skipped 1: old (revoked).`,
+		`Rotated 2 of the 2 APIKeys picked in namespace "` + ns + `" (1 into its delivery Secret, 1 printed above, once); 0 failed; skipped 1: old (revoked).`,
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
@@ -104,7 +109,7 @@ func TestBulkRotateBySelector(t *testing.T) {
 	}
 	r = admin(t, ns, "key", "rotate", "-l", "retired=yes", "--yes")
 	mustSucceed(t, r)
-	if want := "are revoked, expired or being deleted: old (revoked)."; !strings.Contains(r.stderr, want) {
+	if want := `Nothing to rotate in namespace "` + ns + `": every APIKey picked is revoked, expired or being deleted: old (revoked).`; !strings.Contains(r.stderr, want) {
 		t.Errorf("stderr %q lacks %q", r.stderr, want)
 	}
 	mustFail(t, admin(t, ns, "key", "rotate", "-l", "app in (", "--yes"), `-l "app in (" is not a label selector`)
@@ -153,7 +158,7 @@ func TestBulkRotateAllNamespacesJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &delivered); err != nil || delivered.Namespace != ns2 || delivered.SecretName != "worker-key" {
 		t.Fatalf("second line %q: %v", lines[1], err)
 	}
-	if want := "Rotated 2 of the 2 APIKeys picked in any namespace (1 into their delivery Secret, 1 printed above, once); 0 failed."; !strings.Contains(r.stderr, want) {
+	if want := "Rotated 2 of the 2 APIKeys picked in any namespace (1 into its delivery Secret, 1 printed above, once); 0 failed."; !strings.Contains(r.stderr, want) {
 		t.Fatalf("stderr %q lacks %q", r.stderr, want)
 	}
 	if g := keyGeneration(t, ns1, "unlabelled"); g != 1 {
