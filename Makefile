@@ -13,10 +13,14 @@ export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+CADDY_VERSION ?= v2.11.9
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+# test/gateways puts Caddy in front of the forward-auth listener (hack/tools/caddy pins it).
+CADDY ?= $(LOCALBIN)/caddy-$(CADDY_VERSION)
+export CADDY
 
 GO_TEST_FLAGS ?= -count=1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -64,6 +68,9 @@ vet: ## go vet the code.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: caddy
+caddy: $(CADDY) ## Build Caddy from source into bin/caddy-<version> for test/gateways (only when missing).
+
 .PHONY: envtest
 envtest: ## Build etcd, kube-apiserver and kubectl from source into bin/k8s/ (only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh
@@ -73,7 +80,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest $(HELM) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
+test: manifests generate envtest $(HELM) $(CADDY) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
@@ -91,7 +98,7 @@ test-e2e: build envtest ## Run the end-to-end suite on the real binaries (switch
 	hack/test-e2e.sh
 
 .PHONY: bench
-bench: build envtest ## Measure and write docs/benchmarks.md (needs wrk; about 45 minutes on 2 cores, most of it the 100k-object scale part).
+bench: build envtest $(CADDY) ## Measure and write docs/benchmarks.md (needs wrk; about 45 minutes on 2 cores, most of it the 100k-object scale part).
 	go run ./hack/bench -out docs/benchmarks.md
 
 ##@ Build
@@ -142,3 +149,10 @@ $(GOLANGCI_LINT):
 $(HELM):
 	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(LOCALBIN)/helm $@
+
+# hack/tools/caddy/go.mod must require caddy $(CADDY_VERSION); its go.sum is the trust root.
+$(CADDY):
+	@grep -q 'github.com/caddyserver/caddy/v2 $(CADDY_VERSION)$$' hack/tools/caddy/go.mod || \
+		{ echo "hack/tools/caddy/go.mod does not require caddy $(CADDY_VERSION) (CADDY_VERSION): change both together" >&2; exit 1; }
+	GOFLAGS=-mod=mod go build -C hack/tools/caddy -trimpath -ldflags "-s -w" -o $@.tmp .
+	mv $@.tmp $@

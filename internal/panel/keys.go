@@ -56,11 +56,13 @@ type createForm struct {
 	Name        string
 	Description string
 	Expires     string
-	// RateLimit ("100/1m"), Burst and Sources ("203.0.113.0/24, 2001:db8::/32") are the key's
-	// policy, each optional; keyclient parses them as the plugin's flags.
+	// RateLimit ("100/1m"), Burst, Sources ("203.0.113.0/24, 2001:db8::/32") and Audiences
+	// ("billing, connections") are the key's policy, each optional; keyclient parses them as
+	// the plugin's flags.
 	RateLimit string
 	Burst     string
 	Sources   string
+	Audiences string
 }
 
 // expiryChoice is an option of the create form's expiry select.

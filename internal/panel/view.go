@@ -133,10 +133,11 @@ type keyRow struct {
 	Created     timeView
 	LastUsed    timeView
 	Expires     timeView
-	// RateLimit and Sources are the key's policy ("100/1m,burst=20", "10.0.0.0/8, …"), empty
-	// when it has none.
+	// RateLimit, Sources and Audiences are the key's policy ("100/1m,burst=20",
+	// "10.0.0.0/8, …", "billing, connections"), each empty when it has none.
 	RateLimit string
 	Sources   string
+	Audiences string
 	CanRotate bool
 	CanRevoke bool
 	CanReveal bool
@@ -204,6 +205,7 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		Expires:     viewTime(k.Spec.ExpiresAt, now, "Never"),
 		RateLimit:   keyclient.FormatRateLimit(k.Spec.RateLimit),
 		Sources:     strings.ReplaceAll(keyclient.FormatSourceRanges(k.Spec.AllowedSourceRanges), ",", ", "),
+		Audiences:   strings.ReplaceAll(keyclient.FormatAudiences(k.Spec.Audiences), ",", ", "),
 		CanRotate:   live,
 		CanRevoke:   live,
 		CanReveal:   live && keyclient.RevealStatus(k) == keyclient.RevealClaimable,
