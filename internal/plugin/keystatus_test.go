@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/testenv/system"
 )
 
 var errNotYet = errors.New("not yet")
@@ -30,31 +32,51 @@ func lineWith(out, s string) string {
 	return ""
 }
 
-// setLifecycleStatus writes, as the operator's lifecycle step will, a key's issue, end and
-// renewal times, failed renewals and the ExpiringSoon and Unused conditions, through the status
-// subresource. It waits for the key's Ready condition first so the operator is done with it.
-func setLifecycleStatus(t *testing.T, ns, name string, change func(*switchboardv1alpha1.APIKeyStatus)) *switchboardv1alpha1.APIKey {
+// startSystem starts a whole system of its own (control plane, operator, /v1 server) whose
+// operator finds a key Unused after unusedAfter instead of 90 days, for the tests that need a
+// key to go unused; the package's shared system keeps the default.
+func startSystem(t *testing.T, unusedAfter time.Duration) *system.System {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, "the key is Ready", func() error {
-		k := getAPIKey(t, ns, name)
-		if !meta.IsStatusConditionTrue(k.Status.Conditions, switchboardv1alpha1.ConditionReady) {
+	s, err := system.Start(system.Options{Operator: func(o *operator.Options) {
+		o.UnusedAfter = unusedAfter
+		o.SkipControllerNameValidation = true // the shared system's operator runs in this process too
+	}})
+	if err != nil {
+		t.Fatalf("starting a system: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stopping the system: %v", err)
+		}
+	})
+	return s
+}
+
+// keyOf reads an APIKey through c.
+func keyOf(t *testing.T, c client.Client, ns, name string) *switchboardv1alpha1.APIKey {
+	t.Helper()
+	var k switchboardv1alpha1.APIKey
+	if err := c.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, &k); err != nil {
+		t.Fatalf("reading APIKey %s/%s: %v", ns, name, err)
+	}
+	return &k
+}
+
+// waitForKey waits until the APIKey ns/name, read through c, satisfies cond.
+func waitForKey(t *testing.T, c client.Client, ns, name, what string, cond func(*switchboardv1alpha1.APIKey) bool) *switchboardv1alpha1.APIKey {
+	t.Helper()
+	var k *switchboardv1alpha1.APIKey
+	testenv.Eventually(t, 60*time.Second, what, func() error {
+		if k = keyOf(t, c, ns, name); !cond(k) {
 			return errNotYet
 		}
 		return nil
 	})
-	var k *switchboardv1alpha1.APIKey
-	testenv.Eventually(t, 30*time.Second, "writing the status", func() error {
-		k = getAPIKey(t, ns, name)
-		change(&k.Status)
-		return env.Client.Status().Update(testContext(t), k)
-	})
 	return k
 }
 
-// lifecycleCondition is a condition as the operator sets it on the APIKey's generation.
-func lifecycleCondition(k *switchboardv1alpha1.APIKeyStatus, generation int64, condType, reason, message string, status metav1.ConditionStatus) {
-	meta.SetStatusCondition(&k.Conditions, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: generation})
-}
+// rfc3339 is how key status writes an instant.
+func rfc3339(t *metav1.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func TestKeyStatusShowsEverything(t *testing.T) {
 	ns := env.Namespace(t, "status")
@@ -69,17 +91,14 @@ func TestKeyStatusShowsEverything(t *testing.T) {
 	if err := env.Client.Patch(testContext(t), key, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-
-	now := time.Now().UTC().Truncate(time.Second)
-	issued, notAfter, renewal := now.Add(-27*24*time.Hour), now.Add(3*24*time.Hour), now.Add(-4*24*time.Hour)
-	k := setLifecycleStatus(t, ns, "worker", func(s *switchboardv1alpha1.APIKeyStatus) {
-		s.KeyIssuedAt, s.KeyNotAfter, s.RenewalTime = &metav1.Time{Time: issued}, &metav1.Time{Time: notAfter}, &metav1.Time{Time: renewal}
-		s.FailedRenewalAttempts = 3
-		lifecycleCondition(s, key.Generation, switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ReasonEndsSoon,
-			"the key ends in 3 days and its renewal has failed 3 times", metav1.ConditionTrue)
-		lifecycleCondition(s, key.Generation, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ReasonUnused,
-			"the key has not authenticated a request since it was created", metav1.ConditionTrue)
+	// The operator records the key's life: issued now, ends in 30 days, renewed 7 days before.
+	k := waitForKey(t, env.Client, ns, "worker", "the operator records the lifetime", func(k *switchboardv1alpha1.APIKey) bool {
+		c := meta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon)
+		return k.Status.RenewalTime != nil && k.Status.KeyNotAfter != nil && k.Status.KeyIssuedAt != nil && c != nil && c.ObservedGeneration == k.Generation
 	})
+	if d := k.Status.KeyNotAfter.Sub(k.Status.KeyIssuedAt.Time); d != 720*time.Hour {
+		t.Fatalf("the operator recorded a lifetime of %s", d)
+	}
 
 	r := admin(t, ns, "key", "status", "worker")
 	mustSucceed(t, r)
@@ -87,15 +106,15 @@ func TestKeyStatusShowsEverything(t *testing.T) {
 	for _, want := range []string{
 		"Name:", "worker", "Namespace:", ns, "Description:", "Queue worker", "State:", "Active",
 		k.Status.KeyHint + " (generation 1)",
-		"Issued:", issued.Format(time.RFC3339), "Ends:", notAfter.Format(time.RFC3339) + " (in 2d23h)",
-		"Renewal:", renewal.Format(time.RFC3339) + " (4d ago)", "Failed renewals:", "3",
+		"Issued:", rfc3339(k.Status.KeyIssuedAt), "Ends:", rfc3339(k.Status.KeyNotAfter) + " (in 29d",
+		"Renewal:", rfc3339(k.Status.RenewalTime) + " (in 22d", "Failed renewals:", "0",
 		"Last used:", "never",
 		"each key lasts 720h, renewed 168h before its end; revoked once unused for 1080h",
 		`Secret "worker-key", data key "apiKey": exists, holds key generation 1`,
 		"delivered (not revealed",
 		"Rate limit:", "100/1m,burst=20", "Source ranges:", "10.0.0.0/8", "Audiences:", "connections, billing",
-		"ExpiringSoon", "EndsSoon", "the key ends in 3 days and its renewal has failed 3 times",
-		"Unused", "NotUsedRecently", "the key has not authenticated a request since it was created",
+		"ExpiringSoon", "False", "NotEndingSoon", "renews itself at " + rfc3339(k.Status.RenewalTime),
+		"Unused", "UsedRecently",
 		"Ready", "KeyIssued",
 		// The operator's own Event, recorded with events.k8s.io/v1 and read here.
 		"Normal", "KeyCreated", "switchboard-operator", "issued key " + k.Status.KeyHint,
@@ -119,28 +138,74 @@ func TestKeyStatusShowsEverything(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("-o json is not JSON: %v: %q", err, r.stdout)
 	}
-	if got.Key.Hint != k.Status.KeyHint || got.Key.Generation != 1 || got.Key.FailedRenewalAttempts != 3 ||
-		!got.Key.NotAfter.Time.Equal(notAfter) || !got.Key.RenewalTime.Time.Equal(renewal) || !got.Key.IssuedAt.Time.Equal(issued) ||
+	if got.Key.Hint != k.Status.KeyHint || got.Key.Generation != 1 || got.Key.FailedRenewalAttempts != 0 ||
+		!got.Key.NotAfter.Equal(k.Status.KeyNotAfter) || !got.Key.RenewalTime.Equal(k.Status.RenewalTime) || !got.Key.IssuedAt.Equal(k.Status.KeyIssuedAt) ||
 		got.Delivery.Secret != secretExists || got.Delivery.SecretGeneration != 1 || got.Reveal.State != revealDelivered ||
 		got.Lifecycle.Lifetime != "720h" || got.Policy.RateLimit != "100/1m,burst=20" || len(got.Policy.Audiences) != 2 {
 		t.Fatalf("-o json: %+v", got)
 	}
-	if !meta.IsStatusConditionTrue(got.Conditions, switchboardv1alpha1.ConditionExpiringSoon) || !meta.IsStatusConditionTrue(got.Conditions, switchboardv1alpha1.ConditionUnused) {
+	if !meta.IsStatusConditionFalse(got.Conditions, switchboardv1alpha1.ConditionExpiringSoon) || !meta.IsStatusConditionFalse(got.Conditions, switchboardv1alpha1.ConditionUnused) {
 		t.Fatalf("-o json conditions: %+v", got.Conditions)
 	}
 	if len(got.Events) == 0 || got.Events[0].Reason != "KeyCreated" || got.Events[0].Count != 1 || got.Events[0].LastSeen.IsZero() {
 		t.Fatalf("-o json events: %+v", got.Events)
 	}
-	if strings.Contains(r.stdout, "sb_") && !strings.Contains(r.stdout, k.Status.KeyHint) {
-		t.Fatal("something key-like that is not the hint is in the output")
-	}
 	r = admin(t, ns, "key", "status", "worker", "-o", "yaml")
 	mustSucceed(t, r)
-	if !strings.Contains(r.stdout, "failedRenewalAttempts: 3") || !strings.Contains(r.stdout, "reason: KeyCreated") {
+	if !strings.Contains(r.stdout, "failedRenewalAttempts: 0") || !strings.Contains(r.stdout, "reason: KeyCreated") {
 		t.Fatalf("-o yaml:\n%s", r.stdout)
 	}
 	mustFail(t, admin(t, ns, "key", "status", "worker", "-o", "wide"), `unsupported output format "wide"`)
 	mustFail(t, admin(t, ns, "key", "status", "nope"), `APIKey "nope" not found in namespace "`+ns+`"`)
+
+	// A revealed key that ends in 3 days, within the operator's warning (7 days), with nothing
+	// to renew it: ExpiringSoon, and the Warning Event of that transition.
+	mustSucceed(t, admin(t, ns, "key", "create", "ending", "--expires-in", "72h", "--timeout", "30s"))
+	ending := waitForKey(t, env.Client, ns, "ending", "ExpiringSoon", func(k *switchboardv1alpha1.APIKey) bool {
+		return meta.IsStatusConditionTrue(k.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon)
+	})
+	warning := meta.FindStatusCondition(ending.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon)
+	testenv.Eventually(t, 30*time.Second, "the KeyExpiringSoon Event", func() error {
+		r = admin(t, ns, "key", "status", "ending")
+		if r.code != 0 || !strings.Contains(r.stdout, "KeyExpiringSoon") {
+			return errNotYet
+		}
+		return nil
+	})
+	for _, want := range []string{
+		"Expires:", rfc3339(ending.Spec.ExpiresAt) + " (in 2d23h", "Ends:", rfc3339(ending.Status.KeyNotAfter), "Renewal:", "none scheduled",
+		"ExpiringSoon", "True", switchboardv1alpha1.ReasonEndsSoon, warning.Message,
+		"Warning", "KeyExpiringSoon", "switchboard-operator",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("key status of an expiring key lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestKeyStatusOfAnUnusedKey: with an operator that finds keys unused after 3 seconds, a key
+// nobody calls with turns Unused, and key status shows the condition and its Warning Event.
+func TestKeyStatusOfAnUnusedKey(t *testing.T) {
+	s := startSystem(t, 3*time.Second)
+	ns := s.Namespace(t, "unused")
+	mustSucceed(t, run(t, s.Config, ns, "", "key", "create", "idle", "--timeout", "30s"))
+	k := waitForKey(t, s.Client, ns, "idle", "Unused", func(k *switchboardv1alpha1.APIKey) bool {
+		return meta.IsStatusConditionTrue(k.Status.Conditions, switchboardv1alpha1.ConditionUnused)
+	})
+	unused := meta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionUnused)
+	var r result
+	testenv.Eventually(t, 30*time.Second, "the KeyUnused Event", func() error {
+		r = run(t, s.Config, ns, "", "key", "status", "idle")
+		if r.code != 0 || !strings.Contains(r.stdout, "KeyUnused") {
+			return errNotYet
+		}
+		return nil
+	})
+	for _, want := range []string{"Unused", "True", switchboardv1alpha1.ReasonUnused, unused.Message, "Warning", "KeyUnused", "Last used:", "never"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("key status of an unused key lacks %q:\n%s", want, r.stdout)
+		}
+	}
 }
 
 func TestKeyStatusOfARevealedKey(t *testing.T) {
