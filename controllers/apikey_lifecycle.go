@@ -63,7 +63,7 @@ func wantNotAfter(key *switchboardv1alpha1.APIKey, issuedAt time.Time) (t time.T
 }
 
 // renewalTime is when the current key should be renewed: renewBefore (or the percentage of its
-// lifetime) ahead of its recorded end; zero when it has no end or no renewal is asked for, or
+// lifetime) ahead of its recorded end, or the first renewal window open from then on; zero when it has no end or no renewal is asked for, or
 // when spec.expiresAt comes first (a new key would end then too).
 func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter time.Time) time.Time {
 	lc := key.Spec.APIKeyLifecycle
@@ -80,7 +80,10 @@ func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter time.Time) 
 		}
 		before = lifetime * time.Duration(*lc.RenewBeforePercentage) / 100
 	}
-	at := notAfter.Add(-before)
+	at, ok := firstOpenAt(lc.RenewalWindows, notAfter.Add(-before))
+	if !ok || !at.Before(notAfter) {
+		return time.Time{} // no window before the end: ExpiringSoon says so
+	}
 	if exp := key.Spec.ExpiresAt; exp != nil && !at.Before(exp.Time) {
 		return time.Time{}
 	}

@@ -123,15 +123,9 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 		return err
 	}
 
-	bodyFile := filepath.Join(r.dir, "forwardauth-body.json")
-	if err := os.WriteFile(bodyFile, []byte(forwardAuthBody), 0o600); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	bare, err := startProc("forwardauth-upstream", r.dir, nil, self, "-bare-listen="+upstream, "-bare-body="+bodyFile)
+	bare, err := r.startSelf("forwardauth-upstream", "forwardauth-body.json", []byte(forwardAuthBody), func(path string) []string {
+		return []string{"-bare-listen=" + upstream, "-bare-body=" + path}
+	})
 	if err != nil {
 		return err
 	}

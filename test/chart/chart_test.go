@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -59,19 +58,6 @@ var allFeatures = []string{
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "switchboard") }
 
-// helmBinary is bin/helm-<version>, installed by `make helm-lint` (and `make test`).
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("HELM")
-	if bin == "" {
-		bin = filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("helm is missing at %s: run `make helm-lint` to install it (%v)", bin, err)
-	}
-	return bin
-}
-
 func run(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -94,7 +80,7 @@ func setArgs(sets []string) []string {
 }
 
 func TestHelmLintStrict(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	for name, sets := range map[string][]string{"defaults": nil, "every feature": allFeatures} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"lint", "--strict", "--namespace", releaseNamespace, chartDir()}, setArgs(sets)...)
@@ -106,7 +92,7 @@ func TestHelmLintStrict(t *testing.T) {
 }
 
 func TestHelmTemplateServerSideDryRun(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	ctx := context.Background()
 	if err := env.EnsureNamespace(ctx, releaseNamespace); err != nil {
 		t.Fatal(err)
@@ -179,7 +165,7 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 }
 
 func TestHelmRejectsBadValues(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	tests := []struct {
 		name string
 		set  string
@@ -269,7 +255,7 @@ func TestContainerArgsParse(t *testing.T) {
 	if out, err := run(t, "go", "build", "-o", bin, "./cmd/switchboard"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	templated, err := run(t, helm, append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(allFeatures)...)...)
 	if err != nil {
 		t.Fatal(err)

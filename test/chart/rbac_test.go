@@ -19,7 +19,7 @@ import (
 // renderings returns the objects of the chart (default values) and of config/default.
 func renderings(t *testing.T) map[string][]*unstructured.Unstructured {
 	t.Helper()
-	chart, err := run(t, helmBinary(t), "template", "switchboard", chartDir(), "--namespace", releaseNamespace)
+	chart, err := run(t, testenv.Helm(t), "template", "switchboard", chartDir(), "--namespace", releaseNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
