@@ -95,7 +95,9 @@ type keyReportLifecycle struct {
 	Lifetime              string `json:"lifetime,omitempty"`
 	RenewBefore           string `json:"renewBefore,omitempty"`
 	RenewBeforePercentage *int32 `json:"renewBeforePercentage,omitempty"`
-	RevokeWhenUnusedFor   string `json:"revokeWhenUnusedFor,omitempty"`
+	// RenewalWindows are the spec's windows, each as "Monday,Friday 02:00+2h Europe/Paris".
+	RenewalWindows      []string `json:"renewalWindows,omitempty"`
+	RevokeWhenUnusedFor string   `json:"revokeWhenUnusedFor,omitempty"`
 }
 
 // Delivery Secret states.
@@ -210,6 +212,9 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 		},
 		Conditions: sortedConditions(k.Status.Conditions),
 		Events:     []keyReportEvent{},
+	}
+	for _, w := range k.Spec.RenewalWindows {
+		r.Lifecycle.RenewalWindows = append(r.Lifecycle.RenewalWindows, formatWindow(w))
 	}
 	for _, cidr := range k.Spec.AllowedSourceRanges {
 		r.Policy.AllowedSourceRanges = append(r.Policy.AllowedSourceRanges, string(cidr))
@@ -505,6 +510,20 @@ func formatDuration(d *metav1.Duration) string {
 	return keyclient.FormatPeriod(d.Duration)
 }
 
+// formatWindow writes a renewal window in one line: "Monday,Friday 02:00+2h Europe/Paris", or
+// "every day 02:00+2h UTC".
+func formatWindow(w switchboardv1alpha1.APIKeyRenewalWindow) string {
+	days := "every day"
+	if len(w.Days) > 0 {
+		names := make([]string, len(w.Days))
+		for i, d := range w.Days {
+			names[i] = string(d)
+		}
+		days = strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%s %s+%s %s", days, w.Start, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+}
+
 func lifecycleText(l keyReportLifecycle) string {
 	var parts []string
 	if l.Lifetime == "" {
@@ -516,6 +535,9 @@ func lifecycleText(l keyReportLifecycle) string {
 			s += ", renewed " + l.RenewBefore + " before its end"
 		case l.RenewBeforePercentage != nil:
 			s += fmt.Sprintf(", renewed %d%% of it before its end", *l.RenewBeforePercentage)
+		}
+		if len(l.RenewalWindows) > 0 {
+			s += ", in a window: " + strings.Join(l.RenewalWindows, "; ")
 		}
 		parts = append(parts, s)
 	}

@@ -18,8 +18,12 @@ func TestKeyReportText(t *testing.T) {
 	k := &switchboardv1alpha1.APIKey{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci", CreationTimestamp: *at(-48 * time.Hour)},
 		Spec: switchboardv1alpha1.APIKeySpec{
-			Rotation:        &switchboardv1alpha1.APIKeyRotation{RequestedAt: "2026-11-22T11:59:00Z"},
-			APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: &metav1.Duration{Duration: 2160 * time.Hour}, RenewBeforePercentage: &pct},
+			Rotation: &switchboardv1alpha1.APIKeyRotation{RequestedAt: "2026-11-22T11:59:00Z"},
+			APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: &metav1.Duration{Duration: 2160 * time.Hour}, RenewBeforePercentage: &pct,
+				RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{
+					{Days: []switchboardv1alpha1.Weekday{"Monday", "Friday"}, Start: "02:00", Duration: metav1.Duration{Duration: 2 * time.Hour}, TimeZone: "Europe/Paris"},
+					{Start: "23:30", Duration: metav1.Duration{Duration: 90 * time.Minute}},
+				}},
 		},
 		Status: switchboardv1alpha1.APIKeyStatus{
 			KeyGeneration: 2, KeyHint: "sb_live_AbCd…wxyz", RevealSecretName: "ci-key-2", RevealExpiresAt: at(time.Hour),
@@ -58,7 +62,7 @@ func TestKeyReportText(t *testing.T) {
 			`waiting to be claimed from Secret "ci-key-2" until 2026-11-22T13:00:00Z (in 60m): ` + "`kubectl switchboard key reveal ci`",
 			"Rotation:", "requested (2026-11-22T11:59:00Z), not carried out yet",
 			"Previous key:", "valid until 2026-11-22T14:00:00Z (in 120m)",
-			"each key lasts 2160h, renewed 33% of it before its end",
+			"each key lasts 2160h, renewed 33% of it before its end, in a window: Monday,Friday 02:00+2h Europe/Paris; every day 23:30+1h30m UTC",
 			"Ready", "KeyIssued", "two lines",
 			"Warning", "RenewalFailed", "5m ago (x4 over 30m)", "could not write Secret",
 		} {
