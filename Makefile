@@ -39,6 +39,7 @@ IMAGE_DIR ?= $(LOCALBIN)/image
 IMAGE_REPO ?= localhost/switchboard
 GOARCH ?= $(shell go env GOARCH)
 PAUSE_IMAGE ?= localhost/pause:1.0
+CONSUMER_IMAGE ?= localhost/consumer:1.0
 # `make cluster`'s state: the kubeconfig, logs, and what `make cluster-down` removes.
 CLUSTER_DIR ?= $(LOCALBIN)/cluster
 
@@ -97,7 +98,7 @@ test-unit: ## Run every test that needs no control plane, in well under a minute
 	go test $(GO_TEST_FLAGS) -tags unit ./...
 
 .PHONY: test-cluster
-test-cluster: build image pause-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/cluster).
+test-cluster: build image pause-image consumer-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/cluster).
 	HELM=$(HELM) hack/test-cluster.sh
 
 .PHONY: test-e2e
@@ -132,6 +133,12 @@ image: ## Build the image the Dockerfile describes, without Docker, into bin/ima
 	@mkdir -p $(IMAGE_DIR)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -tags nodev -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/switchboard ./cmd/switchboard
 	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -out $(IMAGE_DIR)/switchboard.tar
+
+.PHONY: consumer-image
+consumer-image: ## Build the test cluster's client of a delivered key (hack/consumer) into bin/image/consumer.tar.
+	@mkdir -p $(IMAGE_DIR)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -ldflags "-s -w" -o $(IMAGE_DIR)/consumer ./hack/consumer
+	go run ./hack/image -consumer -binary $(IMAGE_DIR)/consumer -name $(CONSUMER_IMAGE) -out $(IMAGE_DIR)/consumer.tar
 
 .PHONY: pause-image
 pause-image: ## Build the test cluster's pod sandbox image into bin/image/pause.tar.

@@ -12,7 +12,7 @@ import (
 
 // Bounds of the lifecycle fields, as the markers state them.
 const (
-	MinKeyLifetime           = "1h"
+	MinKeyLifetime           = "2m"
 	MaxKeyLifetime           = "87600h" // ten years
 	MaxSecretTemplateEntries = 16
 )
@@ -75,13 +75,13 @@ type APIKeyRenewalWindow struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.renewalWindows) || size(self.renewalWindows) == 0 || !has(self.lifetime) || !(has(self.renewBefore) || has(self.renewBeforePercentage)) || !self.lifetime.matches('^([0-9]+[hms])+$') || (has(self.renewBefore) && !self.renewBefore.matches('^([0-9]+[hms])+$')) || self.renewalWindows.exists(w, !w.duration.matches('^([0-9]+[hms])+$') || ((!has(w.days) || size(w.days) == 0) ? (has(self.renewBefore) ? duration(self.renewBefore).getSeconds() : duration(self.lifetime).getSeconds() * self.renewBeforePercentage / 100) + duration(w.duration).getSeconds() >= 86400 : [0, 1, 2, 3, 4, 5, 6].all(d, w.days.exists(x, (({'Monday': 0, 'Tuesday': 1, 'Wednesday': 2, 'Thursday': 3, 'Friday': 4, 'Saturday': 5, 'Sunday': 6}[x] - d + 6) % 7) + 1 <= ((has(self.renewBefore) ? duration(self.renewBefore).getSeconds() : duration(self.lifetime).getSeconds() * self.renewBeforePercentage / 100) + duration(w.duration).getSeconds()) / 86400))))",message="no renewal window opens within the renewal period (renewBefore, or renewBeforePercentage of lifetime): the key would end before it could be renewed; widen a window, open it on more days, or renew earlier"
 type APIKeyLifecycle struct {
 	// lifetime is how long each issued key is accepted, from its issue, written like 720h
-	// (30 days) or 2160h (90 days), from 1h to 87600h. Absent: a key lasts until expiresAt, a
+	// (30 days) or 2160h (90 days), from 2m to 87600h. Absent: a key lasts until expiresAt, a
 	// revocation or a rotation.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$')",message="lifetime is written like 720h, 90m or 1h30m"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+[hms])+$') || (duration(self) >= duration('1h') && duration(self) <= duration('87600h'))",message="lifetime must be from 1h to 87600h (ten years)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+[hms])+$') || (duration(self) >= duration('2m') && duration(self) <= duration('87600h'))",message="lifetime must be from 2m to 87600h (ten years)"
 	Lifetime *metav1.Duration `json:"lifetime,omitempty"`
 
 	// renewBefore is how long before the current key's end a new key is issued into

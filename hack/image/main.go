@@ -16,6 +16,7 @@ import (
 
 func main() {
 	pause := flag.Bool("pause", false, "build the pause (pod sandbox) image instead of switchboard's")
+	consumer := flag.Bool("consumer", false, "build the test cluster's client image (hack/consumer) instead of switchboard's")
 	binary := flag.String("binary", "", "the static binary to put in the image")
 	ref := flag.String("name", "", "the image's name, e.g. localhost/switchboard:v1")
 	version := flag.String("version", "dev", "switchboard's version, for the org.opencontainers.image.version label")
@@ -27,8 +28,11 @@ func main() {
 		os.Exit(2)
 	}
 	spec := image.Switchboard(*binary, *ref, *version, *caCerts)
-	if *pause {
+	switch {
+	case *pause:
 		spec = image.Pause(*binary, *ref)
+	case *consumer:
+		spec = image.Consumer(*binary, *ref)
 	}
 	img, err := image.Build(spec)
 	if err == nil {

@@ -125,7 +125,9 @@ func cniConfig() string {
 // cluster's own, which teardown removes. Cgroup v1 is accepted on purpose (failCgroupV1:
 // false; these machines have v1 with a v2 hierarchy beside it). Without a cluster DNS, pods
 // get no name servers (resolvConf ""), so that none asks the host's. Eviction and image garbage
-// collection are off: the imported images cannot be pulled again.
+// collection are off: the imported images cannot be pulled again. Pods are synced every 10 s
+// (not 1 min), so that a mounted Secret's change reaches its files within seconds, as the
+// suite's renewal test needs.
 func kubeletConfig(dir, cgroupRoot, socket string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -143,6 +145,7 @@ authentication:
 authorization:
   mode: Webhook
 readOnlyPort: 0
+syncFrequency: 10s
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 resolvConf: ""

@@ -93,6 +93,12 @@ func Pause(binary, name string) Spec {
 		Labels: map[string]string{LabelTitle: "pause", LabelSource: Source}}
 }
 
+// Consumer is the test cluster's client image (hack/consumer): its binary, run as nonroot.
+func Consumer(binary, name string) Spec {
+	return Spec{Name: name, Binary: binary, Path: "/consumer", User: "65532:65532",
+		Labels: map[string]string{LabelTitle: "consumer", LabelSource: Source}}
+}
+
 // distrolessEnv and distrolessWorkDir are the configuration distroless static:nonroot sets.
 var (
 	distrolessEnv = []string{

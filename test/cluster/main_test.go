@@ -66,12 +66,12 @@ func run(m *testing.M) int {
 		st.helm = filepath.Join(root, "bin", "helm-v3.22.0")
 	}
 	imageDir := filepath.Join(root, "bin", "image")
-	imgs := []string{filepath.Join(imageDir, "pause.tar"), filepath.Join(imageDir, "switchboard.tar")}
+	imgs := []string{filepath.Join(imageDir, "pause.tar"), filepath.Join(imageDir, "switchboard.tar"), filepath.Join(imageDir, "consumer.tar")}
 	var names []string
 	for _, img := range imgs {
 		name, err := image.TarballName(img)
 		if err != nil {
-			return fail("%v: run `make image pause-image` (make test-cluster does)", err)
+			return fail("%v: run `make image pause-image consumer-image` (make test-cluster does)", err)
 		}
 		names = append(names, name)
 	}
