@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"testing"
 
@@ -44,7 +45,9 @@ type gatewayChecker struct {
 
 func newGatewayChecker(t testing.TB, addr string) *gatewayChecker {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Dialled inside the cluster's network namespace, where ClusterIPs are, as a pod would.
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return s.c.DialContext(ctx, "tcp", a) }))
 	if err != nil {
 		t.Fatal(err)
 	}
