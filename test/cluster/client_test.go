@@ -59,6 +59,11 @@ func testClientFlow(t *testing.T) {
 			if r := listConnections(ctx, spread, api, key); r.status != http.StatusUnauthorized || r.errorCode() != "API_KEY_INVALID" {
 				return fmt.Errorf("request %d: %s, want 401 API_KEY_INVALID", i+1, r)
 			}
+			if i >= 5 {
+				// Fewer through the gateways: every 401 counts against this host's failure
+				// budget (20 per replica), which /v1's 20 already half use.
+				continue
+			}
 			if got := checker.check(ctx, key); got != http.StatusUnauthorized {
 				return fmt.Errorf("ext_authz Check %d: %d, want 401", i+1, got)
 			}
