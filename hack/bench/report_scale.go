@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -147,6 +148,13 @@ func (r *report) writeOperator(p printer) {
 	}
 	p("| **all** | %.0f | **%.2f** |", s.opCalls.total(), s.opCalls.total()/n)
 	p("")
+	if len(s.keyScrapes) > 0 {
+		slices.Sort(s.keyScrapes)
+		p("**The key metrics at %d keys:** a scrape of the operator's `/metrics` took %s (median of %d; all %s), %s,", s.o.keys,
+			ms(s.keyScrapes[len(s.keyScrapes)/2]), len(s.keyScrapes), msList(s.keyScrapes), fmtBytes(int64(s.keyScrapeBytes)))
+		p("of which the key collector (per-key series for the first `--key-metrics-limit`, 10,000, and the aggregates) took %s.", ms(time.Duration(s.keyScrapeCollect*float64(time.Second))))
+		p("")
+	}
 	writeCPU(p, "issuing the keys", "key", s.keysCPU, s.o.keys, s.keysReady)
 	writeCPU(p, "creating the Connections and giving each its id", "Connection", s.connsCPU, s.o.connections, s.connsReady)
 }
@@ -223,4 +231,13 @@ func (r *report) writeFootprint(p printer) {
 	p("")
 	p("The server's figures are in section 4 (%s live heap, %s RSS with everything cached).", fmtBytes(s.afterConns.live), fmtBytes(s.afterConns.rss))
 	p("")
+}
+
+// msList writes durations as milliseconds, comma-separated.
+func msList(ds []time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+	}
+	return strings.Join(out, ", ") + " ms"
 }

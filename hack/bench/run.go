@@ -15,16 +15,18 @@ import (
 
 // rig is the system under measurement.
 type rig struct {
-	env         *testenv.Env
-	dir         string
-	bin         string
-	kenv        []string // the environment that points a process at the control plane
-	apiURL      string
-	authzAddr   string
-	metricsAddr string // the server's metrics and pprof
-	server      *proc
-	operator    *proc
-	report      *report
+	env       *testenv.Env
+	dir       string
+	bin       string
+	kenv      []string // the environment that points a process at the control plane
+	apiURL    string
+	authzAddr string
+	// operatorMetrics is the operator's plain-HTTP metrics address (the key metrics' scrape).
+	operatorMetrics string
+	metricsAddr     string // the server's metrics and pprof
+	server          *proc
+	operator        *proc
+	report          *report
 }
 
 // step is one part of the bench; its name selects it with -only and its section in the report.
@@ -78,8 +80,11 @@ func run(ctx context.Context, o options) error {
 	r := &rig{env: env, dir: dir, bin: o.bin, kenv: kenv, report: newReport()}
 	r.report.loadStart = loadAverage()
 
+	if r.operatorMetrics, err = freeAddr(); err != nil {
+		return err
+	}
 	r.operator, err = startProc("operator", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "operator", "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")
+		"--metrics-bind-address="+r.operatorMetrics, "--metrics-secure=false", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")
 	if err != nil {
 		return err
 	}

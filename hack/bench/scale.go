@@ -65,9 +65,15 @@ type lastUsedRun struct {
 type scaleResult struct {
 	o scaleOptions
 
-	nsSetup                 time.Duration
-	keysCreate, keysReady   time.Duration
-	opCalls                 callCounts // the operator's API calls while issuing the keys
+	nsSetup               time.Duration
+	keysCreate, keysReady time.Duration
+	opCalls               callCounts // the operator's API calls while issuing the keys
+	// keyScrapes are the wall times of scrapes of the operator's /metrics with every key
+	// issued; keyScrapeCollect the key collector's own time (its metric), keyScrapeBytes a
+	// scrape's size.
+	keyScrapes              []time.Duration
+	keyScrapeCollect        float64
+	keyScrapeBytes          int
 	claim                   time.Duration
 	connsCreate, connsReady time.Duration
 	// CPU time each process spent issuing the keys, filling the Connections, and writing
@@ -172,6 +178,9 @@ func (r *rig) scale(ctx context.Context, o options) error {
 		return err
 	}
 	res.keysCPU = meter.read().since(cpu0)
+	if res.keyScrapes, res.keyScrapeCollect, res.keyScrapeBytes, err = scrapeKeyMetrics(ctx, r.operatorMetrics); err != nil {
+		return err
+	}
 	if res.afterKeys, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
@@ -694,4 +703,28 @@ func pollReady(ctx context.Context, url string, timeout time.Duration) error {
 		time.Sleep(25 * time.Millisecond)
 	}
 	return fmt.Errorf("%s was not ready after %s", url, timeout)
+}
+
+// scrapeKeyMetrics scrapes the operator's /metrics five times, as Prometheus would, and returns
+// each scrape's wall time, the key collector's own time in the last one, and its size.
+func scrapeKeyMetrics(ctx context.Context, addr string) (walls []time.Duration, collect float64, size int, err error) {
+	for range 5 {
+		start := time.Now()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		walls, size = append(walls, time.Since(start)), len(body)
+	}
+	collect, err = metricSum(ctx, addr, "switchboard_apikey_metrics_scrape_seconds")
+	return walls, collect, size, err
 }

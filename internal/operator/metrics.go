@@ -107,11 +107,16 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var list switchboardv1alpha1.APIKeyList
-	if err := reader.List(ctx, &list); err != nil {
+	// Read only, so the cache's own objects, not copies: a scrape at 20,000 keys would
+	// otherwise copy them all.
+	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return // not synced yet (or stopping): no series rather than wrong ones
 	}
-	items := list.Items
-	slices.SortFunc(items, func(a, b switchboardv1alpha1.APIKey) int {
+	items := make([]*switchboardv1alpha1.APIKey, len(list.Items))
+	for i := range list.Items {
+		items[i] = &list.Items[i]
+	}
+	slices.SortFunc(items, func(a, b *switchboardv1alpha1.APIKey) int {
 		if n := strings.Compare(a.Namespace, b.Namespace); n != 0 {
 			return n
 		}
@@ -123,8 +128,7 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	byNS := map[string]*nsCounts{}
 	truncated := 0.0
-	for i := range items {
-		k := &items[i]
+	for i, k := range items {
 		n := byNS[k.Namespace]
 		if n == nil {
 			n = &nsCounts{states: map[string]int{}}
