@@ -17,6 +17,10 @@ HELM_VERSION ?= v3.22.0
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+# The OpenID Provider the panel's sign-in tests log in on (hack/tools/oidc-op, zitadel/oidc's op
+# package); named after the zitadel/oidc version its go.mod requires, which the tests read too.
+OIDC_OP_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/zitadel/oidc/v3" { print $$3 }' hack/tools/oidc-op/go.mod)
+OIDC_OP ?= $(LOCALBIN)/oidc-op-$(OIDC_OP_VERSION)
 
 GO_TEST_FLAGS ?= -count=1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -73,7 +77,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest $(HELM) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
+test: manifests generate envtest $(HELM) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
@@ -138,6 +142,12 @@ $(CONTROLLER_GEN):
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
+
+.PHONY: oidc-op
+oidc-op: $(OIDC_OP) ## Build the tests' OpenID Provider (only when missing).
+
+$(OIDC_OP): hack/tools/oidc-op/main.go hack/tools/oidc-op/go.mod hack/tools/oidc-op/go.sum
+	cd hack/tools/oidc-op && GOFLAGS=-mod=readonly go build -trimpath -o $@ .
 
 $(HELM):
 	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
