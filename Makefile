@@ -19,7 +19,7 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 # The OpenID Provider the panel's sign-in tests log in on (hack/tools/oidc-op, zitadel/oidc's op
 # package); named after the zitadel/oidc version its go.mod requires, which the tests read too.
-OIDC_OP_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/zitadel/oidc/v3" { print $$3 }' hack/tools/oidc-op/go.mod)
+OIDC_OP_VERSION := $(shell awk '$$1 == "github.com/zitadel/oidc/v3" { print $$2 } $$2 == "github.com/zitadel/oidc/v3" { print $$3 }' hack/tools/oidc-op/go.mod)
 OIDC_OP ?= $(LOCALBIN)/oidc-op-$(OIDC_OP_VERSION)
 
 GO_TEST_FLAGS ?= -count=1
