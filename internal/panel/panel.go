@@ -4,6 +4,7 @@
 package panel
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -69,6 +71,8 @@ type Options struct {
 	PollInterval time.Duration
 	// Clock tells the time; tests inject a fake one (default the real clock).
 	Clock clock.Clock
+	// OIDC, when set, adds sign-in with an OpenID Connect provider beside the token paste.
+	OIDC *OIDCOptions
 }
 
 // Default sets o's zero fields to their defaults: the one place the panel's defaults are
@@ -122,6 +126,8 @@ type handler struct {
 	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	// oidc is the identity provider's side of sign-in; nil without Options.OIDC.
+	oidc *oidcAuth
 	// interceptUser, when set (by tests only), wraps each session's client: a test stages there
 	// what another identity does at the same moment.
 	interceptUser func(client.WithWatch) client.WithWatch
@@ -160,6 +166,22 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 		pages:    pages,
 		mux:      http.NewServeMux(),
 	}
+	if opts.OIDC != nil {
+		o := *opts.OIDC
+		if h.oidc, err = newOIDCAuth(o); err != nil {
+			return nil, fmt.Errorf("panel: %w", err)
+		}
+		if o.Mode == OIDCModeImpersonate {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := checkImpersonationGrant(ctx, reviewer, o.AllowLegacyImpersonation, opts.Logger)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
+			}
+		}
+		h.mux.HandleFunc("GET "+oidcLoginPath, h.oidcLogin)
+		h.mux.HandleFunc("GET "+callbackPath, h.oidcCallback)
+	}
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler(static)))
 	h.mux.HandleFunc("GET /{$}", h.root)
 	h.mux.HandleFunc("GET /login", h.loginForm)
@@ -188,6 +210,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	}
+	// The panel alone decides whom it acts as: impersonation headers a client sends mean nothing
+	// here (and never reach the API server, whose requests the panel builds itself).
+	for k := range r.Header {
+		if strings.HasPrefix(k, "Impersonate-") {
+			r.Header.Del(k)
+		}
 	}
 	if loopback.Shared(r.Host) && fromBrowser(r) {
 		toPrivateHost(w, r)
