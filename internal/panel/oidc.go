@@ -209,6 +209,12 @@ func newOIDCAuth(opts OIDCOptions) (*oidcAuth, error) {
 	}, nil
 }
 
+// issuerOrigin is the scheme and host of the issuer, as a CSP source.
+func (a *oidcAuth) issuerOrigin() string {
+	u, _ := url.Parse(a.opts.IssuerURL) // validated
+	return u.Scheme + "://" + u.Host
+}
+
 // ctx carries the panel's HTTP client (with the provider's CA) to go-oidc and oauth2.
 func (a *oidcAuth) ctx(ctx context.Context) context.Context {
 	return oidc.ClientContext(ctx, a.http)

@@ -144,6 +144,24 @@ func bindGroup(t *testing.T, ns, group string, rules []rbacv1.PolicyRule) {
 	}
 }
 
+// ssoBrowser is a browser that trusts the provider's TLS certificate (and no other untrusted one).
+func ssoBrowser(t *testing.T) (context.Context, *pageProblems) {
+	t.Helper()
+	return newBrowser(t, chromedp.Flag("ignore-certificate-errors-spki-list", provider.SPKIHash))
+}
+
+// waitVisible waits for sel, and on failure says where the browser is and what it shows.
+func waitVisible(ctx context.Context, t *testing.T, what, sel string) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(wctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+		loc := get(ctx, t, "reading the address", chromedp.Location())
+		body := get(ctx, t, "reading the page", chromedp.Text(chromedp.CSS("body")))
+		t.Fatalf("browser: waiting for %s (%s): %v; at %s, showing %q", what, sel, err, loc, body)
+	}
+}
+
 // signInSSO clicks "Sign in with Example SSO" on the panel at base, logs in on the provider's
 // own login page, and waits for the API keys section.
 func signInSSO(ctx context.Context, t *testing.T, base string, u testenv.OIDCUser) {
@@ -179,7 +197,7 @@ func TestOIDCBrowser(t *testing.T) {
 			}
 			var logs logBuffer
 			base := oidcPanel(t, provider, mode, cfg, panel.Options{Logger: logs.logger()})
-			ctx, problems := newBrowser(t)
+			ctx, problems := ssoBrowser(t)
 			signInSSO(ctx, t, base, alice)
 			if got := textOf(ctx, t, ".who .user"); got != "oidc:alice" {
 				t.Fatalf("header shows user %q, want oidc:alice", got)
@@ -205,10 +223,14 @@ func TestOIDCBrowser(t *testing.T) {
 			if html := get(ctx, t, "reading the page", chromedp.OuterHTML(chromedp.CSS("html"))); strings.Contains(html, key) {
 				t.Fatal("the key is still on the page after a reload")
 			}
-			do(ctx, t, "signing out",
-				chromedp.Click(chromedp.CSS(".who button")),
-				chromedp.WaitVisible(chromedp.CSS("#notice")),
-			)
+			ended, revoked := strings.Count(provider.Log(), "path=/end_session"), strings.Count(provider.Log(), "path=/revoke")
+			do(ctx, t, "signing out", chromedp.Click(chromedp.CSS(".who button")))
+			waitVisible(ctx, t, "the panel's signed-out page", "#notice")
+			// The way back to the panel led through the provider's end-session page, and the
+			// panel revoked the refresh token there first.
+			if strings.Count(provider.Log(), "path=/end_session") <= ended || strings.Count(provider.Log(), "path=/revoke") <= revoked {
+				t.Fatalf("signing out did not end the session at the provider (end_session and revoke requests):\n%s", provider.Log())
+			}
 			if got := textOf(ctx, t, "#notice"); !strings.Contains(got, "signed out") {
 				t.Fatalf("after signing out the page says %q", got)
 			}
@@ -251,7 +273,7 @@ func TestOIDCLeastPrivilege(t *testing.T) {
 			}
 			base := oidcPanel(t, provider, mode, cfg, panel.Options{})
 
-			viewer, _ := newBrowser(t)
+			viewer, _ := ssoBrowser(t)
 			signInSSO(viewer, t, base, vic)
 			do(viewer, t, "viewing the namespace",
 				chromedp.Navigate(base+"/keys?namespace="+ns),
@@ -268,7 +290,7 @@ func TestOIDCLeastPrivilege(t *testing.T) {
 				t.Fatal("the viewer created a key")
 			}
 
-			outsider, _ := newBrowser(t)
+			outsider, _ := ssoBrowser(t)
 			signInSSO(outsider, t, base, nora)
 			// The browser asks to be alice, on every request: the panel decides alone whom it acts as.
 			do(outsider, t, "sending impersonation headers",

@@ -128,6 +128,10 @@ type handler struct {
 	mux      *http.ServeMux
 	// oidc is the identity provider's side of sign-in; nil without Options.OIDC.
 	oidc *oidcAuth
+	// csp is contentSecurityPolicy, with the provider's origin as a form target when there is
+	// one: signing out posts to the panel, which redirects the browser to the provider's
+	// end-session page, and browsers hold form-action to the redirect's target too.
+	csp string
 	// interceptUser, when set (by tests only), wraps each session's client: a test stages there
 	// what another identity does at the same moment.
 	interceptUser func(client.WithWatch) client.WithWatch
@@ -165,6 +169,7 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 		logins:   newLoginLimiter(opts.LoginRate, opts.LoginBurst),
 		pages:    pages,
 		mux:      http.NewServeMux(),
+		csp:      contentSecurityPolicy,
 	}
 	if opts.OIDC != nil {
 		o := *opts.OIDC
@@ -179,6 +184,7 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
 			}
 		}
+		h.csp = strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+h.oidc.issuerOrigin(), 1)
 		h.mux.HandleFunc("GET "+oidcLoginPath, h.oidcLogin)
 		h.mux.HandleFunc("GET "+callbackPath, h.oidcCallback)
 	}
@@ -203,7 +209,7 @@ const maxFormBytes = 64 << 10
 // ServeHTTP sets the security headers every response carries, then routes.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
-	hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+	hdr.Set("Content-Security-Policy", h.csp)
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
 	hdr.Set("X-Frame-Options", "DENY")

@@ -5,9 +5,11 @@ import (
 		"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -52,6 +54,9 @@ type OIDCProvider struct {
 	// CAPEM is the CA its TLS certificate chains to; CAFile holds it.
 	CAPEM  string
 	CAFile string
+	// SPKIHash is the base64 SHA-256 of its TLS certificate's public key, for Chromium's
+	// --ignore-certificate-errors-spki-list: a browser trusts that one certificate, nothing else.
+	SPKIHash string
 	dir    string
 	cmd    *exec.Cmd
 	waited chan error
@@ -98,6 +103,13 @@ func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
 	if err != nil {
 		return fail(err)
 	}
+	block, _ := pem.Decode(certPEM)
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fail(err)
+	}
+	spki := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+	p.SPKIHash = base64.StdEncoding.EncodeToString(spki[:])
 	secret := make([]byte, 24)
 	if _, err := rand.Read(secret); err != nil {
 		return fail(err)
