@@ -343,6 +343,7 @@ func (h *handler) refreshSession(ctx context.Context, s *session) bool {
 	}
 	o.token, o.idToken, o.expiry, o.issued = tok, raw, idTokenExpiry(claims), now
 	o.creds.set(raw, id)
+	h.opts.Logger.Info("refreshed the session's ID token", "user", s.user)
 	return true
 }
 

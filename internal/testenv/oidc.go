@@ -2,7 +2,7 @@ package testenv
 
 import (
 	"bufio"
-		"crypto/ecdsa"
+	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
@@ -57,9 +57,9 @@ type OIDCProvider struct {
 	// SPKIHash is the base64 SHA-256 of its TLS certificate's public key, for Chromium's
 	// --ignore-certificate-errors-spki-list: a browser trusts that one certificate, nothing else.
 	SPKIHash string
-	dir    string
-	cmd    *exec.Cmd
-	waited chan error
+	dir      string
+	cmd      *exec.Cmd
+	waited   chan error
 }
 
 // OIDCProviderBinary is bin/oidc-op-<version>, the version being the zitadel/oidc release
@@ -261,4 +261,3 @@ func selfSignedChain() (caPEM, certPEM, keyPEM []byte, err error) {
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
-
