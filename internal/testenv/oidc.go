@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -60,6 +61,8 @@ type OIDCProvider struct {
 	dir      string
 	cmd      *exec.Cmd
 	waited   chan error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // OIDCProviderBinary is bin/oidc-op-<version>, the version being the zitadel/oidc release
@@ -199,8 +202,13 @@ func (p *OIDCProvider) LogLines() []string {
 	return lines
 }
 
-// Stop ends the provider and removes its files.
+// Stop ends the provider and removes its files. Calling it again does nothing.
 func (p *OIDCProvider) Stop() error {
+	p.stopOnce.Do(func() { p.stopErr = p.stop() })
+	return p.stopErr
+}
+
+func (p *OIDCProvider) stop() error {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(os.Interrupt)
 		select {
