@@ -55,6 +55,14 @@ var allFeatures = []string{
 	"server.authz.grpc.tls.clientCASecretName=gateways-ca",
 	"server.authz.http.enabled=true",
 	"server.authz.allowedClients[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=envoy-gateway-system",
+	"panel.oidc.enabled=true",
+	"panel.oidc.issuerURL=https://idp.example.com",
+	"panel.oidc.clientID=switchboard-panel",
+	"panel.oidc.redirectURL=https://panel.example.com/oidc/callback",
+	"panel.oidc.clientSecret.secretName=panel-oidc",
+	"panel.oidc.caConfigMap.name=idp-ca",
+	"panel.oidc.mode=impersonate",
+	"panel.oidc.providerName=Example SSO",
 }
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "switchboard") }
