@@ -1,6 +1,7 @@
 package panel
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -208,7 +209,7 @@ func TestFlows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := a.start(now); err != errTooManyFlows {
+	if _, _, err := a.start(now); !errors.Is(err, errTooManyFlows) {
 		t.Fatalf("past maxFlows: %v", err)
 	}
 	if _, _, err := a.start(now.Add(flowTTL + time.Second)); err != nil {

@@ -60,7 +60,8 @@ type OIDCProvider struct {
 	SPKIHash string
 	dir      string
 	cmd      *exec.Cmd
-	waited   chan error
+	exited   chan struct{} // closed when the process has exited, with waitErr set
+	waitErr  error
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -69,7 +70,7 @@ type OIDCProvider struct {
 // hack/tools/oidc-op/go.mod requires, as the Makefile names it.
 func OIDCProviderBinary() (string, error) {
 	gomod := filepath.Join(RepoRoot(), "hack", "tools", "oidc-op", "go.mod")
-	b, err := os.ReadFile(gomod)
+	b, err := os.ReadFile(gomod) //nolint:gosec // a file of this repository
 	if err != nil {
 		return "", err
 	}
@@ -77,7 +78,7 @@ func OIDCProviderBinary() (string, error) {
 		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
 		if len(f) >= 2 && f[0] == "github.com/zitadel/oidc/v3" {
 			bin := filepath.Join(RepoRoot(), "bin", "oidc-op-"+f[1])
-			if _, err := os.Stat(bin); err != nil {
+			if _, err := os.Stat(bin); err != nil { //nolint:gosec // bin/ of this repository
 				return "", fmt.Errorf("the tests' OpenID Provider %s is missing: run `make oidc-op`: %w", bin, err)
 			}
 			return bin, nil
@@ -97,7 +98,7 @@ func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &OIDCProvider{ClientID: opts.ClientID, dir: dir, waited: make(chan error, 1)}
+	p := &OIDCProvider{ClientID: opts.ClientID, dir: dir, exited: make(chan struct{})}
 	fail := func(err error) (*OIDCProvider, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -118,7 +119,7 @@ func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
 		return fail(err)
 	}
 	p.ClientSecret = fmt.Sprintf("%x", secret)
-	users, err := json.Marshal(opts.Users)
+	users, err := json.Marshal(opts.Users) //nolint:gosec // the test users' passwords go to the provider's users file, as they must
 	if err != nil {
 		return fail(err)
 	}
@@ -151,7 +152,7 @@ func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
 	p.cmd = exec.Command(bin, args...) //nolint:gosec // the tests' own provider binary, with this helper's flags
 	// The provider dies with the test binary, even one killed by a timeout.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	logFile, err := os.Create(filepath.Join(dir, "oidc-op.log"))
+	logFile, err := os.Create(filepath.Join(dir, "oidc-op.log")) //nolint:gosec // in this helper's own temporary directory
 	if err != nil {
 		return fail(err)
 	}
@@ -160,15 +161,15 @@ func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
 		_ = logFile.Close()
 		return fail(err)
 	}
-	go func() { p.waited <- p.cmd.Wait(); _ = logFile.Close() }()
+	go func() { p.waitErr = p.cmd.Wait(); _ = logFile.Close(); close(p.exited) }()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
-		case err := <-p.waited:
-			return fail(fmt.Errorf("oidc-op exited: %v\n%s", err, p.Log()))
+		case <-p.exited:
+			return fail(fmt.Errorf("oidc-op exited: %w\n%s", p.waitErr, p.Log()))
 		default:
 		}
 		resp, err := hc.Get(p.IssuerURL + "/.well-known/openid-configuration")
@@ -180,7 +181,7 @@ func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
 		}
 		if time.Now().After(deadline) {
 			_ = p.Stop()
-			return nil, fmt.Errorf("oidc-op did not serve its discovery document within 30s: %v", err)
+			return nil, fmt.Errorf("oidc-op did not serve its discovery document within 30s: %w", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -212,10 +213,10 @@ func (p *OIDCProvider) stop() error {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-p.waited:
+		case <-p.exited:
 		case <-time.After(10 * time.Second):
 			_ = p.cmd.Process.Kill()
-			<-p.waited
+			<-p.exited
 		}
 	}
 	return os.RemoveAll(p.dir)
