@@ -100,8 +100,16 @@ func TestDevSSO(t *testing.T) {
 			return dialer.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
 		},
 	}}
-	read := func(resp *http.Response, err error) (string, *url.URL) {
+	read := func(method, target string, form url.Values) (string, *url.URL) {
 		t.Helper()
+		req, err := http.NewRequestWithContext(context.Background(), method, target, strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,16 +120,16 @@ func TestDevSSO(t *testing.T) {
 		}
 		return string(b), resp.Request.URL
 	}
-	loginPage, at := read(c.Get(panelURL + "oidc/login"))
+	loginPage, at := read(http.MethodGet, panelURL+"oidc/login", nil)
 	id := regexp.MustCompile(`name="id" value="([^"]+)"`).FindStringSubmatch(loginPage)
 	if id == nil {
 		t.Fatalf("no login form at %s:\n%s", at, loginPage)
 	}
-	signedIn, at := read(c.PostForm(at.Scheme+"://"+at.Host+"/login/username", url.Values{"id": {id[1]}, "username": {SSOUser}, "password": {password}}))
+	signedIn, at := read(http.MethodPost, at.Scheme+"://"+at.Host+"/login/username", url.Values{"id": {id[1]}, "username": {SSOUser}, "password": {password}})
 	if !strings.Contains(signedIn, `id="continue"`) {
 		t.Fatalf("after logging in, %s shows:\n%s", at, signedIn)
 	}
-	keys, _ := read(c.Get(panelURL + "keys?namespace=" + DemoNamespace))
+	keys, _ := read(http.MethodGet, panelURL+"keys?namespace="+DemoNamespace, nil)
 	if !strings.Contains(keys, "oidc:dev") || !strings.Contains(keys, `data-key="`+DemoAPIKeyName+`"`) {
 		t.Fatalf("the keys page does not show oidc:dev and the demo key:\n%s", keys)
 	}

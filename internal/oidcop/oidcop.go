@@ -42,7 +42,7 @@ type User struct {
 // Options shape Start.
 type Options struct {
 	// Binary is the built hack/tools/oidc-op.
-	Binary string
+	Binary   string
 	Users    []User
 	ClientID string
 	// RedirectURIs and PostLogoutRedirectURIs are globs (path.Match) the provider accepts.

@@ -9,12 +9,14 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/oidcop"
 )
 
-// The tests' OpenID Provider (internal/oidcop), under the names the tests use.
-type (
-	OIDCUser            = oidcop.User
-	OIDCProviderOptions = oidcop.Options
-	OIDCProvider        = oidcop.Provider
-)
+// OIDCUser is a person of the tests' OpenID Provider (internal/oidcop).
+type OIDCUser = oidcop.User
+
+// OIDCProviderOptions shape StartOIDCProvider.
+type OIDCProviderOptions = oidcop.Options
+
+// OIDCProvider is the tests' running OpenID Provider.
+type OIDCProvider = oidcop.Provider
 
 // StartOIDCProvider starts bin/oidc-op (OIDCProviderBinary) with opts.
 func StartOIDCProvider(opts OIDCProviderOptions) (*OIDCProvider, error) {
