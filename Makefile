@@ -13,6 +13,10 @@ export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+# github.com/prometheus/prometheus, whose promtool checks and unit-tests the chart's alerting rules;
+# it must be the version hack/tools/promtool/go.mod requires.
+PROMETHEUS_VERSION ?= v0.316.0
+CADDY_VERSION ?= v2.11.9
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -21,6 +25,13 @@ HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 # package); named after the zitadel/oidc version its go.mod requires, which the tests read too.
 OIDC_OP_VERSION := $(shell awk '$$1 == "github.com/zitadel/oidc/v3" { print $$2 } $$2 == "github.com/zitadel/oidc/v3" { print $$3 }' hack/tools/oidc-op/go.mod)
 OIDC_OP ?= $(LOCALBIN)/oidc-op-$(OIDC_OP_VERSION)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
+PROMQL_METRICS ?= $(LOCALBIN)/promql-metrics-$(PROMETHEUS_VERSION)
+# test/monitoring runs them.
+export PROMTOOL PROMQL_METRICS
+# test/gateways puts Caddy in front of the forward-auth listener (hack/tools/caddy pins it).
+CADDY ?= $(LOCALBIN)/caddy-$(CADDY_VERSION)
+export CADDY
 
 GO_TEST_FLAGS ?= -count=1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -68,6 +79,9 @@ vet: ## go vet the code.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: caddy
+caddy: $(CADDY) ## Build Caddy from source into bin/caddy-<version> for test/gateways (only when missing).
+
 .PHONY: envtest
 envtest: ## Build etcd, kube-apiserver and kubectl from source into bin/k8s/ (only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh
@@ -77,7 +91,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest $(HELM) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, fuzz seeds, e2e, cluster).
+test: manifests generate envtest $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
@@ -95,7 +109,7 @@ test-e2e: build envtest ## Run the end-to-end suite on the real binaries (switch
 	hack/test-e2e.sh
 
 .PHONY: bench
-bench: build envtest ## Measure and write docs/benchmarks.md (needs wrk; about 45 minutes on 2 cores, most of it the 100k-object scale part).
+bench: build envtest $(CADDY) ## Measure and write docs/benchmarks.md (needs wrk; about 45 minutes on 2 cores, most of it the 100k-object scale part).
 	go run ./hack/bench -out docs/benchmarks.md
 
 ##@ Build
@@ -129,6 +143,9 @@ pause-image: ## Build the test cluster's pod sandbox image into bin/image/pause.
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -ldflags "-s -w" -o $(IMAGE_DIR)/pause ./hack/pause
 	go run ./hack/image -pause -binary $(IMAGE_DIR)/pause -name $(PAUSE_IMAGE) -out $(IMAGE_DIR)/pause.tar
 
+.PHONY: promtool
+promtool: $(PROMTOOL) $(PROMQL_METRICS) ## Build promtool (and the PromQL metric-name lister) into bin/ (only when missing).
+
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint the Helm chart strictly (test/chart also dry-runs every rendering).
 	$(HELM) lint --strict charts/switchboard
@@ -152,3 +169,29 @@ $(OIDC_OP): hack/tools/oidc-op/main.go hack/tools/oidc-op/go.mod hack/tools/oidc
 $(HELM):
 	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(LOCALBIN)/helm $@
+
+# promtool and promql-metrics (the PromQL parser test/monitoring checks the rules' and the
+# dashboard's metric names with) come from the tools module hack/tools/promtool and its committed
+# go.sum, built once: promtool takes minutes. remove_all_sd leaves out Prometheus's service
+# discovery plugins (cloud SDKs), which rule checks and unit tests never use: half the build.
+$(PROMTOOL) $(PROMQL_METRICS): PROMTOOL_MODULE_CHECK = grep -qE '^(require)?[[:space:]]*github.com/prometheus/prometheus $(PROMETHEUS_VERSION)$$' hack/tools/promtool/go.mod || \
+	{ echo "hack/tools/promtool/go.mod does not require github.com/prometheus/prometheus $(PROMETHEUS_VERSION) (PROMETHEUS_VERSION): change both together" >&2; exit 1; }
+
+$(PROMTOOL):
+	@$(PROMTOOL_MODULE_CHECK)
+	cd hack/tools/promtool && GOFLAGS=-mod=readonly go build -trimpath -tags remove_all_sd \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION:v%=%)" \
+		-o $@.tmp github.com/prometheus/prometheus/cmd/promtool
+	mv $@.tmp $@
+
+$(PROMQL_METRICS):
+	@$(PROMTOOL_MODULE_CHECK)
+	cd hack/tools/promtool && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o $@.tmp ./promql-metrics
+	mv $@.tmp $@
+
+# hack/tools/caddy/go.mod must require caddy $(CADDY_VERSION); its go.sum is the trust root.
+$(CADDY):
+	@grep -q 'github.com/caddyserver/caddy/v2 $(CADDY_VERSION)$$' hack/tools/caddy/go.mod || \
+		{ echo "hack/tools/caddy/go.mod does not require caddy $(CADDY_VERSION) (CADDY_VERSION): change both together" >&2; exit 1; }
+	GOFLAGS=-mod=mod go build -C hack/tools/caddy -trimpath -ldflags "-s -w" -o $@.tmp .
+	mv $@.tmp $@

@@ -43,6 +43,26 @@ func (r *APIKeyReconciler) act(ctx context.Context, s *keyState, next *step) err
 		return r.publish(ctx, s, next)
 	case stepCompleteRecord:
 		return r.completeRecord(ctx, s)
+	case stepRecordLife:
+		return r.recordLife(ctx, s, next)
+	case stepRevokeUnused:
+		return r.revokeUnused(ctx, s, next.found.life.lastActivity)
+	case stepApplyTemplate:
+		// The cache trims labels and annotations: patch from the Secret as it is.
+		live := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.delivery), live); err != nil {
+			return fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, s.delivery.Name, err)
+		}
+		if !keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) {
+			next.after = staleRetry
+			return nil
+		}
+		before := live.DeepCopy()
+		keysecret.SetTemplate(live, key, keysecret.Generation(live))
+		if err := r.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("applying spec.secretTemplate to delivery Secret %s/%s: %w", key.Namespace, s.delivery.Name, err)
+		}
+		return nil
 	case stepDropPrevious:
 		before := s.hash.DeepCopy()
 		keysecret.DropPrevious(s.hash)

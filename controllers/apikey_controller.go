@@ -66,6 +66,12 @@ type APIKeyReconciler struct {
 	KeyPrefix string
 	// RevealTTL is how long an unclaimed reveal Secret lives.
 	RevealTTL time.Duration
+	// ExpiryWarning is how long before a key's end that nothing will renew it ExpiringSoon
+	// turns True (DefaultExpiryWarning when zero).
+	ExpiryWarning time.Duration
+	// UnusedAfter is how long without a use makes a key Unused (DefaultUnusedAfter when zero;
+	// negative: never).
+	UnusedAfter time.Duration
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions controller.Options
 }
@@ -134,6 +140,15 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		err = errors.New(next.problem)
 	}
 	r.mirror(ctx, s, &next)
+	if next.found.life.renewal {
+		// Counted from the last status, for people and alerts only: nothing is decided from it;
+		// the back-off is the controller's, on the error.
+		if err != nil {
+			key.Status.FailedRenewalAttempts = before.Status.FailedRenewalAttempts + 1
+		} else {
+			key.Status.FailedRenewalAttempts = 0
+		}
+	}
 	setKeyConditions(key, &next.found, r.SystemNamespace)
 	if err == nil {
 		// Only a reconcile that ran to its end has seen this generation of the spec.
@@ -147,7 +162,16 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // params are the settings plan decides with.
-func (r *APIKeyReconciler) params() planParams { return planParams{revealTTL: r.RevealTTL} }
+func (r *APIKeyReconciler) params() planParams {
+	p := planParams{revealTTL: r.RevealTTL, expiryWarning: r.ExpiryWarning, unusedAfter: r.UnusedAfter}
+	if p.expiryWarning == 0 {
+		p.expiryWarning = DefaultExpiryWarning
+	}
+	if p.unusedAfter == 0 {
+		p.unusedAfter = DefaultUnusedAfter
+	}
+	return p
+}
 
 // mirror sets the status fields that only show what the spec and the hash Secret's record say,
 // whatever the step: the expiry, the revocation, and for an issued key that no step rewrote, the
@@ -155,6 +179,7 @@ func (r *APIKeyReconciler) params() planParams { return planParams{revealTTL: r.
 func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) {
 	key := s.key
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
+	mirrorLife(key, s.record())
 	switch {
 	case key.Spec.Revoked:
 		if key.Status.RevokedAt == nil {
@@ -189,4 +214,26 @@ func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) 
 		key.Status.RevealSecretName = want
 	}
 	key.Status.RevealExpiresAt = timePtr(revealDeadline(key, s.record(), s.now, r.RevealTTL))
+}
+
+// mirrorLife shows the current key's life as the hash Secret records it: its issue, its end
+// (or spec.expiresAt, if sooner) and its automatic renewal.
+func mirrorLife(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued) {
+	key.Status.KeyIssuedAt, key.Status.KeyNotAfter, key.Status.RenewalTime = nil, nil, nil
+	if rec == nil || key.Spec.Revoked {
+		return
+	}
+	if !rec.IssuedAt.IsZero() {
+		key.Status.KeyIssuedAt = timePtr(rec.IssuedAt)
+	}
+	end := rec.NotAfter
+	if exp := key.Spec.ExpiresAt; exp != nil && (end.IsZero() || exp.Time.Before(end)) {
+		end = exp.Time
+	}
+	if !end.IsZero() {
+		key.Status.KeyNotAfter = timePtr(end)
+	}
+	if at := renewalTime(key, rec.IssuedAt, rec.NotAfter); !at.IsZero() && delivered(key, rec) {
+		key.Status.RenewalTime = timePtr(at)
+	}
 }

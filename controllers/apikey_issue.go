@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,6 +49,8 @@ func (r *APIKeyReconciler) issue(ctx context.Context, s *keyState, next *step) e
 	} else {
 		rec.Delivery = key.Spec.SecretName
 	}
+	rec.IssuedAt = now.Truncate(time.Second)
+	rec.NotAfter, _ = wantNotAfter(key, rec.IssuedAt)
 	hash, err := r.ensureHash(ctx, key, s.hash, gen, plaintext, rec, now, next.grace)
 	if err != nil {
 		return err

@@ -43,6 +43,12 @@ const (
 	stepExpireReveal
 	// stepSweep deletes the reveal Secrets of generations the status no longer publishes.
 	stepSweep
+	// stepRecordLife records the current key's issue time and lifetime end in its hash Secret.
+	stepRecordLife
+	// stepRevokeUnused revokes a key unused for spec.revokeWhenUnusedFor.
+	stepRevokeUnused
+	// stepApplyTemplate gives the delivery Secret spec.secretTemplate's labels and annotations.
+	stepApplyTemplate
 	// The checks: a decision needs what the cache does not show (it may be behind); confirm
 	// reads it from the API server and plans again.
 	stepCheckHash     // no hash Secret (or an older one) for an issued key
@@ -51,7 +57,7 @@ const (
 )
 
 var stepNames = [...]string{"none", "delete orphan hashes", "clean up", "add finalizer", "revoke", "issue", "publish",
-	"complete record", "drop previous", "expire reveal", "sweep", "check hash", "check reveal", "check delivery"}
+	"complete record", "drop previous", "expire reveal", "sweep", "record life", "revoke unused", "apply template", "check hash", "check reveal", "check delivery"}
 
 func (k stepKind) String() string { return stepNames[k] }
 
@@ -77,6 +83,8 @@ type step struct {
 // planParams are the operator's settings that decisions depend on.
 type planParams struct {
 	revealTTL time.Duration
+	// expiryWarning and unusedAfter: ExpiringSoon and Unused (apikey_lifecycle.go).
+	expiryWarning, unusedAfter time.Duration
 }
 
 // plan decides the next step for s.
@@ -110,17 +118,24 @@ func plan(s *keyState, p planParams) step {
 	case action == publishKey:
 		return step{kind: stepPublish, gen: gen, found: found}
 	case action == issueKey && !found.expired:
-		return step{kind: stepIssue, gen: gen, grace: gracePeriod(key), found: found}
+		return step{kind: stepIssue, gen: gen, grace: gracePeriod(key, rec, s.now), found: found}
 	case action == issueKey && gen == 1:
 		// Expired before its first key: none is ever issued.
 		return step{found: found}
 	}
+	var wake requeue
 	if !found.expired {
 		if next, decided := planDelivery(s, rec, &found); decided {
 			return next
 		}
+		if next, decided := planLife(s, rec, &found, p, &wake); decided {
+			return next
+		}
 	}
-	return planUpkeep(s, rec, found, p)
+	next := planUpkeep(s, rec, found, p)
+	wake.at(next.after)
+	next.after = wake.after
+	return next
 }
 
 // keyAction is what the record of issuance asks of a reconcile.
@@ -177,6 +192,8 @@ func planDelivery(s *keyState, rec *keysecret.Issued, found *keyFindings) (next 
 	case d != nil && !keysecret.IsOwnedBy(d, key, keysecret.ComponentDelivery):
 		found.conflict = deliveryConflict(key)
 		return step{}, false
+	case d != nil && keysecret.Generation(d) == rec.Generation && !keysecret.TemplateApplied(d, key):
+		return step{kind: stepApplyTemplate, found: *found}, true
 	case d != nil && keysecret.Generation(d) == rec.Generation:
 		return step{}, false
 	case !s.confirmed.delivery:
@@ -287,12 +304,17 @@ func revealDeadline(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, now 
 	return limit
 }
 
-// gracePeriod is how long the key a rotation replaces stays valid.
-func gracePeriod(key *switchboardv1alpha1.APIKey) time.Duration {
+// gracePeriod is how long the key a rotation replaces stays valid: spec.rotation.gracePeriod,
+// never past that key's own end.
+func gracePeriod(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, now time.Time) time.Duration {
 	if key.Spec.Rotation == nil {
 		return 0
 	}
-	return key.Spec.Rotation.GracePeriod.Duration
+	grace := key.Spec.Rotation.GracePeriod.Duration
+	if rec != nil && !rec.NotAfter.IsZero() {
+		grace = min(grace, max(rec.NotAfter.Sub(now), 0))
+	}
+	return grace
 }
 
 // requeue keeps the soonest of several wake-up delays.

@@ -186,6 +186,7 @@ func TestPlan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := plan(tt.s, p)
+			got.found.life = life{} // TestPlanLife's
 			if got.kind != tt.want.kind || got.gen != tt.want.gen || got.grace != tt.want.grace || got.lostHint != tt.want.lostHint ||
 				got.found != tt.want.found || got.after != tt.want.after || got.problem != "" {
 				t.Fatalf("plan = %s gen %d grace %s lost %q found %+v after %s problem %q;\\nwant %s gen %d grace %s lost %q found %+v after %s",

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -46,6 +47,8 @@ type keyFindings struct {
 	lostHint string
 	// restored: the status did not say what the hash Secret records, and was put back.
 	restored bool
+	// life is what plan found of the current key's life (apikey_lifecycle.go).
+	life life
 }
 
 // setKeyConditions sets Ready and Revealed from what the reconcile found. It is the only place
@@ -64,6 +67,9 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 			fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 	case f.conflict != "":
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict, f.conflict)
+	case f.life.ended && !f.issued:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
+			fmt.Sprintf("key %s reached the end of its lifetime at %s (spec.lifetime) and is refused; rotate it for a new key", key.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339)))
 	case f.issued || f.hash == hashFound:
 		set(ready, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued,
 			fmt.Sprintf("key %s (generation %d) is valid", key.Status.KeyHint, key.Status.KeyGeneration))
@@ -75,6 +81,8 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 		// A rotation under way leaves Ready alone: the current key works until it is replaced.
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing, fmt.Sprintf("issuing key generation %d", f.issuing))
 	}
+
+	setLifeConditions(key, f)
 
 	switch f.reveal {
 	case switchboardv1alpha1.ReasonRevealPending:
@@ -93,6 +101,45 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 	case switchboardv1alpha1.ReasonRevoked:
 		set(revealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked,
 			fmt.Sprintf("key %s was revoked before anyone claimed it; its reveal Secret was deleted", key.Status.KeyHint))
+	}
+}
+
+// setLifeConditions sets ExpiringSoon and Unused from what plan found of the key's life; a
+// revoked or expired key has neither.
+func setLifeConditions(key *switchboardv1alpha1.APIKey, f *keyFindings) {
+	const expiring, unused = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused
+	if f.revoked || f.expired {
+		meta.RemoveStatusCondition(&key.Status.Conditions, expiring)
+		meta.RemoveStatusCondition(&key.Status.Conditions, unused)
+		return
+	}
+	l := &f.life
+	if !l.known {
+		return
+	}
+	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
+		setCondition(&key.Status.Conditions, key.Generation, condType, status, reason, message)
+	}
+	switch {
+	case l.renewal || f.issued && f.issuing > 1:
+		set(expiring, metav1.ConditionFalse, switchboardv1alpha1.ReasonRenewed, fmt.Sprintf("key %s replaced the previous one", key.Status.KeyHint))
+	case l.expiring != "":
+		set(expiring, metav1.ConditionTrue, l.expiring, l.expiringMessage)
+	default:
+		msg := "the key does not end on its own"
+		switch {
+		case key.Status.RenewalTime != nil:
+			msg = fmt.Sprintf("key %s renews itself at %s", key.Status.KeyHint, key.Status.RenewalTime.UTC().Format(time.RFC3339))
+		case key.Status.KeyNotAfter != nil:
+			msg = fmt.Sprintf("key %s ends at %s", key.Status.KeyHint, key.Status.KeyNotAfter.UTC().Format(time.RFC3339))
+		}
+		set(expiring, metav1.ConditionFalse, switchboardv1alpha1.ReasonNotEndingSoon, msg)
+	}
+	since := l.lastActivity.UTC().Format(time.RFC3339)
+	if l.unused {
+		set(unused, metav1.ConditionTrue, switchboardv1alpha1.ReasonUnused, fmt.Sprintf("the key has not been used since %s (last use, or creation)", since))
+	} else {
+		set(unused, metav1.ConditionFalse, switchboardv1alpha1.ReasonUsed, fmt.Sprintf("last used, or created, at %s", since))
 	}
 }
 
@@ -118,14 +165,28 @@ func (r *APIKeyReconciler) recordTransitions(before, after *switchboardv1alpha1.
 				after.Spec.SecretName, f.lostHint, after.Status.KeyHint, RedeliveryGrace)
 		}
 	}
+	if f.life.renewal && after.Status.KeyGeneration > before.Status.KeyGeneration {
+		event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
+			after.Spec.SecretName, after.Status.KeyHint, after.Status.KeyGeneration, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
+	}
+	const expiringSoon, unusedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused
+	if was, is := conditionStatus(before.Status.Conditions, expiringSoon), conditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {
+		event(corev1.EventTypeWarning, "KeyExpiringSoon", "WarnExpiry", "%s", f.life.expiringMessage)
+	}
+	if was, is := conditionStatus(before.Status.Conditions, unusedCond), conditionStatus(after.Status.Conditions, unusedCond); was != is && is == metav1.ConditionTrue {
+		event(corev1.EventTypeWarning, "KeyUnused", "WarnUnused", "key %s has not been used since %s", hintOf(after), f.life.lastActivity.UTC().Format(time.RFC3339))
+	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
 	if was, is := conditionReason(before.Status.Conditions, ready), conditionReason(after.Status.Conditions, ready); was != is {
 		switch is {
 		case switchboardv1alpha1.ReasonRevoked:
 			event(corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", hintOf(after))
 		case switchboardv1alpha1.ReasonExpired:
-			event(corev1.EventTypeNormal, "KeyExpired", "ExpireKey", "key %s expired at %s",
-				hintOf(after), after.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+			end := f.life.notAfter
+			if after.Spec.ExpiresAt != nil && (end.IsZero() || after.Spec.ExpiresAt.Time.Before(end)) {
+				end = after.Spec.ExpiresAt.Time
+			}
+			event(corev1.EventTypeNormal, "KeyExpired", "ExpireKey", "key %s expired at %s", hintOf(after), end.UTC().Format(time.RFC3339))
 		case switchboardv1alpha1.ReasonDeliveryConflict:
 			event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonDeliveryConflict, "DeliverKey", "%s", f.conflict)
 		}

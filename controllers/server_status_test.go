@@ -134,6 +134,17 @@ func TestServerCannotRevokeOrMoveTheReveal(t *testing.T) {
 	if got.Status.LastUsedAt == nil || got.Status.LastUsedAt.UTC().Format(time.RFC3339) != lastUsed {
 		t.Fatalf("lastUsedAt %v, want %s", got.Status.LastUsedAt, lastUsed)
 	}
+	// Moving it back would make the key look unused (spec.revokeWhenUnusedFor revokes such
+	// keys): refused, as is removing it.
+	for _, patch := range []string{
+		fmt.Sprintf(`{"status":{"lastUsedAt":%q}}`, now.AddDate(0, -6, 0).Format(time.RFC3339)),
+		`{"status":{"lastUsedAt":null}}`,
+	} {
+		err := server.client.Status().Patch(testCtx(t), w.get(key), client.RawPatch(types.MergePatchType, []byte(patch)))
+		if err == nil || !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+			t.Fatalf("the server's identity patched %s: %v", patch, err)
+		}
+	}
 	if got.Status.RevokedAt != nil || got.Status.RevealExpiresAt == nil || !got.Status.RevealExpiresAt.Equal(key.Status.RevealExpiresAt) {
 		t.Fatalf("the status changed: revokedAt %v, revealExpiresAt %v", got.Status.RevokedAt, got.Status.RevealExpiresAt)
 	}
@@ -190,8 +201,11 @@ func TestServerCannotRevokeOrExtendWithoutThePolicy(t *testing.T) {
 // until someone decides it may.
 func TestServerStatusPolicyNamesEveryField(t *testing.T) {
 	policy, _ := serverStatusPolicy(t)
-	if len(policy.Spec.Validations) != 1 {
-		t.Fatalf("%d validations, want 1", len(policy.Spec.Validations))
+	if len(policy.Spec.Validations) != 2 {
+		t.Fatalf("%d validations, want 2: every field but lastUsedAt kept, lastUsedAt only forward", len(policy.Spec.Validations))
+	}
+	if forward := policy.Spec.Validations[1].Expression; !strings.Contains(forward, "object.status.lastUsedAt >= oldObject.status.lastUsedAt") {
+		t.Errorf("the second validation does not keep lastUsedAt moving forward: %s", forward)
 	}
 	expr := policy.Spec.Validations[0].Expression
 	typ := reflect.TypeFor[switchboardv1alpha1.APIKeyStatus]()

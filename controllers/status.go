@@ -50,3 +50,11 @@ func conditionReason(conds []metav1.Condition, condType string) string {
 	}
 	return ""
 }
+
+// conditionStatus is the status of condition condType, "" when it is absent.
+func conditionStatus(conds []metav1.Condition, condType string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(conds, condType); c != nil {
+		return c.Status
+	}
+	return ""
+}

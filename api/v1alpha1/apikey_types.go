@@ -70,6 +70,13 @@ type APIKeySpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	Audiences []Audience `json:"audiences,omitempty"`
+
+	// APIKeyLifecycle: lifetime, renewBefore, renewBeforePercentage, revokeWhenUnusedFor.
+	APIKeyLifecycle `json:",inline"`
+
+	// secretTemplate adds labels and annotations to the delivery Secret (spec.secretName).
+	// +optional
+	SecretTemplate *APIKeySecretTemplate `json:"secretTemplate,omitempty"`
 }
 
 // APIKeyRotation requests the rotation of a key, in the manner of Flux's requestedAt annotation:
@@ -124,6 +131,26 @@ type APIKeyStatus struct {
 	// +optional
 	LastUsedAt *metav1.Time `json:"lastUsedAt,omitempty"`
 
+	// keyIssuedAt is when the current key was issued.
+	// +optional
+	KeyIssuedAt *metav1.Time `json:"keyIssuedAt,omitempty"`
+
+	// keyNotAfter is when the current key stops being accepted: the end of its lifetime or
+	// spec.expiresAt, whichever comes first. Absent: it does not end on its own.
+	// +optional
+	KeyNotAfter *metav1.Time `json:"keyNotAfter,omitempty"`
+
+	// renewalTime is when a new key will be issued into spec.secretName to replace the current
+	// one (spec.renewBefore). Absent: no automatic renewal is due.
+	// +optional
+	RenewalTime *metav1.Time `json:"renewalTime,omitempty"`
+
+	// failedRenewalAttempts counts the automatic renewals that failed in a row; they are retried
+	// with exponential back-off, and the count goes back to zero on success.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedRenewalAttempts int32 `json:"failedRenewalAttempts,omitempty"`
+
 	// previousKeyValidUntil is when the key replaced by the last rotation stops being accepted.
 	// +optional
 	PreviousKeyValidUntil *metav1.Time `json:"previousKeyValidUntil,omitempty"`
@@ -165,6 +192,8 @@ type APIKeyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Key Ends",type=date,JSONPath=`.status.keyNotAfter`,priority=1
+// +kubebuilder:printcolumn:name="Renews",type=date,JSONPath=`.status.renewalTime`,priority=1
 // +kubebuilder:printcolumn:name="Last Used",type=date,JSONPath=`.status.lastUsedAt`,priority=1
 // +kubebuilder:printcolumn:name="Requests",type=integer,JSONPath=`.spec.rateLimit.requests`,priority=1
 // +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.rateLimit.period`,priority=1

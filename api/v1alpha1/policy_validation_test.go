@@ -57,6 +57,14 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 	for i := range tooMany {
 		tooMany[i] = switchboardv1alpha1.CIDR(fmt.Sprintf("10.0.%d.0/24", i))
 	}
+	manyLabels := map[string]string{}
+	for i := range 17 {
+		manyLabels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	window := func(days []switchboardv1alpha1.Weekday, d time.Duration) switchboardv1alpha1.APIKeyRenewalWindow {
+		return switchboardv1alpha1.APIKeyRenewalWindow{Days: days, Start: "02:00", Duration: metav1.Duration{Duration: d}, TimeZone: "Europe/Paris"}
+	}
 	var tooManyAudiences []switchboardv1alpha1.Audience
 	for i := range 17 {
 		tooManyAudiences = append(tooManyAudiences, switchboardv1alpha1.Audience(fmt.Sprintf("api-%d", i)))
@@ -108,6 +116,41 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 			[]string{"spec.audiences[0]", "may not be more than 63"}},
 		{"an audience twice", switchboardv1alpha1.APIKeySpec{Audiences: []switchboardv1alpha1.Audience{"billing", "billing"}},
 			[]string{"spec.audiences[1]", "Duplicate value"}},
+		{"renewBefore without a lifetime", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{RenewBefore: dur(time.Hour)}},
+			[]string{"spec", "renewBefore and renewBeforePercentage need a lifetime"}},
+		{"renewBefore and a percentage", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(time.Hour), RenewBeforePercentage: ptr.To[int32](10)}},
+			[]string{"spec", "give renewBefore or renewBeforePercentage, not both"}},
+		{"renewBefore as long as the lifetime", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(24 * time.Hour), RenewBefore: dur(24 * time.Hour)}},
+			[]string{"spec", "renewBefore must be shorter than lifetime"}},
+		{"a lifetime under an hour", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(30 * time.Minute)}},
+			[]string{"spec.lifetime", "lifetime must be from 1h to 87600h"}},
+		{"a percentage of 100", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(24 * time.Hour), RenewBeforePercentage: ptr.To[int32](100)}},
+			[]string{"spec.renewBeforePercentage", "less than or equal to 99"}},
+		{"revokeWhenUnusedFor under a day", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{RevokeWhenUnusedFor: dur(time.Hour)}},
+			[]string{"spec.revokeWhenUnusedFor", "at least 24h"}},
+		{"renewal windows without a renewal", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window(nil, 2*time.Hour)}}},
+			[]string{"spec", "renewalWindows need renewBefore or renewBeforePercentage"}},
+		{"a daily window of 2h with a renewal period of 1h", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(time.Hour),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window(nil, 2*time.Hour)}}},
+			[]string{"spec", "no renewal window opens within the renewal period"}},
+		{"a Monday window with 3 days to renew", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(72 * time.Hour),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Monday"}, 2*time.Hour)}}},
+			[]string{"spec", "no renewal window opens within the renewal period"}},
+		{"Monday and Thursday windows with 80h to renew", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(80 * time.Hour),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Thursday", "Monday"}, 2*time.Hour)}}},
+			[]string{"spec", "no renewal window opens within the renewal period"}},
+		{"a Monday window with 10% of 30 days to renew", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBeforePercentage: ptr.To[int32](10),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Monday"}, 2*time.Hour)}}},
+			[]string{"spec", "no renewal window opens within the renewal period"}},
+		{"a window on a day that is not one", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(200 * time.Hour),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Funday"}, 2*time.Hour)}}},
+			[]string{"spec.renewalWindows[0].days[0]", "Unsupported value"}},
+		{"a window at 25:00", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour), RenewBefore: dur(200 * time.Hour),
+			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{{Start: "25:00", Duration: metav1.Duration{Duration: time.Hour}}}}},
+			[]string{"spec.renewalWindows[0].start"}},
+		{"too many template labels", switchboardv1alpha1.APIKeySpec{SecretTemplate: &switchboardv1alpha1.APIKeySecretTemplate{Labels: manyLabels}},
+			[]string{"spec.secretTemplate.labels", "must have at most 16 items"}},
 		{"too many audiences", switchboardv1alpha1.APIKeySpec{Audiences: tooManyAudiences},
 			[]string{"spec.audiences", "must have at most 16 items"}},
 	}
@@ -175,5 +218,42 @@ func TestWidePrinterColumns(t *testing.T) {
 	}
 	if cells["Requests"] != float64(100) || cells["Period"] != "1m0s" || fmt.Sprint(cells["Sources"]) != `["10.0.0.0/8"]` {
 		t.Errorf("wide columns %v, want Requests 100, Period 1m0s, Sources [\"10.0.0.0/8\"]", cells)
+	}
+}
+
+// TestRenewalWindowsThatOpenInTime: windows of which one opens within the renewal period are
+// accepted (the other side of the cases TestInvalidPoliciesAreRejected refuses).
+func TestRenewalWindowsThatOpenInTime(t *testing.T) {
+	ns := env.Namespace(t, "windows")
+	window := func(days []switchboardv1alpha1.Weekday, d time.Duration) switchboardv1alpha1.APIKeyRenewalWindow {
+		return switchboardv1alpha1.APIKeyRenewalWindow{Days: days, Start: "02:00", Duration: metav1.Duration{Duration: d}, TimeZone: "America/New_York"}
+	}
+	tests := []struct {
+		name        string
+		renewBefore time.Duration
+		percentage  int32
+		windows     []switchboardv1alpha1.APIKeyRenewalWindow
+	}{
+		{"daily 2h, 22h to renew", 22 * time.Hour, 0, []switchboardv1alpha1.APIKeyRenewalWindow{window(nil, 2*time.Hour)}},
+		{"Monday 2h, a week to renew", 166 * time.Hour, 0, []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Monday"}, 2*time.Hour)}},
+		{"Monday and Thursday, 94h", 94 * time.Hour, 0, []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Thursday", "Monday"}, 2*time.Hour)}},
+		{"one of two windows opens in time", 30 * time.Hour, 0, []switchboardv1alpha1.APIKeyRenewalWindow{
+			window([]switchboardv1alpha1.Weekday{"Sunday"}, time.Hour), window(nil, 8*time.Hour)}},
+		{"25% of 30 days, Mondays", 0, 25, []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Monday"}, time.Hour)}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("w-%d", i)}}
+			key.Spec.Lifetime = &metav1.Duration{Duration: 720 * time.Hour}
+			if tt.percentage > 0 {
+				key.Spec.RenewBeforePercentage = ptr.To(tt.percentage)
+			} else {
+				key.Spec.RenewBefore = &metav1.Duration{Duration: tt.renewBefore}
+			}
+			key.Spec.RenewalWindows = tt.windows
+			if err := env.Client.Create(ctx(t), key); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
 	}
 }

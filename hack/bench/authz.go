@@ -170,19 +170,13 @@ func (r *rig) authz(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	respFile := filepath.Join(r.dir, "authz-response.pb")
-	if err := os.WriteFile(respFile, raw, 0o600); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	bareAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	bare, err := startProc("authz-bare", r.dir, nil, self, "-bare-authz-listen="+bareAddr, "-bare-authz-response="+respFile)
+	bare, err := r.startSelf("authz-bare", "authz-response.pb", raw, func(path string) []string {
+		return []string{"-bare-authz-listen=" + bareAddr, "-bare-authz-response=" + path}
+	})
 	if err != nil {
 		return err
 	}

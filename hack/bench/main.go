@@ -1,7 +1,9 @@
 // Command bench measures switchboard on this machine and writes docs/benchmarks.md: /v1
 // throughput against a bare net/http handler serving the same bytes, latency at half the
 // maximum rate, revocation latency, the server's memory per cached Connection, page latency
-// in a large namespace, operator throughput, and the hot path's Go benchmarks.
+// in a large namespace, operator throughput, the hot path's Go benchmarks, the rate limiter's
+// cost, Envoy ext_authz over gRPC against an always-allow server, and what forward-auth adds
+// behind Caddy.
 //
 // It starts a real control plane (internal/testenv), runs bin/switchboard operator and
 // bin/switchboard server as separate processes, and drives them from this process with
@@ -43,7 +45,9 @@ type options struct {
 	// bareAuthzListen and bareAuthzResponse make this process the always-allow ext_authz server.
 	bareAuthzListen   string
 	bareAuthzResponse string
-	only              []string
+	// caddy is the Caddy binary of the forwardauth part.
+	caddy string
+	only  []string
 }
 
 func main() {
@@ -61,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.scaleOpts.active, "scale-active", time.Minute, "how long the scale part measures lastUsedAt writes with every key in use")
 	flag.IntVar(&o.scaleOpts.restarts, "scale-restarts", 3, "fresh servers the scale part times from start to ready")
 	flag.IntVar(&o.revokeN, "revoke-keys", 50, "keys revoked one by one for the revocation latency")
+	flag.StringVar(&o.caddy, "caddy", caddyDefault(), "the Caddy binary of the forwardauth part ($CADDY, else `make caddy`'s)")
 	flag.StringVar(&only, "only", "", "comma-separated parts to run ("+strings.Join(stepNames(), ", ")+"); all when empty")
 	flag.StringVar(&o.bareListen, "bare-listen", "", "internal: serve the bare handler on this address")
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
@@ -103,6 +108,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// caddyDefault is $CADDY (the Makefile exports it), else the binary `make caddy` builds.
+func caddyDefault() string {
+	if c := os.Getenv("CADDY"); c != "" {
+		return c
+	}
+	return "bin/caddy-v2.11.9"
 }
 
 // serveBare is the baseline: net/http writing pre-serialised bytes, nothing else, or with

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -90,19 +89,13 @@ func (r *rig) policy(ctx context.Context, o options) error {
 		return err
 	}
 
-	bodyFile := filepath.Join(r.dir, "policy-body.json")
-	if err := os.WriteFile(bodyFile, body, 0o600); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	bareAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	bare, err := startProc("policy-bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile)
+	bare, err := r.startSelf("policy-bare", "policy-body.json", body, func(path string) []string {
+		return []string{"-bare-listen=" + bareAddr, "-bare-body=" + path}
+	})
 	if err != nil {
 		return err
 	}

@@ -73,3 +73,18 @@ func (p *proc) rss() (int64, error) {
 
 // stop stops the process group: SIGTERM, then SIGKILL after 15 seconds.
 func (p *proc) stop() { _ = p.Stop(15 * time.Second) }
+
+// startSelf writes content to fileName in the run's directory and starts this program again as
+// process name, with the arguments args gives for that file's path: the bare handlers and
+// servers the bench compares switchboard with.
+func (r *rig) startSelf(name, fileName string, content []byte, args func(path string) []string) (*proc, error) {
+	path := filepath.Join(r.dir, fileName)
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return startProc(name, r.dir, nil, self, args(path)...)
+}

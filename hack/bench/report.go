@@ -49,6 +49,8 @@ type report struct {
 
 	authz *authzResult
 
+	forwardAuth *forwardAuthResult
+
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
 	// failed says, for each step that failed, why; the report lists them.
@@ -142,6 +144,9 @@ func (r *report) write(path string) error {
 	}
 	if r.ran["authz"] {
 		r.writeAuthz(p)
+	}
+	if r.ran["forwardauth"] {
+		r.writeForwardAuth(p)
 	}
 	b.WriteString(kept)
 	p("## Rerunning")

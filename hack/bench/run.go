@@ -40,8 +40,9 @@ func steps(r *rig) []step {
 		{"revocation", r.revocation},
 		{"scale", r.scale}, // sections 4 and 5: memory, start-up, operator throughput, lastUsedAt
 		{"hotpath", r.hotPath},
-		{"policy", r.policy}, // section 9: the rate limiter's cost (policy.go)
-		{"authz", r.authz},   // section 10: Envoy ext_authz over gRPC (authz.go)
+		{"policy", r.policy},           // section 9: the rate limiter's cost (policy.go)
+		{"authz", r.authz},             // section 10: Envoy ext_authz over gRPC (authz.go)
+		{"forwardauth", r.forwardAuth}, // section 11: forward-auth behind Caddy (forwardauth.go)
 	}
 }
 

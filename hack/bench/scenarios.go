@@ -316,7 +316,7 @@ func (r *rig) revocation(ctx context.Context, o options) error {
 		return err
 	}
 	for _, name := range names {
-		got, err := r.revokeOne(ctx, c, ns, name, keys[name])
+		got, err := revokeOne(ctx, c, ns, name, keys[name], r.apiURL+"/v1/connections")
 		if err != nil {
 			return err
 		}
@@ -325,10 +325,10 @@ func (r *rig) revocation(ctx context.Context, o options) error {
 	return nil
 }
 
-// revokeOne polls /v1 with the key every millisecond, patches spec.revoked, and returns the
-// time from the start of the patch to the first 401.
-func (r *rig) revokeOne(ctx context.Context, c client.Client, ns, name, key string) (time.Duration, error) {
-	status, _, err := get(ctx, r.apiURL+"/v1/connections", key)
+// revokeOne polls url (/v1, or a gateway) with the key every millisecond, patches
+// spec.revoked, and returns the time from the start of the patch to the first 401.
+func revokeOne(ctx context.Context, c client.Client, ns, name, key, url string) (time.Duration, error) {
+	status, _, err := get(ctx, url, key)
 	if err != nil {
 		return 0, fmt.Errorf("key %s before its revocation: %w", name, err)
 	}
@@ -340,7 +340,7 @@ func (r *rig) revokeOne(ctx context.Context, c client.Client, ns, name, key stri
 	defer cancel()
 	go func() {
 		for pollCtx.Err() == nil {
-			status, _, err := get(pollCtx, r.apiURL+"/v1/connections", key)
+			status, _, err := get(pollCtx, url, key)
 			if err == nil && status == http.StatusUnauthorized {
 				refused <- time.Now()
 				return

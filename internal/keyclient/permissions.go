@@ -63,7 +63,7 @@ const (
 	OpRotate Operation = "rotate"
 	OpReveal Operation = "reveal"
 	OpRevoke Operation = "revoke"
-	// OpSetPolicy changes a key's rate limit and allowed source ranges (SetPolicy).
+	// OpSetPolicy changes a key's rate limit, allowed source ranges and audiences (SetPolicy).
 	OpSetPolicy Operation = "set-policy"
 )
 

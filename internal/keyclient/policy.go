@@ -2,38 +2,44 @@ package keyclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
 // Policy is what a key may do beyond being valid, as a view's flags or form give it: the
-// APIKey's spec.rateLimit and spec.allowedSourceRanges. The views parse their input with
-// ParseRateLimit and ParseSourceRanges, which refuse what the API server would, with messages
-// in the views' terms; the API server's schema stays the judge.
+// APIKey's spec.rateLimit, spec.allowedSourceRanges and spec.audiences. The views parse their
+// input with ParseRateLimit, ParseSourceRanges and ParseAudiences, which refuse what the API
+// server would, with messages in the views' terms; the API server's schema stays the judge.
 type Policy struct {
 	// RateLimit is nil for no limit.
 	RateLimit *switchboardv1alpha1.APIKeyRateLimit
 	// AllowedSourceRanges is empty for anywhere.
 	AllowedSourceRanges []switchboardv1alpha1.CIDR
+	// Audiences is empty for every audience.
+	Audiences []switchboardv1alpha1.Audience
 }
 
 // Apply sets p on spec.
 func (p Policy) Apply(spec *switchboardv1alpha1.APIKeySpec) {
 	spec.RateLimit = p.RateLimit
 	spec.AllowedSourceRanges = p.AllowedSourceRanges
+	spec.Audiences = p.Audiences
 }
 
 // PolicyOf is the policy of key.
 func PolicyOf(key *switchboardv1alpha1.APIKey) Policy {
-	return Policy{RateLimit: key.Spec.RateLimit, AllowedSourceRanges: key.Spec.AllowedSourceRanges}
+	return Policy{RateLimit: key.Spec.RateLimit, AllowedSourceRanges: key.Spec.AllowedSourceRanges, Audiences: key.Spec.Audiences}
 }
 
 // ParseRateLimit reads a rate written REQUESTS/PERIOD ("100/1m", "10/1s", "5000/1h") and a
@@ -103,6 +109,45 @@ func ParseSourceRanges(ranges []string) ([]switchboardv1alpha1.CIDR, error) {
 	return out, nil
 }
 
+// audienceRule is what an audience must look like, in the words of the CRD's message.
+const audienceRule = "lower-case letters, digits and '-', starting and ending with a letter or digit, such as connections or billing-v2"
+
+// ParseAudiences reads audiences as spec.audiences takes them, separated by commas or spaces
+// ("billing, connections"): each a DNS label (RFC 1123) of at most MaxAudienceLength
+// characters, none twice, at most MaxAudiences. Empty entries are ignored, and nothing at all
+// is no audiences: the key may then be used for every audience.
+func ParseAudiences(s string) ([]switchboardv1alpha1.Audience, error) {
+	var out []switchboardv1alpha1.Audience
+	seen := map[string]bool{}
+	for _, a := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		if msg := checkAudience(a); msg != "" {
+			return nil, errors.New(msg)
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("audience %q is given twice", a)
+		}
+		seen[a] = true
+		out = append(out, switchboardv1alpha1.Audience(a))
+	}
+	if len(out) > switchboardv1alpha1.MaxAudiences {
+		return nil, fmt.Errorf("at most %d audiences, not %d", switchboardv1alpha1.MaxAudiences, len(out))
+	}
+	return out, nil
+}
+
+// checkAudience says what is wrong with an audience, or "".
+func checkAudience(a string) string {
+	switch {
+	case len(a) > switchboardv1alpha1.MaxAudienceLength:
+		return fmt.Sprintf("audience %q is longer than %d characters", a, switchboardv1alpha1.MaxAudienceLength)
+	case len(validation.IsDNS1123Label(a)) == 0:
+		return ""
+	case len(validation.IsDNS1123Label(strings.ToLower(a))) == 0:
+		return fmt.Sprintf("audience %q must be written in lower case: %s", a, strings.ToLower(a))
+	}
+	return fmt.Sprintf("audience %q is not a DNS label: %s", a, audienceRule)
+}
+
 // FormatRateLimit is a key's rate limit as the views show it, without spaces so that a table
 // column stays one word: "100/1m", "100/1m,burst=20", or "" for none.
 func FormatRateLimit(rl *switchboardv1alpha1.APIKeyRateLimit) string {
@@ -138,9 +183,19 @@ func FormatSourceRanges(ranges []switchboardv1alpha1.CIDR) string {
 	return strings.Join(parts, ",")
 }
 
-// SetPolicy changes the rate limit and the allowed source ranges of an existing APIKey: change
-// gets its current policy and edits it. The key itself does not change, and a new limit starts
-// from the budget the key has left. Permissions are checked first.
+// FormatAudiences is a key's audiences as the views show them: "billing,connections", or ""
+// for every audience.
+func FormatAudiences(audiences []switchboardv1alpha1.Audience) string {
+	parts := make([]string, len(audiences))
+	for i, a := range audiences {
+		parts[i] = string(a)
+	}
+	return strings.Join(parts, ",")
+}
+
+// SetPolicy changes the rate limit, the allowed source ranges and the audiences of an existing
+// APIKey: change gets its current policy and edits it. The key itself does not change, and a
+// new limit starts from the budget the key has left. Permissions are checked first.
 func (k *Client) SetPolicy(ctx context.Context, namespace, name string, change func(*Policy)) (*switchboardv1alpha1.APIKey, error) {
 	key, err := k.Get(ctx, namespace, name)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -83,6 +84,69 @@ func TestParseSourceRanges(t *testing.T) {
 				t.Fatalf("ParseSourceRanges(%q) = %v, want an error saying %q", tt.ranges, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseAudiences(t *testing.T) {
+	var sixteen, seventeen []string
+	for i := range 17 {
+		seventeen = append(seventeen, "api-"+strconv.Itoa(i))
+	}
+	sixteen = seventeen[:16]
+	long := strings.Repeat("a", 63)
+	tests := []struct {
+		name string
+		in   string
+		want string // FormatAudiences of the result, or the error's text
+		ok   bool
+	}{
+		{"nothing", "", "", true},
+		{"only separators", " , ,\t", "", true},
+		{"one", "connections", "connections", true},
+		{"commas and spaces", " billing, connections  billing-v2,", "billing,connections,billing-v2", true},
+		{"digits", "0,v2,42-x", "0,v2,42-x", true},
+		{"63 characters", long, long, true},
+		{"sixteen", strings.Join(sixteen, ","), strings.Join(sixteen, ","), true},
+		{"capitals", "Billing", `audience "Billing" must be written in lower case: billing`, false},
+		{"a dot", "connections,billing.v2", `audience "billing.v2" is not a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, such as connections or billing-v2`, false},
+		{"an underscore", "billing_v2", "is not a DNS label", false},
+		{"a leading dash", "-billing", `audience "-billing" is not a DNS label`, false},
+		{"a trailing dash", "billing-", `audience "billing-" is not a DNS label`, false},
+		{"not ASCII", "café", "is not a DNS label", false},
+		{"64 characters", long + "a", `is longer than 63 characters`, false},
+		{"twice", "billing connections billing", `audience "billing" is given twice`, false},
+		{"seventeen", strings.Join(seventeen, " "), "at most 16 audiences, not 17", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseAudiences(tt.in)
+			switch {
+			case tt.ok && (err != nil || FormatAudiences(got) != tt.want):
+				t.Fatalf("ParseAudiences(%q) = %q, %v; want %q", tt.in, FormatAudiences(got), err, tt.want)
+			case tt.ok && tt.want == "" && got != nil:
+				t.Fatalf("ParseAudiences(%q) = %#v, want nil (every audience)", tt.in, got)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("ParseAudiences(%q) = %v, want an error saying %q", tt.in, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPolicyRoundTrip(t *testing.T) {
+	p := Policy{
+		RateLimit:           &switchboardv1alpha1.APIKeyRateLimit{Requests: 5, Period: metav1.Duration{Duration: time.Second}},
+		AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8"},
+		Audiences:           []switchboardv1alpha1.Audience{"billing", "connections"},
+	}
+	var key switchboardv1alpha1.APIKey
+	p.Apply(&key.Spec)
+	if got := PolicyOf(&key); FormatRateLimit(got.RateLimit) != "5/1s" || FormatSourceRanges(got.AllowedSourceRanges) != "10.0.0.0/8" ||
+		FormatAudiences(got.Audiences) != "billing,connections" {
+		t.Fatalf("PolicyOf(Apply(p)) = %+v", got)
+	}
+	Policy{}.Apply(&key.Spec)
+	if key.Spec.RateLimit != nil || key.Spec.AllowedSourceRanges != nil || key.Spec.Audiences != nil {
+		t.Fatalf("an empty policy left %+v", key.Spec)
 	}
 }
 

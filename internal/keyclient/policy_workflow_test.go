@@ -4,6 +4,8 @@ package keyclient_test
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,8 +28,12 @@ func TestCreateAndSetPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	audiences, err := keyclient.ParseAudiences("billing, connections")
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := newKey(ns, "limited")
-	keyclient.Policy{RateLimit: rl, AllowedSourceRanges: ranges}.Apply(&key.Spec)
+	keyclient.Policy{RateLimit: rl, AllowedSourceRanges: ranges, Audiences: audiences}.Apply(&key.Spec)
 	issued, err := owner.Create(testContext(t), key, wait)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +43,9 @@ func TestCreateAndSetPolicy(t *testing.T) {
 	}
 	if got := keyclient.FormatSourceRanges(issued.APIKey.Spec.AllowedSourceRanges); got != "10.0.0.0/8,2001:db8::/32" {
 		t.Errorf("created with source ranges %q", got)
+	}
+	if got := keyclient.FormatAudiences(issued.APIKey.Spec.Audiences); got != "billing,connections" {
+		t.Errorf("created with audiences %q", got)
 	}
 
 	reader := keyclient.New(identity(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{switchboardv1alpha1.GroupVersion.Group}, Resources: []string{"apikeys"}, Verbs: []string{"get"}}),
@@ -50,18 +59,26 @@ func TestCreateAndSetPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only what the change edits changes: the ranges stay.
+	// Only what the change edits changes: the ranges and the audiences stay.
 	got, err := owner.SetPolicy(testContext(t), ns, "limited", func(p *keyclient.Policy) { p.RateLimit = rl })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keyclient.FormatRateLimit(got.Spec.RateLimit) != "5/1s" || len(got.Spec.AllowedSourceRanges) != 2 || got.Status.KeyHint != issued.Hint() {
-		t.Errorf("after set-policy: %q, ranges %v, hint %s (want 5/1s, the two ranges, the same key %s)",
-			keyclient.FormatRateLimit(got.Spec.RateLimit), got.Spec.AllowedSourceRanges, got.Status.KeyHint, issued.Hint())
+	if keyclient.FormatRateLimit(got.Spec.RateLimit) != "5/1s" || len(got.Spec.AllowedSourceRanges) != 2 || len(got.Spec.Audiences) != 2 || got.Status.KeyHint != issued.Hint() {
+		t.Errorf("after set-policy: %q, ranges %v, audiences %v, hint %s (want 5/1s, the two ranges, the two audiences, the same key %s)",
+			keyclient.FormatRateLimit(got.Spec.RateLimit), got.Spec.AllowedSourceRanges, got.Spec.Audiences, got.Status.KeyHint, issued.Hint())
+	}
+	audiences, err = keyclient.ParseAudiences("billing-v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = owner.SetPolicy(testContext(t), ns, "limited", func(p *keyclient.Policy) { p.Audiences = audiences })
+	if err != nil || keyclient.FormatAudiences(got.Spec.Audiences) != "billing-v2" || keyclient.FormatRateLimit(got.Spec.RateLimit) != "5/1s" || len(got.Spec.AllowedSourceRanges) != 2 {
+		t.Errorf("changing the audiences: %v, audiences %v, rate limit %v, ranges %v", err, got.Spec.Audiences, got.Spec.RateLimit, got.Spec.AllowedSourceRanges)
 	}
 	got, err = owner.SetPolicy(testContext(t), ns, "limited", func(p *keyclient.Policy) { *p = keyclient.Policy{} })
-	if err != nil || got.Spec.RateLimit != nil || got.Spec.AllowedSourceRanges != nil {
-		t.Errorf("removing the policy: %v, rate limit %v, ranges %v", err, got.Spec.RateLimit, got.Spec.AllowedSourceRanges)
+	if err != nil || got.Spec.RateLimit != nil || got.Spec.AllowedSourceRanges != nil || got.Spec.Audiences != nil {
+		t.Errorf("removing the policy: %v, rate limit %v, ranges %v, audiences %v", err, got.Spec.RateLimit, got.Spec.AllowedSourceRanges, got.Spec.Audiences)
 	}
 	if _, err := owner.SetPolicy(testContext(t), ns, "missing", func(*keyclient.Policy) {}); !apierrors.IsNotFound(err) {
 		t.Errorf("set-policy of a missing key: %v", err)
@@ -108,6 +125,27 @@ func TestParsersAgreeWithTheAPIServer(t *testing.T) {
 		apiErr := env.Client.Create(testContext(t), key)
 		if (err == nil) != (apiErr == nil) {
 			t.Errorf("range %q: the parser says %v, the API server %v", r, err, apiErr)
+		}
+	}
+	var seventeen []string
+	for i := range 17 {
+		seventeen = append(seventeen, "api-"+strconv.Itoa(i))
+	}
+	for i, a := range []string{"connections", "billing-v2", "0", "x1-2-3", strings.Repeat("a", 63), "a,b,c",
+		"Billing", "billing.v2", "billing_v2", "-billing", "billing-", strings.Repeat("a", 64), "billing,billing", strings.Join(seventeen, ",")} {
+		audiences, err := keyclient.ParseAudiences(a)
+		key := newKey(ns, "audience-"+string(rune('a'+i)))
+		key.Spec.Audiences = audiences
+		if err != nil {
+			// What a careless client would send: the text split at the commas, as it is.
+			key.Spec.Audiences = nil
+			for _, s := range strings.Split(a, ",") {
+				key.Spec.Audiences = append(key.Spec.Audiences, switchboardv1alpha1.Audience(s))
+			}
+		}
+		apiErr := env.Client.Create(testContext(t), key)
+		if (err == nil) != (apiErr == nil) {
+			t.Errorf("audiences %q: the parser says %v, the API server %v", a, err, apiErr)
 		}
 	}
 }

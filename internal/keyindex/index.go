@@ -38,6 +38,8 @@ const (
 	// Duplicate: more than one hash Secret holds this hash. Which APIKey the key belongs to is
 	// then unknowable, so it authenticates nobody until only one is left.
 	Duplicate
+	// LifetimeEnded: the current key's lifetime (APIKey spec.lifetime) has ended.
+	LifetimeEnded
 )
 
 // String names the result for metrics and logs.
@@ -55,6 +57,8 @@ func (r Result) String() string {
 		return "expired"
 	case GraceEnded:
 		return "grace_ended"
+	case LifetimeEnded:
+		return "lifetime_ended"
 	case Duplicate:
 		return "duplicate"
 	}
@@ -117,7 +121,8 @@ func (k *Key) Usage() *Usage { return k.usage }
 type hashRef struct {
 	uid    types.UID
 	secret string // name of the hash Secret, so that only its own entries are removed
-	// validUntil is zero for the current key and the end of the grace period for a previous key.
+	// validUntil is the end of the grace period for a previous key, and the end of the current
+	// key's lifetime (zero: it does not end on its own).
 	validUntil time.Time
 	previous   bool
 	// others are the refs of other hash Secrets that hold the same hash. While there are any,
@@ -170,6 +175,8 @@ func (x *Index) Lookup(h *apikey.Hash, now time.Time) (*Key, Result) {
 		return key, Expired
 	case ref.previous && !now.Before(ref.validUntil):
 		return key, GraceEnded
+	case !ref.validUntil.IsZero() && !now.Before(ref.validUntil):
+		return key, LifetimeEnded
 	}
 	return key, OK
 }

@@ -38,6 +38,12 @@ func hashSecret(uid types.UID, current, previous string, until time.Time) *corev
 	return s
 }
 
+// withNotAfter records the current key's lifetime end in hash Secret s.
+func withNotAfter(s *corev1.Secret, t time.Time) *corev1.Secret {
+	s.Data[keysecret.DataNotAfter] = []byte(t.UTC().Format(time.RFC3339))
+	return s
+}
+
 func apiKey(uid types.UID, mutate func(*switchboardv1alpha1.APIKey)) *switchboardv1alpha1.APIKey {
 	k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: string(uid), UID: uid}}
 	if mutate != nil {
@@ -74,6 +80,9 @@ func TestLookup(t *testing.T) {
 		{"previous within grace", hashSecret("u1", current, previous, now.Add(time.Minute)), apiKey("u1", nil), previous, now, OK},
 		{"previous at end of grace", hashSecret("u1", current, previous, now.Add(time.Minute)), apiKey("u1", nil), previous, now.Add(time.Minute), GraceEnded},
 		{"current after a rotation", hashSecret("u1", current, previous, now), apiKey("u1", nil), current, now.Add(time.Hour), OK},
+		{"within its lifetime", withNotAfter(hashSecret("u1", current, "", time.Time{}), now.Add(time.Hour)), apiKey("u1", nil), current, now, OK},
+		{"at its lifetime's end", withNotAfter(hashSecret("u1", current, "", time.Time{}), now.Add(time.Hour)), apiKey("u1", nil), current, now.Add(time.Hour), LifetimeEnded},
+		{"previous within grace, current's lifetime unaffected", withNotAfter(hashSecret("u1", current, previous, now.Add(time.Minute)), now.Add(time.Hour)), apiKey("u1", nil), previous, now, OK},
 		{"revoked beats grace", hashSecret("u1", current, previous, now.Add(time.Minute)), apiKey("u1", func(k *switchboardv1alpha1.APIKey) { k.Spec.Revoked = true }), previous, now, Revoked},
 	}
 	for _, tt := range tests {

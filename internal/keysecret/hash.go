@@ -28,6 +28,8 @@ type Hashes struct {
 	Previous apikey.Hash
 	// PreviousValidUntil is when Previous stops being accepted.
 	PreviousValidUntil time.Time
+	// NotAfter is when Current stops being accepted (its lifetime's end); zero: never.
+	NotAfter time.Time
 }
 
 // ParseHash reads a hash Secret strictly: anything it does not fully understand is an error,
@@ -47,6 +49,11 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	var err error
 	if h.Current, err = apikey.ParseHash(string(s.Data[DataHash])); err != nil {
 		return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataHash, err)
+	}
+	if raw := s.Data[DataNotAfter]; len(raw) > 0 {
+		if h.NotAfter, err = time.Parse(time.RFC3339, string(raw)); err != nil {
+			return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataNotAfter, err)
+		}
 	}
 	prev := s.Data[DataPreviousHash]
 	if len(prev) == 0 {
@@ -112,6 +119,11 @@ type Issued struct {
 	// Delivery names the delivery Secret the key was written to ("": it was revealed, or the
 	// record was written before switchboard kept this field).
 	Delivery string
+	// IssuedAt is when the key was issued (zero: the record was written before switchboard
+	// kept this field).
+	IssuedAt time.Time
+	// NotAfter is when the key stops being accepted, its lifetime's end (zero: never).
+	NotAfter time.Time
 }
 
 // SetIssued records in hash Secret s the issue of its current key: its hint, the rotation it
@@ -133,6 +145,17 @@ func SetIssued(s *corev1.Secret, rec Issued) {
 	} else {
 		s.Data[DataDelivery] = []byte(rec.Delivery)
 	}
+	setTime(s, DataIssuedAt, rec.IssuedAt)
+	setTime(s, DataNotAfter, rec.NotAfter)
+}
+
+// setTime writes t under name, or removes name when t is zero.
+func setTime(s *corev1.Secret, name string, t time.Time) {
+	if t.IsZero() {
+		delete(s.Data, name)
+		return
+	}
+	s.Data[name] = []byte(t.UTC().Format(time.RFC3339))
 }
 
 // IssuedOf reads the record of issuance of hash Secret s; false when s has none (it was
@@ -149,6 +172,19 @@ func IssuedOf(s *corev1.Secret) (Issued, bool) {
 		if t, err := time.Parse(time.RFC3339, string(raw)); err == nil {
 			rec.RevealExpiresAt = t
 		}
+	}
+	if raw := s.Data[DataIssuedAt]; len(raw) > 0 {
+		if t, err := time.Parse(time.RFC3339, string(raw)); err == nil {
+			rec.IssuedAt = t
+		}
+	}
+	if raw := s.Data[DataNotAfter]; len(raw) > 0 {
+		// One that does not parse makes the server refuse the key (ParseHash): read it as "now".
+		t, err := time.Parse(time.RFC3339, string(raw))
+		if err != nil {
+			t = time.Unix(1, 0)
+		}
+		rec.NotAfter = t
 	}
 	return rec, true
 }

@@ -55,6 +55,8 @@ const (
 	LabelAPIKeyName = "switchboard.dev/apikey-name"
 	// LabelAPIKeyUID is the UID of the APIKey a Secret belongs to.
 	LabelAPIKeyUID = "switchboard.dev/apikey-uid"
+	// LabelTemplate is the digest of the spec.secretTemplate a delivery Secret was given.
+	LabelTemplate = "switchboard.dev/secret-template"
 	// LabelGeneration is the status.keyGeneration of the key a Secret holds or hashes.
 	LabelGeneration = "switchboard.dev/key-generation"
 
@@ -86,6 +88,11 @@ const (
 	// switchboard kept it). Part of the record of issuance.
 	DataDelivery = "delivery.secretName"
 
+	// DataIssuedAt and DataNotAfter record when the current key was issued and when it stops
+	// being accepted (its lifetime's end; absent: it does not end on its own). The API server
+	// refuses the current key from DataNotAfter on.
+	DataIssuedAt = "issuedAt"
+	DataNotAfter = "notAfter"
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"
 	// DataHint holds the key's hint in reveal, delivery and hash Secrets.

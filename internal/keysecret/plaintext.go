@@ -1,7 +1,11 @@
 package keysecret
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +46,7 @@ func NewDelivery(key *switchboardv1alpha1.APIKey, gen int64, plaintext string) *
 // SetDelivered makes s, a delivery Secret of key, hold plaintext as key generation gen. Labels
 // and data keys other than switchboard's are dropped: the Secret is switchboard's to write.
 func SetDelivered(s *corev1.Secret, key *switchboardv1alpha1.APIKey, gen int64, plaintext string) {
-	s.Labels = labelsFor(key, ComponentDelivery, gen)
+	SetTemplate(s, key, gen)
 	s.OwnerReferences = []metav1.OwnerReference{controllerRef(key)}
 	s.Type = TypeDelivery
 	s.Data = data(plaintext)
@@ -93,4 +97,41 @@ func IsOwnedBy(s *corev1.Secret, key *switchboardv1alpha1.APIKey, component stri
 	return owner != nil && owner.UID == key.UID && owner.Kind == "APIKey" &&
 		owner.APIVersion == switchboardv1alpha1.GroupVersion.String() &&
 		s.Type == want && s.Labels[LabelComponent] == component
+}
+
+// SetTemplate gives delivery Secret s of key generation gen the labels and annotations of
+// key's spec.secretTemplate; switchboard's own labels win over the template's.
+func SetTemplate(s *corev1.Secret, key *switchboardv1alpha1.APIKey, gen int64) {
+	s.Labels, s.Annotations = templated(key, gen)
+}
+
+// TemplateApplied says whether delivery Secret s was given key's spec.secretTemplate as it is
+// now, by the digest SetTemplate labels it with (the operator's cache keeps no other label).
+func TemplateApplied(s *corev1.Secret, key *switchboardv1alpha1.APIKey) bool {
+	return s.Labels[LabelTemplate] == templateDigest(key.Spec.SecretTemplate)
+}
+
+// templateDigest names a template's content; "" for none.
+func templateDigest(t *switchboardv1alpha1.APIKeySecretTemplate) string {
+	if t == nil || len(t.Labels) == 0 && len(t.Annotations) == 0 {
+		return ""
+	}
+	raw, _ := json.Marshal(t) // maps marshal with sorted keys: one digest per content
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+func templated(key *switchboardv1alpha1.APIKey, gen int64) (labels, annotations map[string]string) {
+	labels = map[string]string{}
+	if t := key.Spec.SecretTemplate; t != nil {
+		maps.Copy(labels, t.Labels)
+		if len(t.Annotations) > 0 {
+			annotations = maps.Clone(t.Annotations)
+		}
+	}
+	maps.Copy(labels, labelsFor(key, ComponentDelivery, gen))
+	if d := templateDigest(key.Spec.SecretTemplate); d != "" {
+		labels[LabelTemplate] = d
+	}
+	return labels, annotations
 }

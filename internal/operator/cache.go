@@ -98,7 +98,7 @@ func trimSecret(system string) toolscache.TransformFunc {
 		s.Finalizers = nil
 		kept := map[string]string{}
 		for _, k := range []string{keysecret.LabelManagedBy, keysecret.LabelComponent, keysecret.LabelAPIKeyNamespace,
-			keysecret.LabelAPIKeyName, keysecret.LabelAPIKeyUID, keysecret.LabelGeneration} {
+			keysecret.LabelAPIKeyName, keysecret.LabelAPIKeyUID, keysecret.LabelGeneration, keysecret.LabelTemplate} {
 			if v, ok := s.Labels[k]; ok {
 				kept[k] = v
 			}

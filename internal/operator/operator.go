@@ -42,6 +42,11 @@ const (
 	// metrics and probes (the Options' zero values disable them, for tests and switchboard dev).
 	DefaultMetricsBindAddress     = ":8080"
 	DefaultHealthProbeBindAddress = ":8081"
+	// DefaultExpiryWarning and DefaultUnusedAfter: the ExpiringSoon and Unused conditions.
+	DefaultExpiryWarning = controllers.DefaultExpiryWarning
+	DefaultUnusedAfter   = controllers.DefaultUnusedAfter
+	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
+	DefaultKeyMetricsLimit = 10000
 	// EventSource is the reporting controller of the operator's Events.
 	EventSource = "switchboard-operator"
 )
@@ -54,6 +59,13 @@ type Options struct {
 	KeyPrefix string
 	// RevealTTL is how long an unclaimed reveal Secret lives (default 1h).
 	RevealTTL time.Duration
+	// ExpiryWarning is how long before a key's end that nothing renews ExpiringSoon turns True.
+	ExpiryWarning time.Duration
+	// UnusedAfter is how long without a use makes a key Unused (negative: never).
+	UnusedAfter time.Duration
+	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
+	// past it only the aggregates are exported (negative: no per-key series at all).
+	KeyMetricsLimit int
 
 	// LeaderElection makes replicas elect one active operator; Run's callers turn it on.
 	LeaderElection bool
@@ -103,6 +115,15 @@ func (o *Options) Default() {
 	if o.RevealTTL == 0 {
 		o.RevealTTL = DefaultRevealTTL
 	}
+	if o.ExpiryWarning == 0 {
+		o.ExpiryWarning = DefaultExpiryWarning
+	}
+	if o.UnusedAfter == 0 {
+		o.UnusedAfter = DefaultUnusedAfter
+	}
+	if o.KeyMetricsLimit == 0 {
+		o.KeyMetricsLimit = DefaultKeyMetricsLimit
+	}
 	if o.LeaderElectionID == "" {
 		o.LeaderElectionID = DefaultLeaderElectionID
 	}
@@ -142,6 +163,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RevealTTL < 0 {
 		errs = append(errs, fmt.Errorf("--reveal-ttl: the reveal TTL must be positive, got %s", o.RevealTTL))
+	}
+	if o.ExpiryWarning < 0 {
+		errs = append(errs, fmt.Errorf("--expiry-warning must be positive, got %s", o.ExpiryWarning))
 	}
 	if o.QPS < 0 || o.Burst < 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
@@ -223,12 +247,14 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 		SystemNamespace:   opts.SystemNamespace,
 		KeyPrefix:         opts.KeyPrefix,
 		RevealTTL:         opts.RevealTTL,
+		ExpiryWarning:     opts.ExpiryWarning,
+		UnusedAfter:       opts.UnusedAfter,
 		ControllerOptions: keyCtrlOpts,
 	}
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
 	}
-	return nil
+	return registerKeyMetrics(mgr, &opts)
 }
 
 // Run runs the operator until ctx is done.

@@ -216,7 +216,7 @@ func TestBrowserScreenshot(t *testing.T) {
 		{ObjectMeta: metaName(ns, "ci-pipeline"), Spec: switchboardv1alpha1.APIKeySpec{Description: "GitHub Actions deploys", ExpiresAt: in(90 * 24 * time.Hour)}},
 		{ObjectMeta: metaName(ns, "acme-partner"), Spec: switchboardv1alpha1.APIKeySpec{Description: "ACME Corp integration",
 			RateLimit:           &switchboardv1alpha1.APIKeyRateLimit{Requests: 600, Period: metav1.Duration{Duration: time.Minute}},
-			AllowedSourceRanges: []switchboardv1alpha1.CIDR{"203.0.113.0/24"}}},
+			AllowedSourceRanges: []switchboardv1alpha1.CIDR{"203.0.113.0/24"}, Audiences: []switchboardv1alpha1.Audience{"connections", "billing"}}},
 		{ObjectMeta: metaName(ns, "legacy-cron"), Spec: switchboardv1alpha1.APIKeySpec{Description: "Old nightly export"}},
 	}
 	plain := map[string]string{}

@@ -14,8 +14,8 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
-// parsePolicy reads the create form's optional rate limit, burst and source ranges, or says
-// in one sentence what is wrong with them.
+// parsePolicy reads the create form's optional rate limit, burst, source ranges and audiences,
+// or says in one sentence what is wrong with them.
 func parsePolicy(f createForm) (keyclient.Policy, string) {
 	var p keyclient.Policy
 	burst := 0
@@ -34,7 +34,11 @@ func parsePolicy(f createForm) (keyclient.Policy, string) {
 	if err != nil {
 		return p, "Allowed sources: " + err.Error() + "."
 	}
-	p.RateLimit, p.AllowedSourceRanges = rl, ranges
+	audiences, err := keyclient.ParseAudiences(f.Audiences)
+	if err != nil {
+		return p, "Audiences: " + err.Error() + "."
+	}
+	p.RateLimit, p.AllowedSourceRanges, p.Audiences = rl, ranges, audiences
 	return p, ""
 }
 
@@ -46,7 +50,7 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 	ns := r.PostFormValue("namespace")
 	data := h.newKeysData(s, ns)
 	data.Form = createForm{Name: r.PostFormValue("name"), Description: r.PostFormValue("description"), Expires: r.PostFormValue("expires"),
-		RateLimit: r.PostFormValue("rate_limit"), Burst: r.PostFormValue("burst"), Sources: r.PostFormValue("sources")}
+		RateLimit: r.PostFormValue("rate_limit"), Burst: r.PostFormValue("burst"), Sources: r.PostFormValue("sources"), Audiences: r.PostFormValue("audiences")}
 	if msg := validNamespace(ns); msg != "" {
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
 		return

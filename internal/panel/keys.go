@@ -18,12 +18,16 @@ import (
 // keysData is the data of the "API keys" page.
 type keysData struct {
 	layout
-	Namespaces       []string
-	Notice           string
-	Error            string
-	Revealed         *revealedKey
-	Keys             []keyRow
-	KeysError        string
+	Namespaces []string
+	Notice     string
+	Error      string
+	Revealed   *revealedKey
+	Keys       []keyRow
+	KeysError  string
+	// Filter narrows the key list ("", "expiring" or "unused": the show query parameter);
+	// Filters are the choices, with how many keys each shows.
+	Filter           string
+	Filters          []keyFilter
 	Connections      []connRow
 	ConnectionsError string
 	Form             createForm
@@ -52,11 +56,13 @@ type createForm struct {
 	Name        string
 	Description string
 	Expires     string
-	// RateLimit ("100/1m"), Burst and Sources ("203.0.113.0/24, 2001:db8::/32") are the key's
-	// policy, each optional; keyclient parses them as the plugin's flags.
+	// RateLimit ("100/1m"), Burst, Sources ("203.0.113.0/24, 2001:db8::/32") and Audiences
+	// ("billing, connections") are the key's policy, each optional; keyclient parses them as
+	// the plugin's flags.
 	RateLimit string
 	Burst     string
 	Sources   string
+	Audiences string
 }
 
 // expiryChoice is an option of the create form's expiry select.
@@ -129,6 +135,7 @@ func (h *handler) keysPage(w http.ResponseWriter, r *http.Request, s *session) {
 		ns = h.sessions.lastNamespace(s)
 	}
 	data := h.newKeysData(s, ns)
+	data.Filter = r.URL.Query().Get("show")
 	data.Notice = h.sessions.takeFlash(s)
 	status := http.StatusOK
 	if msg := validNamespace(ns); msg != "" {
@@ -177,7 +184,7 @@ func (h *handler) showKeys(w http.ResponseWriter, r *http.Request, s *session, s
 					k.Status.RevealSecretName = ""
 				}
 			}
-			data.Keys = keyRows(keys.Items, now)
+			data.Keys, data.Filters, data.Filter = filterKeys(keyRows(keys.Items, now), ns, data.Filter)
 		}
 		var conns switchboardv1alpha1.ConnectionList
 		if err := s.client.List(ctx, &conns, client.InNamespace(ns)); err != nil {

@@ -133,13 +133,25 @@ type keyRow struct {
 	Created     timeView
 	LastUsed    timeView
 	Expires     timeView
-	// RateLimit and Sources are the key's policy ("100/1m,burst=20", "10.0.0.0/8, …"), empty
-	// when it has none.
+	// RateLimit, Sources and Audiences are the key's policy ("100/1m,burst=20",
+	// "10.0.0.0/8, …", "billing, connections"), each empty when it has none.
 	RateLimit string
 	Sources   string
+	Audiences string
 	CanRotate bool
 	CanRevoke bool
 	CanReveal bool
+	// KeyEnds is when the current key stops being accepted (status.keyNotAfter), shown under
+	// Expires when it comes before the APIKey's own expiry.
+	KeyEnds timeView
+	// NextRotation is when a new key is issued into the delivery Secret (status.renewalTime).
+	NextRotation timeView
+	// Expiring and Unused are the operator's ExpiringSoon and Unused conditions, with their
+	// messages; only a key that can still be used is either.
+	Expiring        bool
+	ExpiringMessage string
+	Unused          bool
+	UnusedMessage   string
 }
 
 // stateBadge is the label and CSS class of a key's one-word state (keyclient.State).
@@ -181,7 +193,7 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		hint = "—"
 	}
 	live := keyclient.Live(k)
-	return keyRow{
+	row := keyRow{
 		Name:        k.Name,
 		Description: k.Spec.Description,
 		Hint:        hint,
@@ -193,10 +205,92 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		Expires:     viewTime(k.Spec.ExpiresAt, now, "Never"),
 		RateLimit:   keyclient.FormatRateLimit(k.Spec.RateLimit),
 		Sources:     strings.ReplaceAll(keyclient.FormatSourceRanges(k.Spec.AllowedSourceRanges), ",", ", "),
+		Audiences:   strings.ReplaceAll(keyclient.FormatAudiences(k.Spec.Audiences), ",", ", "),
 		CanRotate:   live,
 		CanRevoke:   live,
 		CanReveal:   live && keyclient.RevealStatus(k) == keyclient.RevealClaimable,
 	}
+	lifecycleOfRow(&row, k, now)
+	return row
+}
+
+// lifecycleOfRow fills in the row's lifecycle: when the current key ends and is renewed, and
+// whether it is expiring soon or unused, as the operator's conditions say. A key that is
+// revoked, expired or being deleted is none of these: nothing more will happen to it.
+func lifecycleOfRow(row *keyRow, k *switchboardv1alpha1.APIKey, now time.Time) {
+	switch keyclient.State(k, now) {
+	case keyclient.StateRevoked, keyclient.StateExpired, keyclient.StateDeleting:
+		row.NextRotation = timeView{Text: "—"}
+		return
+	}
+	if end := k.Status.KeyNotAfter; end != nil && (k.Spec.ExpiresAt == nil || end.Before(k.Spec.ExpiresAt)) {
+		row.KeyEnds = viewTime(end, now, "")
+	}
+	row.NextRotation = viewTime(k.Status.RenewalTime, now, "—")
+	if c := apimeta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon); c != nil && c.Status == metav1.ConditionTrue {
+		row.Expiring, row.ExpiringMessage = true, c.Message
+	}
+	if c := apimeta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionUnused); c != nil && c.Status == metav1.ConditionTrue {
+		row.Unused, row.UnusedMessage = true, c.Message
+	}
+}
+
+// Filters of the key list (the show query parameter).
+const (
+	filterAll      = ""
+	filterExpiring = "expiring"
+	filterUnused   = "unused"
+)
+
+// keyFilter is one choice above the key list: all keys, the expiring ones, the unused ones.
+type keyFilter struct {
+	Value   string
+	Label   string
+	Count   int
+	Current bool
+	URL     string
+}
+
+// filterKeys keeps the rows that filter picks, and returns the choices with their counts.
+// An unknown filter shows every key.
+func filterKeys(rows []keyRow, ns, filter string) ([]keyRow, []keyFilter, string) {
+	if filter != filterExpiring && filter != filterUnused {
+		filter = filterAll
+	}
+	picks := func(r keyRow, f string) bool {
+		switch f {
+		case filterExpiring:
+			return r.Expiring
+		case filterUnused:
+			return r.Unused
+		}
+		return true
+	}
+	choices := []keyFilter{
+		{Value: filterAll, Label: "All"},
+		{Value: filterExpiring, Label: "Expiring soon"},
+		{Value: filterUnused, Label: "Unused"},
+	}
+	for i := range choices {
+		c := &choices[i]
+		for _, r := range rows {
+			if picks(r, c.Value) {
+				c.Count++
+			}
+		}
+		c.Current = c.Value == filter
+		c.URL = keysURL(ns)
+		if c.Value != filterAll {
+			c.URL += "&show=" + c.Value
+		}
+	}
+	kept := make([]keyRow, 0, len(rows))
+	for _, r := range rows {
+		if picks(r, filter) {
+			kept = append(kept, r)
+		}
+	}
+	return kept, choices, filter
 }
 
 func keyRows(keys []switchboardv1alpha1.APIKey, now time.Time) []keyRow {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 func TestRelative(t *testing.T) {
@@ -134,6 +135,54 @@ func TestValidation(t *testing.T) {
 				t.Fatalf("validKeyName(%q) ok = %v, want %v", tt.key, got, tt.keyOK)
 			}
 		})
+	}
+}
+
+// TestParsePolicy: the create form's policy fields are parsed as the plugin's flags, and a
+// bad one is refused in one sentence that names the field.
+func TestParsePolicy(t *testing.T) {
+	tests := []struct {
+		name string
+		form createForm
+		want string // rate limit | sources | audiences, or the message
+		ok   bool
+	}{
+		{"nothing", createForm{}, " |  | ", true},
+		{"everything", createForm{RateLimit: "100/1m", Burst: " 20 ", Sources: "203.0.113.0/24, 2001:db8::/32", Audiences: " billing, connections "},
+			"100/1m,burst=20 | 203.0.113.0/24,2001:db8::/32 | billing,connections", true},
+		{"audiences separated by spaces", createForm{Audiences: "billing connections\tbilling-v2"}, " |  | billing,connections,billing-v2", true},
+		{"an audience in capitals", createForm{Audiences: "Billing, connections"}, `Audiences: audience "Billing" must be written in lower case: billing.`, false},
+		{"an audience with a dot", createForm{Audiences: "billing.v2"}, `Audiences: audience "billing.v2" is not a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, such as connections or billing-v2.`, false},
+		{"an audience twice", createForm{Audiences: "billing billing"}, `Audiences: audience "billing" is given twice.`, false},
+		{"a bad source range", createForm{Sources: "office", Audiences: "billing"}, `Allowed sources: source range "office" is not a CIDR`, false},
+		{"a bad burst", createForm{RateLimit: "10/1m", Burst: "two"}, "The burst is a whole number of requests, at least 1.", false},
+		{"a bad rate limit", createForm{RateLimit: "100"}, `Rate limit: rate limit "100" is not REQUESTS/PERIOD, e.g. 100/1m.`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, msg := parsePolicy(tt.form)
+			got := keyclient.FormatRateLimit(p.RateLimit) + " | " + keyclient.FormatSourceRanges(p.AllowedSourceRanges) + " | " + keyclient.FormatAudiences(p.Audiences)
+			switch {
+			case tt.ok && (msg != "" || got != tt.want):
+				t.Fatalf("parsePolicy = %q, %q; want %q", got, msg, tt.want)
+			case !tt.ok && !strings.HasPrefix(msg, tt.want):
+				t.Fatalf("parsePolicy says %q, want %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyRowShowsThePolicy(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	row := newKeyRow(&switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "k"}, Spec: switchboardv1alpha1.APIKeySpec{
+		AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "2001:db8::/32"},
+		Audiences:           []switchboardv1alpha1.Audience{"billing", "connections"},
+	}}, now)
+	if row.RateLimit != "" || row.Sources != "10.0.0.0/8, 2001:db8::/32" || row.Audiences != "billing, connections" {
+		t.Fatalf("row: rate limit %q, sources %q, audiences %q", row.RateLimit, row.Sources, row.Audiences)
+	}
+	if row := newKeyRow(&switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "k"}}, now); row.Audiences != "" {
+		t.Fatalf("a key for every audience shows %q", row.Audiences)
 	}
 }
 

@@ -105,3 +105,45 @@ func TestRotateTimeoutSaysHowToGetTheKey(t *testing.T) {
 		t.Fatalf("the rotation request was lost: %v %+v", err, got.Spec)
 	}
 }
+
+func TestBulkRotateRefusesMixtures(t *testing.T) {
+	_, run := fakeCluster(t, false)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ci", "-l", "app=x"}, `key rotate takes a NAME or -l/--all, not both: drop "ci"`},
+		{[]string{"ci", "--all"}, `key rotate takes a NAME or -l/--all, not both`},
+		{[]string{"-l", "app=x", "--all"}, "key rotate takes -l SELECTOR or --all, not both"},
+		{[]string{"ci", "-A"}, "-A/--all-namespaces needs -l SELECTOR or --all"},
+		{nil, "key rotate needs a NAME, or -l SELECTOR or --all to rotate several keys"},
+		{[]string{"a", "b"}, "key rotate needs exactly one NAME argument, got 2"},
+		{[]string{"--all", "-o", "yaml"}, `unsupported output format "yaml"`},
+	} {
+		mustFail(t, run(append([]string{"key", "rotate"}, tt.args...)...), tt.want)
+	}
+}
+
+// TestBulkRotateGoesOnAfterAFailure: a key the operator does not rotate in time fails alone;
+// the others are still tried, and the command fails at the end with how many failed.
+func TestBulkRotateGoesOnAfterAFailure(t *testing.T) {
+	c, run := fakeCluster(t, false)
+	for _, name := range []string{"a", "b"} {
+		if err := c.Create(context.Background(), &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run("key", "rotate", "--all", "--yes", "--timeout", "200ms")
+	if r.code == 0 {
+		t.Fatalf("succeeded: %+v", r)
+	}
+	for _, want := range []string{"error: APIKey a: timed out waiting for the operator", "error: APIKey b: timed out waiting for the operator",
+		"error: 2 of the 2 APIKeys picked could not be rotated (see above)"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, `Rotated 0 of the 2 APIKeys picked in namespace "team-a"; 2 failed.`) {
+		t.Errorf("stdout: %q", r.stdout)
+	}
+}

@@ -41,6 +41,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 			"print the key on stdout. It is shown only this once: store it right away.",
 		Example: "  kubectl switchboard key create ci --description 'CI pipeline' --expires-in 720h\n" +
 			"  kubectl switchboard key create partner --rate-limit 100/1m --burst 20 --allowed-source-ranges 203.0.113.0/24\n" +
+			"  kubectl switchboard key create billing-sync --audiences billing,connections\n" +
 			"  KEY=$(kubectl switchboard key create ci -o json | jq -r .key)",
 		Args: exactlyOneName("key create"),
 		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },

@@ -69,15 +69,15 @@ func (o *listOptions) runKeys(ctx context.Context) error {
 	}
 	now := o.Clock.Now()
 	w := printers.GetNewTabWriter(o.Out)
-	fmt.Fprintln(w, "NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES\tRATE LIMIT\tSOURCES")
+	fmt.Fprintln(w, "NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES\tRATE LIMIT\tSOURCES\tAUDIENCES")
 	for i := range keys.Items {
 		k := &keys.Items[i]
 		hint := k.Status.KeyHint
 		if hint == "" {
 			hint = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
-			ago(keyclient.CreatedAt(k), now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
+			ago(keyclient.CreatedAt(k), now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k), audiencesColumn(k))
 	}
 	return w.Flush()
 }

@@ -38,8 +38,8 @@ func TestKeyList(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want a header and two rows, got %q", r.stdout)
 	}
-	// RATE LIMIT and SOURCES were added with per-key policies (policy_test.go checks them).
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME HINT STATE CREATED LAST USED EXPIRES RATE LIMIT SOURCES" {
+	// RATE LIMIT, SOURCES and AUDIENCES were added with per-key policies (policy_test.go checks them).
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME HINT STATE CREATED LAST USED EXPIRES RATE LIMIT SOURCES AUDIENCES" {
 		t.Fatalf("header = %q", lines[0])
 	}
 	alpha, beta := getAPIKey(t, ns, "alpha"), getAPIKey(t, ns, "beta")

@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -228,6 +229,81 @@ func TestBuildValidatesFlags(t *testing.T) {
 	}
 }
 
+// TestPolicyFlags: each flag changes its part of the policy only, "none" and "any" remove a
+// limit, and a bad value names its flag.
+func TestPolicyFlags(t *testing.T) {
+	current := func() keyclient.Policy {
+		return keyclient.Policy{
+			RateLimit:           &switchboardv1alpha1.APIKeyRateLimit{Requests: 5, Period: metav1.Duration{Duration: time.Second}},
+			AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8"},
+			Audiences:           []switchboardv1alpha1.Audience{"billing"},
+		}
+	}
+	tests := []struct {
+		name  string
+		flags policyFlags
+		want  string // rate limit | sources | audiences after the change, or the error's text
+		ok    bool
+	}{
+		{"nothing given", policyFlags{}, "5/1s | 10.0.0.0/8 | billing", true},
+		{"audiences", policyFlags{audiences: []string{"billing", "connections"}}, "5/1s | 10.0.0.0/8 | billing,connections", true},
+		{"audiences with spaces", policyFlags{audiences: []string{"billing", " connections  billing-v2"}}, "5/1s | 10.0.0.0/8 | billing,connections,billing-v2", true},
+		{"any audience", policyFlags{audiences: []string{"any"}}, "5/1s | 10.0.0.0/8 | ", true},
+		{"any audience among others", policyFlags{audiences: []string{"billing", "any"}}, `--audiences: "any" allows every audience and is given alone`, false},
+		{"a bad audience", policyFlags{audiences: []string{"connections", "billing.v2"}}, `--audiences: audience "billing.v2" is not a DNS label`, false},
+		{"an audience twice", policyFlags{audiences: []string{"billing", "billing"}}, `--audiences: audience "billing" is given twice`, false},
+		{"everything removed", policyFlags{rateLimit: "none", sourceRanges: []string{"any"}, audiences: []string{"any"}}, " |  | ", true},
+		{"rate limit", policyFlags{rateLimit: "100/1m", burst: 20}, "100/1m,burst=20 | 10.0.0.0/8 | billing", true},
+		{"source ranges", policyFlags{sourceRanges: []string{"192.0.2.0/24"}}, "5/1s | 192.0.2.0/24 | billing", true},
+		{"a burst alone", policyFlags{burst: 3}, "--burst needs --rate-limit", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := current()
+			err := tt.flags.change(&p)
+			got := keyclient.FormatRateLimit(p.RateLimit) + " | " + keyclient.FormatSourceRanges(p.AllowedSourceRanges) + " | " + keyclient.FormatAudiences(p.Audiences)
+			switch {
+			case tt.ok && (err != nil || got != tt.want):
+				t.Fatalf("change = %q, %v; want %q", got, err, tt.want)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("change = %v, want an error saying %q", err, tt.want)
+			}
+			if given := len(tt.flags.audiences) > 0 || len(tt.flags.sourceRanges) > 0 || tt.flags.rateLimit != "" || tt.flags.burst != 0; given != tt.flags.given() {
+				t.Fatalf("given() = %v", tt.flags.given())
+			}
+		})
+	}
+}
+
+func TestPolicyColumns(t *testing.T) {
+	key := func(ranges []switchboardv1alpha1.CIDR, audiences []switchboardv1alpha1.Audience) *switchboardv1alpha1.APIKey {
+		return &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{AllowedSourceRanges: ranges, Audiences: audiences}}
+	}
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"no source ranges", sourcesColumn(key(nil, nil)), "anywhere"},
+		{"one source range", sourcesColumn(key([]switchboardv1alpha1.CIDR{"10.0.0.0/8"}, nil)), "10.0.0.0/8"},
+		{"two source ranges", sourcesColumn(key([]switchboardv1alpha1.CIDR{"10.0.0.0/8", "2001:db8::/32"}, nil)), "10.0.0.0/8,2001:db8::/32"},
+		{"five source ranges", sourcesColumn(key([]switchboardv1alpha1.CIDR{"10.0.0.0/8", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "::1/128"}, nil)), "10.0.0.0/8,192.0.2.0/24,+3"},
+		{"no audiences", audiencesColumn(key(nil, nil)), "any"},
+		{"empty audiences", audiencesColumn(key(nil, []switchboardv1alpha1.Audience{})), "any"},
+		{"one audience", audiencesColumn(key(nil, []switchboardv1alpha1.Audience{"connections"})), "connections"},
+		{"two audiences", audiencesColumn(key(nil, []switchboardv1alpha1.Audience{"billing", "connections"})), "billing,connections"},
+		{"three audiences", audiencesColumn(key(nil, []switchboardv1alpha1.Audience{"billing", "connections", "reports"})), "billing,connections,+1"},
+		{"no rate limit", rateLimitColumn(key(nil, nil)), "none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Fatalf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}
+
 func TestArgumentErrors(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -238,6 +314,7 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"key", "create", "ci", "--expires-in", "1h", "--expires-at", "2030-01-01T00:00:00Z"}, "none of the others can be"},
 		{[]string{"key", "list", "-o", "wide"}, `unsupported output format "wide"`},
 		{[]string{"key", "rotate", "ci", "--grace", "soon"}, `invalid argument "soon"`},
+		{[]string{"key", "policy", "ci", "--audiences", "Billing"}, `--audiences: audience "Billing" must be written in lower case: billing`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

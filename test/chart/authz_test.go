@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // gatewayPeer is the NetworkPolicyPeer the renderings below admit to the authz ports: the pods
@@ -27,7 +29,7 @@ var gatewayPeerSets = []string{
 // render renders the chart with sets.
 func render(t *testing.T, sets []string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := run(t, helmBinary(t), append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(sets)...)...)
+	out, err := run(t, testenv.Helm(t), append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(sets)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +287,7 @@ func checkAuthzPolicy(t *testing.T, np *unstructured.Unstructured, want []string
 // refuses the listeners behind a NetworkPolicy that names no gateway, which would render an
 // empty `from` and admit every source.
 func TestHelmAuthzPolicyTemplateFailsClosed(t *testing.T) {
-	out, err := run(t, helmBinary(t), "template", "switchboard", chartDir(), "--namespace", releaseNamespace, "--skip-schema-validation",
+	out, err := run(t, testenv.Helm(t), "template", "switchboard", chartDir(), "--namespace", releaseNamespace, "--skip-schema-validation",
 		"--set", "networkPolicy.enabled=true", "--set", "server.authz.grpc.enabled=true")
 	if err == nil {
 		t.Fatalf("helm template rendered the authz listeners with no allowed clients:\n%.300s", out)

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,6 +40,8 @@ var allFeatures = []string{
 	"ingress.tls[0].secretName=api-tls",
 	"ingress.tls[0].hosts[0]=api.example.com",
 	"metrics.serviceMonitor.enabled=true",
+	"monitoring.prometheusRule.enabled=true",
+	"monitoring.dashboard.enabled=true",
 	"networkPolicy.enabled=true",
 	"networkPolicy.apiFrom[0].namespaceSelector.matchLabels.name=ingress",
 	"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
@@ -67,19 +68,6 @@ var allFeatures = []string{
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "switchboard") }
 
-// helmBinary is bin/helm-<version>, installed by `make helm-lint` (and `make test`).
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("HELM")
-	if bin == "" {
-		bin = filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("helm is missing at %s: run `make helm-lint` to install it (%v)", bin, err)
-	}
-	return bin
-}
-
 func run(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -102,7 +90,7 @@ func setArgs(sets []string) []string {
 }
 
 func TestHelmLintStrict(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	for name, sets := range map[string][]string{"defaults": nil, "every feature": allFeatures} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"lint", "--strict", "--namespace", releaseNamespace, chartDir()}, setArgs(sets)...)
@@ -114,12 +102,12 @@ func TestHelmLintStrict(t *testing.T) {
 }
 
 func TestHelmTemplateServerSideDryRun(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	ctx := context.Background()
 	if err := env.EnsureNamespace(ctx, releaseNamespace); err != nil {
 		t.Fatal(err)
 	}
-	installServiceMonitorCRD(t)
+	installMonitoringCRDs(t)
 	tests := []struct {
 		name string
 		sets []string
@@ -132,12 +120,13 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
 				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel"},
-			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz"},
+			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz",
+				"PrometheusRule", "ConfigMap/switchboard-dashboard"},
 		},
 		{
 			name: "every feature",
 			sets: allFeatures,
-			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "NetworkPolicy/switchboard-server",
+			want: []string{"Ingress/switchboard-api", "ServiceMonitor/switchboard", "PrometheusRule/switchboard", "ConfigMap/switchboard-dashboard", "NetworkPolicy/switchboard-server",
 				"NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "HorizontalPodAutoscaler/switchboard-server", "Service/switchboard-authz"},
 		},
 		{
@@ -205,7 +194,7 @@ func ssoValues(mode string) []string {
 }
 
 func TestHelmRejectsBadValues(t *testing.T) {
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	tests := []struct {
 		name string
 		set  string
@@ -253,6 +242,14 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "SSO callback elsewhere", set: "panel.oidc.redirectURL=https://panel.example.com/callback", want: "/panel/oidc/redirectURL"},
 		{name: "SSO without openid", set: "panel.oidc.scopes={email}", want: "/panel/oidc/scopes"},
 		{name: "SSO in the server pods", set: strings.Join(ssoValues("impersonate"), ",") + ",panel.separate=false", want: "/panel/separate"},
+		// The alerts and the dashboard read the metrics: without them every alert would be blind
+		// (and SwitchboardOperatorAbsent would always fire).
+		{name: "alerts without metrics", set: "metrics.enabled=false,monitoring.prometheusRule.enabled=true", want: "/metrics/enabled"},
+		{name: "dashboard without metrics", set: "metrics.enabled=false,monitoring.dashboard.enabled=true", want: "/metrics/enabled"},
+		{name: "auth failure ratio above 1", set: "monitoring.prometheusRule.authFailureRatio=2", want: "/monitoring/prometheusRule/authFailureRatio"},
+		{name: "expiry warning of zero days", set: "monitoring.prometheusRule.expiringWithinDays=0", want: "/monitoring/prometheusRule/expiringWithinDays"},
+		{name: "dashboard namespace not a name", set: "monitoring.dashboard.namespace=Grafana", want: "/monitoring/dashboard/namespace"},
+		{name: "unknown monitoring value", set: "monitoring.prometheusRule.severity=page", want: "/monitoring/prometheusRule"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,7 +301,7 @@ func TestContainerArgsParse(t *testing.T) {
 	if out, err := run(t, "go", "build", "-o", bin, "./cmd/switchboard"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	helm := helmBinary(t)
+	helm := testenv.Helm(t)
 	templated, err := run(t, helm, append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(allFeatures)...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -416,13 +413,16 @@ func checkRestricted(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// installServiceMonitorCRD installs the Prometheus Operator's own ServiceMonitor CRD (0.93.0,
-// testdata/), so the chart's ServiceMonitor is dry-run against the schema users install.
-func installServiceMonitorCRD(t *testing.T) {
+// installMonitoringCRDs installs the Prometheus Operator's own ServiceMonitor and PrometheusRule
+// CRDs (0.93.0, testdata/), so the chart's are dry-run against the schemas users install.
+func installMonitoringCRDs(t *testing.T) {
 	t.Helper()
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml")}, MaxTime: time.Minute,
+		Paths: []string{
+			filepath.Join("testdata", "monitoring.coreos.com_servicemonitors.yaml"),
+			filepath.Join("testdata", "monitoring.coreos.com_prometheusrules.yaml"),
+		}, MaxTime: time.Minute,
 	}); err != nil {
-		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
+		t.Fatalf("installing the Prometheus Operator's CRDs: %v", err)
 	}
 }

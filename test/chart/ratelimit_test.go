@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // serverContainer renders the chart with sets and returns the server container.
 func serverContainer(t *testing.T, sets []string) map[string]any {
 	t.Helper()
-	out, err := run(t, helmBinary(t), append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(sets)...)...)
+	out, err := run(t, testenv.Helm(t), append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(sets)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,21 +39,9 @@ type authzService struct {
 	httpPort        int64
 }
 
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("HELM")
-	if bin == "" {
-		bin = filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("helm is missing at %s: run `make helm-lint` to install it (%v)", bin, err)
-	}
-	return bin
-}
-
 func chartAuthzService(t *testing.T) authzService {
 	t.Helper()
-	cmd := exec.Command(helmBinary(t), "template", "switchboard", filepath.Join(testenv.RepoRoot(), "charts", "switchboard"),
+	cmd := exec.Command(testenv.Helm(t), "template", "switchboard", filepath.Join(testenv.RepoRoot(), "charts", "switchboard"),
 		"--namespace", releaseNamespace, "--set", "server.authz.grpc.enabled=true", "--set", "server.authz.http.enabled=true")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -107,7 +107,7 @@ func testDocsChartValues(t *testing.T, env *testenv.Env) {
 		if err := os.WriteFile(file, []byte(v), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(helmBinary(t), "template", "switchboard", filepath.Join(testenv.RepoRoot(), "charts", "switchboard"),
+		cmd := exec.Command(testenv.Helm(t), "template", "switchboard", filepath.Join(testenv.RepoRoot(), "charts", "switchboard"),
 			"--namespace", releaseNamespace, "-f", file)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr

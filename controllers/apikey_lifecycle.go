@@ -1,0 +1,203 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// The lifecycle of an issued key, as cert-manager looks after certificates: each key ends
+// spec.lifetime after its issue (the hash Secret records the end, and the API server refuses
+// the key from then on), a delivered key is renewed spec.renewBefore ahead of its end (the old
+// key stays valid until its own end), a key that cannot be renewed without a person is warned
+// about (ExpiringSoon), a key nobody uses is noticed (Unused) and, with
+// spec.revokeWhenUnusedFor, revoked. Every decision here is made from the record switchboard
+// wrote in the hash Secret, the spec, metadata.creationTimestamp and status.lastUsedAt, which
+// only the API server may write and only forwards (an admission policy).
+
+// Defaults of the operator-wide lifecycle settings.
+const (
+	DefaultExpiryWarning = 7 * 24 * time.Hour
+	DefaultUnusedAfter   = 90 * 24 * time.Hour
+)
+
+// life is what plan found out about the current key's life, for the status and conditions.
+type life struct {
+	// known: the key is issued and neither revoked nor expired, so the rest was decided.
+	known bool
+	// issuedAt, notAfter: from the record (zero: not recorded, or no end); end is notAfter or
+	// spec.expiresAt, whichever comes first.
+	issuedAt, notAfter, end time.Time
+	// renewAt is when the key is renewed into its delivery Secret (zero: it is not).
+	renewAt time.Time
+	// expiring is the ExpiringSoon reason when it is True ("" when False), with its message.
+	expiring, expiringMessage string
+	// unused: no use for unusedAfter; lastActivity is the latest use, or the creation.
+	unused       bool
+	lastActivity time.Time
+	// renewal: this reconcile's issue is an automatic renewal.
+	renewal bool
+	// revokedUnused: this reconcile revokes the key for want of use.
+	revokedUnused bool
+	// ended: the current key's lifetime is over; the API server refuses it.
+	ended bool
+}
+
+// wantNotAfter is the end the record should give the current key: issuedAt + spec.lifetime;
+// zero without a lifetime. ok is false when the record has no issue time to count from.
+func wantNotAfter(key *switchboardv1alpha1.APIKey, issuedAt time.Time) (t time.Time, ok bool) {
+	if key.Spec.Lifetime == nil {
+		return time.Time{}, true
+	}
+	if issuedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return issuedAt.Add(key.Spec.Lifetime.Duration).Truncate(time.Second), true
+}
+
+// renewalTime is when the current key should be renewed: renewBefore (or the percentage of its
+// lifetime) ahead of its recorded end, or the first renewal window open from then on; zero when it has no end or no renewal is asked for, or
+// when spec.expiresAt comes first (a new key would end then too).
+func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter time.Time) time.Time {
+	lc := key.Spec.APIKeyLifecycle
+	if notAfter.IsZero() || lc.RenewBefore == nil && lc.RenewBeforePercentage == nil {
+		return time.Time{}
+	}
+	before := time.Duration(0)
+	if lc.RenewBefore != nil {
+		before = lc.RenewBefore.Duration
+	} else {
+		lifetime := notAfter.Sub(issuedAt)
+		if issuedAt.IsZero() && lc.Lifetime != nil {
+			lifetime = lc.Lifetime.Duration
+		}
+		before = lifetime * time.Duration(*lc.RenewBeforePercentage) / 100
+	}
+	at, ok := firstOpenAt(lc.RenewalWindows, notAfter.Add(-before))
+	if !ok || !at.Before(notAfter) {
+		return time.Time{} // no window before the end: ExpiringSoon says so
+	}
+	if exp := key.Spec.ExpiresAt; exp != nil && !at.Before(exp.Time) {
+		return time.Time{}
+	}
+	return at
+}
+
+// delivered says the key of rec sits in the delivery Secret spec.secretName names, so that a
+// new one can be written there without a person.
+func delivered(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued) bool {
+	return key.Spec.SecretName != "" && rec != nil && rec.Delivery == key.Spec.SecretName
+}
+
+// planLife decides what the life of s's current key asks for: a step (decided), or nothing,
+// with what it found in found.life and the next time it changes in next.
+func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planParams, next *requeue) (step, bool) {
+	key, now := s.key, s.now
+	l := life{known: true}
+	l.lastActivity = key.CreationTimestamp.Time
+	if u := key.Status.LastUsedAt; u != nil && u.After(l.lastActivity) {
+		l.lastActivity = u.Time
+	}
+	if p.unusedAfter > 0 {
+		l.unused = !now.Before(l.lastActivity.Add(p.unusedAfter))
+		if !l.unused {
+			next.at(l.lastActivity.Add(p.unusedAfter).Sub(now))
+		}
+	}
+	if d := key.Spec.RevokeWhenUnusedFor; d != nil {
+		at := l.lastActivity.Add(d.Duration)
+		if !now.Before(at) {
+			l.revokedUnused = true
+			found.life = l
+			return step{kind: stepRevokeUnused, found: *found}, true
+		}
+		next.at(at.Sub(now))
+	}
+	if rec != nil {
+		l.issuedAt, l.notAfter = rec.IssuedAt, rec.NotAfter
+		want, ok := wantNotAfter(key, rec.IssuedAt)
+		if !ok || !want.Equal(rec.NotAfter) {
+			// A lifetime set, changed or removed after the key was issued applies to it too.
+			found.life = l
+			return step{kind: stepRecordLife, found: *found}, true
+		}
+	}
+	l.ended = !l.notAfter.IsZero() && !now.Before(l.notAfter)
+	if !l.ended && !l.notAfter.IsZero() {
+		next.at(l.notAfter.Sub(now))
+	}
+	l.end = l.notAfter
+	if exp := key.Spec.ExpiresAt; exp != nil && (l.end.IsZero() || exp.Time.Before(l.end)) {
+		l.end = exp.Time
+	}
+	l.renewAt = renewalTime(key, l.issuedAt, l.notAfter)
+	renews := !l.renewAt.IsZero() && delivered(key, rec)
+	switch {
+	case renews && !now.Before(l.renewAt):
+		l.renewal = true
+		found.life = l
+		return step{kind: stepIssue, gen: rec.Generation + 1, grace: l.notAfter.Sub(now), found: *found}, true
+	case renews:
+		next.at(l.renewAt.Sub(now))
+	case !l.renewAt.IsZero() && !now.Before(l.renewAt):
+		l.expiring = switchboardv1alpha1.ReasonRenewalNeedsHuman
+		l.expiringMessage = fmt.Sprintf("key %s should have been renewed at %s, but it is only revealed, not delivered: rotate it (kubectl switchboard key rotate %s) before it ends at %s, or set spec.secretName so that it renews itself",
+			key.Status.KeyHint, l.renewAt.UTC().Format(time.RFC3339), key.Name, l.end.UTC().Format(time.RFC3339))
+	case !l.renewAt.IsZero():
+		next.at(l.renewAt.Sub(now))
+	}
+	if l.expiring == "" && !l.end.IsZero() && (!renews || !l.renewAt.Before(l.end)) {
+		warnAt := l.end.Add(-p.expiryWarning)
+		if !now.Before(warnAt) {
+			l.expiring = switchboardv1alpha1.ReasonEndsSoon
+			l.expiringMessage = fmt.Sprintf("key %s ends at %s and nothing will replace it on its own", key.Status.KeyHint, l.end.UTC().Format(time.RFC3339))
+		} else {
+			next.at(warnAt.Sub(now))
+		}
+	}
+	found.life = l
+	return step{}, false
+}
+
+// recordLife writes the current key's issue time (now, when the record lacks one) and its end
+// into its hash Secret: the server refuses the key from that end on.
+func (r *APIKeyReconciler) recordLife(ctx context.Context, s *keyState, next *step) error {
+	key, hash := s.key, s.hash
+	rec := *issuedRecord(key, hash)
+	if rec.IssuedAt.IsZero() {
+		rec.IssuedAt = s.now.Truncate(time.Second)
+	}
+	rec.NotAfter, _ = wantNotAfter(key, rec.IssuedAt)
+	before := hash.DeepCopy()
+	keysecret.SetIssued(hash, rec)
+	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the lifetime of key generation %d in the hash Secret: %w", rec.Generation, err)
+	}
+	next.found.life.issuedAt, next.found.life.notAfter = rec.IssuedAt, rec.NotAfter
+	next.after = staleRetry // decide the renewal and the warnings from the record as written
+	log.FromContext(ctx).Info("recorded the key's lifetime", "hint", key.Status.KeyHint, "notAfter", rec.NotAfter)
+	return nil
+}
+
+// revokeUnused revokes the key for good (spec.revoked, which cannot be undone) once it went
+// unused for spec.revokeWhenUnusedFor; the next reconcile removes its hash.
+func (r *APIKeyReconciler) revokeUnused(ctx context.Context, s *keyState, lastActivity time.Time) error {
+	key := s.key
+	before := key.DeepCopy()
+	key.Spec.Revoked = true
+	if err := r.Client.Patch(ctx, key, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("revoking the unused key: %w", err)
+	}
+	log.FromContext(ctx).Info("revoked the key: unused for spec.revokeWhenUnusedFor", "hint", key.Status.KeyHint)
+	// Now, not with the status: the next reconcile, which removes the hash, sees a revoked key.
+	r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, switchboardv1alpha1.ReasonUnusedRevoked, "RevokeKey",
+		"revoked key %s: unused since %s, longer than spec.revokeWhenUnusedFor", hintOf(key), lastActivity.UTC().Format(time.RFC3339))
+	return nil
+}

@@ -1,0 +1,203 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// TestPlanLife: every transition of a key's life, decided from a keyState built by hand at an
+// injected time: the record of its lifetime, renewal ahead of its end into the delivery Secret
+// (the old key valid until its own end), the warning when nothing will renew it, unused keys and
+// their revocation, and when the reconciler wakes for each.
+func TestPlanLife(t *testing.T) {
+	p := planParams{revealTTL: planTTL, expiryWarning: 7 * 24 * time.Hour, unusedAfter: 90 * 24 * time.Hour}
+	day := 24 * time.Hour
+	issued := planNow.Add(-20 * day)
+	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	// delivered is generation 2 delivered into app-key, issued 20 days ago, with a 30-day
+	// lifetime renewed 7 days ahead, created 25 days ago and used an hour ago.
+	delivered := func(f func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, s *keyState)) *keyState {
+		key := planKeyObj(2, false)
+		key.Spec.SecretName = "app-key"
+		key.Spec.Lifetime, key.Spec.RenewBefore = dur(30*day), dur(7*day)
+		key.CreationTimestamp = metav1.NewTime(planNow.Add(-25 * day))
+		key.Status.LastUsedAt = ptr.To(metav1.NewTime(planNow.Add(-time.Hour)))
+		rec := keysecret.Issued{Hint: hintOfGen(2), RotationHandled: rotationOfGen(2), Delivery: "app-key", IssuedAt: issued, NotAfter: issued.Add(30 * day)}
+		s := &keyState{key: key, now: planNow}
+		if f != nil {
+			f(key, &rec, s)
+		}
+		s.hash = planHash(key, 2, false)
+		keysecret.SetIssued(s.hash, rec)
+		s.delivery = keysecret.NewDelivery(key, 2, "k2")
+		return s
+	}
+	revealed := func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, _ *keyState) {
+		k.Spec.SecretName, rec.Delivery = "", ""
+	}
+	tests := []struct {
+		name  string
+		s     *keyState
+		kind  stepKind
+		gen   int64
+		grace time.Duration
+		after time.Duration
+		check func(t *testing.T, l life)
+	}{
+		{name: "within its life: wake at the renewal time", s: delivered(nil), after: 3 * day,
+			check: func(t *testing.T, l life) {
+				if !l.renewAt.Equal(issued.Add(23*day)) || l.expiring != "" || l.unused {
+					t.Errorf("renewAt %s, expiring %q, unused %v", l.renewAt, l.expiring, l.unused)
+				}
+			}},
+		{name: "at the renewal time: a new key into the delivery Secret, the old one valid until its end",
+			s:    delivered(func(_ *switchboardv1alpha1.APIKey, _ *keysecret.Issued, s *keyState) { s.now = issued.Add(23 * day) }),
+			kind: stepIssue, gen: 3, grace: 7 * day,
+			check: func(t *testing.T, l life) {
+				if !l.renewal {
+					t.Error("the issue is not marked a renewal")
+				}
+			}},
+		{name: "a percentage: 10% of 30 days is 3 days ahead",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, s *keyState) {
+				k.Spec.RenewBefore, k.Spec.RenewBeforePercentage = nil, ptr.To[int32](10)
+				s.now = issued.Add(27 * day)
+			}),
+			kind: stepIssue, gen: 3, grace: 3 * day},
+		{name: "revealed only: at the renewal time it warns instead",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, s *keyState) {
+				revealed(k, rec, s)
+				s.now = issued.Add(24 * day)
+			}),
+			after: time.Hour * 24 * 6, // its end, 6 days later
+			check: func(t *testing.T, l life) {
+				if l.expiring != switchboardv1alpha1.ReasonRenewalNeedsHuman {
+					t.Errorf("expiring %q, want %s", l.expiring, switchboardv1alpha1.ReasonRenewalNeedsHuman)
+				}
+			}},
+		{name: "no renewal asked: warned 7 days before the end, woken then",
+			s:     delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, _ *keyState) { k.Spec.RenewBefore = nil }),
+			after: 3 * day,
+			check: func(t *testing.T, l life) {
+				if l.expiring != "" {
+					t.Errorf("warned 10 days ahead: %q", l.expiring)
+				}
+			}},
+		{name: "no renewal asked, 5 days before the end: EndsSoon",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, s *keyState) {
+				k.Spec.RenewBefore = nil
+				s.now = issued.Add(25 * day)
+			}),
+			after: 5 * day,
+			check: func(t *testing.T, l life) {
+				if l.expiring != switchboardv1alpha1.ReasonEndsSoon {
+					t.Errorf("expiring %q, want %s", l.expiring, switchboardv1alpha1.ReasonEndsSoon)
+				}
+			}},
+		{name: "spec.expiresAt before the renewal: no renewal, EndsSoon",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, _ *keyState) {
+				k.Spec.ExpiresAt = ptr.To(metav1.NewTime(planNow.Add(2 * day)))
+			}),
+			after: 2 * day,
+			check: func(t *testing.T, l life) {
+				if !l.renewAt.IsZero() || l.expiring != switchboardv1alpha1.ReasonEndsSoon {
+					t.Errorf("renewAt %s, expiring %q", l.renewAt, l.expiring)
+				}
+			}},
+		{name: "past its end without a renewal: ended",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, s *keyState) {
+				revealed(k, rec, s)
+				s.now = issued.Add(31 * day)
+			}),
+			after: 79*day - time.Hour, // Unused: 90 days after the last use, an hour before planNow
+			check: func(t *testing.T, l life) {
+				if !l.ended {
+					t.Error("not ended")
+				}
+			}},
+		{name: "a lifetime set after the issue is recorded",
+			s:    delivered(func(_ *switchboardv1alpha1.APIKey, rec *keysecret.Issued, _ *keyState) { rec.NotAfter = time.Time{} }),
+			kind: stepRecordLife},
+		{name: "a lifetime removed is recorded",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, _ *keyState) {
+				k.Spec.Lifetime, k.Spec.RenewBefore = nil, nil
+			}),
+			kind: stepRecordLife},
+		{name: "a record without an issue time gets one",
+			s:    delivered(func(_ *switchboardv1alpha1.APIKey, rec *keysecret.Issued, _ *keyState) { rec.IssuedAt = time.Time{} }),
+			kind: stepRecordLife},
+		{name: "unused for 90 days since its last use",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, _ *keyState) {
+				k.Spec.Lifetime, k.Spec.RenewBefore, rec.NotAfter = nil, nil, time.Time{}
+				k.CreationTimestamp = metav1.NewTime(planNow.Add(-200 * day))
+				k.Status.LastUsedAt = ptr.To(metav1.NewTime(planNow.Add(-91 * day)))
+			}),
+			check: func(t *testing.T, l life) {
+				if !l.unused {
+					t.Error("not unused")
+				}
+			}},
+		{name: "never used, created 30 days ago: not unused yet, woken in 60 days",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, _ *keyState) {
+				k.Spec.Lifetime, k.Spec.RenewBefore, rec.NotAfter = nil, nil, time.Time{}
+				k.CreationTimestamp = metav1.NewTime(planNow.Add(-30 * day))
+				k.Status.LastUsedAt = nil
+			}),
+			after: 60 * day},
+		{name: "revokeWhenUnusedFor passed: revoke",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, _ *keyState) {
+				k.Spec.RevokeWhenUnusedFor = dur(45 * day)
+				k.CreationTimestamp = metav1.NewTime(planNow.Add(-100 * day))
+				k.Status.LastUsedAt = ptr.To(metav1.NewTime(planNow.Add(-46 * day)))
+			}),
+			kind: stepRevokeUnused},
+		{name: "a template not yet applied to the delivery Secret",
+			s: func() *keyState {
+				s := delivered(nil)
+				s.key.Spec.SecretTemplate = &switchboardv1alpha1.APIKeySecretTemplate{Annotations: map[string]string{"reloader.stakater.com/match": "true"}}
+				return s
+			}(),
+			kind: stepApplyTemplate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := plan(tt.s, p)
+			if got.kind != tt.kind || got.gen != tt.gen || got.grace != tt.grace || tt.after != 0 && got.after != tt.after || got.problem != "" {
+				t.Fatalf("plan = %s gen %d grace %s after %s problem %q; want %s gen %d grace %s after %s",
+					got.kind, got.gen, got.grace, got.after, got.problem, tt.kind, tt.gen, tt.grace, tt.after)
+			}
+			if tt.check != nil {
+				tt.check(t, got.found.life)
+			}
+		})
+	}
+}
+
+// TestGraceNeverOutlivesTheKey: a manual rotation's grace ends with the replaced key's life.
+func TestGraceNeverOutlivesTheKey(t *testing.T) {
+	key := planKeyObj(2, false)
+	key.Spec.Rotation.GracePeriod = metav1.Duration{Duration: 48 * time.Hour}
+	tests := []struct {
+		name     string
+		notAfter time.Time
+		want     time.Duration
+	}{
+		{"no end", time.Time{}, 48 * time.Hour},
+		{"ends later", planNow.Add(72 * time.Hour), 48 * time.Hour},
+		{"ends sooner", planNow.Add(5 * time.Hour), 5 * time.Hour},
+		{"ended", planNow.Add(-time.Hour), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := gracePeriod(key, &keysecret.Issued{NotAfter: tt.notAfter}, planNow); got != tt.want {
+				t.Errorf("grace %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+//go:build !unit
+
+package controllers_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// lookupAt is what the /v1 server would say of plaintext at t, from what the API server holds.
+func (kt *keyTest) lookupAt(key *switchboardv1alpha1.APIKey, plaintext string, t time.Time) keyindex.Result {
+	kt.t.Helper()
+	idx := keyindex.New()
+	if err := keyindextest.PutAPIKey(idx, kt.get(key)); err != nil {
+		kt.t.Fatal(err)
+	}
+	if err := keyindextest.PutHashSecret(idx, kt.mustHash(key)); err != nil {
+		kt.t.Fatal(err)
+	}
+	h := apikey.Sum(plaintext)
+	_, res := idx.Lookup(&h, t)
+	return res
+}
+
+func (kt *keyTest) delivered(name string) string {
+	kt.t.Helper()
+	s, err := kt.secret(name)
+	if err != nil {
+		kt.t.Fatal(err)
+	}
+	return plaintextOf(kt.t, s)
+}
+
+func durationOf(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// TestKeyRenewsItselfBeforeItEnds: a delivered key with a 30-day lifetime renewed 7 days ahead
+// is replaced twice by the operator alone, at the injected clock's renewal times: each new key
+// lands in the delivery Secret (with spec.secretTemplate's annotation), the old one stays valid
+// until its own end and is refused from then on, the status shows issue, end and renewal
+// times, and each renewal is an Event.
+func TestKeyRenewsItselfBeforeItEnds(t *testing.T) {
+	kt := newKeyTest(t)
+	const day = 24 * time.Hour
+	key := kt.waitIssued(kt.create("renewing", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.SecretName = "renewing-key"
+		k.Spec.Lifetime, k.Spec.RenewBefore = durationOf(30*day), durationOf(7*day)
+		k.Spec.SecretTemplate = &switchboardv1alpha1.APIKeySecretTemplate{Annotations: map[string]string{"reloader.stakater.com/match": "true"},
+			Labels: map[string]string{"app": "billing", keysecret.LabelComponent: "not-switchboards"}}
+	}), 1)
+	first := kt.delivered("renewing-key")
+	secret, _ := kt.secret("renewing-key")
+	if secret.Annotations["reloader.stakater.com/match"] != "true" || secret.Labels["app"] != "billing" || secret.Labels[keysecret.LabelComponent] != keysecret.ComponentDelivery {
+		t.Fatalf("the delivery Secret's metadata: labels %v, annotations %v", secret.Labels, secret.Annotations)
+	}
+	issued := kt.op.clock.Now().Truncate(time.Second)
+	key = kt.waitFor(key, "the life in the status", func(k *switchboardv1alpha1.APIKey) error {
+		if k.Status.KeyNotAfter == nil || k.Status.RenewalTime == nil || k.Status.KeyIssuedAt == nil {
+			return fmt.Errorf("issued %v, ends %v, renews %v", k.Status.KeyIssuedAt, k.Status.KeyNotAfter, k.Status.RenewalTime)
+		}
+		return nil
+	})
+	if !key.Status.KeyNotAfter.Equal(ptrTime(issued.Add(30*day))) || !key.Status.RenewalTime.Equal(ptrTime(issued.Add(23*day))) {
+		t.Fatalf("ends %s, renews %s; want %s and %s", key.Status.KeyNotAfter, key.Status.RenewalTime, issued.Add(30*day), issued.Add(23*day))
+	}
+	if err := hasCondition(key.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon, metav1.ConditionFalse, switchboardv1alpha1.ReasonNotEndingSoon); err != nil {
+		t.Fatal(err)
+	}
+
+	keys := []string{first}
+	for gen := int64(2); gen <= 3; gen++ {
+		before := kt.get(key)
+		oldEnd := before.Status.KeyNotAfter.Time
+		kt.op.clock.SetTime(before.Status.RenewalTime.Add(time.Second))
+		poke(t, key)
+		key = kt.waitIssued(key, gen)
+		next := kt.delivered("renewing-key")
+		if next == keys[len(keys)-1] {
+			t.Fatalf("renewal %d delivered the same key", gen-1)
+		}
+		now := kt.op.clock.Now()
+		if got := kt.lookupAt(key, next, now); got != keyindex.OK {
+			t.Fatalf("the renewed key: %v", got)
+		}
+		old := keys[len(keys)-1]
+		if got := kt.lookupAt(key, old, now); got != keyindex.OK {
+			t.Fatalf("the replaced key before its end: %v, want ok", got)
+		}
+		if got := kt.lookupAt(key, old, oldEnd); got == keyindex.OK {
+			t.Fatalf("the replaced key at its own end: %v, want refused", got)
+		}
+		kt.waitEvent(key, "KeyRenewed", fmt.Sprintf("generation %d", gen))
+		keys = append(keys, next)
+	}
+	if f := kt.get(key).Status.FailedRenewalAttempts; f != 0 {
+		t.Errorf("failedRenewalAttempts %d after two renewals", f)
+	}
+	kt.assertNoPlaintext(key, keys[2])
+}
+
+func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+// TestRevealedKeyWarnsInsteadOfRenewing: a key that is only revealed cannot be renewed without
+// a person: past its renewal time it is ExpiringSoon (with a Warning Event), keeps its
+// generation, and from its lifetime's end it is refused and Ready says so.
+func TestRevealedKeyWarnsInsteadOfRenewing(t *testing.T) {
+	kt := newKeyTest(t)
+	const day = 24 * time.Hour
+	key := kt.waitIssued(kt.create("revealed", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.Lifetime, k.Spec.RenewBeforePercentage = durationOf(10*day), ptrInt32(20)
+	}), 1)
+	key = kt.waitFor(key, "the end in the status", func(k *switchboardv1alpha1.APIKey) error {
+		if k.Status.KeyNotAfter == nil {
+			return fmt.Errorf("no keyNotAfter")
+		}
+		if k.Status.RenewalTime != nil {
+			return fmt.Errorf("a revealed key shows renewalTime %s", k.Status.RenewalTime)
+		}
+		return nil
+	})
+	end := key.Status.KeyNotAfter.Time
+	kt.op.clock.SetTime(end.Add(-2*day + time.Minute)) // past the renewal time (20% of 10 days)
+	poke(t, key)
+	key = kt.waitFor(key, "ExpiringSoon", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon, metav1.ConditionTrue, switchboardv1alpha1.ReasonRenewalNeedsHuman)
+	})
+	kt.waitEvent(key, "KeyExpiringSoon", "rotate it")
+	if key.Status.KeyGeneration != 1 {
+		t.Fatalf("a revealed key was renewed to generation %d", key.Status.KeyGeneration)
+	}
+	kt.op.clock.SetTime(end.Add(time.Second))
+	poke(t, key)
+	kt.waitFor(key, "Ready=False Expired", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired)
+	})
+}
+
+func ptrInt32(v int32) *int32 { return &v }
+
+// TestUnusedKeyIsRevoked: a key unused for spec.revokeWhenUnusedFor (counting from its
+// creation) is Unused and then revoked for good, with an Event; its hash is removed.
+func TestUnusedKeyIsRevoked(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("idle", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.RevokeWhenUnusedFor = durationOf(24 * time.Hour)
+	}), 1)
+	kt.op.clock.SetTime(key.CreationTimestamp.Add(25 * time.Hour))
+	poke(t, key)
+	key = kt.waitFor(key, "revoked", func(k *switchboardv1alpha1.APIKey) error {
+		if !k.Spec.Revoked {
+			return fmt.Errorf("not revoked")
+		}
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked)
+	})
+	kt.waitEvent(key, switchboardv1alpha1.ReasonUnusedRevoked, "revokeWhenUnusedFor")
+	eventually(t, "the hash removed", func() error {
+		if _, err := kt.hashSecret(key); err == nil {
+			return fmt.Errorf("the hash Secret is still there")
+		}
+		return nil
+	})
+}

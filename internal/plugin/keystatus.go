@@ -1,0 +1,587 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// keyStatusOptions are the flags of `key status`.
+type keyStatusOptions struct {
+	*Options
+	output string
+}
+
+func newKeyStatusCommand(o *Options) *cobra.Command {
+	opts := &keyStatusOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show an API key's state: conditions, Events, its key's times, delivery, reveal and policy",
+		Long: "Show everything about one APIKey, as `cmctl status certificate` does for a certificate: its\n" +
+			"conditions with their reasons and messages, its recent Events, the current key (hint and\n" +
+			"generation) with when it was issued, when it ends and when it is renewed, when it was last used,\n" +
+			"its delivery Secret and whether that Secret exists, its one-time reveal, failed renewals, and\n" +
+			"what it may do (rate limit, source ranges, audiences). It never shows a key. Parts you may not\n" +
+			"read (Events, the delivery Secret) say so and the rest is shown.",
+		Example: "  kubectl switchboard key status ci -n demo\n" +
+			"  kubectl switchboard key status ci -n demo -o yaml",
+		Args: exactlyOneName("key status"),
+		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
+	}
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json or yaml (default: text)")
+	return cmd
+}
+
+// maxEventsShown bounds the Events listed: the most recent ones.
+const maxEventsShown = 20
+
+// keyReport is what `key status` shows, and its -o json|yaml shape.
+type keyReport struct {
+	Name        string `json:"name"`
+	Namespace   string `json:"namespace"`
+	Description string `json:"description,omitempty"`
+	// State is the one word of `key list` (keyclient.State).
+	State     string       `json:"state"`
+	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	RevokedAt *metav1.Time `json:"revokedAt,omitempty"`
+
+	Key        keyReportKey       `json:"key"`
+	Lifecycle  keyReportLifecycle `json:"lifecycle"`
+	Delivery   keyReportDelivery  `json:"delivery"`
+	Reveal     keyReportReveal    `json:"reveal"`
+	Policy     keyReportPolicy    `json:"policy"`
+	Conditions []metav1.Condition `json:"conditions"`
+	Events     []keyReportEvent   `json:"events"`
+	// EventsError says why the Events could not be read ("" when they were).
+	EventsError string `json:"eventsError,omitempty"`
+}
+
+// keyReportKey is the current key, never the key itself.
+type keyReportKey struct {
+	Hint                  string       `json:"hint,omitempty"`
+	Generation            int64        `json:"generation"`
+	IssuedAt              *metav1.Time `json:"issuedAt,omitempty"`
+	NotAfter              *metav1.Time `json:"notAfter,omitempty"`
+	RenewalTime           *metav1.Time `json:"renewalTime,omitempty"`
+	LastUsedAt            *metav1.Time `json:"lastUsedAt,omitempty"`
+	RotatedAt             *metav1.Time `json:"rotatedAt,omitempty"`
+	PreviousKeyValidUntil *metav1.Time `json:"previousKeyValidUntil,omitempty"`
+	FailedRenewalAttempts int32        `json:"failedRenewalAttempts"`
+	// RotationRequestedAt is a rotation requested and not carried out yet ("" when none).
+	RotationRequestedAt string `json:"rotationRequestedAt,omitempty"`
+}
+
+// keyReportLifecycle is the spec's lifecycle, as written.
+type keyReportLifecycle struct {
+	Lifetime              string `json:"lifetime,omitempty"`
+	RenewBefore           string `json:"renewBefore,omitempty"`
+	RenewBeforePercentage *int32 `json:"renewBeforePercentage,omitempty"`
+	// RenewalWindows are the spec's windows, each as "Monday,Friday 02:00+2h Europe/Paris".
+	RenewalWindows      []string `json:"renewalWindows,omitempty"`
+	RevokeWhenUnusedFor string   `json:"revokeWhenUnusedFor,omitempty"`
+}
+
+// Delivery Secret states.
+const (
+	secretExists   = "Exists"
+	secretMissing  = "Missing"
+	secretForeign  = "NotThisAPIKeys"
+	secretUnknown  = "Unknown"
+	secretNotGiven = ""
+)
+
+// keyReportDelivery is the delivery Secret (spec.secretName) and what is known of it.
+type keyReportDelivery struct {
+	SecretName string `json:"secretName,omitempty"`
+	// Secret is Exists, Missing, NotThisAPIKeys (a Secret switchboard did not write for this
+	// APIKey has the name) or Unknown (it could not be read: Message says why); empty without
+	// a secretName.
+	Secret string `json:"secret,omitempty"`
+	// SecretGeneration is the key generation the Secret holds, from its label.
+	SecretGeneration int64  `json:"secretGeneration,omitempty"`
+	Message          string `json:"message,omitempty"`
+}
+
+// keyReportReveal is the one-time reveal of the current key.
+type keyReportReveal struct {
+	// State is Waiting, Claimable, Delivered, Claimed or Expired.
+	State      string       `json:"state"`
+	SecretName string       `json:"secretName,omitempty"`
+	ExpiresAt  *metav1.Time `json:"expiresAt,omitempty"`
+}
+
+// keyReportPolicy is what the key may do.
+type keyReportPolicy struct {
+	RateLimit           string   `json:"rateLimit,omitempty"`
+	AllowedSourceRanges []string `json:"allowedSourceRanges,omitempty"`
+	Audiences           []string `json:"audiences,omitempty"`
+}
+
+// keyReportEvent is one Event about the APIKey.
+type keyReportEvent struct {
+	Type      string      `json:"type"`
+	Reason    string      `json:"reason"`
+	Action    string      `json:"action,omitempty"`
+	Message   string      `json:"message"`
+	Count     int32       `json:"count"`
+	FirstSeen metav1.Time `json:"firstSeen"`
+	LastSeen  metav1.Time `json:"lastSeen"`
+	From      string      `json:"from,omitempty"`
+}
+
+func (o *keyStatusOptions) run(ctx context.Context, name string) error {
+	if err := checkStatusOutput(o.output); err != nil {
+		return err
+	}
+	c, ns, err := o.connect()
+	if err != nil {
+		return err
+	}
+	var key switchboardv1alpha1.APIKey
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &key); err != nil {
+		return explain(err, action{verb: "get", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: name})
+	}
+	now := o.Clock.Now()
+	report := newKeyReport(&key, now)
+	report.Delivery = deliveryOf(ctx, c, &key)
+	report.Events, report.EventsError = eventsOf(ctx, c, &key)
+	switch o.output {
+	case outputJSON:
+		return writeJSON(o.Out, report)
+	case outputYAML:
+		out, err := yaml.Marshal(report)
+		if err != nil {
+			return fmt.Errorf("writing YAML: %w", err)
+		}
+		_, err = o.Out.Write(out)
+		return err
+	}
+	return printKeyReport(o.Out, report, now)
+}
+
+// checkStatusOutput accepts the -o values of `key status`: none (text), json or yaml.
+func checkStatusOutput(output string) error {
+	if output == "" || output == outputJSON || output == outputYAML {
+		return nil
+	}
+	return fmt.Errorf("unsupported output format %q: use -o json, -o yaml, or no -o for text", output)
+}
+
+// newKeyReport is what the APIKey itself says; the delivery Secret and the Events are read
+// apart (deliveryOf, eventsOf).
+func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
+	st := &k.Status
+	state := keyclient.State(k, now)
+	r := &keyReport{
+		Name: k.Name, Namespace: k.Namespace, Description: k.Spec.Description,
+		State:     string(state),
+		CreatedAt: keyclient.CreatedAt(k), ExpiresAt: k.Spec.ExpiresAt, RevokedAt: st.RevokedAt,
+		Key: keyReportKey{
+			Hint: st.KeyHint, Generation: st.KeyGeneration,
+			IssuedAt: st.KeyIssuedAt, NotAfter: st.KeyNotAfter, RenewalTime: st.RenewalTime,
+			LastUsedAt: st.LastUsedAt, RotatedAt: st.RotatedAt, PreviousKeyValidUntil: st.PreviousKeyValidUntil,
+			FailedRenewalAttempts: st.FailedRenewalAttempts,
+		},
+		Lifecycle: keyReportLifecycle{
+			Lifetime: formatDuration(k.Spec.Lifetime), RenewBefore: formatDuration(k.Spec.RenewBefore),
+			RenewBeforePercentage: k.Spec.RenewBeforePercentage, RevokeWhenUnusedFor: formatDuration(k.Spec.RevokeWhenUnusedFor),
+		},
+		Delivery: keyReportDelivery{SecretName: k.Spec.SecretName},
+		Reveal:   revealOf(k, state),
+		Policy: keyReportPolicy{
+			RateLimit: keyclient.FormatRateLimit(k.Spec.RateLimit),
+		},
+		Conditions: sortedConditions(k.Status.Conditions),
+		Events:     []keyReportEvent{},
+	}
+	for _, w := range k.Spec.RenewalWindows {
+		r.Lifecycle.RenewalWindows = append(r.Lifecycle.RenewalWindows, formatWindow(w))
+	}
+	for _, cidr := range k.Spec.AllowedSourceRanges {
+		r.Policy.AllowedSourceRanges = append(r.Policy.AllowedSourceRanges, string(cidr))
+	}
+	for _, a := range k.Spec.Audiences {
+		r.Policy.Audiences = append(r.Policy.Audiences, string(a))
+	}
+	if rot := k.Spec.Rotation; rot != nil && rot.RequestedAt != st.LastHandledRotationAt {
+		r.Key.RotationRequestedAt = rot.RequestedAt
+	}
+	if r.Conditions == nil {
+		r.Conditions = []metav1.Condition{}
+	}
+	return r
+}
+
+// conditionOrder puts the conditions a person reads first first; others follow by name.
+var conditionOrder = map[string]int{
+	switchboardv1alpha1.ConditionReady:        0,
+	switchboardv1alpha1.ConditionExpiringSoon: 1,
+	switchboardv1alpha1.ConditionUnused:       2,
+	switchboardv1alpha1.ConditionRevealed:     3,
+}
+
+func sortedConditions(conds []metav1.Condition) []metav1.Condition {
+	out := append([]metav1.Condition(nil), conds...)
+	rank := func(t string) int {
+		if r, ok := conditionOrder[t]; ok {
+			return r
+		}
+		return len(conditionOrder)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if ri, rj := rank(out[i].Type), rank(out[j].Type); ri != rj {
+			return ri < rj
+		}
+		return out[i].Type < out[j].Type
+	})
+	return out
+}
+
+// Reveal states.
+const (
+	revealWaiting   = "Waiting"
+	revealClaimable = "Claimable"
+	revealDelivered = "Delivered"
+	revealClaimed   = "Claimed"
+	revealExpired   = "Expired"
+	revealNone      = "None"
+)
+
+func revealOf(k *switchboardv1alpha1.APIKey, state keyclient.KeyState) keyReportReveal {
+	switch state {
+	case keyclient.StateRevoked, keyclient.StateExpired, keyclient.StateDeleting:
+		return keyReportReveal{State: revealNone}
+	}
+	switch keyclient.RevealStatus(k) {
+	case keyclient.RevealClaimable:
+		return keyReportReveal{State: revealClaimable, SecretName: k.Status.RevealSecretName, ExpiresAt: k.Status.RevealExpiresAt}
+	case keyclient.RevealDelivered:
+		return keyReportReveal{State: revealDelivered}
+	case keyclient.RevealGone:
+		if c := meta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionRevealed); c != nil && c.Reason == switchboardv1alpha1.ReasonRevealExpired {
+			return keyReportReveal{State: revealExpired}
+		}
+		return keyReportReveal{State: revealClaimed}
+	}
+	return keyReportReveal{State: revealWaiting}
+}
+
+// deliveryOf reads the delivery Secret's metadata only (never its data, which holds the key):
+// whether it exists and is this APIKey's.
+func deliveryOf(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey) keyReportDelivery {
+	d := keyReportDelivery{SecretName: k.Spec.SecretName}
+	if d.SecretName == "" {
+		return d
+	}
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := c.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: d.SecretName}, secret)
+	switch {
+	case err == nil:
+		l := secret.GetLabels()
+		if l[keysecret.LabelAPIKeyUID] != string(k.UID) || l[keysecret.LabelComponent] != keysecret.ComponentDelivery {
+			d.Secret, d.Message = secretForeign, "a Secret of that name exists that switchboard did not write for this APIKey: it will not be touched"
+			return d
+		}
+		d.Secret, d.SecretGeneration = secretExists, keysecret.Generation(secret)
+	case apierrors.IsNotFound(err):
+		d.Secret, d.Message = secretMissing, "the operator issues a new key into it"
+	default:
+		d.Secret = secretUnknown
+		d.Message = oneLine(explain(err, action{verb: "get", resource: "secrets", kind: "Secret", namespace: k.Namespace, name: d.SecretName}).Error())
+	}
+	return d
+}
+
+// eventsOf lists the Events about the APIKey, most recent last. The operator records them
+// with the events.k8s.io/v1 API; the API server serves the same objects as core/v1 Events,
+// which is what Kubernetes' built-in view, edit and admin roles let tenants read (and what
+// kubectl describe reads), so they are read there, and through events.k8s.io/v1 only when
+// core/v1 is refused.
+func eventsOf(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey) ([]keyReportEvent, string) {
+	events, coreErr := coreEvents(ctx, c, k)
+	if coreErr == nil {
+		return events, ""
+	}
+	if !apierrors.IsForbidden(coreErr) {
+		return []keyReportEvent{}, oneLine(explain(coreErr, action{verb: "list", resource: "events", kind: "Events", namespace: k.Namespace}).Error())
+	}
+	events, err := eventsAPIEvents(ctx, c, k)
+	if err == nil {
+		return events, ""
+	}
+	return []keyReportEvent{}, oneLine(explain(coreErr, action{verb: "list", resource: "events", kind: "Events", namespace: k.Namespace}).Error())
+}
+
+func coreEvents(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey) ([]keyReportEvent, error) {
+	var list corev1.EventList
+	sel := fields.OneTermEqualSelector("involvedObject.uid", string(k.UID))
+	if err := c.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	out := make([]keyReportEvent, 0, len(list.Items))
+	for i := range list.Items {
+		e := &list.Items[i]
+		ev := keyReportEvent{Type: e.Type, Reason: e.Reason, Action: e.Action, Message: e.Message, Count: e.Count,
+			FirstSeen: e.FirstTimestamp, LastSeen: e.LastTimestamp, From: e.ReportingController}
+		if ev.From == "" {
+			ev.From = e.Source.Component
+		}
+		if e.Series != nil {
+			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time(e.Series.LastObservedTime)
+		}
+		fillEventTimes(&ev, e.EventTime, e.CreationTimestamp)
+		out = append(out, ev)
+	}
+	return recentEvents(out), nil
+}
+
+func eventsAPIEvents(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey) ([]keyReportEvent, error) {
+	var list eventsv1.EventList
+	sel := fields.OneTermEqualSelector("regarding.uid", string(k.UID))
+	if err := c.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	out := make([]keyReportEvent, 0, len(list.Items))
+	for i := range list.Items {
+		e := &list.Items[i]
+		ev := keyReportEvent{Type: e.Type, Reason: e.Reason, Action: e.Action, Message: e.Note, Count: e.DeprecatedCount,
+			FirstSeen: e.DeprecatedFirstTimestamp, LastSeen: e.DeprecatedLastTimestamp, From: e.ReportingController}
+		if e.Series != nil {
+			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time(e.Series.LastObservedTime)
+		}
+		fillEventTimes(&ev, e.EventTime, e.CreationTimestamp)
+		out = append(out, ev)
+	}
+	return recentEvents(out), nil
+}
+
+// fillEventTimes completes an Event's times: an Event of the events.k8s.io API has an
+// eventTime and, when repeated, a series, but no first and last timestamps.
+func fillEventTimes(ev *keyReportEvent, eventTime metav1.MicroTime, created metav1.Time) {
+	first := created
+	if !eventTime.IsZero() {
+		first = metav1.Time(eventTime)
+	}
+	if ev.FirstSeen.IsZero() {
+		ev.FirstSeen = first
+	}
+	if ev.LastSeen.IsZero() {
+		ev.LastSeen = ev.FirstSeen
+	}
+	if ev.Count < 1 {
+		ev.Count = 1
+	}
+}
+
+// recentEvents sorts Events oldest first and keeps the most recent maxEventsShown.
+func recentEvents(events []keyReportEvent) []keyReportEvent {
+	sort.SliceStable(events, func(i, j int) bool { return events[i].LastSeen.Before(&events[j].LastSeen) })
+	if len(events) > maxEventsShown {
+		events = events[len(events)-maxEventsShown:]
+	}
+	return events
+}
+
+// printKeyReport writes the report as text, in sections as kubectl describe does.
+func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
+	w := printers.GetNewTabWriter(out)
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%s:\t%s\n", label, fmt.Sprintf(format, args...))
+	}
+	line("Name", "%s", r.Name)
+	line("Namespace", "%s", r.Namespace)
+	if r.Description != "" {
+		line("Description", "%s", r.Description)
+	}
+	line("State", "%s", r.State)
+	line("Created", "%s", when(r.CreatedAt, now, "-"))
+	line("Expires", "%s", when(r.ExpiresAt, now, "never (no spec.expiresAt)"))
+	if r.RevokedAt != nil {
+		line("Revoked", "%s", when(r.RevokedAt, now, "-"))
+	}
+
+	fmt.Fprintln(w, "Current key:")
+	k := r.Key
+	if k.Generation == 0 {
+		line("  Key", "none issued yet")
+	} else {
+		line("  Key", "%s (generation %d)", orDash(k.Hint), k.Generation)
+	}
+	line("  Issued", "%s", when(k.IssuedAt, now, "-"))
+	line("  Ends", "%s", when(k.NotAfter, now, "does not end on its own"))
+	line("  Renewal", "%s", when(k.RenewalTime, now, "none scheduled"))
+	line("  Failed renewals", "%d", k.FailedRenewalAttempts)
+	line("  Last used", "%s", when(k.LastUsedAt, now, "never"))
+	if k.RotatedAt != nil {
+		line("  Rotated", "%s", when(k.RotatedAt, now, "-"))
+	}
+	if v := k.PreviousKeyValidUntil; v != nil && now.Before(v.Time) {
+		line("  Previous key", "valid until %s", when(v, now, "-"))
+	}
+	if k.RotationRequestedAt != "" {
+		line("  Rotation", "requested (%s), not carried out yet", k.RotationRequestedAt)
+	}
+	line("Lifecycle", "%s", lifecycleText(r.Lifecycle))
+
+	line("Delivery", "%s", deliveryText(r.Delivery, k.Generation))
+	line("Reveal", "%s", revealText(r, now))
+
+	fmt.Fprintln(w, "Policy:")
+	line("  Rate limit", "%s", orWord(r.Policy.RateLimit, "none"))
+	line("  Source ranges", "%s", orWord(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
+	line("  Audiences", "%s", orWord(strings.Join(r.Policy.Audiences, ", "), "every audience"))
+
+	// The tables are aligned on their own, not with the labels above.
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	if len(r.Conditions) == 0 {
+		fmt.Fprintln(w, "Conditions:\tnone yet (the operator has not seen this APIKey)")
+	} else {
+		fmt.Fprintln(w, "Conditions:")
+		fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
+		for _, c := range r.Conditions {
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), ago(&c.LastTransitionTime, now), orDash(oneLine(c.Message)))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	switch {
+	case r.EventsError != "":
+		fmt.Fprintf(w, "Events:\tnot shown: %s\n", r.EventsError)
+	case len(r.Events) == 0:
+		fmt.Fprintln(w, "Events:\tnone (Events are kept for an hour by default)")
+	default:
+		fmt.Fprintln(w, "Events:")
+		fmt.Fprintln(w, "  TYPE\tREASON\tAGE\tFROM\tMESSAGE")
+		for _, e := range r.Events {
+			seen := ago(&e.LastSeen, now)
+			if e.Count > 1 {
+				seen += fmt.Sprintf(" (x%d over %s)", e.Count, age(e.FirstSeen, now))
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, seen, orDash(e.From), oneLine(e.Message))
+		}
+	}
+	return w.Flush()
+}
+
+// when is an instant as RFC 3339 with how long from now: "2026-12-01T10:00:00Z (in 5d)".
+func when(t *metav1.Time, now time.Time, none string) string {
+	if t == nil || t.IsZero() {
+		return none
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + until(t, now) + ")"
+}
+
+func orWord(s, word string) string {
+	if s == "" {
+		return word
+	}
+	return s
+}
+
+func formatDuration(d *metav1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return keyclient.FormatPeriod(d.Duration)
+}
+
+// formatWindow writes a renewal window in one line: "Monday,Friday 02:00+2h Europe/Paris", or
+// "every day 02:00+2h UTC".
+func formatWindow(w switchboardv1alpha1.APIKeyRenewalWindow) string {
+	days := "every day"
+	if len(w.Days) > 0 {
+		names := make([]string, len(w.Days))
+		for i, d := range w.Days {
+			names[i] = string(d)
+		}
+		days = strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%s %s+%s %s", days, w.Start, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+}
+
+func lifecycleText(l keyReportLifecycle) string {
+	var parts []string
+	if l.Lifetime == "" {
+		parts = append(parts, "no lifetime (a key lasts until expiresAt, a rotation or a revocation)")
+	} else {
+		s := "each key lasts " + l.Lifetime
+		switch {
+		case l.RenewBefore != "":
+			s += ", renewed " + l.RenewBefore + " before its end"
+		case l.RenewBeforePercentage != nil:
+			s += fmt.Sprintf(", renewed %d%% of it before its end", *l.RenewBeforePercentage)
+		}
+		if len(l.RenewalWindows) > 0 {
+			s += ", in a window: " + strings.Join(l.RenewalWindows, "; ")
+		}
+		parts = append(parts, s)
+	}
+	if l.RevokeWhenUnusedFor != "" {
+		parts = append(parts, "revoked once unused for "+l.RevokeWhenUnusedFor)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func deliveryText(d keyReportDelivery, generation int64) string {
+	if d.SecretName == "" {
+		return "none: the key is revealed once (no spec.secretName)"
+	}
+	s := fmt.Sprintf("Secret %q, data key %q: ", d.SecretName, keysecret.DataKey)
+	switch d.Secret {
+	case secretExists:
+		s += "exists"
+		if d.SecretGeneration != 0 && d.SecretGeneration != generation {
+			s += fmt.Sprintf(", holds key generation %d (the current is %d)", d.SecretGeneration, generation)
+		} else if d.SecretGeneration != 0 {
+			s += fmt.Sprintf(", holds key generation %d", d.SecretGeneration)
+		}
+		return s
+	case secretMissing:
+		return s + "missing; " + d.Message
+	case secretForeign:
+		return s + "taken: " + d.Message
+	}
+	return s + "unknown: " + d.Message
+}
+
+func revealText(r *keyReport, now time.Time) string {
+	switch r.Reveal.State {
+	case revealClaimable:
+		return fmt.Sprintf("waiting to be claimed from Secret %q until %s: `kubectl switchboard key reveal %s`",
+			r.Reveal.SecretName, when(r.Reveal.ExpiresAt, now, "-"), r.Name)
+	case revealDelivered:
+		return "delivered (not revealed: the key is in the delivery Secret)"
+	case revealClaimed:
+		return "claimed (the key was shown once and is not kept)"
+	case revealExpired:
+		return "expired unclaimed: nobody has the key; rotate for a new one"
+	case revealNone:
+		return "none: the key is " + strings.ToLower(r.State)
+	}
+	return "waiting for the operator to issue the key"
+}

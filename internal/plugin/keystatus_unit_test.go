@@ -1,0 +1,85 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// TestKeyReportText covers the states of `key status` that the control plane of the other tests
+// does not hold still long enough to read: a reveal waiting to be claimed, a rotation pending, a
+// previous key in its grace, a delivery Secret missing, taken or unreadable, repeated Events.
+func TestKeyReportText(t *testing.T) {
+	pct := int32(33)
+	k := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci", CreationTimestamp: *at(-48 * time.Hour)},
+		Spec: switchboardv1alpha1.APIKeySpec{
+			Rotation: &switchboardv1alpha1.APIKeyRotation{RequestedAt: "2026-11-22T11:59:00Z"},
+			APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: &metav1.Duration{Duration: 2160 * time.Hour}, RenewBeforePercentage: &pct,
+				RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{
+					{Days: []switchboardv1alpha1.Weekday{"Monday", "Friday"}, Start: "02:00", Duration: metav1.Duration{Duration: 2 * time.Hour}, TimeZone: "Europe/Paris"},
+					{Start: "23:30", Duration: metav1.Duration{Duration: 90 * time.Minute}},
+				}},
+		},
+		Status: switchboardv1alpha1.APIKeyStatus{
+			KeyGeneration: 2, KeyHint: "sb_live_AbCd…wxyz", RevealSecretName: "ci-key-2", RevealExpiresAt: at(time.Hour),
+			PreviousKeyValidUntil: at(2 * time.Hour), LastHandledRotationAt: "2026-11-21T00:00:00Z",
+			Conditions: []metav1.Condition{
+				{Type: switchboardv1alpha1.ConditionRevealed, Status: metav1.ConditionFalse, Reason: switchboardv1alpha1.ReasonRevealPending, LastTransitionTime: *at(-time.Hour)},
+				{Type: switchboardv1alpha1.ConditionUnused, Status: metav1.ConditionFalse, Reason: switchboardv1alpha1.ReasonUsed, LastTransitionTime: *at(-time.Hour)},
+				{Type: switchboardv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: switchboardv1alpha1.ReasonKeyIssued, LastTransitionTime: *at(-time.Hour),
+					Message: "two\nlines"},
+			},
+		},
+	}
+	r := newKeyReport(k, now)
+	if got := []string{r.Conditions[0].Type, r.Conditions[1].Type, r.Conditions[2].Type}; strings.Join(got, ",") != "Ready,Unused,Revealed" {
+		t.Fatalf("conditions in order %v", got)
+	}
+	r.Events = []keyReportEvent{{Type: "Warning", Reason: "RenewalFailed", Message: "could not write Secret", Count: 4,
+		FirstSeen: *at(-30 * time.Minute), LastSeen: *at(-5 * time.Minute), From: "switchboard-operator"}}
+	for _, tt := range []struct {
+		delivery keyReportDelivery
+		want     string
+	}{
+		{keyReportDelivery{}, "none: the key is revealed once (no spec.secretName)"},
+		{keyReportDelivery{SecretName: "s", Secret: secretMissing, Message: "the operator issues a new key into it"}, `Secret "s", data key "apiKey": missing; the operator issues a new key into it`},
+		{keyReportDelivery{SecretName: "s", Secret: secretForeign, Message: "not ours"}, `Secret "s", data key "apiKey": taken: not ours`},
+		{keyReportDelivery{SecretName: "s", Secret: secretUnknown, Message: "forbidden"}, `Secret "s", data key "apiKey": unknown: forbidden`},
+		{keyReportDelivery{SecretName: "s", Secret: secretExists, SecretGeneration: 1}, `exists, holds key generation 1 (the current is 2)`},
+	} {
+		r.Delivery = tt.delivery
+		var out strings.Builder
+		if err := printKeyReport(&out, r, now); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			tt.want, "State:", "Rotating",
+			`waiting to be claimed from Secret "ci-key-2" until 2026-11-22T13:00:00Z (in 60m): ` + "`kubectl switchboard key reveal ci`",
+			"Rotation:", "requested (2026-11-22T11:59:00Z), not carried out yet",
+			"Previous key:", "valid until 2026-11-22T14:00:00Z (in 120m)",
+			"each key lasts 2160h, renewed 33% of it before its end, in a window: Monday,Friday 02:00+2h Europe/Paris; every day 23:30+1h30m UTC",
+			"Ready", "KeyIssued", "two lines",
+			"Warning", "RenewalFailed", "5m ago (x4 over 30m)", "could not write Secret",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("lacks %q:\n%s", want, out.String())
+			}
+		}
+	}
+}
+
+func TestRecentEventsKeepsTheLatest(t *testing.T) {
+	var events []keyReportEvent
+	for i := range maxEventsShown + 5 {
+		events = append(events, keyReportEvent{Reason: "E", Count: int32(i), LastSeen: *at(time.Duration(-i) * time.Minute)})
+	}
+	got := recentEvents(events)
+	if len(got) != maxEventsShown || got[len(got)-1].Count != 0 || got[0].Count != maxEventsShown-1 {
+		t.Fatalf("kept %d, first %d, last %d", len(got), got[0].Count, got[len(got)-1].Count)
+	}
+}
