@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -214,5 +215,32 @@ func TestFlows(t *testing.T) {
 	}
 	if _, _, err := a.start(now.Add(flowTTL + time.Second)); err != nil {
 		t.Fatalf("expired sign-ins were not dropped: %v", err)
+	}
+}
+
+// The sample in docs and the configuration the panel prints are AuthenticationConfigurations
+// kube-apiserver reads: every field known to apiserver.config.k8s.io/v1 (strict), the issuer
+// and the claim mappings set. (The panel's tests also start kube-apiserver with the printed one.)
+func TestAuthenticationConfigsParseStrictly(t *testing.T) {
+	sample, err := os.ReadFile(filepath.Join("..", "..", "docs", "authentication-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := OIDCOptions{IssuerURL: "https://idp.example.com", ClientID: "switchboard-panel", UsernameClaim: "sub", UsernamePrefix: "oidc:", GroupsClaim: "groups", GroupsPrefix: "oidc:"}
+	printed := AuthenticationConfigYAML(&o, "")
+	for name, doc := range map[string]string{"docs/authentication-config.yaml": string(sample), "printed": printed} {
+		var c apiserverv1.AuthenticationConfiguration
+		if err := yaml.UnmarshalStrict([]byte(doc), &c); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.Kind != "AuthenticationConfiguration" || c.APIVersion != "apiserver.config.k8s.io/v1" || len(c.JWT) != 1 {
+			t.Fatalf("%s: not one jwt authenticator of apiserver.config.k8s.io/v1: %+v", name, c)
+		}
+		j := c.JWT[0]
+		if j.Issuer.URL != o.IssuerURL || !reflect.DeepEqual(j.Issuer.Audiences, []string{o.ClientID}) ||
+			j.ClaimMappings.Username.Claim != "sub" || j.ClaimMappings.Username.Prefix == nil || *j.ClaimMappings.Username.Prefix != "oidc:" ||
+			j.ClaimMappings.Groups.Claim != "groups" || j.ClaimMappings.Groups.Prefix == nil || *j.ClaimMappings.Groups.Prefix != "oidc:" {
+			t.Fatalf("%s: issuer or claim mappings differ from the panel's defaults: %+v", name, j)
+		}
 	}
 }
