@@ -1,6 +1,9 @@
 // Package panel serves the web panel's "API keys" section. Every action runs against the
-// Kubernetes API server with the signed-in person's own bearer token, so that RBAC decides
-// what they may do; the panel's own credentials serve for nothing but TokenReview.
+// Kubernetes API server as the signed-in person, so that RBAC decides what they may do: with
+// their own bearer token (pasted, or the ID token of single sign-on in token mode), or, in
+// single sign-on's impersonate mode, with the panel's ServiceAccount impersonating them through
+// constrained impersonation limited to the panel's resources (ImpersonationRules). Otherwise the
+// panel's own credentials serve for nothing but TokenReview.
 package panel
 
 import (
