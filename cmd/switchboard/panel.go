@@ -22,8 +22,10 @@ func newPanelCommand() *cobra.Command {
 		Use:   "panel",
 		Short: "Serve the web panel (\"API keys\") on its own, apart from /v1",
 		Long: `Serve the web panel alone: people sign in with their own Kubernetes token and manage API
-keys with it. The process watches nothing and caches nothing; its own identity only creates
-TokenReviews. Run it apart from "switchboard server" so that a panel failure or overload never
+keys with it, or with single sign-on (--oidc-issuer-url: OpenID Connect, Authorization Code
+with PKCE). The process watches nothing and caches nothing; its own identity only creates
+TokenReviews, and in --oidc-mode=impersonate impersonates the signed-in person through
+constrained impersonation limited to the panel's resources. Run it apart from "switchboard server" so that a panel failure or overload never
 touches /v1 (the Helm chart does, by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
