@@ -21,6 +21,10 @@ CADDY_VERSION ?= v2.11.9
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+# The OpenID Provider the panel's sign-in tests log in on (hack/tools/oidc-op, zitadel/oidc's op
+# package); named after the zitadel/oidc version its go.mod requires, which the tests read too.
+OIDC_OP_VERSION := $(shell awk '$$1 == "github.com/zitadel/oidc/v3" { print $$2 } $$2 == "github.com/zitadel/oidc/v3" { print $$3 }' hack/tools/oidc-op/go.mod)
+OIDC_OP ?= $(LOCALBIN)/oidc-op-$(OIDC_OP_VERSION)
 PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 PROMQL_METRICS ?= $(LOCALBIN)/promql-metrics-$(PROMETHEUS_VERSION)
 # test/monitoring runs them.
@@ -88,7 +92,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
+test: manifests generate envtest $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
@@ -162,6 +166,12 @@ $(CONTROLLER_GEN):
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
+
+.PHONY: oidc-op
+oidc-op: $(OIDC_OP) ## Build the tests' OpenID Provider (only when missing).
+
+$(OIDC_OP): hack/tools/oidc-op/main.go hack/tools/oidc-op/go.mod hack/tools/oidc-op/go.sum
+	cd hack/tools/oidc-op && GOFLAGS=-mod=readonly go build -trimpath -o $@ .
 
 $(HELM):
 	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)

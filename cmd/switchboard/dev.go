@@ -50,5 +50,7 @@ prints "ready". Data survives restarts unless --fresh. Ctrl-C stops everything.`
 	f.StringVar(&opts.Assets, "assets", opts.Assets, "directory with the etcd and kube-apiserver binaries")
 	f.StringVar(&opts.SystemNamespace, "system-namespace", opts.SystemNamespace, "namespace of the hash Secrets")
 	f.StringVar(&opts.KeyPrefix, "key-prefix", opts.KeyPrefix, "prefix of generated keys")
+	f.BoolVar(&opts.SSO, "sso", false, "also run a local OpenID Provider (bin/oidc-op, `make oidc-op`) that the panel signs in with; prints the user and password")
+	f.StringVar(&opts.OIDCProvider, "sso-provider", "", "the OpenID Provider binary for --sso (default: the newest bin/oidc-op-*)")
 	return cmd
 }

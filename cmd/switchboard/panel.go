@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -21,11 +22,16 @@ func newPanelCommand() *cobra.Command {
 		Use:   "panel",
 		Short: "Serve the web panel (\"API keys\") on its own, apart from /v1",
 		Long: `Serve the web panel alone: people sign in with their own Kubernetes token and manage API
-keys with it. The process watches nothing and caches nothing; its own identity only creates
-TokenReviews. Run it apart from "switchboard server" so that a panel failure or overload never
+keys with it, or with single sign-on (--oidc-issuer-url: OpenID Connect, Authorization Code
+with PKCE). The process watches nothing and caches nothing; its own identity only creates
+TokenReviews, and in --oidc-mode=impersonate impersonates the signed-in person through
+constrained impersonation limited to the panel's resources. Run it apart from "switchboard server" so that a panel failure or overload never
 touches /v1 (the Helm chart does, by default).`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := finishOIDCFlags(cmd.Flags(), &opts, ""); err != nil {
+				return err
+			}
 			newLogger()
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
@@ -53,4 +59,48 @@ func bindPanelFlags(f *pflag.FlagSet, o *panel.Options, prefix string) {
 		"sessions of one user at most; signing in once more ends their least recently used one")
 	f.Float64Var(&o.LoginRate, prefix+"login-rate", panel.DefaultLoginRate, "sign-in attempts per second one client address regains (each is a TokenReview)")
 	f.IntVar(&o.LoginBurst, prefix+"login-burst", panel.DefaultLoginBurst, "sign-in attempts one client address may make at once before 429")
+	bindOIDCFlags(f, o, prefix)
+}
+
+// bindOIDCFlags binds single sign-on's flags into a fresh o.OIDC; finishOIDCFlags drops it
+// again when no issuer is given. The client secret is only ever a file (a mounted Secret):
+// a flag's value would show in the pod spec and in ps.
+func bindOIDCFlags(f *pflag.FlagSet, o *panel.Options, prefix string) {
+	oidc := &panel.OIDCOptions{}
+	o.OIDC = oidc
+	p := prefix + "oidc-"
+	f.StringVar(&oidc.IssuerURL, p+"issuer-url", "", "sign in with this OpenID Connect provider (https); the token paste stays available. Empty: no single sign-on")
+	f.StringVar(&oidc.ClientID, p+"client-id", "", "the panel's client id at the provider (the ID token's audience)")
+	f.StringVar(&oidc.ClientSecretFile, p+"client-secret-file", "", "file holding the client secret (mount it from a Secret)")
+	f.StringSliceVar(&oidc.Scopes, p+"scopes", panel.DefaultOIDCScopes, "scopes to ask for")
+	f.StringVar(&oidc.RedirectURL, p+"redirect-url", "", "the panel's callback as registered at the provider: https://PANEL-HOST/oidc/callback")
+	f.StringVar(&oidc.CAFile, p+"ca-file", "", "PEM CA bundle for the provider's TLS, besides the system roots")
+	f.StringVar((*string)(&oidc.Mode), p+"mode", string(panel.OIDCModeToken),
+		`how the panel acts as the signed-in person: "token" (the API server trusts the issuer) or "impersonate" (constrained impersonation)`)
+	f.StringVar(&oidc.UsernameClaim, p+"username-claim", panel.DefaultOIDCUsernameClaim, "ID token claim naming the user (as claimMappings.username.claim)")
+	f.StringVar(&oidc.UsernamePrefix, p+"username-prefix", panel.DefaultOIDCUsernamePrefix, "prefix of usernames (as claimMappings.username.prefix)")
+	f.StringVar(&oidc.GroupsClaim, p+"groups-claim", panel.DefaultOIDCGroupsClaim, "ID token claim listing groups (as claimMappings.groups.claim)")
+	f.StringVar(&oidc.GroupsPrefix, p+"groups-prefix", panel.DefaultOIDCGroupsPrefix, "prefix of groups (as claimMappings.groups.prefix)")
+	f.BoolVar(&oidc.AllowLegacyImpersonation, p+"allow-legacy-impersonation", false,
+		`impersonate mode: start even when only the legacy, unlimited "impersonate" verb is granted (not recommended)`)
+	f.StringVar(&oidc.ProviderName, p+"provider-name", "", `label of the sign-in button ("Sign in with NAME")`)
+}
+
+// finishOIDCFlags turns single sign-on off when no issuer was given, and refuses its other
+// flags then: a half-configured sign-in must not pass silently.
+func finishOIDCFlags(f *pflag.FlagSet, o *panel.Options, prefix string) error {
+	if o.OIDC == nil || o.OIDC.IssuerURL != "" {
+		return nil
+	}
+	var set []string
+	f.Visit(func(fl *pflag.Flag) {
+		if strings.HasPrefix(fl.Name, prefix+"oidc-") {
+			set = append(set, "--"+fl.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("%s given without --%soidc-issuer-url", strings.Join(set, ", "), prefix)
+	}
+	o.OIDC = nil
+	return nil
 }

@@ -29,7 +29,7 @@ func newServerCommand() *cobra.Command {
 of the system namespace and the APIKeys, held in an in-memory index fed by informers: no request
 calls the Kubernetes API server. Every replica serves (no leader election).`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			newLogger()
 			limit, err := memlimit.Apply(os.Getenv)
 			if err != nil {
@@ -51,6 +51,9 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
+			}
+			if err := finishOIDCFlags(cmd.Flags(), &panelOpts, "panel-"); err != nil {
+				return err
 			}
 			if opts.PanelListen != "" {
 				h, err := panel.NewHandler(cfg, panelOpts)

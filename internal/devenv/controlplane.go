@@ -36,6 +36,8 @@ import (
 type controlPlane struct {
 	assets   string
 	stateDir string
+	// authConfig, when set, is kube-apiserver's --authentication-config (switchboard dev --sso).
+	authConfig string
 
 	etcd      *envtest.Etcd
 	apiServer *envtest.APIServer
@@ -132,6 +134,9 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	cp.apiServer.Configure().
 		Set("advertise-address", "127.0.0.1").
 		Set("service-account-issuer", serviceAccountIssuer)
+	if cp.authConfig != "" {
+		cp.apiServer.Configure().Set("authentication-config", cp.authConfig)
+	}
 	if err := cp.apiServer.Start(); err != nil {
 		cp.apiServer = nil
 		return fmt.Errorf("starting kube-apiserver: %w; the end of its output (all of it in %s):\n%s", err, cp.apiServerLog(), apiServerTail.Lines(15))

@@ -48,6 +48,11 @@ type Options struct {
 	KeyPrefix string
 	// Out receives what a person reads: where things are, the demo key, "ready", "stopped".
 	Out io.Writer
+	// SSO runs a local OpenID Provider (bin/oidc-op) that the panel signs in with and the API
+	// server trusts, and prints the user and password to sign in with.
+	SSO bool
+	// OIDCProvider is the provider binary for SSO (default: the newest bin/oidc-op-*).
+	OIDCProvider string
 }
 
 // Defaults used by `switchboard dev`.
@@ -80,6 +85,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := checkBinaries(opts.Assets); err != nil {
 		return err
 	}
+	if opts.SSO && !enabled(opts.PanelListen) {
+		return errors.New("--sso signs in to the panel: it needs --panel-listen")
+	}
 	stateDir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return err
@@ -90,7 +98,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	defer unlock()
 
+	var sso *ssoProvider
+	if opts.SSO {
+		if sso, err = startSSO(opts, stateDir); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, sso.Stop()) }()
+	}
 	cp := newControlPlane(opts.Assets, stateDir)
+	if sso != nil {
+		cp.authConfig = sso.authCfg
+	}
 	defer func() {
 		started := cp.apiServer != nil
 		if stopErr := cp.stop(); stopErr != nil {
@@ -125,7 +143,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 
-	comps := startComponents(ctx, cp.config, opts)
+	panelURL := ""
+	if enabled(opts.PanelListen) {
+		// A host of the panel's own: on 127.0.0.1 its cookies would reach every other local app.
+		if panelURL = loopback.PrivateURL(opts.PanelListen); panelURL == "" {
+			panelURL = "http://" + opts.PanelListen + "/"
+		}
+	}
+	panelOpts := panel.Options{}
+	if sso != nil {
+		panelOpts.OIDC = ssoOptions(sso.Provider, panelURL)
+	}
+	comps := startComponents(ctx, cp.config, opts, panelOpts)
 	defer func() {
 		comps.stop()
 		_, _ = fmt.Fprintln(out, "switchboard dev: stopped the operator and the API server"+map[bool]string{true: " and the panel"}[enabled(opts.PanelListen)])
@@ -133,7 +162,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// A part that fails before `ready` cancels compCtx, with the failure as its cause.
 	compCtx := comps.ctx
 
-	if err := seed(compCtx, c); err != nil {
+	if err := seed(compCtx, c, sso != nil); err != nil {
 		return comps.failure(err)
 	}
 	demo, err := claimDemoKey(compCtx, c)
@@ -144,7 +173,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := waitAPI(compCtx, c, baseURL, demo.key); err != nil {
 		return comps.failure(err)
 	}
-	printBanner(out, opts, kubeconfig, baseURL, demo)
+	printBanner(out, opts, kubeconfig, baseURL, panelURL, demo, sso)
 	_, _ = fmt.Fprintf(out, "switchboard dev: ready in %s; Ctrl-C stops everything\n", time.Since(start).Round(10*time.Millisecond))
 
 	select {
@@ -156,7 +185,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 }
 
-func printBanner(out io.Writer, opts Options, kubeconfig, baseURL string, demo demoKey) {
+func printBanner(out io.Writer, opts Options, kubeconfig, baseURL, panelURL string, demo demoKey, sso *ssoProvider) {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
 	p("")
 	p("  kubectl and kubectl-switchboard:  export KUBECONFIG=%s", kubeconfig)
@@ -170,13 +199,14 @@ func printBanner(out io.Writer, opts Options, kubeconfig, baseURL string, demo d
 		p("    kubectl switchboard key rotate %s -n %s", DemoAPIKeyName, DemoNamespace)
 	}
 	if enabled(opts.PanelListen) {
-		// A host of the panel's own: on 127.0.0.1 its cookies would reach every other local app.
-		panelURL := loopback.PrivateURL(opts.PanelListen)
-		if panelURL == "" {
-			panelURL = "http://" + opts.PanelListen + "/"
-		}
 		p("  panel (API keys):  %s", panelURL)
-		p("    sign in with the token from:  kubectl create token %s -n %s", DemoPanelUser, DemoNamespace)
+		if sso != nil {
+			// A development provider's throwaway password, made for this run: printing it is the point.
+			p("    sign in with single sign-on as user %s, password %s (the local provider at %s)", SSOUser, sso.password, sso.IssuerURL)
+			p("    or with the token from:  kubectl create token %s -n %s", DemoPanelUser, DemoNamespace)
+		} else {
+			p("    sign in with the token from:  kubectl create token %s -n %s", DemoPanelUser, DemoNamespace)
+		}
 	}
 	p("")
 }
@@ -243,7 +273,7 @@ type components struct {
 
 var errStopping = errors.New("switchboard dev is stopping")
 
-func startComponents(parent context.Context, cfg *rest.Config, opts Options) *components {
+func startComponents(parent context.Context, cfg *rest.Config, opts Options, panelOpts panel.Options) *components {
 	ctx, cancel := context.WithCancelCause(parent)
 	comps := &components{ctx: ctx, cancel: cancel}
 	run := func(name string, fn func(context.Context) error) {
@@ -282,7 +312,7 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options) *co
 			ShutdownTimeout: 5 * time.Second,
 		}
 		if enabled(opts.PanelListen) {
-			handler, err := panel.NewHandler(rest.CopyConfig(cfg), panel.Options{})
+			handler, err := panel.NewHandler(rest.CopyConfig(cfg), panelOpts)
 			if err != nil {
 				return fmt.Errorf("the panel: %w", err)
 			}

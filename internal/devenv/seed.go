@@ -117,11 +117,15 @@ func panelUserObjects() []client.Object {
 	}
 }
 
-func seed(ctx context.Context, c client.Client) error {
+func seed(ctx context.Context, c client.Client, sso bool) error {
 	if err := ensureNamespace(ctx, c, DemoNamespace); err != nil {
 		return err
 	}
-	for _, obj := range append(demoObjects(), panelUserObjects()...) {
+	objs := append(demoObjects(), panelUserObjects()...)
+	if sso {
+		objs = append(objs, ssoUserObjects()...)
+	}
+	for _, obj := range objs {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("seeding %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 		}

@@ -63,6 +63,13 @@ type loginPage struct {
 	layout
 	Error     string
 	LoginCSRF string
+	// SSO labels the single sign-on button; empty without an identity provider.
+	SSO string
+	// TrustConfig is the AuthenticationConfiguration the API server lacks, shown when it
+	// rejected a signed-in person's ID token (token mode).
+	TrustConfig string
+	// Notice is a neutral message (signed out).
+	Notice string
 }
 
 // loginForm shows the sign-in page. Its CSRF token is a cookie echoed by a hidden field, so
@@ -76,6 +83,9 @@ func (h *handler) loginForm(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("expired") != "" {
 		page.Error = "Your session ended. Sign in again; nothing was changed."
 	}
+	if r.URL.Query().Get("signed_out") != "" {
+		page.Notice = "You are signed out."
+	}
 	h.renderLogin(w, r, http.StatusOK, page)
 }
 
@@ -87,6 +97,9 @@ func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	}
 	http.SetCookie(w, h.cookie(r, loginCookie, token, 3600))
 	page.LoginCSRF = token
+	if h.oidc != nil {
+		page.SSO = h.oidc.opts.ProviderName
+	}
 	h.render(w, status, "login", page)
 }
 
@@ -179,12 +192,19 @@ func serviceAccountNamespace(user string) string {
 	return ns
 }
 
-// logout ends the session and forgets its token.
+// logout ends the session and forgets its token. A single sign-on session also ends at the
+// provider: its refresh token is revoked and the browser sent to its end-session page.
 func (h *handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	h.sessions.delete(s.id)
 	h.opts.Logger.Info("signed out", "user", s.user)
 	http.SetCookie(w, h.cookie(r, sessionCookie, "", -1))
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	if s.oidc != nil {
+		if end := h.endProviderSession(r.Context(), s.oidc); end != "" {
+			http.Redirect(w, r, end, http.StatusSeeOther)
+			return
+		}
+	}
+	http.Redirect(w, r, "/login?signed_out=1", http.StatusSeeOther)
 }
 
 // endSession handles a token the API server no longer accepts (expired, or its

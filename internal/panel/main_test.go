@@ -5,6 +5,8 @@ package panel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -38,12 +40,32 @@ var (
 )
 
 // TestMain starts the real control plane, operator and /v1 API server in this process: the
-// panel is tested against them, as it runs in production.
+// panel is tested against them, as it runs in production. First it starts the tests' OpenID
+// Provider (bin/oidc-op), which the kube-apiserver trusts through the AuthenticationConfiguration
+// the panel itself prints for token mode (oidc_test.go).
 func TestMain(m *testing.M) {
-	system.Main(m, system.Options{SystemNamespace: systemNS}, func(s *system.System) {
+	authConfig, stopProvider, err := startOIDCProvider()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "OpenID Provider:", err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer stopProvider()
+		s, err := system.Start(system.Options{SystemNamespace: systemNS, APIServerArgs: map[string]string{"authentication-config": authConfig}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "system:", err)
+			return 1
+		}
 		sys, env = s, s.Env
 		kube = kubernetes.NewForConfigOrDie(s.Config)
-	})
+		code := m.Run()
+		if err := s.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "system:", err)
+			code = max(code, 1)
+		}
+		return code
+	}()
+	os.Exit(code)
 }
 
 // requireOperator fails a test that needs the operator when it is not running.

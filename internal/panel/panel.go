@@ -1,9 +1,13 @@
 // Package panel serves the web panel's "API keys" section. Every action runs against the
-// Kubernetes API server with the signed-in person's own bearer token, so that RBAC decides
-// what they may do; the panel's own credentials serve for nothing but TokenReview.
+// Kubernetes API server as the signed-in person, so that RBAC decides what they may do: with
+// their own bearer token (pasted, or the ID token of single sign-on in token mode), or, in
+// single sign-on's impersonate mode, with the panel's ServiceAccount impersonating them through
+// constrained impersonation limited to the panel's resources (ImpersonationRules). Otherwise the
+// panel's own credentials serve for nothing but TokenReview.
 package panel
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -12,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -69,6 +74,8 @@ type Options struct {
 	PollInterval time.Duration
 	// Clock tells the time; tests inject a fake one (default the real clock).
 	Clock clock.Clock
+	// OIDC, when set, adds sign-in with an OpenID Connect provider beside the token paste.
+	OIDC *OIDCOptions
 }
 
 // Default sets o's zero fields to their defaults: the one place the panel's defaults are
@@ -122,6 +129,12 @@ type handler struct {
 	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	// oidc is the identity provider's side of sign-in; nil without Options.OIDC.
+	oidc *oidcAuth
+	// csp is contentSecurityPolicy, with the provider's origin as a form target when there is
+	// one: signing out posts to the panel, which redirects the browser to the provider's
+	// end-session page, and browsers hold form-action to the redirect's target too.
+	csp string
 	// interceptUser, when set (by tests only), wraps each session's client: a test stages there
 	// what another identity does at the same moment.
 	interceptUser func(client.WithWatch) client.WithWatch
@@ -159,6 +172,24 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 		logins:   newLoginLimiter(opts.LoginRate, opts.LoginBurst),
 		pages:    pages,
 		mux:      http.NewServeMux(),
+		csp:      contentSecurityPolicy,
+	}
+	if opts.OIDC != nil {
+		o := *opts.OIDC
+		if h.oidc, err = newOIDCAuth(o); err != nil {
+			return nil, fmt.Errorf("panel: %w", err)
+		}
+		if o.Mode == OIDCModeImpersonate {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := checkImpersonationGrant(ctx, reviewer, o.AllowLegacyImpersonation, opts.Logger)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
+			}
+		}
+		h.csp = strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+h.oidc.issuerOrigin(), 1)
+		h.mux.HandleFunc("GET "+oidcLoginPath, h.oidcLogin)
+		h.mux.HandleFunc("GET "+callbackPath, h.oidcCallback)
 	}
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler(static)))
 	h.mux.HandleFunc("GET /{$}", h.root)
@@ -181,13 +212,20 @@ const maxFormBytes = 64 << 10
 // ServeHTTP sets the security headers every response carries, then routes.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
-	hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+	hdr.Set("Content-Security-Policy", h.csp)
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
 	hdr.Set("X-Frame-Options", "DENY")
 	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	}
+	// The panel alone decides whom it acts as: impersonation headers a client sends mean nothing
+	// here (and never reach the API server, whose requests the panel builds itself).
+	for k := range r.Header {
+		if strings.HasPrefix(k, "Impersonate-") {
+			r.Header.Del(k)
+		}
 	}
 	if loopback.Shared(r.Host) && fromBrowser(r) {
 		toPrivateHost(w, r)

@@ -35,6 +35,9 @@ type session struct {
 	lastSeen  time.Time
 	flash     string // one notice shown by the next page, after a redirect
 	namespace string // the namespace last viewed
+	// oidc holds the provider's tokens of a session begun with single sign-on (nil for a
+	// pasted token). It is set before the session's cookie is handed out.
+	oidc *oidcSession
 }
 
 // sessionStore keeps sessions in memory: a restart signs everybody out, which is the safe
@@ -235,6 +238,10 @@ func (h *handler) withSession(next sessionHandler) http.HandlerFunc {
 		}
 		if r.Method == http.MethodPost && !validCSRF(r.PostFormValue(csrfField), s.csrf) {
 			h.forbiddenCSRF(w)
+			return
+		}
+		if s.oidc != nil && !h.refreshSession(r.Context(), s) {
+			h.endSession(w, r, s)
 			return
 		}
 		next(w, r, s)

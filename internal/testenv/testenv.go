@@ -56,7 +56,17 @@ func AssetsDir() string {
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs from config/crd/bases.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(StartOptions{}) }
+
+// StartOptions shape the control plane.
+type StartOptions struct {
+	// APIServerArgs are extra kube-apiserver flags, name without dashes to value (as
+	// "authentication-config": a file, for tests of sign-in with an OpenID provider).
+	APIServerArgs map[string]string
+}
+
+// StartWith is Start with options.
+func StartWith(opts StartOptions) (*Env, error) {
 	assets := AssetsDir()
 	for _, bin := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
@@ -68,6 +78,9 @@ func Start() (*Env, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme.Scheme,
+	}
+	for k, v := range opts.APIServerArgs {
+		env.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -56,6 +56,14 @@ var allFeatures = []string{
 	"server.authz.grpc.tls.clientCASecretName=gateways-ca",
 	"server.authz.http.enabled=true",
 	"server.authz.allowedClients[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=envoy-gateway-system",
+	"panel.oidc.enabled=true",
+	"panel.oidc.issuerURL=https://idp.example.com",
+	"panel.oidc.clientID=switchboard-panel",
+	"panel.oidc.redirectURL=https://panel.example.com/oidc/callback",
+	"panel.oidc.clientSecret.secretName=panel-oidc",
+	"panel.oidc.caConfigMap.name=idp-ca",
+	"panel.oidc.mode=impersonate",
+	"panel.oidc.providerName=Example SSO",
 }
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "switchboard") }
@@ -133,6 +141,17 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 			want: []string{"Ingress/switchboard-api"},
 		},
 		{
+			name: "single sign-on, token mode",
+			sets: ssoValues("token"),
+			want: []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel"},
+			not:  []string{"ClusterRole/switchboard-panel-impersonate"},
+		},
+		{
+			name: "single sign-on, impersonate mode",
+			sets: ssoValues("impersonate"),
+			want: []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel-impersonate", "ClusterRoleBinding/switchboard-panel-impersonate"},
+		},
+		{
 			name: "panel and metrics off",
 			sets: []string{"panel.enabled=false", "metrics.enabled=false", "server.podDisruptionBudget.enabled=false"},
 			not:  []string{"Service/switchboard-panel", "Deployment/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget"},
@@ -165,6 +184,13 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 			checkRestricted(t, objs)
 		})
 	}
+}
+
+// ssoValues configure single sign-on in mode, fully.
+func ssoValues(mode string) []string {
+	return []string{"panel.oidc.enabled=true", "panel.oidc.issuerURL=https://idp.example.com", "panel.oidc.clientID=switchboard-panel",
+		"panel.oidc.redirectURL=https://panel.example.com/oidc/callback", "panel.oidc.clientSecret.secretName=panel-oidc",
+		"panel.oidc.caConfigMap.name=idp-ca", "panel.oidc.mode=" + mode}
 }
 
 func TestHelmRejectsBadValues(t *testing.T) {
@@ -207,6 +233,15 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "allowed clients without the NetworkPolicy", set: "server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
 		{name: "allowed client not a NetworkPolicyPeer", set: "networkPolicy.enabled=true,server.authz.http.enabled=true,server.authz.allowedClients[0].port=9002", want: "/server/authz/allowedClients/0"},
 		{name: "unknown authz value", set: "server.authz.grpc.audience=orders", want: "/server/authz/grpc"},
+		// Single sign-on: nothing half-configured, the secret only by reference.
+		{name: "SSO without an issuer", set: "panel.oidc.enabled=true", want: "/panel/oidc/issuerURL"},
+		{name: "SSO with a plain-HTTP issuer", set: "panel.oidc.issuerURL=http://idp.example.com", want: "/panel/oidc/issuerURL"},
+		{name: "SSO client secret as a value", set: "panel.oidc.clientSecret=hunter2", want: "/panel/oidc/clientSecret"},
+		{name: "SSO without the client secret's Secret", set: strings.Join(ssoValues("token"), ",") + ",panel.oidc.clientSecret.secretName=", want: "/panel/oidc/clientSecret/secretName"},
+		{name: "SSO unknown mode", set: "panel.oidc.mode=sudo", want: "/panel/oidc/mode"},
+		{name: "SSO callback elsewhere", set: "panel.oidc.redirectURL=https://panel.example.com/callback", want: "/panel/oidc/redirectURL"},
+		{name: "SSO without openid", set: "panel.oidc.scopes={email}", want: "/panel/oidc/scopes"},
+		{name: "SSO in the server pods", set: strings.Join(ssoValues("impersonate"), ",") + ",panel.separate=false", want: "/panel/separate"},
 		// The alerts and the dashboard read the metrics: without them every alert would be blind
 		// (and SwitchboardOperatorAbsent would always fire).
 		{name: "alerts without metrics", set: "metrics.enabled=false,monitoring.prometheusRule.enabled=true", want: "/metrics/enabled"},

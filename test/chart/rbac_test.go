@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -310,4 +311,64 @@ func TestTenantMetadataPolicyShipped(t *testing.T) {
 	if validations["chart"] != validations["config/default"] {
 		t.Errorf("the chart and config/default validate differently:\n%s\n---\n%s", validations["chart"], validations["config/default"])
 	}
+}
+
+// TestPanelImpersonationRoleIsTheCodes: in impersonate mode the chart grants the panel's
+// ServiceAccount exactly internal/panel.ImpersonationRules (which the panel's tests prove
+// limited against a real kube-apiserver), and otherwise no impersonation at all.
+func TestPanelImpersonationRoleIsTheCodes(t *testing.T) {
+	var want []rbacv1.PolicyRule
+	for _, r := range panel.ImpersonationRules {
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: r.Resources, Verbs: r.Verbs})
+	}
+	for _, mode := range []string{"", "token", "impersonate"} {
+		var sets []string
+		if mode != "" {
+			sets = ssoValues(mode)
+		}
+		objs := decode(t, mustRun(t, append([]string{"template", "switchboard", chartDir(), "--namespace", releaseNamespace}, setArgs(sets)...)...))
+		roles := rolesOf(t, objs, "ClusterRole")
+		for name, role := range roles {
+			for _, r := range role.Rules {
+				for _, v := range r.Verbs {
+					if v == "impersonate" || (v == "*" && strings.Contains(name, "panel")) {
+						t.Errorf("mode %q: ClusterRole %s grants %q", mode, name, v)
+					}
+				}
+			}
+		}
+		got := roles["switchboard-panel-impersonate"]
+		if mode != "impersonate" {
+			if got != nil {
+				t.Errorf("mode %q renders the impersonation ClusterRole", mode)
+			}
+			continue
+		}
+		if got == nil || !reflect.DeepEqual(got.Rules, want) {
+			t.Fatalf("the chart's impersonation grant differs from panel.ImpersonationRules:\n got %v\nwant %v", got, want)
+		}
+		var bound bool
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRoleBinding" && o.GetName() == "switchboard-panel-impersonate" {
+				b := &rbacv1.ClusterRoleBinding{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, b); err != nil {
+					t.Fatal(err)
+				}
+				bound = b.RoleRef.Name == "switchboard-panel-impersonate" && len(b.Subjects) == 1 &&
+					b.Subjects[0].Kind == "ServiceAccount" && b.Subjects[0].Name == "switchboard-panel"
+			}
+		}
+		if !bound {
+			t.Error("the impersonation ClusterRole is not bound to the panel's ServiceAccount alone")
+		}
+	}
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := run(t, testenv.Helm(t), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -26,6 +26,7 @@ func TestChart(t *testing.T) {
 		{"leader failover", testFailover},
 		{"rolling upgrade under load", testUpgrade},
 		{"no key in logs or Events", testNoLeaks},
+		{"panel with single sign-on", testPanelSSO},
 		{"helm uninstall", testUninstall},
 		{"kustomize install", testKustomize},
 	}

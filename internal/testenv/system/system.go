@@ -33,6 +33,8 @@ type Options struct {
 	Operator func(*operator.Options)
 	// Server, when set, adjusts the server's options before it starts.
 	Server func(*server.Options)
+	// APIServerArgs are extra kube-apiserver flags (testenv.StartOptions).
+	APIServerArgs map[string]string
 }
 
 // System is a running whole system.
@@ -58,7 +60,7 @@ func Start(opts Options) (*System, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	env, err := testenv.Start()
+	env, err := testenv.StartWith(testenv.StartOptions{APIServerArgs: opts.APIServerArgs})
 	if err != nil {
 		return nil, err
 	}
