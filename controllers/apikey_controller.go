@@ -140,6 +140,11 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		err = errors.New(next.problem)
 	}
 	r.mirror(ctx, s, &next)
+	if err == nil && (next.kind == stepIssue || next.kind == stepPublish) && !next.found.life.known {
+		// A first key (or a restored status) gets its life's conditions now, from the record
+		// just written, rather than in a second status patch when the hash Secret's event comes.
+		lifeNow(s, &next, r.params())
+	}
 	if next.found.life.renewal {
 		// Counted from the last status, for people and alerts only: nothing is decided from it;
 		// the back-off is the controller's, on the error.

@@ -201,3 +201,17 @@ func (r *APIKeyReconciler) revokeUnused(ctx context.Context, s *keyState, lastAc
 		"revoked key %s: unused since %s, longer than spec.revokeWhenUnusedFor", hintOf(key), lastActivity.UTC().Format(time.RFC3339))
 	return nil
 }
+
+// lifeNow fills next.found.life from s as it stands after next was carried out, for the
+// conditions; what planLife would do next is left to the next reconcile, which it wakes.
+func lifeNow(s *keyState, next *step, p planParams) {
+	if s.key.Spec.Revoked || next.found.expired {
+		return
+	}
+	var wake requeue
+	found := next.found
+	planLife(s, s.record(), &found, p, &wake)
+	next.found.life = found.life
+	wake.at(next.after)
+	next.after = wake.after
+}
