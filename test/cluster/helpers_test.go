@@ -145,6 +145,12 @@ func connectionIDs(t testing.TB, r apiResponse) []string {
 // until both are Ready, and returns the Connection's id.
 func (s *suite) tenant(t testing.TB, ns, keyName string) string {
 	t.Helper()
+	return s.tenantWith(t, ns, keyName, "")
+}
+
+// tenantWith is tenant with more of the APIKey's spec: YAML lines under spec, indented by two.
+func (s *suite) tenantWith(t testing.TB, ns, keyName, keySpec string) string {
+	t.Helper()
 	s.apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -166,7 +172,7 @@ metadata:
   namespace: %[1]s
 spec:
   description: test/cluster
-`, ns, keyName))
+%[3]s`, ns, keyName, keySpec))
 	s.kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=2m", "connection/warehouse", "apikey/"+keyName)
 	conn := &switchboardv1alpha1.Connection{}
 	if err := s.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "warehouse"}, conn); err != nil {

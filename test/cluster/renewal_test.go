@@ -31,31 +31,7 @@ const (
 func testRenewalUnderLoad(t *testing.T) {
 	const ns = "tenant-r"
 	ctx := context.Background()
-	s.apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: %[1]s
----
-apiVersion: switchboard.dev/v1alpha1
-kind: Connection
-metadata:
-  name: warehouse
-  namespace: %[1]s
-spec:
-  displayName: Warehouse
-  provider: postgres
----
-apiVersion: switchboard.dev/v1alpha1
-kind: APIKey
-metadata:
-  name: consumer
-  namespace: %[1]s
-spec:
-  secretName: consumer-key
-  lifetime: %[2]s
-  renewBefore: %[3]s
-`, ns, renewalLifetime, renewalBefore))
-	s.kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=2m", "connection/warehouse", "apikey/consumer")
+	s.tenantWith(t, ns, "consumer", fmt.Sprintf("  secretName: consumer-key\n  lifetime: %s\n  renewBefore: %s\n", renewalLifetime, renewalBefore))
 	first := deliveredKey(t, ns, "consumer-key")
 	s.issued = append(s.issued, first)
 	key := &switchboardv1alpha1.APIKey{}
