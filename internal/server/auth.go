@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
@@ -23,15 +22,10 @@ type authOutcome struct {
 	wellFormed string
 }
 
-// authenticate runs parse → checksum → SHA-256 → one index lookup → state check on header's
-// Authorization field. It makes no API call and does not allocate.
-func authenticate(idx *keyindex.Index, prefix string, header http.Header, now time.Time) authOutcome {
-	return authenticateValues(idx, prefix, header["Authorization"], now)
-}
-
-// authenticateValues is authenticate on the Authorization field's values, however the protocol
-// carried them.
-func authenticateValues(idx *keyindex.Index, prefix string, values []string, now time.Time) authOutcome {
+// authenticate runs parse → checksum → SHA-256 → one index lookup → state check on the values
+// of the Authorization field, however the protocol carried them. It makes no API call and does
+// not allocate.
+func authenticate(idx *keyindex.Index, prefix string, values []string, now time.Time) authOutcome {
 	if len(values) == 0 {
 		return authOutcome{code: CodeAPIKeyMissing}
 	}

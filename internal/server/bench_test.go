@@ -75,12 +75,12 @@ func memoryHandler(tb testing.TB, keys, conns int, sel *metav1.LabelSelector) (*
 func TestAuthenticateDoesNotAllocate(t *testing.T) {
 	h, key := memoryHandler(t, 100, 0, nil)
 	header := http.Header{"Authorization": {"Bearer " + key}}
-	if out := authenticate(h.index, "sb", header, benchNow); out.code != "" {
+	if out := authenticate(h.index, "sb", header["Authorization"], benchNow); out.code != "" {
 		t.Fatalf("the key does not authenticate: %s", out.code)
 	}
 	bad := http.Header{"Authorization": {"Bearer " + key[:len(key)-1] + "x"}}
 	for name, hdr := range map[string]http.Header{"valid": header, "invalid": bad, "missing": {}} {
-		if allocs := testing.AllocsPerRun(1000, func() { authenticate(h.index, "sb", hdr, benchNow) }); allocs != 0 {
+		if allocs := testing.AllocsPerRun(1000, func() { authenticate(h.index, "sb", hdr["Authorization"], benchNow) }); allocs != 0 {
 			t.Errorf("%s: authenticate allocates %v times per call", name, allocs)
 		}
 	}
@@ -100,7 +100,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	header := http.Header{"Authorization": {"Bearer " + key}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if out := authenticate(h.index, "sb", header, benchNow); out.code != "" {
+		if out := authenticate(h.index, "sb", header["Authorization"], benchNow); out.code != "" {
 			b.Fatal(out.code)
 		}
 	}

@@ -66,7 +66,7 @@ func (a *api) check(ctx context.Context, req *checkRequest, now time.Time) verdi
 		// Never judge a key against a cache that has not synced: fail closed.
 		return verdict{status: http.StatusServiceUnavailable, code: CodeNotReady, message: msgNotReady, retryAfter: time.Second}
 	}
-	auth := authenticateValues(a.index, a.prefix, req.authorization, now)
+	auth := authenticate(a.index, a.prefix, req.authorization, now)
 	if auth.code != "" {
 		client, _ := a.clientOf(req)
 		return a.refusal(auth, client, now)
