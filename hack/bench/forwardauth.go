@@ -268,14 +268,7 @@ func (r *report) writeForwardAuth(p printer) {
 	p("")
 	p("Latency, open loop at %d/s for 10 s through each site (`internal/loadgen`, 16 connections):", lightRate)
 	p("")
-	p("| site | requests | p50 | p99 | p99.9 |")
-	p("|---|---|---|---|---|")
-	for _, row := range []struct {
-		name string
-		res  loadgen.Result
-	}{{"Caddy → upstream", res.plain}, {"Caddy + forward_auth", res.auth}} {
-		p("| %s | %d | %s | %s | %s |", row.name, row.res.Requests, ms(row.res.Percentile(0.5)), ms(row.res.Percentile(0.99)), ms(row.res.Percentile(0.999)))
-	}
+	writeLatencyRows(p, "site", []latencyRow{{"Caddy → upstream", res.plain}, {"Caddy + forward_auth", res.auth}})
 	p("")
 	p("**forward_auth adds %s at p50 and %s at p99** (the difference of the rows) and keeps %.0f%% of Caddy's throughput,",
 		ms(res.auth.Percentile(0.5)-res.plain.Percentile(0.5)), ms(res.auth.Percentile(0.99)-res.plain.Percentile(0.99)), 100*auth/plain)

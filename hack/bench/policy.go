@@ -340,14 +340,7 @@ func (r *report) writePolicy(p printer) {
 	p("")
 	p("Latency on the Redis-backed server, open loop at %d/s for 10 s (`internal/loadgen`, 16 connections):", lightRate)
 	p("")
-	p("| key | requests | p50 | p99 | p99.9 |")
-	p("|---|---|---|---|---|")
-	for _, row := range []struct {
-		name string
-		res  loadgen.Result
-	}{{"without a policy", res.redisOpen}, {"rate-limited (one Redis round trip)", res.redisLimited}} {
-		p("| %s | %d | %s | %s | %s |", row.name, row.res.Requests, ms(row.res.Percentile(0.5)), ms(row.res.Percentile(0.99)), ms(row.res.Percentile(0.999)))
-	}
+	writeLatencyRows(p, "key", []latencyRow{{"without a policy", res.redisOpen}, {"rate-limited (one Redis round trip)", res.redisLimited}})
 	p("")
 	p("**Redis adds %s at p50 and %s at p99** (the difference of the rows) on loopback, on the same 2 cores as",
 		ms(res.redisLimited.Percentile(0.5)-res.redisOpen.Percentile(0.5)), ms(res.redisLimited.Percentile(0.99)-res.redisOpen.Percentile(0.99)))

@@ -408,3 +408,19 @@ func goVersion() string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// latencyRow is one open-loop run named for a latency table.
+type latencyRow struct {
+	name string
+	res  loadgen.Result
+}
+
+// writeLatencyRows writes a table of open-loop runs: requests, p50, p99 and p99.9, the first
+// column headed what.
+func writeLatencyRows(p printer, what string, rows []latencyRow) {
+	p("| %s | requests | p50 | p99 | p99.9 |", what)
+	p("|---|---|---|---|---|")
+	for _, row := range rows {
+		p("| %s | %d | %s | %s | %s |", row.name, row.res.Requests, ms(row.res.Percentile(0.5)), ms(row.res.Percentile(0.99)), ms(row.res.Percentile(0.999)))
+	}
+}
