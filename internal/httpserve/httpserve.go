@@ -52,6 +52,20 @@ type Endpoint struct {
 	// ConnState, when set, is the server's ConnState hook (a listener that bounds its
 	// connections learns from it which are idle).
 	ConnState func(net.Conn, http.ConnState)
+	// OwnDeadlines is set when Listener's connections keep the time limits above themselves
+	// (closed past them, as internal/server's API listener does): the server then sets no
+	// deadline per request, each of which costs net/http a timer change.
+	OwnDeadlines bool
+}
+
+// HTTPServer returns the http.Server that serves e.Handler.
+func (e Endpoint) HTTPServer() *http.Server {
+	srv := NewServer(e.Handler)
+	srv.ConnState = e.ConnState
+	if e.OwnDeadlines {
+		srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = 0, 0, 0, 0
+	}
+	return srv
 }
 
 // Server is what an Endpoint serves other than HTTP: *http.Server's two methods.
@@ -86,9 +100,7 @@ func (g Group) Run(ctx context.Context) error {
 	errs := make(chan error, len(g.Endpoints))
 	for i, e := range g.Endpoints {
 		if servers[i] = e.Server; e.Server == nil {
-			srv := NewServer(e.Handler)
-			srv.ConnState = e.ConnState
-			servers[i] = srv
+			servers[i] = e.HTTPServer()
 		}
 		go func() {
 			g.Log.Info("serving", "address", e.Listener.Addr().String())

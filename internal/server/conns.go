@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
 // The API listener's connections. Each open connection costs the replica memory whoever opened
@@ -17,25 +21,83 @@ import (
 // socketBuffer each way, and the number of connections is bounded (--max-connections): at the
 // bound, an idle keep-alive connection is closed to make room for a new one, and when none is
 // idle, new connections wait in the listen queue until one closes.
+//
+// The listener also keeps HTTP's time limits (httpserve's), in place of net/http: net/http sets
+// a deadline on the connection for each of them at every request, four timer changes per request
+// that also wake the network poller whenever the new deadline is the earliest (0.4–0.7 µs of a
+// 13 µs request under wrk; docs/benchmarks.md). Here each connection records when it entered its
+// phase (one atomic store, from the ConnState hook or the first byte of a next request), and one
+// goroutine closes the connections past their phase's bound, checking ten times per shortest bound:
+//   - headers, from accept or the first byte of a next request: ReadHeaderTimeout;
+//   - active, from the end of the headers while the handler runs and its answer is written:
+//     WriteTimeout. The API's handlers read no body; what net/http discards of one is within it;
+//   - idle, between requests until a byte of the next arrives: IdleTimeout.
+// A connection closed for a bound sees what net/http's deadline would have done: its read or
+// write fails and net/http closes it.
 
 // socketBuffer is the send and receive buffer of every API connection (the kernel doubles it
 // for its bookkeeping). Requests are a few KiB at most; a response larger than this waits in its
 // handler, where it is counted in flight (list.go), instead of in the kernel.
 const socketBuffer = 32 << 10
 
-// connLimiter is the API listener with its connections bounded.
+// connLimits are the time bounds of a connection's phases.
+type connLimits struct {
+	headers, active, idle time.Duration
+}
+
+// apiConnLimits are the API listener's: those of every switchboard listener.
+var apiConnLimits = connLimits{headers: httpserve.ReadHeaderTimeout, active: httpserve.WriteTimeout, idle: httpserve.IdleTimeout}
+
+// tick is how often the bounds are checked and the phase clock advances: a connection is closed
+// within a tick past its bound, never before it.
+func (c connLimits) tick() time.Duration {
+	return max(min(c.headers, c.active, c.idle)/10, time.Millisecond)
+}
+
+// A connection's phase, in the low bits of its mark; the rest is when it began, in ticks.
+const (
+	phaseHeaders = iota
+	phaseActive
+	phaseIdle
+	phaseDone // hijacked or closed: no bound of the listener's applies
+	phaseBits = 2
+	phaseMask = 1<<phaseBits - 1
+)
+
+// overdue says whether a connection marked mark is past its phase's bound at tick now.
+func (c connLimits) overdue(mark, now int64) bool {
+	var bound time.Duration
+	switch mark & phaseMask {
+	case phaseHeaders:
+		bound = c.headers
+	case phaseActive:
+		bound = c.active
+	case phaseIdle:
+		bound = c.idle
+	default:
+		return false
+	}
+	return time.Duration(now-mark>>phaseBits)*c.tick() > bound
+}
+
+// connLimiter is the API listener with its connections bounded in number (when slots is not
+// nil) and in time.
 type connLimiter struct {
 	net.Listener
+	limits  connLimits
 	slots   chan struct{}
 	done    chan struct{}
 	close   sync.Once
 	waiting atomic.Int32 // Accept calls waiting for a slot
+	now     atomic.Int64 // the phase clock, in ticks (watch advances it)
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{}
 }
 
-func newConnLimiter(l net.Listener, maxConns int) *connLimiter {
+// newConnLimiter bounds l's connections to maxConns (none when maxConns ≤ 0) and to limits; its
+// time bounds hold while watch runs.
+func newConnLimiter(l net.Listener, maxConns int, limits connLimits) *connLimiter {
 	// Set on the listening socket, the buffers are every accepted socket's from its first
 	// segment: a receive buffer shrunk after the handshake would retract the window TCP offered.
 	if tl, ok := l.(*net.TCPListener); ok {
@@ -46,15 +108,32 @@ func newConnLimiter(l net.Listener, maxConns int) *connLimiter {
 			})
 		}
 	}
-	return &connLimiter{Listener: l, slots: make(chan struct{}, maxConns), done: make(chan struct{}), conns: map[*limitedConn]struct{}{}}
+	cl := &connLimiter{Listener: l, limits: limits, done: make(chan struct{}), conns: map[*limitedConn]struct{}{}}
+	if maxConns > 0 {
+		cl.slots = make(chan struct{}, maxConns)
+	}
+	return cl
 }
 
 // limitedConn is an accepted connection; closing it frees its slot.
 type limitedConn struct {
 	net.Conn
 	l       *connLimiter
-	idle    atomic.Bool
+	mark    atomic.Int64 // phase and when it began
 	release sync.Once
+}
+
+func (c *limitedConn) enter(phase int64) {
+	c.mark.Store(c.l.now.Load()<<phaseBits | phase)
+}
+
+// Read notes the first byte of a next request: the idle phase ends and the headers' begins.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.mark.Load()&phaseMask == phaseIdle {
+		c.enter(phaseHeaders)
+	}
+	return n, err
 }
 
 func (c *limitedConn) Close() error {
@@ -62,7 +141,9 @@ func (c *limitedConn) Close() error {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
-		<-c.l.slots
+		if c.l.slots != nil {
+			<-c.l.slots
+		}
 	})
 	return c.Conn.Close()
 }
@@ -83,22 +164,25 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		// While this waits, a connection that turns idle is closed at once (connState).
-		l.waiting.Add(1)
-		l.closeAnIdle()
+	if l.slots != nil {
 		select {
 		case l.slots <- struct{}{}:
-			l.waiting.Add(-1)
-		case <-l.done:
-			l.waiting.Add(-1)
-			_ = c.Close()
-			return nil, net.ErrClosed
+		default:
+			// While this waits, a connection that turns idle is closed at once (connState).
+			l.waiting.Add(1)
+			l.closeAnIdle()
+			select {
+			case l.slots <- struct{}{}:
+				l.waiting.Add(-1)
+			case <-l.done:
+				l.waiting.Add(-1)
+				_ = c.Close()
+				return nil, net.ErrClosed
+			}
 		}
 	}
 	lc := &limitedConn{Conn: c, l: l}
+	lc.enter(phaseHeaders)
 	l.mu.Lock()
 	l.conns[lc] = struct{}{}
 	l.mu.Unlock()
@@ -117,7 +201,7 @@ func (l *connLimiter) closeAnIdle() {
 	l.mu.Lock()
 	var victim *limitedConn
 	for c := range l.conns {
-		if c.idle.Load() {
+		if c.mark.Load()&phaseMask == phaseIdle {
 			victim = c
 			break
 		}
@@ -128,17 +212,53 @@ func (l *connLimiter) closeAnIdle() {
 	}
 }
 
-// connState is the http.Server's ConnState hook: it marks connections idle between requests,
-// and closes one that turns idle while a new connection waits for a slot. Per request it costs
-// two stores to the connection's own flag and a load, no lock.
+// connState is the http.Server's ConnState hook: it records each connection's phase, and closes
+// one that turns idle while a new connection waits for a slot. Per request it costs two stores
+// to the connection's own mark and a load, no lock.
 func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return
 	}
-	idle := s == http.StateIdle
-	lc.idle.Store(idle)
-	if idle && l.waiting.Load() > 0 {
-		_ = lc.Close()
+	switch s {
+	case http.StateNew:
+		lc.enter(phaseHeaders)
+	case http.StateActive:
+		lc.enter(phaseActive)
+	case http.StateIdle:
+		lc.enter(phaseIdle)
+		if l.waiting.Load() > 0 {
+			_ = lc.Close()
+		}
+	default:
+		lc.enter(phaseDone)
+	}
+}
+
+// watch keeps the time bounds until ctx is done: every tick it advances the phase clock and
+// closes the connections past their phase's bound.
+func (l *connLimiter) watch(ctx context.Context) {
+	t := time.NewTicker(l.limits.tick())
+	defer t.Stop()
+	var overdue []*limitedConn
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := l.now.Add(1)
+		overdue = overdue[:0]
+		l.mu.Lock()
+		for c := range l.conns {
+			if l.limits.overdue(c.mark.Load(), now) {
+				overdue = append(overdue, c)
+			}
+		}
+		l.mu.Unlock()
+		for _, c := range overdue {
+			_ = c.Close()
+		}
+		clear(overdue)
 	}
 }

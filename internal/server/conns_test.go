@@ -2,10 +2,13 @@ package server
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,18 +16,20 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
-// serveLimited serves h on a loopback listener bounded to maxConns connections.
-func serveLimited(t *testing.T, maxConns int, h http.Handler) (string, *connLimiter) {
+// serveLimited serves h on a loopback listener bounded to maxConns connections and to limits,
+// as the server serves the API.
+func serveLimited(t *testing.T, maxConns int, limits connLimits, h http.Handler) (string, *connLimiter) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited := newConnLimiter(l, maxConns)
-	srv := httpserve.NewServer(h)
-	srv.ConnState = limited.connState
+	limited := newConnLimiter(l, maxConns, limits)
+	ctx, cancel := context.WithCancel(context.Background())
+	go limited.watch(ctx)
+	srv := httpserve.Endpoint{Listener: limited, Handler: h, ConnState: limited.connState, OwnDeadlines: true}.HTTPServer()
 	go func() { _ = srv.Serve(limited) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() { _ = srv.Close(); cancel() })
 	return l.Addr().String(), limited
 }
 
@@ -47,7 +52,7 @@ func roundTrip(conn net.Conn, r *bufio.Reader) (string, error) {
 // when every connection is busy, it waits until one closes; and the sockets' buffers are fixed.
 func TestConnLimiter(t *testing.T) {
 	release, entered := make(chan struct{}), make(chan struct{}, 2)
-	addr, limited := serveLimited(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, limited := serveLimited(t, 2, apiConnLimits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/busy" {
 			entered <- struct{}{}
 			<-release
@@ -164,4 +169,137 @@ func checkSocketBuffers(t *testing.T, raw interface {
 			t.Errorf("%s buffer %d (%v), want %d", name, n, err, 2*socketBuffer)
 		}
 	}
+}
+
+func TestConnLimitsOverdue(t *testing.T) {
+	limits := connLimits{headers: 5 * time.Second, active: 30 * time.Second, idle: 120 * time.Second} // tick: 500 ms
+	mark := func(began, phase int64) int64 { return began<<phaseBits | phase }
+	tests := []struct {
+		name      string
+		mark, now int64
+		want      bool
+	}{
+		{"headers within their bound", mark(100, phaseHeaders), 110, false},
+		{"headers one tick past their bound", mark(100, phaseHeaders), 111, true},
+		{"active at the headers' bound", mark(100, phaseActive), 111, false},
+		{"active at its bound", mark(100, phaseActive), 160, false},
+		{"active past its bound", mark(100, phaseActive), 161, true},
+		{"idle at the active bound", mark(100, phaseIdle), 161, false},
+		{"idle past its bound", mark(100, phaseIdle), 341, true},
+		{"hijacked or closed, long after", mark(0, phaseDone), 1 << 40, false},
+		{"began at the clock's start", mark(0, phaseHeaders), 11, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := limits.overdue(tt.mark, tt.now); got != tt.want {
+				t.Errorf("overdue = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestConnTimeLimits: the listener keeps HTTP's time limits in place of net/http's per-request
+// deadlines. A client that sends its headers slowly, first or after an idle spell, is cut off
+// after the headers' bound; an idle keep-alive connection after the idle bound; a client that
+// does not read its answer after the active bound, failing the handler's write; none before.
+// A connection in steady use is never cut.
+func TestConnTimeLimits(t *testing.T) {
+	limits := connLimits{headers: 300 * time.Millisecond, active: 600 * time.Millisecond, idle: 1200 * time.Millisecond}
+	big := []byte(strings.Repeat("x", 8<<20))
+	writeErr := make(chan error, 1)
+	addr, _ := serveLimited(t, 0, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			_, err := w.Write(big)
+			writeErr <- err
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	// closedAfter waits until the server closes c and says how long that took from start.
+	closedAfter := func(t *testing.T, c net.Conn, start time.Time) time.Duration {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the server did not close the connection within 10 s")
+		}
+		return time.Since(start)
+	}
+	within := func(t *testing.T, what string, took, bound, next time.Duration) {
+		t.Helper()
+		if took < bound {
+			t.Errorf("%s: closed after %v, before its bound of %v", what, took, bound)
+		}
+		if took >= next {
+			t.Errorf("%s: closed after %v, not before %v: the wrong bound applied", what, took, next)
+		}
+	}
+
+	t.Run("slow first headers", func(t *testing.T) {
+		c, _ := dial(t)
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		within(t, "headers never finished", closedAfter(t, c, start), limits.headers, limits.idle)
+	})
+	t.Run("slow headers after an idle spell", func(t *testing.T) {
+		c, r := dial(t)
+		if body, err := roundTrip(c, r); err != nil || body != "ok" {
+			t.Fatalf("first request: %q, %v", body, err)
+		}
+		time.Sleep(limits.headers) // idle, within its bound
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		// The idle bound, still counted from the end of the first answer, would close it later.
+		within(t, "second request's headers never finished", closedAfter(t, c, start), limits.headers, limits.idle-limits.headers)
+	})
+	t.Run("idle", func(t *testing.T) {
+		c, r := dial(t)
+		if body, err := roundTrip(c, r); err != nil || body != "ok" {
+			t.Fatalf("first request: %q, %v", body, err)
+		}
+		start := time.Now()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := r.ReadByte(); err == nil || !errors.Is(err, io.EOF) {
+			t.Fatalf("idle connection: read %v, want the server to close it", err)
+		}
+		within(t, "idle keep-alive connection", time.Since(start), limits.idle, 10*time.Second)
+	})
+	t.Run("an answer nobody reads", func(t *testing.T) {
+		c, _ := dial(t)
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-writeErr:
+			took := time.Since(start)
+			if err == nil {
+				t.Fatal("the handler wrote 8 MiB to a client that reads nothing")
+			}
+			within(t, "unread answer", took, limits.active, 10*time.Second)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler's write to a client that reads nothing never failed")
+		}
+	})
+	t.Run("steady use", func(t *testing.T) {
+		c, r := dial(t)
+		for end := time.Now().Add(2 * limits.idle); time.Now().Before(end); time.Sleep(limits.headers / 3) {
+			if body, err := roundTrip(c, r); err != nil || body != "ok" {
+				t.Fatalf("a connection in steady use: %q, %v", body, err)
+			}
+		}
+	})
 }

@@ -105,12 +105,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		maxInFlight:     opts.MaxInFlightBytesPerNamespace,
 		audience:        opts.Audience,
 	}
-	apiEndpoint := httpserve.Endpoint{Listener: apiListener, Handler: instrument(api, opts.TrustedProxies, log.WithName("http"))}
-	if opts.MaxConnections > 0 {
-		limited := newConnLimiter(apiListener, opts.MaxConnections)
-		apiEndpoint.Listener, apiEndpoint.ConnState = limited, limited.connState
-	}
-	endpoints := []httpserve.Endpoint{apiEndpoint}
+	// The limiters' time bounds hold until every listener has drained.
+	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatching()
+	apiConns := newConnLimiter(apiListener, opts.MaxConnections, apiConnLimits)
+	go apiConns.watch(watchCtx)
+	endpoints := []httpserve.Endpoint{{Listener: apiConns, Handler: instrument(api, opts.TrustedProxies, log.WithName("http")),
+		ConnState: apiConns.connState, OwnDeadlines: true}}
 	if opts.PanelListen != "" {
 		l, err := net.Listen("tcp", opts.PanelListen)
 		if err != nil {
@@ -119,7 +120,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		listeners = append(listeners, l)
 		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: opts.Panel})
 	}
-	authzEndpoints, onSynced, err := authzEndpoints(ctx, api, &opts, &listeners, log)
+	authzEndpoints, onSynced, err := authzEndpoints(ctx, watchCtx, api, &opts, &listeners, log)
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegis
 // authzEndpoints are the authorization listeners that opts asks for (gRPC ext_authz, HTTP
 // forward-auth), appending those it opens to listeners, and what to call once the index has
 // synced (gRPC health then says SERVING).
-func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]httpserve.Endpoint, func(), error) {
+func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]httpserve.Endpoint, func(), error) {
 	var endpoints []httpserve.Endpoint
 	onSynced := func() {}
 	listen := func(given net.Listener, addr, what string) (net.Listener, error) {
@@ -220,7 +221,12 @@ func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net
 		return nil, nil, err
 	}
 	if l != nil {
-		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: &forwardAuth{api: a, log: log.WithName("forward-auth")}})
+		// A gateway's connections, kept in time as the API's (but not counted: the gateway
+		// bounds them).
+		conns := newConnLimiter(l, 0, apiConnLimits)
+		go conns.watch(watchCtx)
+		endpoints = append(endpoints, httpserve.Endpoint{Listener: conns, Handler: &forwardAuth{api: a, log: log.WithName("forward-auth")},
+			ConnState: conns.connState, OwnDeadlines: true})
 	}
 	return endpoints, onSynced, nil
 }
