@@ -266,5 +266,26 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	started := make(chan error, 1)
+	go func() { started <- mgr.Start(ctx) }()
+	// The manager waits for its caches to sync before anything else. Told to stop before they
+	// have (an API server out of reach, missing RBAC), it never returns, and spins
+	// (kubernetes-sigs/controller-runtime#3440): a Pod would burn a core until it is killed.
+	// So whether they synced is watched here, and if they had not when ctx ended, Run returns.
+	synced := make(chan bool, 1)
+	go func() { synced <- mgr.GetCache().WaitForCacheSync(ctx) }()
+	select {
+	case err := <-started:
+		return err
+	case ok := <-synced:
+		if ok {
+			return <-started
+		}
+	}
+	select {
+	case err := <-started: // it did stop
+		return err
+	case <-time.After(time.Second):
+		return errors.New("stopped before the operator's caches synced (is the API server reachable, and does the operator have its RBAC?)")
+	}
 }

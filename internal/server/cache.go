@@ -39,13 +39,9 @@ import (
 //   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
 //     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
 
-// newManager builds a manager whose cache holds only what the server reads. Every replica
-// serves: no leader election.
+// newManager builds the manager of the server's metrics and health probes. Every replica
+// serves: no leader election. Its own cache stays empty: the index's informers are newInformers'.
 func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager, error) {
-	hashSecrets := labels.SelectorFromSet(labels.Set{
-		keysecret.LabelManagedBy: keysecret.ManagedBy,
-		keysecret.LabelComponent: keysecret.ComponentHash,
-	})
 	var extra map[string]http.Handler
 	if opts.Pprof {
 		extra = map[string]http.Handler{
@@ -62,18 +58,41 @@ func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager,
 		LeaderElection:         false,
 		Metrics:                metrics,
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {
-					Namespaces: map[string]cache.Config{opts.SystemNamespace: {}},
-					Label:      hashSecrets,
-					Field:      fields.OneTermEqualSelector("type", string(keysecret.TypeHash)),
-					Transform:  compactHashSecret,
-				},
-				&switchboardv1alpha1.APIKey{}:     {Transform: compactAPIKey},
-				&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
+	})
+}
+
+// newInformers is the cache that holds only what the server reads. It is started apart from
+// the manager, which would wait for it to sync before anything else, and, told to stop before it
+// has (a cache that cannot list: missing RBAC, say), never return (controller-runtime's
+// runnableGroup.Start spins on a done context: kubernetes-sigs/controller-runtime#3440). The
+// server's readiness waits for the sync instead (waitSynced).
+func newInformers(cfg *rest.Config, opts *Options) (cache.Cache, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := staticRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	hashSecrets := labels.SelectorFromSet(labels.Set{
+		keysecret.LabelManagedBy: keysecret.ManagedBy,
+		keysecret.LabelComponent: keysecret.ComponentHash,
+	})
+	return cache.New(cfg, cache.Options{
+		HTTPClient:       httpClient,
+		Scheme:           scheme.Scheme,
+		Mapper:           mapper,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {
+				Namespaces: map[string]cache.Config{opts.SystemNamespace: {}},
+				Label:      hashSecrets,
+				Field:      fields.OneTermEqualSelector("type", string(keysecret.TypeHash)),
+				Transform:  compactHashSecret,
 			},
+			&switchboardv1alpha1.APIKey{}:     {Transform: compactAPIKey},
+			&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
 		},
 	})
 }
@@ -199,9 +218,9 @@ func compactConnection(obj any) (any, error) {
 	return out, nil
 }
 
-// registerIndex feeds the index from the manager's informers and returns the registrations,
-// whose HasSynced becomes true once the initial list has been delivered to the index.
-func registerIndex(ctx context.Context, mgr ctrl.Manager, idx *keyindex.Index, log logr.Logger) ([]toolscache.ResourceEventHandlerRegistration, error) {
+// registerIndex feeds the index from the informers and returns the registrations, whose
+// HasSynced becomes true once the initial list has been delivered to the index.
+func registerIndex(ctx context.Context, informers cache.Informers, idx *keyindex.Index, log logr.Logger) ([]toolscache.ResourceEventHandlerRegistration, error) {
 	feeds := []struct {
 		obj     client.Object
 		handler toolscache.ResourceEventHandler
@@ -212,7 +231,7 @@ func registerIndex(ctx context.Context, mgr ctrl.Manager, idx *keyindex.Index, l
 	}
 	regs := make([]toolscache.ResourceEventHandlerRegistration, 0, len(feeds))
 	for _, f := range feeds {
-		inf, err := mgr.GetCache().GetInformer(ctx, f.obj, cache.BlockUntilSynced(false))
+		inf, err := informers.GetInformer(ctx, f.obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("getting the informer for %T: %w", f.obj, err)
 		}

@@ -303,3 +303,36 @@ func TestConnTimeLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestConnLimiterForgetsClosedConnections: a connection its client closes, before or after a
+// request, leaves the listener's set (which the time-limit watcher walks) and frees its slot.
+func TestConnLimiterForgetsClosedConnections(t *testing.T) {
+	addr, limited := serveLimited(t, 8, apiConnLimits, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	for i := range 100 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if body, err := roundTrip(c, bufio.NewReader(c)); err != nil || body != "ok" {
+				t.Fatalf("request %d: %q, %v", i, body, err)
+			}
+		}
+		_ = c.Close()
+	}
+	open := func() int {
+		limited.mu.Lock()
+		defer limited.mu.Unlock()
+		return len(limited.conns)
+	}
+	for deadline := time.Now().Add(5 * time.Second); open() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d closed connections still in the listener's set after 5 s", open())
+		}
+	}
+	if n := len(limited.slots); n != 0 {
+		t.Errorf("%d slots held by closed connections", n)
+	}
+}

@@ -23,41 +23,8 @@ import (
 // everywhere, patch APIKey status, read Secrets in the system namespace. It must sync, serve and
 // write lastUsedAt with nothing more.
 func TestLeastPrivilege(t *testing.T) {
-	ensureSystemNamespace(t)
-	name := "server-" + env.Namespace(t, "rbac") // a unique name for cluster-scoped objects
 	ns := env.Namespace(t, "least")
-	create := func(obj client.Object) {
-		t.Helper()
-		if err := env.Client.Create(ctx(t), obj); err != nil {
-			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: systemNamespace}}
-	create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}})
-	create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "connections"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status"}, Verbs: []string{"patch"}},
-	}})
-	create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
-	create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
-	}})
-	create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Subjects: subject,
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
-
-	kube, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expiry := int64(3600)
-	tr, err := kube.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx(t), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("minting a token: %v", err)
-	}
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = tr.Status.Token
+	cfg := serviceAccountConfig(t, true)
 
 	newConnection(t, ns, "one", "conn_least1", nil)
 	k := newKey(t, ns, "minimal", switchboardv1alpha1.APIKeySpec{})
@@ -75,4 +42,65 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		return ak.Status.LastUsedAt != nil
 	})
+}
+
+// TestRunStopsWithoutSync: a server whose cache cannot sync (here, no right to read the hash
+// Secrets: a broken install) answers 503 and still stops when told to, well within a Pod's
+// termination grace period.
+func TestRunStopsWithoutSync(t *testing.T) {
+	s := startServer(t, serviceAccountConfig(t, false), Options{}, false)
+	time.Sleep(2 * time.Second)
+	if resp := s.get(t, "/v1/connections", "sb_live_x"); resp.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a server whose cache cannot sync answered %d, want 503", resp.Status)
+	}
+	start := time.Now()
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stopping a server whose cache never synced: %v", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("a server whose cache never synced took %v to stop", took.Round(time.Millisecond))
+	}
+}
+
+// serviceAccountConfig returns a client config for a new ServiceAccount holding the server's
+// permissions as the Helm chart grants them (charts/switchboard/templates/server-rbac.yaml), the
+// system namespace's Secrets only when secrets is set.
+func serviceAccountConfig(t *testing.T, secrets bool) *rest.Config {
+	t.Helper()
+	ensureSystemNamespace(t)
+	name := "server-" + env.Namespace(t, "rbac") // a unique name for cluster-scoped objects
+	create := func(obj client.Object) {
+		t.Helper()
+		if err := env.Client.Create(ctx(t), obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: systemNamespace}}
+	create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}})
+	create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "connections"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status"}, Verbs: []string{"patch"}},
+	}})
+	create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	if secrets {
+		create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		}})
+		create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+	}
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr, err := kube.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx(t), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token: %v", err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
 }

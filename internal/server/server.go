@@ -65,7 +65,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	regs, err := registerIndex(ctx, mgr, idx, log.WithName("index"))
+	informers, err := newInformers(cfg, &opts)
+	if err != nil {
+		return fmt.Errorf("creating the cache: %w", err)
+	}
+	regs, err := registerIndex(ctx, informers, idx, log.WithName("index"))
 	if err != nil {
 		return err
 	}
@@ -129,12 +133,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// The cache outlives ctx until the listeners have drained, so draining requests are answered.
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMgr()
-	mgrFailed := make(chan error, 1)
-	mgrDone := make(chan struct{})
+	mgrFailed := make(chan error, 2)
+	mgrDone, informersDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(mgrDone)
 		if err := mgr.Start(mgrCtx); err != nil {
 			mgrFailed <- fmt.Errorf("running the manager: %w", err)
+		}
+	}()
+	go func() {
+		defer close(informersDone)
+		if err := informers.Start(mgrCtx); err != nil {
+			mgrFailed <- fmt.Errorf("running the cache: %w", err)
 		}
 	}()
 	go waitSynced(mgrCtx, regs, &synced, onSynced, log)
@@ -151,6 +161,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}.Run(ctx)
 	stopMgr()
 	<-mgrDone
+	<-informersDone
 	return runErr
 }
 

@@ -9,8 +9,15 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -159,4 +166,53 @@ func TestStartBeforeSync(t *testing.T) {
 		}
 		return expectation{name: "valid key", status: 200, listed: 1}.check(r)
 	})
+}
+
+// TestStopBeforeSync: the operator and the server, told to stop (SIGTERM, as a rollout or a
+// scale-down does) while their caches have never synced (an install whose RBAC is missing: every
+// list is forbidden), exit promptly rather than spin until the kubelet kills them
+// (controller-runtime's manager never returns when stopped before its caches sync:
+// kubernetes-sigs/controller-runtime#3440).
+func TestStopBeforeSync(t *testing.T) {
+	scanAfter(t)
+	ensureSystemNamespace(t)
+	name := "norbac-" + env.Namespace(t, "stop")
+	ctx := ctxFor(t, time.Minute)
+	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tr.Status.Token
+	noRights := kubeconfig(t, cfg, apiServerHostPort(t))
+
+	server, _, health := startServer(t, noRights)
+	op := startOperator(t, "operator", noRights, "--leader-elect=false")
+	testenv.Eventually(t, 30*time.Second, "the server listening", func() error {
+		_, err := call(health+"/healthz", "")
+		return err
+	})
+	time.Sleep(2 * time.Second) // both are waiting for their caches
+	for _, c := range []*process{server, op} {
+		if c.Exited() {
+			t.Fatalf("%s exited before it was told to stop: %v", c.Name(), c.Err())
+		}
+		start := time.Now()
+		if err := c.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-c.Done():
+			t.Logf("%s exited %v after SIGTERM", c.Name(), time.Since(start).Round(time.Millisecond))
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s still running 20 s after SIGTERM with its caches never synced", c.Name())
+		}
+	}
 }
