@@ -278,6 +278,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	case err := <-started:
 		return err
 	case ok := <-synced:
+		if !ok { // ctx ended; had they synced by then?
+			check, cancel := context.WithTimeout(context.WithoutCancel(ctx), 200*time.Millisecond)
+			ok = mgr.GetCache().WaitForCacheSync(check)
+			cancel()
+		}
 		if ok {
 			return <-started
 		}
