@@ -224,6 +224,9 @@ func TestSlowClientsDoNotHurtOthers(t *testing.T) {
 		if d > 15*time.Second {
 			t.Fatalf("a slow client was cut off only after %s", d)
 		}
+		if d < 5*time.Second {
+			t.Fatalf("a slow client was cut off after %s, before the headers' bound of 5 s", d)
+		}
 	}
 	t.Logf("%d slow clients cut off; the normal client's slowest answer took %s", slow, worst)
 }
