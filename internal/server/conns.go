@@ -123,6 +123,9 @@ type limitedConn struct {
 	release sync.Once
 }
 
+// phase is the connection's phase now.
+func (c *limitedConn) phase() int64 { return c.mark.Load() & phaseMask }
+
 func (c *limitedConn) enter(phase int64) {
 	c.mark.Store(c.l.now.Load()<<phaseBits | phase)
 }
@@ -130,7 +133,7 @@ func (c *limitedConn) enter(phase int64) {
 // Read notes the first byte of a next request: the idle phase ends and the headers' begins.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.mark.Load()&phaseMask == phaseIdle {
+	if n > 0 && c.phase() == phaseIdle {
 		c.enter(phaseHeaders)
 	}
 	return n, err
@@ -201,7 +204,7 @@ func (l *connLimiter) closeAnIdle() {
 	l.mu.Lock()
 	var victim *limitedConn
 	for c := range l.conns {
-		if c.mark.Load()&phaseMask == phaseIdle {
+		if c.phase() == phaseIdle {
 			victim = c
 			break
 		}

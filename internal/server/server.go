@@ -112,10 +112,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// The limiters' time bounds hold until every listener has drained.
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatching()
-	apiConns := newConnLimiter(apiListener, opts.MaxConnections, apiConnLimits)
-	go apiConns.watch(watchCtx)
-	endpoints := []httpserve.Endpoint{{Listener: apiConns, Handler: instrument(api, opts.TrustedProxies, log.WithName("http")),
-		ConnState: apiConns.connState, OwnDeadlines: true}}
+	endpoints := []httpserve.Endpoint{limitedEndpoint(watchCtx, apiListener, opts.MaxConnections, instrument(api, opts.TrustedProxies, log.WithName("http")))}
 	if opts.PanelListen != "" {
 		l, err := net.Listen("tcp", opts.PanelListen)
 		if err != nil {
@@ -234,10 +231,15 @@ func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listen
 	if l != nil {
 		// A gateway's connections, kept in time as the API's (but not counted: the gateway
 		// bounds them).
-		conns := newConnLimiter(l, 0, apiConnLimits)
-		go conns.watch(watchCtx)
-		endpoints = append(endpoints, httpserve.Endpoint{Listener: conns, Handler: &forwardAuth{api: a, log: log.WithName("forward-auth")},
-			ConnState: conns.connState, OwnDeadlines: true})
+		endpoints = append(endpoints, limitedEndpoint(watchCtx, l, 0, &forwardAuth{api: a, log: log.WithName("forward-auth")}))
 	}
 	return endpoints, onSynced, nil
+}
+
+// limitedEndpoint serves h on l with its connections bounded to maxConns (none when ≤ 0) and
+// to the listeners' time limits, which the listener keeps itself until ctx is done.
+func limitedEndpoint(ctx context.Context, l net.Listener, maxConns int, h http.Handler) httpserve.Endpoint {
+	conns := newConnLimiter(l, maxConns, apiConnLimits)
+	go conns.watch(ctx)
+	return httpserve.Endpoint{Listener: conns, Handler: h, ConnState: conns.connState, OwnDeadlines: true}
 }
