@@ -83,6 +83,8 @@ func bindOIDCFlags(f *pflag.FlagSet, o *panel.Options, prefix string) {
 	f.StringVar(&oidc.GroupsPrefix, p+"groups-prefix", panel.DefaultOIDCGroupsPrefix, "prefix of groups (as claimMappings.groups.prefix)")
 	f.BoolVar(&oidc.AllowLegacyImpersonation, p+"allow-legacy-impersonation", false,
 		`impersonate mode: start even when only the legacy, unlimited "impersonate" verb is granted (not recommended)`)
+	f.StringVar(&oidc.RevealURL, p+"reveal-url", "", "impersonate mode: the operator's reveal endpoint (https://HOST:PORT), which claims keys for the signed-in person")
+	f.StringVar(&oidc.RevealBundle, p+"reveal-ca-configmap", "", "impersonate mode: NAMESPACE/NAME of the ConfigMap holding the reveal endpoint's certificates")
 	f.StringVar(&oidc.ProviderName, p+"provider-name", "", `label of the sign-in button ("Sign in with NAME")`)
 }
 

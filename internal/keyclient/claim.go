@@ -21,6 +21,9 @@ var (
 	ErrNotPublished = errors.New("the key has no reveal Secret to claim")
 	// ErrAlreadyClaimed means somebody else claimed the reveal Secret first, or it expired.
 	ErrAlreadyClaimed = errors.New("the key was already claimed by someone else, or its reveal expired; rotate the key to get a new one")
+	// ErrNotARevealSecret means the Secret named is not the reveal Secret of the APIKey (its
+	// controller, by UID): planted by someone else, or left by a deleted namesake.
+	ErrNotARevealSecret = errors.New("not the reveal Secret of the APIKey")
 )
 
 // Revealed is a claimed key.
@@ -72,12 +75,26 @@ func Claim(ctx context.Context, c client.Client, apiKey *switchboardv1alpha1.API
 // deleted namesake.
 func belongsTo(secret *corev1.Secret, apiKey *switchboardv1alpha1.APIKey) error {
 	if !keysecret.IsOwnedBy(secret, apiKey, keysecret.ComponentReveal) {
-		return fmt.Errorf("secret %s/%s is not the reveal Secret of APIKey %s", secret.Namespace, secret.Name, apiKey.Name)
+		return fmt.Errorf("secret %s/%s: %w %s", secret.Namespace, secret.Name, ErrNotARevealSecret, apiKey.Name)
 	}
 	return nil
 }
 
-// Claim claims apiKey's published reveal with this Client's identity.
+// Claimer claims a key's one-time reveal for a Client. The default reads and deletes the
+// reveal Secret with the Client's own identity (Claim); the panel in impersonate mode asks the
+// operator to, so that it needs no right on Secrets (internal/reveal).
+type Claimer interface {
+	Claim(ctx context.Context, apiKey *switchboardv1alpha1.APIKey) (Revealed, error)
+}
+
+// Claim claims apiKey's published reveal, with this Client's identity unless Options.Claimer
+// says otherwise.
 func (k *Client) Claim(ctx context.Context, apiKey *switchboardv1alpha1.APIKey) (Revealed, error) {
+	if k.claimer != nil {
+		if apiKey.Status.RevealSecretName == "" {
+			return Revealed{}, ErrNotPublished
+		}
+		return k.claimer.Claim(ctx, apiKey)
+	}
 	return Claim(ctx, k.c, apiKey)
 }

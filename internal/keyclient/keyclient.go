@@ -43,13 +43,17 @@ type Options struct {
 	Clock clock.PassiveClock
 	// PollInterval is how often an APIKey is read while waiting (default DefaultPollInterval).
 	PollInterval time.Duration
+	// Claimer claims one-time reveals instead of the Client's own identity (default: nil, the
+	// Client reads and deletes the reveal Secret itself).
+	Claimer Claimer
 }
 
 // Client runs the key workflow with one identity's client.
 type Client struct {
-	c     client.Client
-	clock clock.PassiveClock
-	poll  time.Duration
+	c       client.Client
+	clock   clock.PassiveClock
+	poll    time.Duration
+	claimer Claimer
 }
 
 // New returns a Client that acts through c, with c's identity.
@@ -60,7 +64,7 @@ func New(c client.Client, opts Options) *Client {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval
 	}
-	return &Client{c: c, clock: opts.Clock, poll: opts.PollInterval}
+	return &Client{c: c, clock: opts.Clock, poll: opts.PollInterval, claimer: opts.Claimer}
 }
 
 // Issued is the outcome of an operation that hands over a key.

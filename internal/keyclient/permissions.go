@@ -91,11 +91,17 @@ func Needs(op Operation, delivered bool) []Permission {
 		return []Permission{APIKeys.verb("get").forPurpose("read the APIKey"), APIKeys.verb("patch").forPurpose("change its policy")}
 	}
 	if !delivered {
-		perms = append(perms,
-			Secrets.verb("get").forPurpose("read the key's one-time reveal Secret"),
-			Secrets.verb("delete").forPurpose("claim the key's one-time reveal Secret"))
+		perms = append(perms, ClaimPermissions()...)
 	}
 	return perms
+}
+
+// ClaimPermissions are what claiming a one-time reveal needs on its Secret: get, then delete.
+func ClaimPermissions() []Permission {
+	return []Permission{
+		Secrets.verb("get").forPurpose("read the key's one-time reveal Secret"),
+		Secrets.verb("delete").forPurpose("claim the key's one-time reveal Secret"),
+	}
 }
 
 // ErrForbidden marks errors where RBAC refused the caller.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,6 +24,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -47,6 +50,8 @@ const (
 	DefaultUnusedAfter   = controllers.DefaultUnusedAfter
 	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
 	DefaultKeyMetricsLimit = 10000
+	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
+	DefaultRevealBundle = "switchboard-reveal-ca"
 	// EventSource is the reporting controller of the operator's Events.
 	EventSource = "switchboard-operator"
 )
@@ -80,6 +85,15 @@ type Options struct {
 	MetricsSecure bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
 	HealthProbeBindAddress string
+	// RevealBindAddress serves the reveal endpoint (internal/reveal), through which the panel in
+	// impersonate mode claims keys for people; "" or "0" disables it.
+	RevealBindAddress string
+	// RevealBundle names the ConfigMap, in SystemNamespace, where each replica publishes the
+	// endpoint's certificate (default DefaultRevealBundle).
+	RevealBundle string
+	// RevealNames are the DNS names (or IP addresses) of the endpoint's certificates: its
+	// Service's.
+	RevealNames []string
 	// QPS and Burst limit the client (defaults DefaultQPS and DefaultBurst).
 	QPS float32
 	// Burst is the client's burst.
@@ -136,6 +150,12 @@ func (o *Options) Default() {
 	if o.HealthProbeBindAddress == "" {
 		o.HealthProbeBindAddress = "0"
 	}
+	if o.RevealBindAddress == "" {
+		o.RevealBindAddress = "0"
+	}
+	if o.RevealBundle == "" {
+		o.RevealBundle = DefaultRevealBundle
+	}
 	if o.QPS == 0 {
 		o.QPS = DefaultQPS
 	}
@@ -169,6 +189,9 @@ func (o *Options) Validate() error {
 	}
 	if o.QPS < 0 || o.Burst < 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.RevealBindAddress != "0" && len(o.RevealNames) == 0 {
+		errs = append(errs, errors.New("--reveal-names: the reveal endpoint's certificate needs the names it is reached by (its Service's DNS names)"))
 	}
 	if o.KeyWorkers < 0 {
 		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
@@ -214,6 +237,9 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := setupControllers(context.Background(), mgr, opts); err != nil {
 		return nil, err
 	}
+	if err := addReveal(cfg, mgr, opts); err != nil {
+		return nil, err
+	}
 	return mgr, nil
 }
 
@@ -255,6 +281,34 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
 	}
 	return registerKeyMetrics(mgr, &opts)
+}
+
+// addReveal adds the reveal endpoint to mgr when opts serve it, ready once it serves.
+func addReveal(cfg *rest.Config, mgr manager.Manager, opts Options) error {
+	if opts.RevealBindAddress == "0" {
+		return nil
+	}
+	srv, err := reveal.NewServer(cfg, reveal.Options{
+		BindAddress: opts.RevealBindAddress,
+		Bundle:      client.ObjectKey{Namespace: opts.SystemNamespace, Name: opts.RevealBundle},
+		Names:       opts.RevealNames,
+		Logger:      opts.Logger.WithName("reveal"),
+		Clock:       opts.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("reveal", func(*http.Request) error {
+		select {
+		case <-srv.Ready():
+			return nil
+		default:
+			return errors.New("the reveal endpoint is not serving yet")
+		}
+	})
 }
 
 // Run runs the operator until ctx is done.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,15 +27,14 @@ type ImpersonationRule struct {
 }
 
 // ImpersonationRules are the panel's whole impersonation grant. The panel reads and changes
-// APIKeys, lists Connections, claims a key's one-time reveal Secret (get, then delete: a key is
-// shown once, read as the person who created it), lists namespaces for its selector and asks
-// SelfSubjectAccessReviews to explain a refusal. Nothing else: no other resource, no
+// APIKeys, lists Connections, lists namespaces for its selector and asks
+// SelfSubjectAccessReviews to explain a refusal. Nothing else: no other resource (a key's
+// one-time reveal Secret is claimed by the operator for the person, internal/reveal), no
 // ServiceAccount or node, no "impersonate" verb.
 var ImpersonationRules = []ImpersonationRule{
 	{Group: "authentication.k8s.io", Resources: []string{"users", "groups"}, Verbs: []string{"impersonate:user-info"}},
 	{Group: "switchboard.dev", Resources: []string{"apikeys"}, Verbs: onUserInfo("get", "list", "watch", "create", "patch", "delete")},
 	{Group: "switchboard.dev", Resources: []string{"connections"}, Verbs: onUserInfo("get", "list")},
-	{Group: "", Resources: []string{"secrets"}, Verbs: onUserInfo("get", "delete")},
 	{Group: "", Resources: []string{"namespaces"}, Verbs: onUserInfo("list")},
 	{Group: "authorization.k8s.io", Resources: []string{"selfsubjectaccessreviews"}, Verbs: onUserInfo("create")},
 }
@@ -94,6 +94,35 @@ func checkImpersonationGrant(ctx context.Context, cs kubernetes.Interface, allow
 	}
 	return errors.New("the panel's ServiceAccount may not impersonate the signed-in users; grant it " + strings.Join(missing, ", ") +
 		" (the chart's impersonation ClusterRole does)")
+}
+
+// checkRevealGrant runs at start in impersonate mode: the panel's ServiceAccount must be allowed
+// to post the operator's reveal endpoint and to read the ConfigMap of its certificates, or no
+// key it creates could be shown.
+func checkRevealGrant(ctx context.Context, cs kubernetes.Interface, bundleNS, bundleName string) error {
+	var missing []string
+	for _, spec := range []authorizationv1.SelfSubjectAccessReviewSpec{
+		{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: reveal.Path, Verb: "post"}},
+		{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: bundleNS, Resource: "configmaps", Name: bundleName, Verb: "get"}},
+	} {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("asking the API server what the panel may do: %w", err)
+		}
+		if r.Status.Allowed {
+			continue
+		}
+		if spec.NonResourceAttributes != nil {
+			missing = append(missing, "post "+reveal.Path+" (a non-resource URL)")
+		} else {
+			missing = append(missing, "get configmaps "+bundleName+" in namespace "+bundleNS)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return errors.New("the operator claims the keys the panel shows, and the panel's ServiceAccount may not ask it: grant it " +
+		strings.Join(missing, " and ") + " (the chart's panel roles do)")
 }
 
 func qualified(group, resource string) string {

@@ -13,6 +13,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // keysData is the data of the "API keys" page.
@@ -224,9 +225,27 @@ func (h *handler) getKey(w http.ResponseWriter, r *http.Request, s *session, dat
 	return key, true
 }
 
-// keys is the key workflow acting with the signed-in person's token.
+// keys is the key workflow acting as the signed-in person. In impersonate mode the operator
+// claims their one-time reveals for them: the panel may not read Secrets as anyone.
 func (h *handler) keys(s *session) *keyclient.Client {
-	return keyclient.New(s.client, keyclient.Options{Clock: h.opts.Clock, PollInterval: h.opts.PollInterval})
+	opts := keyclient.Options{Clock: h.opts.Clock, PollInterval: h.opts.PollInterval}
+	if h.reveal != nil && s.oidc != nil {
+		opts.Claimer = &revealClaimer{reveal: h.reveal, creds: s.oidc.creds}
+	}
+	return keyclient.New(s.client, opts)
+}
+
+// revealClaimer claims through the operator for the person the session acts as now.
+type revealClaimer struct {
+	reveal *reveal.Client
+	creds  *sessionCreds
+}
+
+func (r *revealClaimer) Claim(ctx context.Context, key *switchboardv1alpha1.APIKey) (keyclient.Revealed, error) {
+	r.creds.mu.RLock()
+	id := r.creds.impersonate
+	r.creds.mu.RUnlock()
+	return r.reveal.For(id.Username, id.Groups).Claim(ctx, key)
 }
 
 // confirmData is the data of the rotate and revoke pages.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,6 +83,12 @@ type OIDCOptions struct {
 	AllowLegacyImpersonation bool
 	// ProviderName labels the sign-in button ("Sign in with NAME"; default "single sign-on").
 	ProviderName string
+	// RevealURL (https://HOST:PORT) is the operator's reveal endpoint, through which impersonate
+	// mode claims a key's one-time reveal for the person (internal/reveal), and RevealBundle
+	// ("namespace/name") the ConfigMap of its certificates. Required in impersonate mode: the
+	// panel's ServiceAccount is granted nothing on Secrets, as anyone.
+	RevealURL    string
+	RevealBundle string
 }
 
 // validate checks o and fills its defaults; every error names the option to fix.
@@ -143,7 +150,36 @@ func (o *OIDCOptions) validate() error {
 	if o.ProviderName == "" {
 		o.ProviderName = "single sign-on"
 	}
+	return o.validateReveal()
+}
+
+// validateReveal checks the reveal endpoint's options: required in impersonate mode, refused in
+// token mode (where the person's own token claims the Secret).
+func (o *OIDCOptions) validateReveal() error {
+	if o.Mode == OIDCModeToken {
+		if o.RevealURL != "" || o.RevealBundle != "" {
+			return errors.New("OIDC: the reveal endpoint is for impersonate mode only; in token mode the person's own token claims their keys")
+		}
+		return nil
+	}
+	u, err := url.Parse(o.RevealURL)
+	if o.RevealURL == "" || err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("OIDC: impersonate mode claims keys through the operator's reveal endpoint: its URL must be https://HOST:PORT, got %q", o.RevealURL)
+	}
+	o.RevealURL = strings.TrimSuffix(o.RevealURL, "/")
+	if _, _, err := revealBundle(o.RevealBundle); err != nil {
+		return err
+	}
 	return nil
+}
+
+// revealBundle splits "namespace/name", the ConfigMap of the reveal endpoint's certificates.
+func revealBundle(ref string) (string, string, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", fmt.Errorf("OIDC: impersonate mode needs the ConfigMap of the reveal endpoint's certificates as NAMESPACE/NAME, got %q", ref)
+	}
+	return ns, name, nil
 }
 
 // Paths of the sign-in flow.

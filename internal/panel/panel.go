@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/switchboard-dev/switchboard/internal/loopback"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // Defaults of Options.
@@ -131,6 +132,8 @@ type handler struct {
 	mux      *http.ServeMux
 	// oidc is the identity provider's side of sign-in; nil without Options.OIDC.
 	oidc *oidcAuth
+	// reveal claims keys for people through the operator, in impersonate mode; nil otherwise.
+	reveal *reveal.Client
 	// csp is contentSecurityPolicy, with the provider's origin as a form target when there is
 	// one: signing out posts to the panel, which redirects the browser to the provider's
 	// end-session page, and browsers hold form-action to the redirect's target too.
@@ -185,6 +188,16 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
+			}
+			ns, name, _ := revealBundle(h.oidc.opts.RevealBundle)
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			err = checkRevealGrant(ctx, reviewer, ns, name)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
+			}
+			if h.reveal, err = reveal.NewClient(cfg, h.oidc.opts.RevealURL, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
+				return nil, fmt.Errorf("panel: impersonate mode: the operator's reveal endpoint: %w", err)
 			}
 		}
 		h.csp = strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+h.oidc.issuerOrigin(), 1)
