@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer stopProvider()
-		s, err := system.Start(system.Options{SystemNamespace: systemNS, APIServerArgs: map[string]string{"authentication-config": authConfig}})
+		s, err := system.Start(system.Options{SystemNamespace: systemNS, Reveal: true, APIServerArgs: map[string]string{"authentication-config": authConfig}})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "system:", err)
 			return 1

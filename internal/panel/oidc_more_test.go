@@ -65,6 +65,9 @@ func TestImpersonatorGrant(t *testing.T) {
 		{"reading a Secret as itself", func() error { return self.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}) }},
 		{"listing APIKeys as itself", func() error { return self.List(ctx, &switchboardv1alpha1.APIKeyList{}, client.InNamespace(ns)) }},
 		{"listing Secrets as oidc:alice", func() error { return alice.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }},
+		// oidc:alice may do anything in ns; the panel may not read or delete her Secrets for her.
+		{"reading a Secret as oidc:alice", func() error { return alice.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}) }},
+		{"deleting a Secret as oidc:alice", func() error { return alice.Delete(ctx, secret.DeepCopy()) }},
 		{"updating a Secret as oidc:alice", func() error {
 			s := secret.DeepCopy()
 			s.StringData = map[string]string{"password": "changed"}
@@ -112,10 +115,12 @@ func TestImpersonateModeRefusesLegacyGrant(t *testing.T) {
 	legacy := env.ServiceAccount(t, ns, "legacy")
 	bindCluster(t, "legacy-impersonator-"+ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}}},
 		rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "legacy"})
+	bindReveal(t, "legacy-reveal-"+ns, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "legacy"})
 	nothing := env.ServiceAccount(t, ns, "nothing")
 	opts := func(allow bool) panel.Options {
 		o := mapping(panel.OIDCOptions{IssuerURL: provider.IssuerURL, ClientID: provider.ClientID, ClientSecret: provider.ClientSecret,
-			RedirectURL: "http://x.localhost:1/oidc/callback", Mode: panel.OIDCModeImpersonate, AllowLegacyImpersonation: allow})
+			RedirectURL: "http://x.localhost:1/oidc/callback", Mode: panel.OIDCModeImpersonate, AllowLegacyImpersonation: allow,
+			RevealURL: sys.RevealURL, RevealBundle: sys.RevealBundle})
 		return panel.Options{OIDC: &o}
 	}
 	if _, err := panel.NewHandler(legacy, opts(false)); err == nil || !strings.Contains(err.Error(), `legacy "impersonate" verb`) {
@@ -126,6 +131,16 @@ func TestImpersonateModeRefusesLegacyGrant(t *testing.T) {
 	}
 	if _, err := panel.NewHandler(nothing, opts(true)); err == nil || !strings.Contains(err.Error(), "impersonate:user-info on users.authentication.k8s.io") {
 		t.Fatalf("without any grant: %v, want a refusal naming the missing verbs", err)
+	}
+	// The impersonation grant without the reveal endpoint's: no key could be shown.
+	noReveal := env.ServiceAccount(t, ns, "noreveal")
+	var rules []rbacv1.PolicyRule
+	for _, r := range panel.ImpersonationRules {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: r.Resources, Verbs: r.Verbs})
+	}
+	bindCluster(t, "noreveal-"+ns, rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "noreveal"})
+	if _, err := panel.NewHandler(noReveal, opts(false)); err == nil || !strings.Contains(err.Error(), "post /reveal") {
+		t.Fatalf("without the reveal endpoint's grant: %v, want a refusal naming it", err)
 	}
 }
 

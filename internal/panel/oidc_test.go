@@ -20,6 +20,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -83,6 +84,9 @@ func oidcPanel(t *testing.T, p *testenv.OIDCProvider, mode panel.OIDCMode, cfg *
 		IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret, CAFile: p.CAFile,
 		RedirectURL: base + "/oidc/callback", Mode: mode, ProviderName: "Example SSO",
 	})
+	if mode == panel.OIDCModeImpersonate {
+		o.RevealURL, o.RevealBundle = sys.RevealURL, sys.RevealBundle
+	}
 	opts.OIDC = &o
 	h, err := panel.NewHandler(cfg, opts)
 	if err != nil {
@@ -95,8 +99,8 @@ func oidcPanel(t *testing.T, p *testenv.OIDCProvider, mode panel.OIDCMode, cfg *
 	return base
 }
 
-// impersonator is a ServiceAccount bound to exactly the chart's impersonation grant
-// (panel.ImpersonationRules), as the panel runs in impersonate mode.
+// impersonator is a ServiceAccount bound to exactly the chart's grants in impersonate mode:
+// the impersonation (panel.ImpersonationRules) and the operator's reveal endpoint.
 func impersonator(t *testing.T) *rest.Config {
 	t.Helper()
 	ns := env.Namespace(t, "panel-sa")
@@ -105,8 +109,21 @@ func impersonator(t *testing.T) *rest.Config {
 	for _, r := range panel.ImpersonationRules {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: r.Resources, Verbs: r.Verbs})
 	}
-	bindCluster(t, "impersonator-"+ns, rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "panel"})
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "panel"}
+	bindCluster(t, "impersonator-"+ns, rules, subject)
+	bindReveal(t, "reveal-caller-"+ns, subject)
 	return cfg
+}
+
+// bindReveal grants subject what the chart grants the panel for the operator's reveal
+// endpoint: post /reveal, and get the ConfigMap of its certificates.
+func bindReveal(t *testing.T, name string, subject rbacv1.Subject) {
+	t.Helper()
+	_, bundle, _ := strings.Cut(sys.RevealBundle, "/")
+	bindCluster(t, name, []rbacv1.PolicyRule{
+		{NonResourceURLs: []string{reveal.Path}, Verbs: []string{"post"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{bundle}, Verbs: []string{"get"}},
+	}, subject)
 }
 
 // bindCluster creates a ClusterRole with rules bound cluster-wide to subject.

@@ -63,6 +63,11 @@ func TestMapClaims(t *testing.T) {
 	}
 }
 
+// impersonate switches options to impersonate mode with the reveal endpoint url and bundle.
+func impersonate(url, bundle string) func(*OIDCOptions) {
+	return func(o *OIDCOptions) { o.Mode, o.RevealURL, o.RevealBundle = OIDCModeImpersonate, url, bundle }
+}
+
 func TestOIDCOptionsValidate(t *testing.T) {
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")
@@ -95,6 +100,12 @@ func TestOIDCOptionsValidate(t *testing.T) {
 		{"redirect elsewhere", func(o *OIDCOptions) { o.RedirectURL = "https://panel.example.com/callback" }, "ending in /oidc/callback"},
 		{"relative redirect", func(o *OIDCOptions) { o.RedirectURL = "/oidc/callback" }, "ending in /oidc/callback"},
 		{"missing CA file", func(o *OIDCOptions) { o.CAFile = filepath.Join(dir, "ca.pem") }, "reading the CA file"},
+		{"impersonate with the reveal endpoint", impersonate("https://switchboard-reveal.sb.svc:9445", "sb/switchboard-reveal-ca"), ""},
+		{"impersonate without the reveal endpoint", impersonate("", ""), "reveal endpoint"},
+		{"reveal endpoint over plain http", impersonate("http://switchboard-reveal.sb.svc:9445", "sb/switchboard-reveal-ca"), "https://HOST:PORT"},
+		{"reveal endpoint with a path", impersonate("https://switchboard-reveal.sb.svc:9445/reveal", "sb/switchboard-reveal-ca"), "https://HOST:PORT"},
+		{"reveal bundle without a namespace", impersonate("https://switchboard-reveal.sb.svc:9445", "switchboard-reveal-ca"), "NAMESPACE/NAME"},
+		{"reveal endpoint in token mode", func(o *OIDCOptions) { o.RevealURL = "https://switchboard-reveal.sb.svc:9445" }, "impersonate mode only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -92,6 +94,14 @@ func (s *Server) Addr() string {
 	return ""
 }
 
+// logWriter turns net/http's error log into debug lines.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 // renew signs a new certificate and publishes it before serving with it.
 func (s *Server) renew(ctx context.Context) error {
 	now := s.opts.Clock.Now()
@@ -124,6 +134,8 @@ func (s *Server) Start(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    16 << 10,
+		// Failed handshakes (a caller that trusts another bundle) are the callers' to report.
+		ErrorLog: stdlog.New(logWriter{s.opts.Logger.V(1)}, "", 0),
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS13,
 			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil },

@@ -144,12 +144,13 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 			name: "single sign-on, token mode",
 			sets: ssoValues("token"),
 			want: []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel"},
-			not:  []string{"ClusterRole/switchboard-panel-impersonate"},
+			not:  []string{"ClusterRole/switchboard-panel-impersonate", "ClusterRole/switchboard-panel-reveal", "Service/switchboard-reveal"},
 		},
 		{
 			name: "single sign-on, impersonate mode",
 			sets: ssoValues("impersonate"),
-			want: []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel-impersonate", "ClusterRoleBinding/switchboard-panel-impersonate"},
+			want: []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel-impersonate", "ClusterRoleBinding/switchboard-panel-impersonate",
+				"ClusterRole/switchboard-panel-reveal", "Role/switchboard-panel-reveal", "Service/switchboard-reveal"},
 		},
 		{
 			name: "panel and metrics off",

@@ -106,3 +106,17 @@ seccompProfile:
 - --{{ .prefix }}login-rate={{ $p.loginRate }}
 - --{{ .prefix }}login-burst={{ $p.loginBurst }}
 {{- end -}}
+
+{{/*
+The operator's reveal endpoint runs when the panel signs people in with impersonation: the
+panel then claims each key it shows through the operator (internal/reveal), with no right of
+its own on Secrets. "true" or "".
+*/}}
+{{- define "switchboard.revealEnabled" -}}
+{{- if and .Values.panel.enabled .Values.panel.separate .Values.panel.oidc.enabled (eq .Values.panel.oidc.mode "impersonate") -}}true{{- end -}}
+{{- end }}
+
+{{/* The reveal endpoint's Service, port and CA bundle ConfigMap. */}}
+{{- define "switchboard.revealService" -}}{{ include "switchboard.fullname" . }}-reveal{{- end }}
+{{- define "switchboard.revealPort" -}}9445{{- end }}
+{{- define "switchboard.revealBundle" -}}{{ include "switchboard.fullname" . }}-reveal-ca{{- end }}

@@ -35,6 +35,8 @@ type Options struct {
 	Server func(*server.Options)
 	// APIServerArgs are extra kube-apiserver flags (testenv.StartOptions).
 	APIServerArgs map[string]string
+	// Reveal serves the operator's reveal endpoint on loopback (RevealURL, RevealBundle).
+	Reveal bool
 }
 
 // System is a running whole system.
@@ -44,6 +46,9 @@ type System struct {
 	APIURL string
 	// SystemNamespace holds the hash Secrets.
 	SystemNamespace string
+	// RevealURL ("https://127.0.0.1:port") and RevealBundle ("namespace/name") reach the
+	// operator's reveal endpoint, with Options.Reveal.
+	RevealURL, RevealBundle string
 
 	cancel       context.CancelFunc
 	operatorDone chan error
@@ -85,6 +90,17 @@ func Start(opts Options) (*System, error) {
 		MetricsBindAddress:     "0",
 		HealthProbeBindAddress: "0",
 		Logger:                 opts.Logger.WithName("operator"),
+	}
+	if opts.Reveal {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fail(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		operatorOpts.RevealBindAddress, operatorOpts.RevealNames = addr, []string{"127.0.0.1"}
+		s.RevealURL = "https://" + addr
+		s.RevealBundle = opts.SystemNamespace + "/" + operator.DefaultRevealBundle
 	}
 	if opts.Operator != nil {
 		opts.Operator(&operatorOpts)
