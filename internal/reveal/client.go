@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type Client struct {
 	bundle client.ObjectKey
 	reader client.Reader
 	auth   func(http.RoundTripper) (http.RoundTripper, error)
+	dial   func(ctx context.Context, network, address string) (net.Conn, error)
 
 	mu    sync.Mutex
 	http  *http.Client
@@ -37,7 +39,8 @@ type Client struct {
 }
 
 // NewClient returns a Client that calls url (https://…/reveal's base, no path) as cfg's
-// identity, which must be a bearer token (a ServiceAccount's, refreshed from its file).
+// identity, which must be a bearer token (a ServiceAccount's, refreshed from its file). It
+// dials with cfg.Dial when set (tests reach a cluster's network namespace so).
 func NewClient(cfg *rest.Config, url string, bundle client.ObjectKey) (*Client, error) {
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" {
 		return nil, errNoToken
@@ -48,7 +51,7 @@ func NewClient(cfg *rest.Config, url string, bundle client.ObjectKey) (*Client, 
 	}
 	token, tokenFile := cfg.BearerToken, cfg.BearerTokenFile
 	return &Client{
-		url: url, bundle: bundle, reader: reader,
+		url: url, bundle: bundle, reader: reader, dial: cfg.Dial,
 		auth: func(rt http.RoundTripper) (http.RoundTripper, error) {
 			return transport.NewBearerAuthWithRefreshRoundTripper(token, tokenFile, rt)
 		},
@@ -170,6 +173,7 @@ func (c *Client) httpClient(ctx context.Context, reload bool) (*http.Client, err
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool},
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: 4,
+		DialContext:         c.dial,
 	})
 	if err != nil {
 		return nil, err

@@ -4,12 +4,27 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // testPanelSSO upgrades the release with single sign-on in impersonate mode, as the README
@@ -55,6 +70,96 @@ stringData:
 		}
 		return nil
 	})
+	t.Run("reveal through the Service", testRevealThroughTheService)
 	// Not the chart's: helm uninstall, next, would leave it, and that step counts what stays.
 	s.kubectl(t, "delete", "secret", "panel-oidc", "-n", systemNamespace)
+}
+
+// testRevealThroughTheService: in impersonate mode the panel's ServiceAccount, with the chart's
+// grants, may read no Secret as anyone, and claims a key for a person through the operator's
+// reveal endpoint: its Service, the operator pods' TLS (trusted from the bundle ConfigMap they
+// publish), the operator's own grants to review the caller and the person. A person without the
+// right to the reveal Secret is refused, and the key claimed for the one with it works on /v1.
+func testRevealThroughTheService(t *testing.T) {
+	ctx := context.Background()
+	ns := "reveal-sso"
+	s.tenant(t, ns, "web")
+	s.apply(t, `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: owners
+  namespace: `+ns+`
+rules:
+  - apiGroups: [""]
+    resources: ["secrets"]
+    verbs: ["get", "delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: owners
+  namespace: `+ns+`
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: owners
+subjects:
+  - kind: Group
+    apiGroup: rbac.authorization.k8s.io
+    name: oidc:owners
+`)
+	key := &switchboardv1alpha1.APIKey{}
+	if err := s.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, key); err != nil {
+		t.Fatal(err)
+	}
+	token, err := s.cs.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, "switchboard-panel", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := s.c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	panelCfg := rest.AnonymousClientConfig(admin)
+	panelCfg.BearerToken = token.Status.Token
+
+	// Impersonating the person, the panel may read none of their Secrets.
+	as := rest.CopyConfig(panelCfg)
+	as.Impersonate = rest.ImpersonationConfig{UserName: "oidc:alice", Groups: []string{"oidc:owners"}}
+	cs := kubernetes.NewForConfigOrDie(as)
+	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, key.Status.RevealSecretName, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the panel's ServiceAccount read a reveal Secret as oidc:alice: %v, want Forbidden", err)
+	}
+
+	// The endpoint by its Service's name, as the panel calls it, dialled at its ClusterIP.
+	svc := &corev1.Service{}
+	if err := s.k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "switchboard-reveal"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	dial := admin.Dial
+	panelCfg.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dial(ctx, network, net.JoinHostPort(svc.Spec.ClusterIP, "9445"))
+	}
+	c, err := reveal.NewClient(panelCfg, "https://switchboard-reveal."+systemNamespace+".svc:9445",
+		client.ObjectKey{Namespace: systemNamespace, Name: "switchboard-reveal-ca"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.For("oidc:mallory", []string{"oidc:others"}).Claim(ctx, key); !errors.Is(err, keyclient.ErrForbidden) {
+		t.Fatalf("claiming for a person without the right: %v, want Forbidden", err)
+	}
+	got, err := c.For("oidc:alice", []string{"oidc:owners"}).Claim(ctx, key)
+	if err != nil {
+		t.Fatalf("claiming for oidc:alice through the Service: %v", err)
+	}
+	s.issued = append(s.issued, got.Key)
+	api := s.serviceURL(t, "switchboard-api")
+	eventually(t, time.Minute, "the claimed key works on /v1", func() error {
+		if r := listConnections(ctx, s.c.HTTPClient(), api, got.Key); r.status != http.StatusOK {
+			return fmt.Errorf("GET /v1/connections: %s", r)
+		}
+		return nil
+	})
+	s.kubectl(t, "delete", "namespace", ns, "--wait=false")
 }
