@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
 // ImpersonationRule is one grant the panel's ServiceAccount needs in impersonate mode, with the

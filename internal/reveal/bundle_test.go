@@ -94,7 +94,7 @@ func TestSelfSignedVerifies(t *testing.T) {
 }
 
 func TestRequestValidate(t *testing.T) {
-	ok := Request{Namespace: "team-a", APIKey: "web", UID: "6f1c", SecretName: "web-reveal-1", User: "oidc:alice", Groups: []string{"oidc:owners"}}
+	ok := Request{Namespace: "team-a", Name: "web", UID: "6f1c", SecretName: "web-reveal-1", User: "oidc:alice", Groups: []string{"oidc:owners"}}
 	tests := []struct {
 		name   string
 		change func(*Request)

@@ -71,7 +71,7 @@ type personClaimer struct {
 
 func (p *personClaimer) Claim(ctx context.Context, apiKey *switchboardv1alpha1.APIKey) (keyclient.Revealed, error) {
 	return p.c.Claim(ctx, &Request{
-		Namespace: apiKey.Namespace, APIKey: apiKey.Name, UID: apiKey.UID, SecretName: apiKey.Status.RevealSecretName,
+		Namespace: apiKey.Namespace, Name: apiKey.Name, UID: apiKey.UID, SecretName: apiKey.Status.RevealSecretName,
 		User: p.user, Groups: p.groups,
 	})
 }
@@ -117,7 +117,7 @@ func (c *Client) Claim(ctx context.Context, req *Request) (keyclient.Revealed, e
 	case CodeAlreadyClaimed:
 		return keyclient.Revealed{}, keyclient.ErrAlreadyClaimed
 	case CodeNotARevealSecret:
-		return keyclient.Revealed{}, fmt.Errorf("%w %s (%s)", keyclient.ErrNotARevealSecret, req.APIKey, p.Error.Message)
+		return keyclient.Revealed{}, fmt.Errorf("%w %s (%s)", keyclient.ErrNotARevealSecret, req.Name, p.Error.Message)
 	case CodeForbidden:
 		var missing []keyclient.Permission
 		for _, perm := range keyclient.ClaimPermissions() {

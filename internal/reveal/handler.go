@@ -58,7 +58,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // claim reviews the person's rights on the Secret, then claims it; it returns the status and
 // a Response or a Problem.
 func (h *handler) claim(ctx context.Context, req *Request) (int, any) {
-	log := h.log.WithValues("user", req.User, "namespace", req.Namespace, "apiKey", req.APIKey, "secret", req.SecretName)
+	log := h.log.WithValues("user", req.User, "namespace", req.Namespace, "apiKey", req.Name, "secret", req.SecretName)
 	missing, err := h.missing(ctx, req)
 	if err != nil {
 		log.Error(err, "reviewing the person's rights")
@@ -69,7 +69,7 @@ func (h *handler) claim(ctx context.Context, req *Request) (int, any) {
 		return http.StatusForbidden, Problem{Code: CodeForbidden, Missing: missing,
 			Message: req.User + " may not claim the reveal Secret " + req.SecretName + " in namespace " + req.Namespace}
 	}
-	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.APIKey, UID: req.UID}}
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name, UID: req.UID}}
 	key.Status.RevealSecretName = req.SecretName
 	revealed, err := keyclient.Claim(ctx, h.c, key)
 	switch {

@@ -38,11 +38,11 @@ const (
 	maxNameLength   = 512
 )
 
-// Request asks for the reveal Secret SecretName of APIKey Namespace/APIKey (by UID) on behalf
+// Request asks for the reveal Secret SecretName of APIKey Namespace/Name (by UID) on behalf
 // of User and Groups, as the API server would know them under impersonation.
 type Request struct {
 	Namespace  string    `json:"namespace"`
-	APIKey     string    `json:"apiKey"`
+	Name       string    `json:"name"`
 	UID        types.UID `json:"uid"`
 	SecretName string    `json:"secretName"`
 	User       string    `json:"user"`
@@ -79,7 +79,7 @@ func (r *Request) validate() string {
 	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
 		problems = append(problems, "namespace: "+errs[0])
 	}
-	for _, n := range []struct{ field, value string }{{"apiKey", r.APIKey}, {"secretName", r.SecretName}} {
+	for _, n := range []struct{ field, value string }{{"name", r.Name}, {"secretName", r.SecretName}} {
 		if errs := validation.IsDNS1123Subdomain(n.value); len(errs) > 0 {
 			problems = append(problems, n.field+": "+errs[0])
 		}
