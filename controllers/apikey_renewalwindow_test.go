@@ -40,6 +40,14 @@ func TestFirstOpenAt(t *testing.T) {
 			time.Date(2026, 11, 26, 2, 0, 0, 0, mustZone(t, "America/New_York"))},
 		{"UTC when no zone is named", []switchboardv1alpha1.APIKeyRenewalWindow{w(nil, "12:00", time.Hour, "")}, wed10,
 			time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)},
+		{"cron: the first of the month", []switchboardv1alpha1.APIKeyRenewalWindow{cronWindow("0 1 1 * *", 4*time.Hour, "Europe/Paris")}, wed10,
+			time.Date(2026, 12, 1, 1, 0, 0, 0, paris)},
+		{"cron: inside a weekday window", []switchboardv1alpha1.APIKeyRenewalWindow{cronWindow("30 9 * * 1-5", time.Hour, "Europe/Paris")}, wed10, wed10},
+		{"cron: weekdays only, from Saturday", []switchboardv1alpha1.APIKeyRenewalWindow{cronWindow("0 2 * * 1-5", time.Hour, "Europe/Paris")},
+			time.Date(2026, 11, 28, 10, 0, 0, 0, paris), time.Date(2026, 11, 30, 2, 0, 0, 0, paris)},
+		{"cron beside a weekly window: the sooner", []switchboardv1alpha1.APIKeyRenewalWindow{
+			w([]switchboardv1alpha1.Weekday{"Monday"}, "02:00", time.Hour, "Europe/Paris"), cronWindow("0 20 * * *", time.Hour, "UTC")}, wed10,
+			time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,6 +57,10 @@ func TestFirstOpenAt(t *testing.T) {
 			}
 		})
 	}
+}
+
+func cronWindow(spec string, d time.Duration, tz string) switchboardv1alpha1.APIKeyRenewalWindow {
+	return switchboardv1alpha1.APIKeyRenewalWindow{Cron: spec, Duration: metav1.Duration{Duration: d}, TimeZone: tz}
 }
 
 func mustZone(t *testing.T, name string) *time.Location {

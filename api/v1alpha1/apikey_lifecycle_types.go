@@ -38,20 +38,33 @@ type APIKeySecretTemplate struct {
 // +kubebuilder:validation:Enum=Monday;Tuesday;Wednesday;Thursday;Friday;Saturday;Sunday
 type Weekday string
 
-// APIKeyRenewalWindow is a weekly window in which a due renewal may happen, so that keys are
-// replaced when the consumers' owners expect it (a maintenance window): it opens at start on
-// each of days, in timeZone, and stays open for duration.
+// APIKeyRenewalWindow is a window in which a due renewal may happen, so that keys are replaced
+// when the consumers' owners expect it (a maintenance window). It opens either weekly, at start
+// on each of days, or at each time of a cron expression (cert-manager's renewal windows), in
+// timeZone, and stays open for duration.
+// +kubebuilder:validation:XValidation:rule="has(self.start) != has(self.cron)",message="a renewal window opens at start (on days) or at the times of cron: give exactly one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.cron) || !has(self.days) || size(self.days) == 0",message="days go with start; a cron expression names its own days"
 type APIKeyRenewalWindow struct {
-	// days are the days it opens on; empty means every day.
+	// days are the days it opens on at start; empty means every day.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=7
 	Days []Weekday `json:"days,omitempty"`
 
 	// start is the time of day it opens, HH:MM on a 24-hour clock, e.g. "02:00".
-	// +required
+	// +optional
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
-	Start string `json:"start"`
+	Start string `json:"start,omitempty"`
+
+	// cron opens it at each time of a standard five-field cron expression (minute, hour,
+	// day of month, month, day of week), e.g. "0 2 * * 1-5" (02:00 on weekdays) or "0 1 1 * *"
+	// (01:00 on the first of each month). The operator's admission webhook refuses
+	// expressions that never match, and windows of which none opens within the renewal period.
+	// +optional
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z*,/?-]+( +[0-9A-Za-z*,/?-]+){4}$`
+	Cron string `json:"cron,omitempty"`
 
 	// duration is how long it stays open, from 1m to 24h, written like 2h or 90m.
 	// +required
@@ -72,7 +85,7 @@ type APIKeyRenewalWindow struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.renewBefore) || has(self.renewBeforePercentage)) || has(self.lifetime)",message="renewBefore and renewBeforePercentage need a lifetime: a key that never ends is never renewed"
 // +kubebuilder:validation:XValidation:rule="!has(self.renewBefore) || !has(self.lifetime) || !self.lifetime.matches('^([0-9]+[hms])+$') || !self.renewBefore.matches('^([0-9]+[hms])+$') || duration(self.renewBefore) < duration(self.lifetime)",message="renewBefore must be shorter than lifetime, or every key would be replaced as soon as it is issued"
 // +kubebuilder:validation:XValidation:rule="!has(self.renewalWindows) || size(self.renewalWindows) == 0 || has(self.renewBefore) || has(self.renewBeforePercentage)",message="renewalWindows need renewBefore or renewBeforePercentage: they say when a due renewal may happen"
-// +kubebuilder:validation:XValidation:rule="!has(self.renewalWindows) || size(self.renewalWindows) == 0 || !has(self.lifetime) || !(has(self.renewBefore) || has(self.renewBeforePercentage)) || !self.lifetime.matches('^([0-9]+[hms])+$') || (has(self.renewBefore) && !self.renewBefore.matches('^([0-9]+[hms])+$')) || self.renewalWindows.exists(w, !w.duration.matches('^([0-9]+[hms])+$') || ((!has(w.days) || size(w.days) == 0) ? (has(self.renewBefore) ? duration(self.renewBefore).getSeconds() : duration(self.lifetime).getSeconds() * self.renewBeforePercentage / 100) + duration(w.duration).getSeconds() >= 86400 : [0, 1, 2, 3, 4, 5, 6].all(d, w.days.exists(x, (({'Monday': 0, 'Tuesday': 1, 'Wednesday': 2, 'Thursday': 3, 'Friday': 4, 'Saturday': 5, 'Sunday': 6}[x] - d + 6) % 7) + 1 <= ((has(self.renewBefore) ? duration(self.renewBefore).getSeconds() : duration(self.lifetime).getSeconds() * self.renewBeforePercentage / 100) + duration(w.duration).getSeconds()) / 86400))))",message="no renewal window opens within the renewal period (renewBefore, or renewBeforePercentage of lifetime): the key would end before it could be renewed; widen a window, open it on more days, or renew earlier"
+// +kubebuilder:validation:XValidation:rule="!has(self.renewalWindows) || size(self.renewalWindows) == 0 || self.renewalWindows.exists(w, has(w.cron)) || !has(self.lifetime) || !(has(self.renewBefore) || has(self.renewBeforePercentage)) || !self.lifetime.matches('^([0-9]+[hms])+$') || (has(self.renewBefore) && !self.renewBefore.matches('^([0-9]+[hms])+$')) || self.renewalWindows.exists(w, !w.duration.matches('^([0-9]+[hms])+$') || ((!has(w.days) || size(w.days) == 0) ? (has(self.renewBefore) ? duration(self.renewBefore).getSeconds() : duration(self.lifetime).getSeconds() * self.renewBeforePercentage / 100) + duration(w.duration).getSeconds() >= 86400 : [0, 1, 2, 3, 4, 5, 6].all(d, w.days.exists(x, (({'Monday': 0, 'Tuesday': 1, 'Wednesday': 2, 'Thursday': 3, 'Friday': 4, 'Saturday': 5, 'Sunday': 6}[x] - d + 6) % 7) + 1 <= ((has(self.renewBefore) ? duration(self.renewBefore).getSeconds() : duration(self.lifetime).getSeconds() * self.renewBeforePercentage / 100) + duration(w.duration).getSeconds()) / 86400))))",message="no renewal window opens within the renewal period (renewBefore, or renewBeforePercentage of lifetime): the key would end before it could be renewed; widen a window, open it on more days, or renew earlier"
 type APIKeyLifecycle struct {
 	// lifetime is how long each issued key is accepted, from its issue, written like 720h
 	// (30 days) or 2160h (90 days), from 2m to 87600h. Absent: a key lasts until expiresAt, a
@@ -101,7 +114,8 @@ type APIKeyLifecycle struct {
 	RenewBeforePercentage *int32 `json:"renewBeforePercentage,omitempty"`
 
 	// renewalWindows, when set, hold a due renewal until one of them is open (at most 8). The
-	// API server refuses windows of which none opens within the renewal period.
+	// API server refuses windows of which none opens within the renewal period: weekly ones by
+	// itself, any with cron through the operator's admission webhook, which checks them all.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -24,7 +22,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/metricsauth"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -52,6 +49,8 @@ const (
 	DefaultKeyMetricsLimit = 10000
 	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
 	DefaultRevealBundle = "switchboard-reveal-ca"
+	// DefaultWebhookConfiguration is the webhook configuration of the admission webhook.
+	DefaultWebhookConfiguration = "switchboard-apikey-windows"
 	// EventSource is the reporting controller of the operator's Events.
 	EventSource = "switchboard-operator"
 )
@@ -94,6 +93,14 @@ type Options struct {
 	// RevealNames are the DNS names (or IP addresses) of the endpoint's certificates: its
 	// Service's.
 	RevealNames []string
+	// WebhookBindAddress serves the APIKey admission webhook (internal/keyadmission), which
+	// checks renewal windows; "" or "0" disables it.
+	WebhookBindAddress string
+	// WebhookConfiguration names the ValidatingWebhookConfiguration whose caBundle each replica
+	// adds its certificate to (default DefaultWebhookConfiguration).
+	WebhookConfiguration string
+	// WebhookNames are the DNS names (or IP addresses) the API server calls the webhook by.
+	WebhookNames []string
 	// QPS and Burst limit the client (defaults DefaultQPS and DefaultBurst).
 	QPS float32
 	// Burst is the client's burst.
@@ -156,6 +163,12 @@ func (o *Options) Default() {
 	if o.RevealBundle == "" {
 		o.RevealBundle = DefaultRevealBundle
 	}
+	if o.WebhookBindAddress == "" {
+		o.WebhookBindAddress = "0"
+	}
+	if o.WebhookConfiguration == "" {
+		o.WebhookConfiguration = DefaultWebhookConfiguration
+	}
 	if o.QPS == 0 {
 		o.QPS = DefaultQPS
 	}
@@ -193,6 +206,14 @@ func (o *Options) Validate() error {
 	if o.RevealBindAddress != "0" && len(o.RevealNames) == 0 {
 		errs = append(errs, errors.New("--reveal-names: the reveal endpoint's certificate needs the names it is reached by (its Service's DNS names)"))
 	}
+	if o.WebhookBindAddress != "0" {
+		if len(o.WebhookNames) == 0 {
+			errs = append(errs, errors.New("--webhook-names: the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
+		}
+		if _, _, err := hostPort(o.WebhookBindAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--webhook-bind-address: %w", err))
+		}
+	}
 	if o.KeyWorkers < 0 {
 		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
 	}
@@ -213,7 +234,12 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	keeper, err := newKeeper(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:                 webhookServer(opts, keeper),
 		Scheme:                        scheme.Scheme,
 		Logger:                        opts.Logger,
 		Cache:                         CacheOptions(opts),
@@ -237,7 +263,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := setupControllers(context.Background(), mgr, opts); err != nil {
 		return nil, err
 	}
-	if err := addReveal(cfg, mgr, opts); err != nil {
+	if err := addEndpoints(cfg, mgr, opts, keeper); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -281,34 +307,6 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
 	}
 	return registerKeyMetrics(mgr, &opts)
-}
-
-// addReveal adds the reveal endpoint to mgr when opts serve it, ready once it serves.
-func addReveal(cfg *rest.Config, mgr manager.Manager, opts Options) error {
-	if opts.RevealBindAddress == "0" {
-		return nil
-	}
-	srv, err := reveal.NewServer(cfg, reveal.Options{
-		BindAddress: opts.RevealBindAddress,
-		Bundle:      client.ObjectKey{Namespace: opts.SystemNamespace, Name: opts.RevealBundle},
-		Names:       opts.RevealNames,
-		Logger:      opts.Logger.WithName("reveal"),
-		Clock:       opts.Clock,
-	})
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(srv); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("reveal", func(*http.Request) error {
-		select {
-		case <-srv.Ready():
-			return nil
-		default:
-			return errors.New("the reveal endpoint is not serving yet")
-		}
-	})
 }
 
 // Run runs the operator until ctx is done.

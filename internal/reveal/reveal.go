@@ -14,9 +14,9 @@
 // node, system:masters): those are refused before any review, as constrained impersonation
 // refuses them.
 //
-// Each operator replica signs its own serving certificate in memory (the private key is never
-// written anywhere) and adds the certificate to a CA bundle ConfigMap, which callers trust
-// (Client re-reads it when a replica presents a certificate it does not know yet).
+// Each operator replica signs its own serving certificate in memory (internal/servingcert: the
+// private key is never written anywhere) and adds the certificate to a CA bundle ConfigMap,
+// which callers trust (Client re-reads it when a replica presents one it does not know yet).
 package reveal
 
 import (

@@ -15,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"github.com/go-logr/logr"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -37,6 +40,9 @@ type Options struct {
 	APIServerArgs map[string]string
 	// Reveal serves the operator's reveal endpoint on loopback (RevealURL, RevealBundle).
 	Reveal bool
+	// Webhook serves the operator's APIKey admission webhook on loopback, with the
+	// ValidatingWebhookConfiguration the chart installs (pointing there).
+	Webhook bool
 }
 
 // System is a running whole system.
@@ -92,15 +98,25 @@ func Start(opts Options) (*System, error) {
 		Logger:                 opts.Logger.WithName("operator"),
 	}
 	if opts.Reveal {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeLoopback()
 		if err != nil {
 			return fail(err)
 		}
-		addr := l.Addr().String()
-		_ = l.Close()
 		operatorOpts.RevealBindAddress, operatorOpts.RevealNames = addr, []string{"127.0.0.1"}
 		s.RevealURL = "https://" + addr
 		s.RevealBundle = opts.SystemNamespace + "/" + operator.DefaultRevealBundle
+	}
+	if opts.Webhook {
+		addr, err := freeLoopback()
+		if err != nil {
+			return fail(err)
+		}
+		url := "https://" + addr + keyadmission.Path
+		vwc := keyadmission.Configuration(operator.DefaultWebhookConfiguration, admissionregistrationv1.WebhookClientConfig{URL: &url})
+		if err := env.Client.Create(ctx, vwc); err != nil {
+			return fail(fmt.Errorf("creating the webhook configuration: %w", err))
+		}
+		operatorOpts.WebhookBindAddress, operatorOpts.WebhookNames = addr, []string{"127.0.0.1"}
 	}
 	if opts.Operator != nil {
 		opts.Operator(&operatorOpts)
@@ -201,4 +217,14 @@ func Main(m *testing.M, opts Options, use func(*System)) {
 		}
 	}
 	os.Exit(code)
+}
+
+// freeLoopback is a loopback address with a port free a moment ago.
+func freeLoopback() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
 }

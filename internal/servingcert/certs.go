@@ -1,8 +1,7 @@
-package reveal
+package servingcert
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,22 +9,16 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Certificates of the endpoint: each replica signs its own for CertLifetime and signs a new one
-// every CertRenewal; the bundle keeps every certificate until it expires, at most
-// maxBundleCerts (the newest).
+// Certificates: each replica signs its own for CertLifetime and signs a new one every
+// CertRenewal; a bundle keeps every certificate until it expires, at most maxBundleCerts (the
+// newest).
 const (
 	CertLifetime = 30 * 24 * time.Hour
 	CertRenewal  = 10 * 24 * time.Hour
@@ -47,7 +40,7 @@ func selfSigned(names []string, now time.Time) (tls.Certificate, *x509.Certifica
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "switchboard reveal endpoint"},
+		Subject:      pkix.Name{CommonName: "switchboard-operator"},
 		NotBefore:    now.Add(-5 * time.Minute),
 		NotAfter:     now.Add(CertLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -99,42 +92,4 @@ func mergeBundle(bundle []byte, cert *x509.Certificate, now time.Time) []byte {
 		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
 	return out.Bytes()
-}
-
-// publish adds cert to the bundle in ConfigMap key, creating the ConfigMap when there is none;
-// replicas publishing at once retry on conflict.
-func publish(ctx context.Context, c client.Client, key client.ObjectKey, cert *x509.Certificate, now time.Time) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cm corev1.ConfigMap
-		err := c.Get(ctx, key, &cm)
-		if apierrors.IsNotFound(err) {
-			cm = corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{
-					"app.kubernetes.io/name": "switchboard", "app.kubernetes.io/component": "reveal",
-				}},
-				Data: map[string]string{BundleKey: string(mergeBundle(nil, cert, now))},
-			}
-			err = c.Create(ctx, &cm)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, err)
-			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		merged := string(mergeBundle([]byte(cm.Data[BundleKey]), cert, now))
-		if cm.Data[BundleKey] == merged {
-			return nil
-		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[BundleKey] = merged
-		return c.Update(ctx, &cm)
-	})
-	if err != nil {
-		return fmt.Errorf("publishing the reveal endpoint's certificate in ConfigMap %s: %w", key, err)
-	}
-	return nil
 }

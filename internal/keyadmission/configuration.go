@@ -1,0 +1,49 @@
+package keyadmission
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// The webhooks of the configuration: one per failure policy. The chart's
+// ValidatingWebhookConfiguration is this one (test/chart compares them).
+const (
+	// CronWebhook checks APIKeys with a cron window, which only it can check: refused while
+	// the operator is down.
+	CronWebhook = "cron-windows.apikeys.switchboard.dev"
+	// WeeklyWebhook checks APIKeys with weekly windows only, which CEL checks too (but not
+	// across daylight saving time changes): admitted while the operator is down.
+	WeeklyWebhook = "weekly-windows.apikeys.switchboard.dev"
+)
+
+// MatchConditions send the webhook only APIKeys with renewal windows, of each kind.
+var MatchConditions = map[string]string{
+	CronWebhook:   "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))",
+	WeeklyWebhook: "has(object.spec.renewalWindows) && size(object.spec.renewalWindows) > 0 && !object.spec.renewalWindows.exists(w, has(w.cron))",
+}
+
+// Configuration is the ValidatingWebhookConfiguration name that sends APIKeys to the webhook
+// at clientConfig (its caBundle left to the operator's replicas to fill).
+func Configuration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	webhook := func(name string, policy admissionregistrationv1.FailurePolicyType) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name:                    name,
+			ClientConfig:            clientConfig,
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(policy),
+			TimeoutSeconds:          ptr.To[int32](10),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"switchboard.dev"}, APIVersions: []string{"v1alpha1"},
+					Resources: []string{"apikeys"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "has-windows", Expression: MatchConditions[name]}},
+		}
+	}
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks:   []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, admissionregistrationv1.Fail), webhook(WeeklyWebhook, admissionregistrationv1.Ignore)},
+	}
+}

@@ -1,0 +1,109 @@
+package operator
+
+// The operator's HTTPS endpoints besides metrics: the reveal endpoint (the panel in impersonate
+// mode) and the APIKey admission webhook (renewal windows), both served on every replica with
+// one in-memory certificate published where their callers trust it (internal/servingcert).
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/switchboard-dev/switchboard/internal/keyadmission"
+	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
+	"github.com/switchboard-dev/switchboard/internal/servingcert"
+)
+
+// newKeeper returns the keeper of the serving certificate of the operator's HTTPS endpoints
+// (the reveal endpoint, the admission webhook), published where their callers trust it; nil
+// when neither is served.
+func newKeeper(cfg *rest.Config, opts Options) (*servingcert.Keeper, error) {
+	var names []string
+	var targets []servingcert.Target
+	if opts.RevealBindAddress == "0" && opts.WebhookBindAddress == "0" {
+		return nil, nil
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	if opts.RevealBindAddress != "0" {
+		names = append(names, opts.RevealNames...)
+		targets = append(targets, servingcert.ConfigMapBundle(c, client.ObjectKey{Namespace: opts.SystemNamespace, Name: opts.RevealBundle}))
+	}
+	if opts.WebhookBindAddress != "0" {
+		names = append(names, opts.WebhookNames...)
+		targets = append(targets, servingcert.WebhookCABundle(c, opts.WebhookConfiguration))
+	}
+	return servingcert.NewKeeper(names, targets, opts.Clock, opts.Logger.WithName("serving-certificate")), nil
+}
+
+// webhookServer is the admission webhook's server, serving with keeper's certificate; nil
+// (none) when the webhook is not served.
+func webhookServer(opts Options, keeper *servingcert.Keeper) webhook.Server {
+	if opts.WebhookBindAddress == "0" {
+		return nil
+	}
+	host, port, _ := hostPort(opts.WebhookBindAddress) // Validate checked it
+	return webhook.NewServer(webhook.Options{Host: host, Port: port, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+		c.GetCertificate = keeper.GetCertificate
+	}}})
+}
+
+// addEndpoints adds the keeper, the reveal endpoint and the webhook to mgr as opts ask, with a
+// readiness check that fails until the certificate is published.
+func addEndpoints(cfg *rest.Config, mgr manager.Manager, opts Options, keeper *servingcert.Keeper) error {
+	if keeper == nil {
+		return nil
+	}
+	if err := mgr.Add(keeper); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("serving-certificate", func(*http.Request) error {
+		select {
+		case <-keeper.Ready():
+			return nil
+		default:
+			return errors.New("the serving certificate is not published yet")
+		}
+	}); err != nil {
+		return err
+	}
+	if opts.WebhookBindAddress != "0" {
+		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(opts.Clock))
+	}
+	if opts.RevealBindAddress == "0" {
+		return nil
+	}
+	srv, err := reveal.NewServer(cfg, reveal.Options{
+		BindAddress:    opts.RevealBindAddress,
+		GetCertificate: keeper.GetCertificate,
+		Logger:         opts.Logger.WithName("reveal"),
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(srv)
+}
+
+// hostPort splits a bind address ":9443" or "127.0.0.1:9443".
+func hostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", addr)
+	}
+	return host, port, nil
+}

@@ -1,0 +1,99 @@
+package renewalwindow
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// Bounds of Check: windows are followed over a year beyond the renewal period (a cron
+// expression repeats at least yearly, but for the 29th of February), in at most maxSteps
+// openings, so that one admission costs at most a few milliseconds.
+const (
+	checkSpan = 366 * 24 * time.Hour
+	maxSteps  = 50000
+)
+
+// Check says why windows would leave a key unrenewable, or "" when they would not: a window
+// that cannot be read or never opens, or a stretch of at least period (the renewal period:
+// renewBefore, or its percentage of lifetime) in which none is open, from some instant within
+// a year of from. Such a stretch means a renewal due at its start would find no window before
+// the key ends. Windows opening so often that a year of them cannot be followed in maxSteps
+// are refused too, with a message saying so: they are open nearly always, and better dropped.
+func Check(windows []switchboardv1alpha1.APIKeyRenewalWindow, period time.Duration, from time.Time) string {
+	if len(windows) == 0 || period <= 0 {
+		return ""
+	}
+	parsed := make([]window, 0, len(windows))
+	for i := range windows {
+		w, err := parse(&windows[i])
+		if err != nil {
+			return fmt.Sprintf("renewal window %d: %v", i, err)
+		}
+		if w.next(from).IsZero() {
+			return fmt.Sprintf("renewal window %d never opens: its cron expression %q matches no date", i, windows[i].Cron)
+		}
+		parsed = append(parsed, w)
+	}
+	end := from.Add(checkSpan + period)
+	// covered is the end of the stretch known to be open, starting from the first opening.
+	covered := from
+	for steps := 0; covered.Before(end); steps++ {
+		if steps >= maxSteps {
+			return "the renewal windows open too often to be checked (more than 50,000 openings in a year): they are open nearly always; drop them, or open them less often for longer"
+		}
+		// Each window's first opening that ends after covered: either open at covered (it
+		// extends the stretch) or the next to come (the earliest ends a gap).
+		var extend, soonest, soonestEnd time.Time
+		for _, w := range parsed {
+			s := w.next(covered.Add(-w.duration))
+			switch e := s.Add(w.duration); {
+			case s.IsZero():
+			case !s.After(covered):
+				if e.After(extend) {
+					extend = e
+				}
+			case soonest.IsZero() || s.Before(soonest):
+				soonest, soonestEnd = s, e
+			}
+		}
+		if !extend.IsZero() {
+			covered = extend
+			continue
+		}
+		if soonest.IsZero() {
+			return "the renewal windows stop opening within a year"
+		}
+		if gap := soonest.Sub(covered); gap >= period {
+			return fmt.Sprintf("no renewal window opens between %s and %s (%s), which is not shorter than the renewal period (%s): a key whose renewal falls due then would end before it could be renewed; widen a window, open one more often, or renew earlier",
+				covered.UTC().Format(time.RFC3339), soonest.UTC().Format(time.RFC3339), human(gap), human(period))
+		}
+		covered = soonestEnd
+	}
+	return ""
+}
+
+// human writes a duration as days, hours and minutes ("2 days 23h", "39h", "1h30m").
+func human(d time.Duration) string {
+	d = d.Round(time.Minute)
+	days, hours, minutes := d/(24*time.Hour), d%(24*time.Hour)/time.Hour, d%time.Hour/time.Minute
+	var parts []string
+	if days >= 2 {
+		parts = append(parts, fmt.Sprintf("%d days", days))
+	} else {
+		hours += days * 24
+	}
+	clock := ""
+	if hours > 0 {
+		clock += fmt.Sprintf("%dh", hours)
+	}
+	if minutes > 0 {
+		clock += fmt.Sprintf("%dm", minutes)
+	}
+	if clock != "" || len(parts) == 0 {
+		parts = append(parts, clock)
+	}
+	return strings.Join(parts, " ")
+}
