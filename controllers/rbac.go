@@ -10,10 +10,13 @@ package controllers
 // their APIKey as an owner that blocks deletion. Events: the reconciler's recorder writes
 // events.k8s.io Events on APIKeys in every tenant namespace. The leader-election Lease, and
 // the core Events its elector records on it, are granted by a Role in the system namespace
-// alone (config/rbac/leader_election_role.yaml), not here.
+// alone (config/rbac/leader_election_role.yaml), not here. The admission webhook
+// (internal/keyadmission): each replica adds its certificate to the caBundle of its one
+// ValidatingWebhookConfiguration, by name.
 //
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/status,verbs=patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=switchboard-apikey-windows,verbs=get;update

@@ -55,7 +55,7 @@ func waitForWebhook(t *testing.T, ns string) {
 	testenv.Eventually(t, 30*time.Second, "the webhook refuses an impossible window", func() error {
 		err := sys.Client.Create(testContext(t), key(ns, "probe", time.Hour, cronWindow("0 0 * * *", time.Minute, "UTC")), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "no renewal window opens") {
-			return fmt.Errorf("creating the probe: %v", err)
+			return fmt.Errorf("creating the probe: %w", err)
 		}
 		return nil
 	})
@@ -78,7 +78,7 @@ func TestWebhookRefusesWindowsThatCannotOpenInTime(t *testing.T) {
 		{"weekdays, 2 days to renew", key(ns, "weekdays-short", 2*day, cronWindow("0 2 * * 1-5", time.Hour, "Europe/Paris")), "2 days 23h"},
 		{"weekdays, 4 days to renew", key(ns, "weekdays", 4*day, cronWindow("0 2 * * 1-5", time.Hour, "Europe/Paris")), ""},
 		{"a date that never comes", key(ns, "never", 7*day, cronWindow("0 0 30 2 *", time.Hour, "UTC")), "never opens"},
-		{"a time daylight saving skips, weekly form", key(ns, "dst", day, switchboardv1alpha1.APIKeyRenewalWindow{Start: "02:30", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Paris"}), "no renewal window opens"},
+		{"daily for an hour, 24h to renew: the night the clocks go back", key(ns, "dst", day, switchboardv1alpha1.APIKeyRenewalWindow{Start: "02:30", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Paris"}), "(24h)"},
 		{"an unknown zone", key(ns, "zone", day, cronWindow("0 2 * * *", time.Hour, "Mars/Olympus")), "unknown time zone"},
 	}
 	for _, tt := range tests {

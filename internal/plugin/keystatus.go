@@ -95,7 +95,8 @@ type keyReportLifecycle struct {
 	Lifetime              string `json:"lifetime,omitempty"`
 	RenewBefore           string `json:"renewBefore,omitempty"`
 	RenewBeforePercentage *int32 `json:"renewBeforePercentage,omitempty"`
-	// RenewalWindows are the spec's windows, each as "Monday,Friday 02:00+2h Europe/Paris".
+	// RenewalWindows are the spec's windows, each as "Monday,Friday 02:00+2h Europe/Paris" or
+	// "cron 0 2 * * 1-5 +2h Europe/Paris".
 	RenewalWindows      []string `json:"renewalWindows,omitempty"`
 	RevokeWhenUnusedFor string   `json:"revokeWhenUnusedFor,omitempty"`
 }
@@ -510,9 +511,12 @@ func formatDuration(d *metav1.Duration) string {
 	return keyclient.FormatPeriod(d.Duration)
 }
 
-// formatWindow writes a renewal window in one line: "Monday,Friday 02:00+2h Europe/Paris", or
-// "every day 02:00+2h UTC".
+// formatWindow writes a renewal window in one line: "Monday,Friday 02:00+2h Europe/Paris",
+// "every day 02:00+2h UTC", or "cron 0 2 * * 1-5 +2h Europe/Paris".
 func formatWindow(w switchboardv1alpha1.APIKeyRenewalWindow) string {
+	if w.Cron != "" {
+		return fmt.Sprintf("cron %s +%s %s", w.Cron, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+	}
 	days := "every day"
 	if len(w.Days) > 0 {
 		names := make([]string, len(w.Days))

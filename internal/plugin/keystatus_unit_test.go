@@ -23,6 +23,7 @@ func TestKeyReportText(t *testing.T) {
 				RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{
 					{Days: []switchboardv1alpha1.Weekday{"Monday", "Friday"}, Start: "02:00", Duration: metav1.Duration{Duration: 2 * time.Hour}, TimeZone: "Europe/Paris"},
 					{Start: "23:30", Duration: metav1.Duration{Duration: 90 * time.Minute}},
+					{Cron: "0 1 1 * *", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Paris"},
 				}},
 		},
 		Status: switchboardv1alpha1.APIKeyStatus{
@@ -62,7 +63,7 @@ func TestKeyReportText(t *testing.T) {
 			`waiting to be claimed from Secret "ci-key-2" until 2026-11-22T13:00:00Z (in 60m): ` + "`kubectl switchboard key reveal ci`",
 			"Rotation:", "requested (2026-11-22T11:59:00Z), not carried out yet",
 			"Previous key:", "valid until 2026-11-22T14:00:00Z (in 120m)",
-			"each key lasts 2160h, renewed 33% of it before its end, in a window: Monday,Friday 02:00+2h Europe/Paris; every day 23:30+1h30m UTC",
+			"each key lasts 2160h, renewed 33% of it before its end, in a window: Monday,Friday 02:00+2h Europe/Paris; every day 23:30+1h30m UTC; cron 0 1 1 * * +4h Europe/Paris",
 			"Ready", "KeyIssued", "two lines",
 			"Warning", "RenewalFailed", "5m ago (x4 over 30m)", "could not write Secret",
 		} {

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	_ "time/tzdata" // the image has no zoneinfo, and renewal windows name IANA time zones
 
@@ -20,10 +19,9 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// window is one parsed renewal window: its openings are the activations of sched, in loc.
+// window is one parsed renewal window: next gives its first opening strictly after a time.
 type window struct {
-	sched    cron.Schedule
-	loc      *time.Location
+	next     func(t time.Time) time.Time
 	duration time.Duration
 }
 
@@ -31,11 +29,15 @@ type window struct {
 // the calendar, and the schema refuses "@" anyway).
 var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 
-var weekdays = map[switchboardv1alpha1.Weekday]string{
-	"Sunday": "0", "Monday": "1", "Tuesday": "2", "Wednesday": "3", "Thursday": "4", "Friday": "5", "Saturday": "6",
+var weekdays = map[switchboardv1alpha1.Weekday]time.Weekday{
+	"Sunday": time.Sunday, "Monday": time.Monday, "Tuesday": time.Tuesday, "Wednesday": time.Wednesday,
+	"Thursday": time.Thursday, "Friday": time.Friday, "Saturday": time.Saturday,
 }
 
-// parse turns w into a schedule: a weekly window is the cron expression of its start and days.
+// parse reads w. A cron window opens at its expression's times as robfig/cron computes them
+// (as cert-manager's do: a time that daylight saving skips is skipped). A weekly window opens
+// at start on its days, as time.Date places a wall-clock time (one that daylight saving skips
+// is moved, never dropped), as it always has.
 func parse(w *switchboardv1alpha1.APIKeyRenewalWindow) (window, error) {
 	loc := time.UTC
 	if w.TimeZone != "" {
@@ -48,37 +50,46 @@ func parse(w *switchboardv1alpha1.APIKeyRenewalWindow) (window, error) {
 	if w.Duration.Duration <= 0 {
 		return window{}, errors.New("no duration")
 	}
-	spec := w.Cron
-	if spec == "" {
-		hour, minute, ok := timeOfDay(w.Start)
-		if !ok {
-			return window{}, fmt.Errorf("start %q is not HH:MM", w.Start)
+	if w.Cron != "" {
+		sched, err := parser.Parse(w.Cron)
+		if err != nil {
+			return window{}, fmt.Errorf("cron %q: %w", w.Cron, err)
 		}
-		dow := "*"
-		if len(w.Days) > 0 {
-			days := make([]string, 0, len(w.Days))
-			for _, d := range w.Days {
-				days = append(days, weekdays[d])
+		return window{duration: w.Duration.Duration, next: func(t time.Time) time.Time {
+			n := sched.Next(t.In(loc)) // zero when none within five years ("0 0 30 2 *")
+			if n.IsZero() {
+				return n
 			}
-			dow = strings.Join(days, ",")
+			return n.UTC()
+		}}, nil
+	}
+	hour, minute, ok := timeOfDay(w.Start)
+	if !ok {
+		return window{}, fmt.Errorf("start %q is not HH:MM", w.Start)
+	}
+	days := w.Days
+	return window{duration: w.Duration.Duration, next: func(t time.Time) time.Time {
+		local := t.In(loc)
+		for offset := 0; offset <= 8; offset++ {
+			day := time.Date(local.Year(), local.Month(), local.Day()+offset, hour, minute, 0, 0, loc)
+			if day.After(t) && opensOn(days, day.Weekday()) {
+				return day.UTC()
+			}
 		}
-		spec = fmt.Sprintf("%d %d * * %s", minute, hour, dow)
-	}
-	sched, err := parser.Parse(spec)
-	if err != nil {
-		return window{}, fmt.Errorf("cron %q: %w", spec, err)
-	}
-	return window{sched: sched, loc: loc, duration: w.Duration.Duration}, nil
+		return time.Time{}
+	}}, nil
 }
 
-// next is the first opening of w strictly after t (zero when none within five years: robfig's
-// search bound, e.g. "0 0 30 2 *").
-func (w window) next(t time.Time) time.Time {
-	n := w.sched.Next(t.In(w.loc))
-	if n.IsZero() {
-		return n
+func opensOn(days []switchboardv1alpha1.Weekday, d time.Weekday) bool {
+	if len(days) == 0 {
+		return true
 	}
-	return n.UTC()
+	for _, day := range days {
+		if weekdays[day] == d {
+			return true
+		}
+	}
+	return false
 }
 
 // openAt is the earliest instant at or after t at which w is open, or zero.

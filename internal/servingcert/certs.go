@@ -13,7 +13,6 @@ import (
 	"net"
 	"sort"
 	"time"
-
 )
 
 // Certificates: each replica signs its own for CertLifetime and signs a new one every

@@ -139,7 +139,9 @@ func (k *Keeper) publish(ctx context.Context, cert *x509.Certificate) error {
 }
 
 // ConfigMapBundle publishes in a ConfigMap's BundleKey, creating the ConfigMap when needed.
-func ConfigMapBundle(c client.Client, key client.ObjectKey) Target { return &configMapBundle{c: c, key: key} }
+func ConfigMapBundle(c client.Client, key client.ObjectKey) Target {
+	return &configMapBundle{c: c, key: key}
+}
 
 type configMapBundle struct {
 	c   client.Client

@@ -134,6 +134,9 @@ func grants(rules []rbacv1.PolicyRule) []string {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
+					if len(r.ResourceNames) > 0 {
+						v += " " + strings.Join(r.ResourceNames, ",")
+					}
 					out = append(out, g+" "+res+" "+v)
 				}
 			}
@@ -147,7 +150,8 @@ func grants(rules []rbacv1.PolicyRule) []string {
 // permissions, each one a call its code (or controller-runtime's leader election) makes: no
 // update of APIKeys or statuses (it patches), no Lease list, watch, patch or delete (client-go's
 // elector gets, creates and updates), core Events only beside its Lease (the elector's), and
-// events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces).
+// events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces), and its
+// one webhook configuration by name (its caBundle).
 func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantCluster := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "patch"}},
@@ -156,6 +160,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/finalizers"}, Verbs: []string{"update"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"},
+			ResourceNames: []string{"switchboard-apikey-windows"}, Verbs: []string{"get", "update"}},
 	})
 	wantElection := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},

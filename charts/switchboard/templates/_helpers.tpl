@@ -120,3 +120,8 @@ its own on Secrets. "true" or "".
 {{- define "switchboard.revealService" -}}{{ include "switchboard.fullname" . }}-reveal{{- end }}
 {{- define "switchboard.revealPort" -}}9445{{- end }}
 {{- define "switchboard.revealBundle" -}}{{ include "switchboard.fullname" . }}-reveal-ca{{- end }}
+
+{{/* The operator's admission webhook: its Service, port and configuration. */}}
+{{- define "switchboard.webhookService" -}}{{ include "switchboard.fullname" . }}-webhook{{- end }}
+{{- define "switchboard.webhookPort" -}}9443{{- end }}
+{{- define "switchboard.webhookConfiguration" -}}{{ include "switchboard.fullname" . }}-apikey-windows{{- end }}
