@@ -291,6 +291,12 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, pan
 		}()
 	}
 	run("the operator", func(ctx context.Context) error {
+		// The admission webhook, on loopback, as the chart installs it: the dev API server
+		// refuses renewal windows that cannot open in time, as a cluster does.
+		webhookAddr, err := installWebhook(ctx, cfg)
+		if err != nil {
+			return err
+		}
 		return operator.Run(ctx, rest.CopyConfig(cfg), operator.Options{
 			SystemNamespace: opts.SystemNamespace,
 			KeyPrefix:       opts.KeyPrefix,
@@ -298,6 +304,8 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, pan
 			LeaderElection:         false,
 			MetricsBindAddress:     "0",
 			HealthProbeBindAddress: "0",
+			WebhookBindAddress:     webhookAddr,
+			WebhookNames:           []string{"127.0.0.1"},
 		})
 	})
 	run("the API server", func(ctx context.Context) error {

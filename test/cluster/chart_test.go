@@ -22,6 +22,7 @@ func TestChart(t *testing.T) {
 		{"pods as the chart says", testPodsAsDeclared},
 		{"panel through its Service", testPanel},
 		{"client flow through the Service", testClientFlow},
+		{"renewal windows through the webhook", testRenewalWindowWebhook},
 		{"automatic renewal under load", testRenewalUnderLoad},
 		{"leader failover", testFailover},
 		{"rolling upgrade under load", testUpgrade},

@@ -57,6 +57,25 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("renewal windows that cannot open in time are refused", func(t *testing.T) {
+		// The dev API server calls the operator's admission webhook, as a cluster does.
+		key := func(renewBefore string) string {
+			f := filepath.Join(t.TempDir(), "key.yaml")
+			doc := "apiVersion: switchboard.dev/v1alpha1\nkind: APIKey\nmetadata: {name: windows, namespace: demo}\n" +
+				"spec:\n  secretName: windows-key\n  lifetime: 720h\n  renewBefore: " + renewBefore + "\n" +
+				"  renewalWindows:\n    - {cron: \"0 2 * * 1-5\", duration: 1h, timeZone: Europe/Paris}\n"
+			if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		if _, err := s.run(t, s.kubectlBin(), "apply", "-f", key("48h")); err == nil || !strings.Contains(err.Error(), "no renewal window opens between") {
+			t.Fatalf("a weekday window under a 48h renewal period: %v, want the webhook's refusal", err)
+		}
+		s.kubectl(t, "apply", "-f", key("96h"))
+		s.kubectl(t, "delete", "apikey", "windows", "-n", "demo")
+	})
+
 	var demoKey2, otherKey string
 	t.Run("a key sees its own namespace only", func(t *testing.T) {
 		s.kubectl(t, "create", "namespace", "other")
