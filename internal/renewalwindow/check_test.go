@@ -18,6 +18,14 @@ func weekly(days []switchboardv1alpha1.Weekday, start string, d time.Duration, t
 	return switchboardv1alpha1.APIKeyRenewalWindow{Days: days, Start: start, Duration: metav1.Duration{Duration: d}, TimeZone: tz}
 }
 
+func eight(w switchboardv1alpha1.APIKeyRenewalWindow) []switchboardv1alpha1.APIKeyRenewalWindow {
+	out := make([]switchboardv1alpha1.APIKeyRenewalWindow, 8)
+	for i := range out {
+		out[i] = w
+	}
+	return out
+}
+
 func TestCheck(t *testing.T) {
 	from := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	day := 24 * time.Hour
@@ -53,6 +61,7 @@ func TestCheck(t *testing.T) {
 		{"unknown zone", []switchboardv1alpha1.APIKeyRenewalWindow{cronW("0 2 * * *", time.Hour, "Mars/Olympus")}, day, "unknown time zone"},
 		{"bad expression", []switchboardv1alpha1.APIKeyRenewalWindow{cronW("0 25 * * *", time.Hour, "UTC")}, day, "cron"},
 		{"open nearly always: too many openings", []switchboardv1alpha1.APIKeyRenewalWindow{cronW("* * * * *", time.Minute, "UTC")}, time.Hour, "too often"},
+		{"eight windows every 2 minutes: the lookups are bounded for all of them", eight(cronW("*/2 * * * *", time.Minute, "Europe/Paris")), time.Hour, "too often"},
 		{"every 15 minutes for 15: checked", []switchboardv1alpha1.APIKeyRenewalWindow{cronW("*/15 * * * *", 15*time.Minute, "UTC")}, time.Hour, ""},
 	}
 	for _, tt := range tests {
