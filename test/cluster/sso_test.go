@@ -137,11 +137,16 @@ subjects:
 	if err := s.k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "switchboard-reveal"}, svc); err != nil {
 		t.Fatal(err)
 	}
-	dial := admin.Dial
-	panelCfg.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return dial(ctx, network, net.JoinHostPort(svc.Spec.ClusterIP, "9445"))
+	// (The test's process has no cluster DNS: the Service's name is dialled at its ClusterIP;
+	// the API server as before.)
+	dial, revealHost := admin.Dial, "switchboard-reveal."+systemNamespace+".svc:9445"
+	panelCfg.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		if address == revealHost {
+			address = net.JoinHostPort(svc.Spec.ClusterIP, "9445")
+		}
+		return dial(ctx, network, address)
 	}
-	c, err := reveal.NewClient(panelCfg, "https://switchboard-reveal."+systemNamespace+".svc:9445",
+	c, err := reveal.NewClient(panelCfg, "https://"+revealHost,
 		client.ObjectKey{Namespace: systemNamespace, Name: "switchboard-reveal-ca"})
 	if err != nil {
 		t.Fatal(err)
