@@ -138,14 +138,17 @@ func (k *Keeper) publish(ctx context.Context, cert *x509.Certificate) error {
 	return errors.Join(errs...)
 }
 
-// ConfigMapBundle publishes in a ConfigMap's BundleKey, creating the ConfigMap when needed.
+// ConfigMapBundle publishes in a ConfigMap's BundleKey. It creates the ConfigMap when it does not
+// exist at the first publication (switchboard dev, tests; the chart declares it), never later:
+// a replica still running while `helm uninstall` deletes it must not bring it back.
 func ConfigMapBundle(c client.Client, key client.ObjectKey) Target {
 	return &configMapBundle{c: c, key: key}
 }
 
 type configMapBundle struct {
-	c   client.Client
-	key client.ObjectKey
+	c         client.Client
+	key       client.ObjectKey
+	published atomic.Bool
 }
 
 func (b *configMapBundle) String() string { return "ConfigMap " + b.key.String() }
@@ -154,6 +157,9 @@ func (b *configMapBundle) Publish(ctx context.Context, cert *x509.Certificate, n
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cm corev1.ConfigMap
 		err := b.c.Get(ctx, b.key, &cm)
+		if apierrors.IsNotFound(err) && b.published.Load() {
+			return nil // deleted on purpose (uninstalled): not brought back
+		}
 		if apierrors.IsNotFound(err) {
 			cm = corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: b.key.Namespace, Name: b.key.Name, Labels: map[string]string{
@@ -165,6 +171,7 @@ func (b *configMapBundle) Publish(ctx context.Context, cert *x509.Certificate, n
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), b.key.Name, err)
 			}
+			b.published.Store(err == nil)
 			return err
 		}
 		if err != nil {
@@ -172,13 +179,18 @@ func (b *configMapBundle) Publish(ctx context.Context, cert *x509.Certificate, n
 		}
 		merged := string(mergeBundle([]byte(cm.Data[BundleKey]), cert, now))
 		if cm.Data[BundleKey] == merged {
+			b.published.Store(true)
 			return nil
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[BundleKey] = merged
-		return b.c.Update(ctx, &cm)
+		err = b.c.Update(ctx, &cm)
+		if err == nil {
+			b.published.Store(true)
+		}
+		return err
 	})
 }
 

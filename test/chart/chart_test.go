@@ -150,7 +150,7 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 			name: "single sign-on, impersonate mode",
 			sets: ssoValues("impersonate"),
 			want: []string{"Deployment/switchboard-panel", "ClusterRole/switchboard-panel-impersonate", "ClusterRoleBinding/switchboard-panel-impersonate",
-				"ClusterRole/switchboard-panel-reveal", "Role/switchboard-panel-reveal", "Service/switchboard-reveal"},
+				"ClusterRole/switchboard-panel-reveal", "Role/switchboard-panel-reveal", "Service/switchboard-reveal", "ConfigMap/switchboard-reveal-ca"},
 		},
 		{
 			name: "panel and metrics off",
