@@ -11,6 +11,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
 )
 
 // The lifecycle of an issued key, as cert-manager looks after certificates: each key ends
@@ -80,7 +81,7 @@ func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter time.Time) 
 		}
 		before = lifetime * time.Duration(*lc.RenewBeforePercentage) / 100
 	}
-	at, ok := firstOpenAt(lc.RenewalWindows, notAfter.Add(-before))
+	at, ok := renewalwindow.Next(lc.RenewalWindows, notAfter.Add(-before))
 	if !ok || !at.Before(notAfter) {
 		return time.Time{} // no window before the end: ExpiringSoon says so
 	}
