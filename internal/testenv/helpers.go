@@ -29,13 +29,22 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 // address rather than a net.Listener (child processes, controller-runtime's probe server).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := FreeLoopback()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return addr
+}
+
+// FreeLoopback is FreeAddr for callers without a test (internal/testenv/system's TestMain).
+func FreeLoopback() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	addr := l.Addr().String()
 	if err := l.Close(); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return addr
+	return addr, nil
 }

@@ -98,7 +98,7 @@ func Start(opts Options) (*System, error) {
 		Logger:                 opts.Logger.WithName("operator"),
 	}
 	if opts.Reveal {
-		addr, err := freeLoopback()
+		addr, err := testenv.FreeLoopback()
 		if err != nil {
 			return fail(err)
 		}
@@ -107,7 +107,7 @@ func Start(opts Options) (*System, error) {
 		s.RevealBundle = opts.SystemNamespace + "/" + operator.DefaultRevealBundle
 	}
 	if opts.Webhook {
-		addr, err := freeLoopback()
+		addr, err := testenv.FreeLoopback()
 		if err != nil {
 			return fail(err)
 		}
@@ -217,14 +217,4 @@ func Main(m *testing.M, opts Options, use func(*System)) {
 		}
 	}
 	os.Exit(code)
-}
-
-// freeLoopback is a loopback address with a port free a moment ago.
-func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
