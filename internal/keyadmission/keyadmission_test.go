@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -24,8 +25,32 @@ import (
 // configuration the chart installs, its caBundle filled by the operator.
 var sys *system.System
 
+// webhookNow is the webhook's clock: the windows' gaps it names depend on the instant it
+// follows them from, so each test puts it at the instant it names, and what the test asserts
+// holds whatever the day it runs. The operator's own clock stays real: it dates the serving
+// certificate, which the API server checks against its real time.
+var webhookNow = clocktesting.NewFakePassiveClock(wednesday)
+
+// wednesday is an ordinary week's middle: the first gap of a weekday window is its weekend.
+var wednesday = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+
 func TestMain(m *testing.M) {
-	system.Main(m, system.Options{Webhook: true}, func(s *system.System) { sys = s })
+	// CI machines keep UTC: the whole system runs in a zone that is not, a quarter-hour off
+	// UTC, so that nothing of the webhook's answer comes from the machine's zone.
+	local, err := time.LoadLocation("Asia/Kathmandu")
+	if err != nil {
+		panic(err)
+	}
+	time.Local = local
+	system.Main(m, system.Options{Webhook: true, Operator: func(o *operator.Options) { o.WebhookClock = webhookNow }},
+		func(s *system.System) { sys = s })
+}
+
+// at puts the webhook's clock at now.
+func at(t *testing.T, now time.Time) {
+	t.Helper()
+	webhookNow.SetTime(now)
+	t.Cleanup(func() { webhookNow.SetTime(wednesday) })
 }
 
 func testContext(t *testing.T) context.Context {
@@ -67,6 +92,7 @@ func waitForWebhook(t *testing.T, ns string) {
 func TestWebhookRefusesWindowsThatCannotOpenInTime(t *testing.T) {
 	ns := sys.Namespace(t, "windows")
 	waitForWebhook(t, ns)
+	at(t, wednesday)
 	day := 24 * time.Hour
 	tests := []struct {
 		name string
@@ -105,6 +131,79 @@ func TestWebhookRefusesWindowsThatCannotOpenInTime(t *testing.T) {
 	}
 	if err := patch(`{"spec":{"renewBefore":"1h"}}`); err == nil || !strings.Contains(err.Error(), "no renewal window opens") {
 		t.Fatalf("shortening renewBefore under the windows' gap: %v, want a refusal", err)
+	}
+}
+
+// TestWebhookAtNamedInstants: the gap the webhook names is the first one it finds from now,
+// so it is checked at instants where that differs: just after Friday's window, in the middle
+// of the weekend, on the nights daylight saving time begins and ends in Paris, each told to
+// the webhook in UTC and in the machine's own (non-UTC) zone. Every answer is derived by hand
+// in the case's comment. The weekday window opens at 02:00 in Paris for an hour: 01:00 to
+// 02:00 UTC in winter, 00:00 to 01:00 in summer.
+func TestWebhookAtNamedInstants(t *testing.T) {
+	ns := sys.Namespace(t, "instants")
+	waitForWebhook(t, ns)
+	day := 24 * time.Hour
+	weekdays := cronWindow("0 2 * * 1-5", time.Hour, "Europe/Paris")
+	// daily opens every day at 02:30 in Paris, which the night the clocks go back passes twice
+	// (time.Date takes the second): that night's gap is 24h (01:30 to 01:30 UTC), every other
+	// one 23h or less. The next such night is 2027-10-31 from every instant below: on
+	// 2026-10-25 at 00:30 UTC the webhook is inside that night's gap, cut short at now.
+	daily := switchboardv1alpha1.APIKeyRenewalWindow{Start: "02:30", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Paris"}
+	// The weekend the clocks go back is the weekdays' longest gap: Friday's window closes at
+	// 01:00 UTC in summer time, Monday's opens at 01:00 UTC in winter time, 3 days later. From
+	// every instant below, the next whole one is 2027-10-29's (2026-10-23's has begun already
+	// at the earliest instant, 2026-10-25).
+	const longestWeekend = "between 2027-10-29T01:00:00Z and 2027-11-01T01:00:00Z (3 days)"
+	const nightClocksGoBack = "between 2027-10-30T01:30:00Z and 2027-10-31T01:30:00Z (24h)"
+	instants := []struct {
+		name string
+		now  time.Time
+		// weekend is the first gap of at least two days from now.
+		weekend string
+	}{
+		{"Friday 02:01 UTC, a minute after the window closed", time.Date(2026, 11, 27, 2, 1, 0, 0, time.UTC),
+			"between 2026-11-27T02:01:00Z and 2026-11-30T01:00:00Z (2 days 22h59m)"},
+		{"Friday noon UTC", time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC),
+			"between 2026-11-27T12:00:00Z and 2026-11-30T01:00:00Z (2 days 13h)"},
+		{"Saturday 00:30 UTC, still two days to Monday", time.Date(2026, 11, 28, 0, 30, 0, 0, time.UTC),
+			"between 2026-11-28T00:30:00Z and 2026-11-30T01:00:00Z (2 days 30m)"},
+		// Sunday: 24h30m to Monday's window, then the week's, then the whole next weekend.
+		{"2026-10-25 00:30 UTC, the night the clocks go back in Paris", time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC),
+			"between 2026-10-30T02:00:00Z and 2026-11-02T01:00:00Z (2 days 23h)"},
+		// 03:30 summer time, just after the jump: the next weekend, in summer time throughout.
+		{"2027-03-28 01:30 UTC, the night the clocks go forward in Paris", time.Date(2027, 3, 28, 1, 30, 0, 0, time.UTC),
+			"between 2027-04-02T01:00:00Z and 2027-04-05T00:00:00Z (2 days 23h)"},
+	}
+	tests := []struct {
+		name   string
+		key    *switchboardv1alpha1.APIKey
+		want   func(weekend string) string // a fragment of the refusal; "" for admitted
+		period string
+	}{
+		{"weekdays, 2 days to renew", key(ns, "weekdays-2d", 2*day, weekdays), func(w string) string { return w }, "(2 days)"},
+		{"weekdays, 3 days to renew", key(ns, "weekdays-3d", 3*day, weekdays), func(string) string { return longestWeekend }, "(3 days)"},
+		{"weekdays, 3 days and a minute to renew", key(ns, "weekdays-3d1m", 3*day+time.Minute, weekdays), func(string) string { return "" }, ""},
+		{"daily at 02:30 in Paris, 24h to renew", key(ns, "daily-24h", day, daily), func(string) string { return nightClocksGoBack }, "(24h)"},
+		{"daily at 02:30 in Paris, 24h1m to renew", key(ns, "daily-24h1m", day+time.Minute, daily), func(string) string { return "" }, ""},
+	}
+	for _, instant := range instants {
+		for _, zone := range []*time.Location{time.UTC, time.Local} {
+			t.Run(instant.name+" in "+zone.String(), func(t *testing.T) {
+				at(t, instant.now.In(zone))
+				for _, tt := range tests {
+					err := sys.Client.Create(testContext(t), tt.key.DeepCopy(), client.DryRunAll)
+					want := tt.want(instant.weekend)
+					switch {
+					case want == "" && err != nil:
+						t.Errorf("%s: refused: %v", tt.name, err)
+					case want != "" && (err == nil || !strings.Contains(err.Error(), "no renewal window opens "+want) ||
+						!strings.Contains(err.Error(), "renewal period "+tt.period)):
+						t.Errorf("%s: got %v, want a refusal naming the gap %s and the renewal period %s", tt.name, err, want, tt.period)
+					}
+				}
+			})
+		}
 	}
 }
 

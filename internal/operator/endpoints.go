@@ -79,7 +79,7 @@ func addEndpoints(cfg *rest.Config, mgr manager.Manager, opts Options, keeper *s
 		return err
 	}
 	if opts.WebhookBindAddress != "0" {
-		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(opts.Clock))
+		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(opts.WebhookClock))
 	}
 	if opts.RevealBindAddress == "0" {
 		return nil

@@ -112,9 +112,13 @@ type Options struct {
 
 	// Logger logs for the manager and the controllers (default: controller-runtime's global logger).
 	Logger logr.Logger
-	// Clock tells the time for expiry, grace and reveal deadlines (default: the real clock).
-	// Tests pass a fake clock.
+	// Clock tells the time for expiry, grace and reveal deadlines, and dates the endpoints'
+	// serving certificates (default: the real clock). Tests pass a fake clock.
 	Clock clock.PassiveClock
+	// WebhookClock tells the time the admission webhook follows renewal windows from (default:
+	// Clock). It is apart from Clock so that a test can put the webhook at a named instant
+	// while the certificates the real API server checks keep the real time.
+	WebhookClock clock.PassiveClock
 	// Namespaces restricts what the manager watches (default: all). Tests that run several
 	// operators against one API server give each its own namespaces; SystemNamespace is added.
 	Namespaces []string
@@ -180,6 +184,9 @@ func (o *Options) Default() {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.WebhookClock == nil {
+		o.WebhookClock = o.Clock
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = ctrl.Log

@@ -24,7 +24,7 @@ func TestOptionsComplete(t *testing.T) {
 				if o.SystemNamespace != switchboardv1alpha1.DefaultSystemNamespace || o.KeyPrefix != "sb" || o.RevealTTL != time.Hour ||
 					o.LeaderElectionID != DefaultLeaderElectionID || o.LeaderElectionNamespace != o.SystemNamespace ||
 					o.MetricsBindAddress != "0" || o.HealthProbeBindAddress != "0" || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
-					o.Clock == nil || o.Logger.GetSink() == nil {
+					o.Clock == nil || o.WebhookClock != o.Clock || o.Logger.GetSink() == nil {
 					t.Fatalf("defaults not applied: %+v", o)
 				}
 			},

@@ -8,19 +8,26 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// Bounds of Check: windows are followed over a year beyond the renewal period (a cron
-// expression repeats at least yearly, but for the 29th of February), looking up at most
-// maxSteps openings in all, so that one admission costs tens of milliseconds at most, however
-// many windows (8 at most) and however fine.
+// Bounds of Check: windows are followed over 53 weeks beyond the renewal period, looking up at
+// most maxSteps openings in all, so that one admission costs tens of milliseconds at most,
+// however many windows (8 at most) and however fine.
+//
+// The span is a year and then some because the stretch Check starts in is cut short at from:
+// the whole of it is seen only when it comes round again. A cron expression repeats at least
+// yearly (but for the 29th of February), and a daylight saving rule names a weekday of a month
+// ("the last Sunday of October"), so its night comes back within 53 weeks, up to six days
+// later in the calendar than a year before. A span of one year missed it on the days just
+// after such a night: the weekend the clocks go back was admitted on 2026-10-25 and refused on
+// every other day.
 const (
-	checkSpan = 366 * 24 * time.Hour
+	checkSpan = 53 * 7 * 24 * time.Hour
 	maxSteps  = 50000
 )
 
 // Check says why windows would leave a key unrenewable, or "" when they would not: a window
 // that cannot be read or never opens, or a stretch of at least period (the renewal period:
 // renewBefore, or its percentage of lifetime) in which none is open, from some instant within
-// a year of from. Such a stretch means a renewal due at its start would find no window before
+// 53 weeks of from. Such a stretch means a renewal due at its start would find no window before
 // the key ends. Windows opening so often that a year of them cannot be followed in maxSteps
 // are refused too, with a message saying so: they are open nearly always, and better dropped.
 func Check(windows []switchboardv1alpha1.APIKeyRenewalWindow, period time.Duration, from time.Time) string {

@@ -99,3 +99,46 @@ func TestCheckAgreesWithNext(t *testing.T) {
 		t.Fatalf("Check with 39h: %q, want the 39h gap from Friday to Saturday", msg)
 	}
 }
+
+// TestCheckIsTheSameOnEveryDay: whether windows are refused does not depend on the day the
+// webhook checks them. Check starts inside some gap, cut short at from; the whole gap must
+// still be found when it comes round again, which for a daylight saving night is up to 53
+// weeks later (a span of one year admitted these on the two days before 2026-10-25 01:00
+// UTC). from runs every 29 hours over two years, and every 20 minutes through the weekends
+// the clocks change in Paris.
+func TestCheckIsTheSameOnEveryDay(t *testing.T) {
+	day := 24 * time.Hour
+	weekdays := []switchboardv1alpha1.APIKeyRenewalWindow{cronW("0 2 * * 1-5", time.Hour, "Europe/Paris")}
+	daily := []switchboardv1alpha1.APIKeyRenewalWindow{weekly(nil, "02:30", time.Hour, "Europe/Paris")}
+	tests := []struct {
+		name    string
+		windows []switchboardv1alpha1.APIKeyRenewalWindow
+		period  time.Duration
+		refused bool
+	}{
+		{"weekdays, 3 days: the weekend the clocks go back", weekdays, 3 * day, true},
+		{"weekdays, 3 days and a minute", weekdays, 3*day + time.Minute, false},
+		{"daily at 02:30, 24h: the night the clocks go back", daily, day, true},
+		{"daily at 02:30, 24h1m", daily, day + time.Minute, false},
+	}
+	var froms []time.Time
+	for from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); from.Year() < 2028; from = from.Add(29 * time.Hour) {
+		froms = append(froms, from)
+	}
+	for _, friday := range []time.Time{time.Date(2026, 3, 27, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 23, 0, 0, 0, 0, time.UTC),
+		time.Date(2027, 3, 26, 0, 0, 0, 0, time.UTC), time.Date(2027, 10, 29, 0, 0, 0, 0, time.UTC)} {
+		for from := friday; from.Before(friday.Add(3 * day)); from = from.Add(20 * time.Minute) {
+			froms = append(froms, from)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, from := range froms {
+				if got := Check(tt.windows, tt.period, from); (got != "") != tt.refused {
+					t.Fatalf("from %s: Check = %q, want refused %v", from, got, tt.refused)
+				}
+			}
+		})
+	}
+}
