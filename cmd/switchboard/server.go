@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/memlimit"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/server"
@@ -93,6 +94,7 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 	f.StringVar(&opts.AuthzGRPCTLSCertFile, "authz-grpc-tls-cert-file", "", "certificate of the ext_authz listener, which then serves TLS (reloaded when it changes)")
 	f.StringVar(&opts.AuthzGRPCTLSKeyFile, "authz-grpc-tls-key-file", "", "private key of --authz-grpc-tls-cert-file")
 	f.StringVar(&opts.AuthzGRPCClientCAFile, "authz-grpc-client-ca-file", "", "CA certificates the gateways' client certificates must chain to (mutual TLS); needs the TLS flags")
+	f.IntVar(&opts.AuthzGRPCMaxMessageBytes, "authz-grpc-max-message-bytes", frontdoor.DefaultGRPCLimits.MaxMessage, "largest CheckRequest the ext_authz listener reads, in bytes (4096 to 512 KiB): Envoy's headers (60 KiB by default) plus any body with_request_body forwards; a larger one is an RPC error, on which a gateway must not fail open")
 	f.BoolVar(&opts.AuthzStripAuthorization, "authz-strip-authorization", false, "ext_authz: remove the Authorization field before an allowed request goes upstream, so backends never see keys")
 	f.StringVar(&opts.AuthzHTTPListen, "authz-http-listen", "", "address of the forward-auth endpoints (/authz/<audience>) for Traefik, Caddy and NGINX (Envoy: --authz-grpc-listen); empty serves none")
 	f.StringVar(&opts.PanelListen, "panel-listen", "", `address of the web panel; empty serves no panel (run "switchboard panel" to serve it apart from /v1)`)

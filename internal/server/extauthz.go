@@ -28,6 +28,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
@@ -190,9 +191,11 @@ func socketAddress(p *authv3.AttributeContext_Peer) netip.Addr {
 type grpcServer struct {
 	srv    *grpc.Server
 	health *health.Server
+	door   *frontdoor.GRPC
 }
 
-func (g *grpcServer) Serve(l net.Listener) error { return g.srv.Serve(l) }
+// Serve serves on l with the door's connection bounds.
+func (g *grpcServer) Serve(l net.Listener) error { return g.srv.Serve(g.door.Listener(l)) }
 
 func (g *grpcServer) Shutdown(ctx context.Context) error {
 	g.health.Shutdown()
@@ -213,7 +216,10 @@ func (g *grpcServer) Shutdown(ctx context.Context) error {
 // newExtAuthz builds the gRPC server of Check and health. Health says NOT_SERVING until the
 // index has synced (setServing), as /readyz does.
 func newExtAuthz(ctx context.Context, a *api, opts *Options, log logr.Logger) (*grpcServer, func(), error) {
-	var serverOpts []grpc.ServerOption
+	limits := frontdoor.DefaultGRPCLimits
+	limits.MaxMessage = opts.AuthzGRPCMaxMessageBytes
+	door := frontdoor.NewGRPC(limits, authv3.Authorization_Check_FullMethodName, healthpb.Health_Check_FullMethodName)
+	serverOpts := door.ServerOptions()
 	if opts.AuthzGRPCTLSCertFile != "" {
 		creds, err := authzTLS(ctx, opts, log)
 		if err != nil {
@@ -233,7 +239,7 @@ func newExtAuthz(ctx context.Context, a *api, opts *Options, log logr.Logger) (*
 			hs.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)
 		}
 	}
-	return &grpcServer{srv: srv, health: hs}, setServing, nil
+	return &grpcServer{srv: srv, health: hs, door: door}, setServing, nil
 }
 
 // authzTLS is the gRPC listener's TLS: its certificate reloaded by controller-runtime's

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
@@ -224,4 +225,5 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(requestsTotal, authTotal, requestDuration, duplicateHashes, lastUsedWrites, concurrencyRefused,
 		lastUsedBacklog, lastUsedStaleness, sourceRefused, audienceRefused, authzChecks, authzDuration)
 	ctrlmetrics.Registry.MustRegister(ratelimit.Collectors()...)
+	ctrlmetrics.Registry.MustRegister(frontdoor.Collectors()...)
 }

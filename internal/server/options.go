@@ -13,6 +13,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/httpserve"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
@@ -129,6 +130,11 @@ type Options struct {
 	AuthzGRPCTLSKeyFile  string
 	// AuthzGRPCClientCAFile, when set, requires gateways to present a certificate it signed.
 	AuthzGRPCClientCAFile string
+	// AuthzGRPCMaxMessageBytes is the largest CheckRequest the gRPC listener reads (default
+	// frontdoor.DefaultGRPCLimits.MaxMessage): Envoy's headers at its own bound (60 KiB by
+	// default) plus what with_request_body forwards. A larger one is an RPC error
+	// (ResourceExhausted), which a gateway must not be configured to fail open on.
+	AuthzGRPCMaxMessageBytes int
 	// AuthzHTTPListen, when set, serves the forward-auth endpoints (forwardauth.go) on this
 	// address, for Traefik, Caddy, NGINX and Envoy's HTTP ext_authz.
 	AuthzHTTPListen string
@@ -187,6 +193,9 @@ func (o *Options) Default() {
 	if o.MaxConnections == 0 {
 		o.MaxConnections = DefaultMaxConnections
 	}
+	if o.AuthzGRPCMaxMessageBytes == 0 {
+		o.AuthzGRPCMaxMessageBytes = frontdoor.DefaultGRPCLimits.MaxMessage
+	}
 	if o.LastUsedInterval == 0 {
 		o.LastUsedInterval = DefaultLastUsedInterval
 	}
@@ -232,11 +241,19 @@ func (o *Options) Validate() error {
 	if o.AuthzGRPCClientCAFile != "" && o.AuthzGRPCTLSCertFile == "" {
 		errs = append(errs, errors.New("--authz-grpc-client-ca-file needs TLS: set --authz-grpc-tls-cert-file and --authz-grpc-tls-key-file"))
 	}
+	if o.AuthzGRPCMaxMessageBytes < 4<<10 || o.AuthzGRPCMaxMessageBytes > maxGRPCMessage {
+		errs = append(errs, fmt.Errorf("--authz-grpc-max-message-bytes: %d is outside 4096 to %d", o.AuthzGRPCMaxMessageBytes, maxGRPCMessage))
+	}
 	if o.PanelListen != "" && o.Panel == nil {
 		errs = append(errs, errors.New("a panel address was given without a panel handler"))
 	}
 	return errors.Join(errs...)
 }
+
+// maxGRPCMessage is the largest --authz-grpc-max-message-bytes: one such request decoded may
+// take 40 MiB of the 64 MiB decode budget (frontdoor.GRPCLimits.DecodeBudget), so such are
+// decoded one at a time.
+const maxGRPCMessage = 512 << 10
 
 // validAudience says whether s is a DNS label, as the CRD's Audience type requires.
 func validAudience(s string) bool {

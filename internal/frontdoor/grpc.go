@@ -1,0 +1,333 @@
+// Package frontdoor builds switchboard's serving listeners with the limits every one of them
+// keeps whoever connects: how many connections, how long each phase, how large a message, and
+// how much memory all requests being read and decoded at once may take. A listener built here
+// starts hardened; docs/security.md's table of listeners names each limit.
+//
+// This file is the gRPC door (Envoy's ext_authz): grpc-go's defaults let one client hold
+// hundreds of MiB (4 MiB messages, unbounded streams per connection, a flow-control window that
+// grows to 16 MiB, no bound on the requests decoded at once), so each of those is bounded here.
+package frontdoor
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+)
+
+// GRPCLimits bound a gRPC listener.
+type GRPCLimits struct {
+	// MaxConnections bounds the listener's connections, MaxConnectionsPerClient those of one
+	// client address (Listener).
+	MaxConnections, MaxConnectionsPerClient int
+	// MaxMessage is the largest request message, in bytes; a larger one is refused
+	// (ResourceExhausted) before it is decoded.
+	MaxMessage int
+	// MaxStreams bounds the calls in progress on the listener, all connections together;
+	// MaxStreamsPerClient bounds those of one client address (an IPv6 client by its /64). A
+	// call past either is refused at once (ResourceExhausted), before its message is read.
+	MaxStreams, MaxStreamsPerClient int
+	// MaxStreamsPerConn is each connection's SETTINGS_MAX_CONCURRENT_STREAMS: further streams
+	// are reset (REFUSED_STREAM) by the transport.
+	MaxStreamsPerConn uint32
+	// CallTimeout bounds a call from its headers to its answer: a message that does not
+	// arrive within it ends the call (DeadlineExceeded) and frees what it held.
+	CallTimeout time.Duration
+	// DecodeBudget bounds the memory of the requests decoded and being answered at once, in
+	// bytes, each counted at decodeExpansion times its size on the wire (the most a protobuf
+	// message grows when decoded: an empty repeated sub-message is 2 bytes on the wire and a
+	// Go struct of about a hundred and more). A decode waits for room, up to CallTimeout.
+	DecodeBudget int64
+	// Handshake bounds a connection's TLS handshake and HTTP/2 preface.
+	Handshake time.Duration
+	// MaxConnectionIdle, MaxConnectionAge and MaxConnectionAgeGrace end connections (with
+	// GOAWAY) that carry no call for that long, or have lived that long.
+	MaxConnectionIdle, MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// KeepaliveMinTime is the shortest interval between a client's keepalive pings; a client
+	// pinging more often is sent GOAWAY (ENHANCE_YOUR_CALM).
+	KeepaliveMinTime time.Duration
+}
+
+// decodeExpansion is how many times its wire size a decoded request may take (see
+// DecodeBudget); TestDecodeExpansion measures the worst message of the ext_authz API.
+const decodeExpansion = 80
+
+// window is every stream's and connection's HTTP/2 flow-control window. Setting it turns off
+// grpc-go's bandwidth-delay estimation, which grows the windows to 16 MiB per connection.
+const window = 64 << 10
+
+// DefaultGRPCLimits are the ext_authz listener's: a Check is a few KiB (Envoy's own header
+// bound is 60 KiB by default; MaxMessage leaves room for a forwarded body, see
+// --authz-grpc-max-message-bytes), answered in microseconds.
+var DefaultGRPCLimits = GRPCLimits{
+	MaxConnections:          256,
+	MaxConnectionsPerClient: 32,
+	MaxMessage:            256 << 10,
+	MaxStreams:            256,
+	MaxStreamsPerClient:   128,
+	MaxStreamsPerConn:     64,
+	CallTimeout:           10 * time.Second,
+	DecodeBudget:          64 << 20,
+	Handshake:             5 * time.Second,
+	MaxConnectionIdle:     5 * time.Minute,
+	MaxConnectionAge:      30 * time.Minute,
+	MaxConnectionAgeGrace: 30 * time.Second,
+	KeepaliveMinTime:      10 * time.Second,
+}
+
+// grpcRefused counts the calls the door refused, by why.
+var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "switchboard_frontdoor_grpc_refused_total",
+	Help: "gRPC calls refused by the listener's limits before they were answered, by limit (streams, client_streams, decode_budget, message_size).",
+}, []string{"limit"})
+
+// connRefused counts the connections closed at accept because their client held its share.
+var connRefused = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "switchboard_frontdoor_client_connections_refused_total",
+	Help: "Connections closed as they were accepted because their client address already held its share of the listener's connections.",
+})
+
+// Collectors are the door's metrics, for the process's registry.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{grpcRefused, connRefused} }
+
+// GRPC is a gRPC door: its ServerOptions make a grpc.Server keep the limits, for the methods
+// it names (any other is refused: a method not served must hold nothing either).
+type GRPC struct {
+	limits  GRPCLimits
+	methods map[string]bool
+	streams *streamBudget
+	decode  *decodeBudget
+}
+
+// NewGRPC is a door with limits, serving only methods (full names, "/package.Service/Method").
+func NewGRPC(limits GRPCLimits, methods ...string) *GRPC {
+	g := &GRPC{limits: limits, methods: map[string]bool{}, streams: newStreamBudget(limits.MaxStreams, limits.MaxStreamsPerClient),
+		decode: &decodeBudget{sem: semaphore.NewWeighted(limits.DecodeBudget), max: limits.DecodeBudget, wait: limits.CallTimeout}}
+	for _, m := range methods {
+		g.methods[m] = true
+	}
+	return g
+}
+
+// ServerOptions are the grpc.Server options that keep g's limits. Only unary methods are
+// counted in the decode budget (switchboard serves no streaming one).
+func (g *GRPC) ServerOptions() []grpc.ServerOption {
+	l := g.limits
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.MaxMessage),
+		grpc.MaxConcurrentStreams(l.MaxStreamsPerConn),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(window),
+		grpc.MaxHeaderListSize(uint32(min(l.MaxMessage, 64<<10))),
+		grpc.ConnectionTimeout(l.Handshake),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.MaxConnectionIdle, MaxConnectionAge: l.MaxConnectionAge,
+			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace, Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.InTapHandle(g.admit),
+		grpc.ForceServerCodecV2(&budgetCodec{CodecV2: encoding.GetCodecV2("proto"), budget: g.decode}),
+		grpc.ChainUnaryInterceptor(g.decode.releaseAfter),
+	}
+}
+
+// Listener is l with g's connection bounds.
+func (g *GRPC) Listener(l net.Listener) net.Listener {
+	return Listener(l, g.limits.MaxConnections, g.limits.MaxConnectionsPerClient)
+}
+
+// admit runs as a stream opens, before its message is read (grpc-go's tap, under the
+// transport's lock: it never waits). It refuses a method not served, and a call past the
+// stream bounds; an admitted call ends within CallTimeout, and frees its place when it ends.
+func (g *GRPC) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if !g.methods[info.FullMethodName] {
+		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", info.FullMethodName)
+	}
+	var client netip.Addr
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		client = clientaddr.Bucket(clientaddr.Parse(p.Addr.String()))
+	}
+	if limit := g.streams.take(client); limit != "" {
+		grpcRefused.WithLabelValues(limit).Inc()
+		return nil, status.Errorf(codes.ResourceExhausted, "too many calls in progress (%s): try again", limit)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.limits.CallTimeout)
+	// The stream's context ends with the stream, however it ends (answered, reset, its
+	// connection closed) and at the latest at the timeout.
+	context.AfterFunc(ctx, func() {
+		cancel()
+		g.streams.give(client)
+	})
+	return ctx, nil
+}
+
+// streamBudget counts the calls in progress, in all and per client.
+type streamBudget struct {
+	mu             sync.Mutex
+	max, perClient int
+	total          int
+	byClient       map[netip.Addr]int
+}
+
+func newStreamBudget(max, perClient int) *streamBudget {
+	return &streamBudget{max: max, perClient: perClient, byClient: map[netip.Addr]int{}}
+}
+
+// take counts one call of client, or says which bound refuses it.
+func (b *streamBudget) take(client netip.Addr) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.total >= b.max:
+		return "streams"
+	case b.byClient[client] >= b.perClient:
+		return "client_streams"
+	}
+	b.total++
+	b.byClient[client]++
+	return ""
+}
+
+func (b *streamBudget) give(client netip.Addr) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total--
+	if b.byClient[client]--; b.byClient[client] <= 0 {
+		delete(b.byClient, client)
+	}
+}
+
+// decodeBudget is the memory of the requests decoded and being answered: the codec takes a
+// request's share before decoding it, and the interceptor gives it back once the call is
+// answered (the decoded request lives until then). Shares are held by request.
+type decodeBudget struct {
+	sem  *semaphore.Weighted
+	max  int64
+	wait time.Duration
+	held sync.Map // request (pointer) → its share
+}
+
+// take holds n bytes of the budget, waiting up to b.wait for room.
+func (b *decodeBudget) take(n int64) bool {
+	n = min(n, b.max)
+	if b.sem.TryAcquire(n) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.wait)
+	defer cancel()
+	return b.sem.Acquire(ctx, n) == nil
+}
+
+// releaseAfter is the unary interceptor: it gives back req's share once the call is answered.
+func (b *decodeBudget) releaseAfter(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	defer func() {
+		if n, ok := b.held.LoadAndDelete(req); ok {
+			b.sem.Release(n.(int64))
+		}
+	}()
+	return handler(ctx, req)
+}
+
+// budgetCodec is protobuf's codec, decoding only within the budget.
+type budgetCodec struct {
+	encoding.CodecV2
+	budget *decodeBudget
+}
+
+func (c *budgetCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	n := min(int64(data.Len())*decodeExpansion, c.budget.max)
+	if !c.budget.take(n) {
+		grpcRefused.WithLabelValues("decode_budget").Inc()
+		return status.Error(codes.ResourceExhausted, "too many requests being decoded: try again")
+	}
+	if err := c.CodecV2.Unmarshal(data, v); err != nil {
+		c.budget.sem.Release(n)
+		return err
+	}
+	c.budget.held.Store(v, n)
+	return nil
+}
+
+// Listener bounds l's connections: at most max at once, and perClient of one client address
+// (an IPv6 client by its /64); a connection past its client's bound is closed at once, one past
+// max waits in the listen queue until another closes. The gRPC server keeps the time bounds.
+func Listener(l net.Listener, max, perClient int) net.Listener {
+	return &boundedListener{Listener: l, slots: make(chan struct{}, max), perClient: perClient,
+		byClient: map[netip.Addr]int{}, done: make(chan struct{})}
+}
+
+type boundedListener struct {
+	net.Listener
+	slots     chan struct{}
+	perClient int
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	byClient map[netip.Addr]int
+}
+
+// Accept waits for a free slot, then for a connection whose client is within its bound.
+func (l *boundedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		client := clientaddr.Bucket(clientaddr.Parse(c.RemoteAddr().String()))
+		l.mu.Lock()
+		over := l.byClient[client] >= l.perClient
+		if !over {
+			l.byClient[client]++
+		}
+		l.mu.Unlock()
+		if !over {
+			return &boundedConn{Conn: c, l: l, client: client}, nil
+		}
+		connRefused.Inc()
+		_ = c.Close()
+	}
+}
+
+// Close stops Accept, also while it waits for a slot.
+func (l *boundedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type boundedConn struct {
+	net.Conn
+	l      *boundedListener
+	client netip.Addr
+	once   sync.Once
+}
+
+func (c *boundedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		if c.l.byClient[c.client]--; c.l.byClient[c.client] <= 0 {
+			delete(c.l.byClient, c.client)
+		}
+		c.l.mu.Unlock()
+		<-c.l.slots
+	})
+	return c.Conn.Close()
+}
