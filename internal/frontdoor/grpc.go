@@ -10,9 +10,11 @@ package frontdoor
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,17 +78,17 @@ const window = 64 << 10
 var DefaultGRPCLimits = GRPCLimits{
 	MaxConnections:          256,
 	MaxConnectionsPerClient: 32,
-	MaxMessage:            256 << 10,
-	MaxStreams:            256,
-	MaxStreamsPerClient:   128,
-	MaxStreamsPerConn:     64,
-	CallTimeout:           10 * time.Second,
-	DecodeBudget:          64 << 20,
-	Handshake:             5 * time.Second,
-	MaxConnectionIdle:     5 * time.Minute,
-	MaxConnectionAge:      30 * time.Minute,
-	MaxConnectionAgeGrace: 30 * time.Second,
-	KeepaliveMinTime:      10 * time.Second,
+	MaxMessage:              256 << 10,
+	MaxStreams:              256,
+	MaxStreamsPerClient:     128,
+	MaxStreamsPerConn:       64,
+	CallTimeout:             10 * time.Second,
+	DecodeBudget:            64 << 20,
+	Handshake:               5 * time.Second,
+	MaxConnectionIdle:       5 * time.Minute,
+	MaxConnectionAge:        30 * time.Minute,
+	MaxConnectionAgeGrace:   30 * time.Second,
+	KeepaliveMinTime:        10 * time.Second,
 }
 
 // grpcRefused counts the calls the door refused, by why.
@@ -260,18 +262,24 @@ func (c *budgetCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// Listener bounds l's connections: at most max at once, and perClient of one client address
-// (an IPv6 client by its /64); a connection past its client's bound is closed at once, one past
-// max waits in the listen queue until another closes. The gRPC server keeps the time bounds.
-func Listener(l net.Listener, max, perClient int) net.Listener {
-	return &boundedListener{Listener: l, slots: make(chan struct{}, max), perClient: perClient,
-		byClient: map[netip.Addr]int{}, done: make(chan struct{})}
+// Listener bounds l's connections: at most max at once (none when max ≤ 0), and perClient of
+// one client address (none when perClient ≤ 0) (an IPv6 client by its /64), but for peers in exempt, the proxies and
+// gateways that carry many clients' traffic, which only max bounds. A connection past its
+// client's bound is closed at once; one past max waits in the listen queue until another closes.
+// The server behind it keeps the time bounds.
+func Listener(l net.Listener, max, perClient int, exempt ...netip.Prefix) net.Listener {
+	bl := &boundedListener{Listener: l, perClient: perClient, exempt: exempt, byClient: map[netip.Addr]int{}, done: make(chan struct{})}
+	if max > 0 {
+		bl.slots = make(chan struct{}, max)
+	}
+	return bl
 }
 
 type boundedListener struct {
 	net.Listener
-	slots     chan struct{}
+	slots     chan struct{} // nil: no bound in all
 	perClient int
+	exempt    []netip.Prefix
 	done      chan struct{}
 	closeOnce sync.Once
 
@@ -281,20 +289,28 @@ type boundedListener struct {
 
 // Accept waits for a free slot, then for a connection whose client is within its bound.
 func (l *boundedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	if l.slots != nil {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
 	}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			<-l.slots
+			if l.slots != nil {
+				<-l.slots
+			}
 			return nil, err
 		}
-		client := clientaddr.Bucket(clientaddr.Parse(c.RemoteAddr().String()))
+		peer := clientaddr.Parse(c.RemoteAddr().String())
+		if l.isExempt(peer) {
+			return &boundedConn{Conn: c, l: l, exempt: true}, nil
+		}
+		client := clientaddr.Bucket(peer)
 		l.mu.Lock()
-		over := l.byClient[client] >= l.perClient
+		over := l.perClient > 0 && l.byClient[client] >= l.perClient
 		if !over {
 			l.byClient[client]++
 		}
@@ -307,6 +323,24 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 	}
 }
 
+// SyscallConn is the listening socket's, when l's is reachable (a listener above sets socket
+// options through it).
+func (l *boundedListener) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := l.Listener.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+func (l *boundedListener) isExempt(peer netip.Addr) bool {
+	for _, p := range l.exempt {
+		if p.Contains(peer) {
+			return true
+		}
+	}
+	return false
+}
+
 // Close stops Accept, also while it waits for a slot.
 func (l *boundedListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
@@ -317,17 +351,31 @@ type boundedConn struct {
 	net.Conn
 	l      *boundedListener
 	client netip.Addr
+	exempt bool // counted in all only
 	once   sync.Once
 }
 
 func (c *boundedConn) Close() error {
 	c.once.Do(func() {
-		c.l.mu.Lock()
-		if c.l.byClient[c.client]--; c.l.byClient[c.client] <= 0 {
-			delete(c.l.byClient, c.client)
+		if !c.exempt {
+			c.l.mu.Lock()
+			if c.l.byClient[c.client]--; c.l.byClient[c.client] <= 0 {
+				delete(c.l.byClient, c.client)
+			}
+			c.l.mu.Unlock()
 		}
-		c.l.mu.Unlock()
-		<-c.l.slots
+		if c.l.slots != nil {
+			<-c.l.slots
+		}
 	})
 	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection, as net/http does after an error it answers before any
+// handler: the client reads the answer to its end instead of a reset.
+func (c *boundedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -152,13 +152,13 @@ func TestGRPCDoor(t *testing.T) {
 
 // TestListenerBoundsEachClient: a client address holds at most its share of the connections;
 // one past it is closed as it is accepted, and the client may connect again once one of its
-// connections has closed.
+// connections has closed. A proxy named exempt holds more.
 func TestListenerBoundsEachClient(t *testing.T) {
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Listener(raw, 10, 2)
+	l := Listener(raw, 10, 2, netip.MustParsePrefix("127.0.0.3/32"))
 	t.Cleanup(func() { _ = l.Close() })
 	accepted := make(chan net.Conn, 10)
 	go func() {
@@ -201,5 +201,15 @@ func TestListenerBoundsEachClient(t *testing.T) {
 	<-accepted
 	if closed(again) {
 		t.Fatal("the client could not connect again once one of its connections closed")
+	}
+	var proxied []net.Conn
+	for range 3 {
+		proxied = append(proxied, connect("127.0.0.3"))
+		<-accepted
+	}
+	for _, c := range proxied {
+		if closed(c) {
+			t.Fatal("a connection of the exempt proxy was closed")
+		}
 	}
 }

@@ -100,8 +100,8 @@ type connLimiter struct {
 func newConnLimiter(l net.Listener, maxConns int, limits connLimits) *connLimiter {
 	// Set on the listening socket, the buffers are every accepted socket's from its first
 	// segment: a receive buffer shrunk after the handshake would retract the window TCP offered.
-	if tl, ok := l.(*net.TCPListener); ok {
-		if rc, err := tl.SyscallConn(); err == nil {
+	if sc, ok := l.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
 			_ = rc.Control(func(fd uintptr) {
 				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, socketBuffer)
 				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, socketBuffer)

@@ -41,6 +41,12 @@ const (
 	// DefaultMaxConnections bounds the API listener's open connections (conns.go): at about
 	// 150 KiB each at worst, 1024 fit the chart's 256 MiB beside the server's own needs.
 	DefaultMaxConnections = 1024
+	// DefaultAuthzHTTPMaxConnections bounds the forward-auth listener's: its answers are a few
+	// hundred bytes, so a connection costs its buffers and goroutine, some 80 KiB at most.
+	DefaultAuthzHTTPMaxConnections = 256
+	// DefaultAuthzHTTPMaxConnectionsPerClient is one client address's share of the forward-auth
+	// listener's connections.
+	DefaultAuthzHTTPMaxConnectionsPerClient = 64
 	// DefaultAudience is the audience of the server's own /v1 (--audience).
 	DefaultAudience        = "connections"
 	DefaultShutdownDelay   = 5 * time.Second
@@ -100,6 +106,13 @@ type Options struct {
 	// MaxConnections bounds the API listener's open connections; at the bound an idle one is
 	// closed for a new one, or the new one waits. Negative: no bound.
 	MaxConnections int
+	// AuthzHTTPMaxConnections bounds the forward-auth listener's open connections, as
+	// MaxConnections the API's.
+	AuthzHTTPMaxConnections int
+	// AuthzHTTPMaxConnectionsPerClient bounds the forward-auth listener's connections of one client
+	// address (an IPv6 client by its /64), but for --trusted-proxies peers: a connection past
+	// it is closed as it is accepted.
+	AuthzHTTPMaxConnectionsPerClient int
 
 	// LastUsedInterval is the least time between two writes of one key's lastUsedAt.
 	LastUsedInterval time.Duration
@@ -192,6 +205,12 @@ func (o *Options) Default() {
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.AuthzHTTPMaxConnections == 0 {
+		o.AuthzHTTPMaxConnections = DefaultAuthzHTTPMaxConnections
+	}
+	if o.AuthzHTTPMaxConnectionsPerClient == 0 {
+		o.AuthzHTTPMaxConnectionsPerClient = DefaultAuthzHTTPMaxConnectionsPerClient
 	}
 	if o.AuthzGRPCMaxMessageBytes == 0 {
 		o.AuthzGRPCMaxMessageBytes = frontdoor.DefaultGRPCLimits.MaxMessage

@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/httpserve"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/logging"
@@ -229,9 +230,11 @@ func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listen
 		return nil, nil, err
 	}
 	if l != nil {
-		// A gateway's connections, kept in time as the API's (but not counted: the gateway
-		// bounds them).
-		endpoints = append(endpoints, limitedEndpoint(watchCtx, l, 0, &forwardAuth{api: a, log: log.WithName("forward-auth")}))
+		// Gateways' connections, kept in time as the API's and bounded in number: any pod that
+		// reaches the port may connect, so one client address holds at most its share, but for
+		// the gateways named in --trusted-proxies, which carry many clients' requests.
+		perClient := frontdoor.Listener(l, 0, opts.AuthzHTTPMaxConnectionsPerClient, opts.TrustedProxies...)
+		endpoints = append(endpoints, limitedEndpoint(watchCtx, perClient, opts.AuthzHTTPMaxConnections, &forwardAuth{api: a, log: log.WithName("forward-auth")}))
 	}
 	return endpoints, onSynced, nil
 }
