@@ -11,6 +11,7 @@ package keyadmission
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -32,6 +33,10 @@ type Validator struct {
 	// Clock tells the time the windows are followed from (default the real clock).
 	Clock   clock.PassiveClock
 	decoder admission.Decoder
+	// turn lets one check run at a time: a check costs up to renewalwindow's bound of calendar
+	// lookups (tens of milliseconds), and any tenant may ask for as many as it likes (a dry run
+	// costs it nothing), so the webhook takes at most one core from the operator's reconcilers.
+	turn chan struct{}
 }
 
 // Handler returns the webhook's handler.
@@ -39,11 +44,11 @@ func Handler(c clock.PassiveClock) *admission.Webhook {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &admission.Webhook{Handler: &Validator{Clock: c, decoder: admission.NewDecoder(scheme.Scheme)}}
+	return &admission.Webhook{Handler: &Validator{Clock: c, decoder: admission.NewDecoder(scheme.Scheme), turn: make(chan struct{}, 1)}}
 }
 
 // Handle admits or refuses one APIKey.
-func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	var key switchboardv1alpha1.APIKey
 	if err := v.decoder.Decode(req, &key); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -62,6 +67,12 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 	period := RenewalPeriod(&key.Spec)
 	if len(key.Spec.RenewalWindows) == 0 || period <= 0 {
 		return admission.Allowed("")
+	}
+	select {
+	case v.turn <- struct{}{}:
+		defer func() { <-v.turn }()
+	case <-ctx.Done():
+		return admission.Errored(http.StatusServiceUnavailable, errors.New("too many renewal-window checks at once: try again"))
 	}
 	if msg := renewalwindow.Check(key.Spec.RenewalWindows, period, v.Clock.Now()); msg != "" {
 		return admission.Denied("spec.renewalWindows: " + msg)

@@ -142,3 +142,52 @@ func TestCheckIsTheSameOnEveryDay(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckCostIsBounded: what one admission costs is counted in calendar lookups, bounded in
+// all by maxLookups, and a window is looked up once per opening Check passes (and twice to
+// start), not once per step: issue 29's windows, one every 2 minutes and seven on the 29th of
+// February, cost the rare windows two lookups each, where each of them was looked up at every
+// step (6,250 times, each scanning years of calendar) and an admission took 0.5–0.9 CPU-seconds.
+func TestCheckCostIsBounded(t *testing.T) {
+	from := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	leapDay := cronW("59 23 29 2 *", time.Minute, "Europe/Paris")
+	tests := []struct {
+		name    string
+		windows []switchboardv1alpha1.APIKeyRenewalWindow
+		period  time.Duration
+		// rare are the windows that open at most once a year, each looked up at most rareMax
+		// times: twice to start, and once per opening passed in 53 weeks and the period.
+		rare    []int
+		rareMax int
+	}{
+		// 53 weeks and an hour from 2026-11-27: no 29th of February.
+		{"issue 29: every 2 minutes, and seven on the 29th of February", append([]switchboardv1alpha1.APIKeyRenewalWindow{cronW("*/2 * * * *", time.Minute, "Europe/Paris")},
+			leapDay, leapDay, leapDay, leapDay, leapDay, leapDay, leapDay), time.Hour, []int{1, 2, 3, 4, 5, 6, 7}, 2},
+		// 53 weeks and 4 years: 2028-02-29 and 2032-02-29.
+		{"eight on the 29th of February", eight(leapDay), 4 * 366 * day, []int{0, 1, 2, 3, 4, 5, 6, 7}, 4},
+		{"eight every 2 minutes", eight(cronW("*/2 * * * *", time.Minute, "Europe/Paris")), time.Hour, nil, 0},
+		// 53 weeks and 400 days: the 1st of January 2027, 2028 and 2029.
+		{"every minute on the 29th of February, and yearly", []switchboardv1alpha1.APIKeyRenewalWindow{cronW("* * 29 2 *", time.Minute, "UTC"),
+			cronW("0 0 1 1 *", time.Hour, "UTC")}, 400 * day, []int{1}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			msg, perWindow := check(tt.windows, tt.period, from)
+			total := 0
+			for _, n := range perWindow {
+				total += n
+			}
+			t.Logf("%d lookups (%v) in %s: %q", total, perWindow, time.Since(start).Round(time.Millisecond), msg)
+			if total > maxLookups+len(tt.windows) {
+				t.Errorf("%d lookups, more than the bound of %d", total, maxLookups)
+			}
+			for _, i := range tt.rare {
+				if perWindow[i] > tt.rareMax {
+					t.Errorf("window %d, which opens at most yearly, was looked up %d times, want at most %d", i, perWindow[i], tt.rareMax)
+				}
+			}
+		})
+	}
+}
