@@ -68,6 +68,9 @@ type GRPCLimits struct {
 // DecodeBudget); TestDecodeExpansion measures the worst message of the ext_authz API.
 const decodeExpansion = 80
 
+// maxHeaderList bounds a call's headers (its metadata): a Check carries none of its own.
+const maxHeaderList = 64 << 10
+
 // window is every stream's and connection's HTTP/2 flow-control window. Setting it turns off
 // grpc-go's bandwidth-delay estimation, which grows the windows to 16 MiB per connection.
 const window = 64 << 10
@@ -134,7 +137,7 @@ func (g *GRPC) ServerOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(l.MaxStreamsPerConn),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
-		grpc.MaxHeaderListSize(uint32(min(l.MaxMessage, 64<<10))),
+		grpc.MaxHeaderListSize(maxHeaderList),
 		grpc.ConnectionTimeout(l.Handshake),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.MaxConnectionIdle, MaxConnectionAge: l.MaxConnectionAge,

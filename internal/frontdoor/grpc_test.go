@@ -63,7 +63,6 @@ func TestDecodeExpansion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	headers = nil
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

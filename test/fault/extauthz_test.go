@@ -119,7 +119,7 @@ func TestExtAuthzWithstandsAnonymousFloods(t *testing.T) {
 	// 2. Connections that open 50,000 streams each and never send a message.
 	var opened, reset atomic.Int64
 	for range idleConns {
-		wg.Go(func() { openIdleStreams(t, attackCtx, authz, &opened, &reset) })
+		wg.Go(func() { openIdleStreams(attackCtx, t, authz, &opened, &reset) })
 	}
 	wg.Wait()
 	during := mem.snapshot()
@@ -189,7 +189,7 @@ func dialFrom(t *testing.T, from, addr string) *grpc.ClientConn {
 // openIdleStreams opens idleStreams streams of Check on one HTTP/2 connection from 127.0.0.1,
 // sending their headers and never a message, reading (and counting the resets of) what the
 // server sends, until ctx is done.
-func openIdleStreams(t *testing.T, ctx context.Context, addr string, opened, reset *atomic.Int64) {
+func openIdleStreams(ctx context.Context, t *testing.T, addr string, opened, reset *atomic.Int64) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
