@@ -14,9 +14,10 @@ import (
 
 func newPanelCommand() *cobra.Command {
 	var (
-		opts      panel.Options
-		serve     panel.ServeOptions
-		newLogger func() logr.Logger
+		opts           panel.Options
+		serve          panel.ServeOptions
+		trustedProxies []string
+		newLogger      func() logr.Logger
 	)
 	cmd := &cobra.Command{
 		Use:   "panel",
@@ -32,6 +33,13 @@ touches /v1 (the Helm chart does, by default).`,
 			if err := finishOIDCFlags(cmd.Flags(), &opts, ""); err != nil {
 				return err
 			}
+			for _, s := range trustedProxies {
+				p, err := parsePrefix(s)
+				if err != nil {
+					return err
+				}
+				opts.TrustedProxies = append(opts.TrustedProxies, p)
+			}
 			newLogger()
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
@@ -45,6 +53,8 @@ touches /v1 (the Helm chart does, by default).`,
 	f.StringVar(&serve.Listen, "listen", panel.DefaultListen, "address of the panel")
 	f.StringVar(&serve.HealthProbeBindAddress, "health-probe-bind-address", panel.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
 	f.DurationVar(&serve.ShutdownDelay, "shutdown-delay", panel.DefaultShutdownDelay, "how long readiness fails before the listener closes")
+	// Named as the server's, whose list it should be: "switchboard server --panel-listen" passes its own.
+	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the panel (e.g. the ingress controller's pods) whose X-Forwarded-For is believed when sign-in attempts are counted per client address; as the server's --trusted-proxies, never a pod-wide CIDR")
 	bindPanelFlags(f, &opts, "")
 	return cmd
 }

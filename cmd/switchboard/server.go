@@ -57,6 +57,8 @@ calls the Kubernetes API server. Every replica serves (no leader election).`,
 				return err
 			}
 			if opts.PanelListen != "" {
+				// The panel counts sign-in attempts per client by /v1's rules, behind the same proxies.
+				panelOpts.TrustedProxies = opts.TrustedProxies
 				h, err := panel.NewHandler(cfg, panelOpts)
 				if err != nil {
 					return fmt.Errorf("the panel (--panel-listen %s): %w", opts.PanelListen, err)

@@ -40,3 +40,55 @@ func Bucket(addr netip.Addr) netip.Addr {
 	}
 	return addr
 }
+
+// From is the client's address as every limiter of switchboard judges it, from the peer's
+// address and the X-Forwarded-For values however the protocol carried them (an HTTP header,
+// Envoy's ext_authz attributes). X-Forwarded-For is believed only when the peer is in trusted;
+// it is then read right to left, skipping trusted proxies, and the first other address is the
+// client (the one a trusted proxy saw). A hop that is not an address ends the walk at the last
+// address believed: what lies left of it was written by someone no trusted proxy vouches for.
+// It lives here so that /v1 and the panel count one client alike. It does not allocate for
+// IPv4 and for IPv6 without a zone.
+func From(peer netip.Addr, values []string, trusted []netip.Prefix) netip.Addr {
+	if len(trusted) == 0 || !Trusted(peer, trusted) {
+		return peer
+	}
+	client := peer
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for v != "" {
+			j := strings.LastIndexByte(v, ',')
+			hop := strings.TrimSpace(v[j+1:])
+			if j < 0 {
+				v = ""
+			} else {
+				v = v[:j]
+			}
+			if hop == "" {
+				continue
+			}
+			addr := Parse(hop)
+			if !addr.IsValid() {
+				return client
+			}
+			client = addr
+			if !Trusted(addr, trusted) {
+				return addr
+			}
+		}
+	}
+	return client
+}
+
+// Trusted reports whether addr is in one of the trusted prefixes; the zero Addr never is.
+func Trusted(addr netip.Addr, trusted []netip.Prefix) bool {
+	if !addr.IsValid() {
+		return false
+	}
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

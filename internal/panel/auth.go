@@ -106,10 +106,11 @@ func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // login checks the pasted token with TokenReview and starts a session. Each attempt costs a
 // TokenReview, so attempts are limited per client address, and TokenReviews in flight at all.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := h.logins.allow(clientBucket(r), h.opts.Clock.Now()); !ok {
+	bucket := clientBucket(r, h.opts.TrustedProxies)
+	if ok, wait := h.logins.allow(bucket, h.opts.Clock.Now()); !ok {
 		secs := int(wait.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		h.opts.Logger.Info("sign-in refused: too many attempts from this address", "address", clientBucket(r))
+		h.opts.Logger.Info("sign-in refused: too many attempts from this address", "address", bucket)
 		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
 			"Too many sign-in attempts from your address. Wait %s and try again.", time.Duration(max(secs, 1))*time.Second)})
 		return

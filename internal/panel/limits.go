@@ -2,6 +2,7 @@ package panel
 
 import (
 	"net/http"
+	"net/netip"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -66,13 +67,14 @@ func (l *loginLimiter) startReview() bool {
 
 func (l *loginLimiter) endReview() { <-l.reviews }
 
-// clientBucket is the address the connection comes from, as sign-in attempts are counted: an
-// IPv6 client by its /64, as /v1 counts failures (clientaddr.Bucket), so that hopping between
-// the addresses of one's own block buys no attempts. X-Forwarded-For is not believed: the panel
-// is reached through `kubectl port-forward` or a Service, and a header any client can set would
-// let one client pose as many.
-func clientBucket(r *http.Request) string {
-	addr := clientaddr.Parse(r.RemoteAddr)
+// clientBucket is the address sign-in attempts are counted under: the client's address under
+// the rules /v1 uses (clientaddr.From: X-Forwarded-For believed from trusted proxies only, read
+// right to left past them), an IPv6 client by its /64 (clientaddr.Bucket), so that hopping
+// between the addresses of one's own block buys no attempts. Behind a proxy the peer is the
+// proxy, whose one bucket would let one client looping on sign-in lock everyone out; a client
+// that is not a trusted proxy cannot pick its bucket with a header, which it is free to write.
+func clientBucket(r *http.Request, trusted []netip.Prefix) string {
+	addr := clientaddr.From(clientaddr.Parse(r.RemoteAddr), r.Header["X-Forwarded-For"], trusted)
 	if !addr.IsValid() {
 		return r.RemoteAddr
 	}

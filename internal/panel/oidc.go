@@ -334,13 +334,17 @@ type identity struct {
 
 // mapClaims maps an ID token's claims to a Kubernetes user as claimMappings would: the
 // username claim (a string, required) and the groups claim (a string or a list of strings,
-// optional), each with its prefix. Impersonate mode refuses names under "system:": those are
+// optional), each with its prefix. A username claim of "email" also needs email_verified as the
+// API server reads it (checkEmailVerified). Impersonate mode refuses names under "system:": those are
 // Kubernetes' own users and groups, and no identity provider may claim them.
 func mapClaims(claims map[string]any, o *OIDCOptions) (identity, error) {
 	raw, ok := claims[o.UsernameClaim]
 	name, isString := raw.(string)
 	if !ok || !isString || name == "" {
 		return identity{}, fmt.Errorf("the ID token has no %q claim to name the user by (a non-empty string)", o.UsernameClaim)
+	}
+	if err := checkEmailVerified(claims, o.UsernameClaim); err != nil {
+		return identity{}, err
 	}
 	id := identity{Username: o.UsernamePrefix + name}
 	id.Subject, _ = claims["sub"].(string)
@@ -374,6 +378,32 @@ func mapClaims(claims map[string]any, o *OIDCOptions) (identity, error) {
 		}
 	}
 	return id, nil
+}
+
+// errEmailNotVerified refuses an ID token named by an address its provider has not verified.
+// Its text is shown to the person and may be logged: it holds neither the address nor a token.
+var errEmailNotVerified = errors.New(`the identity provider has not verified your email address (the ID token's "email_verified" claim is not true), ` +
+	"and the panel names you by it: verify the address with the provider, then sign in again")
+
+// checkEmailVerified refuses, as kube-apiserver's OIDC authenticator does for a username claim
+// of exactly "email" (getUsername in k8s.io/apiserver/plugin/pkg/authenticator/token/oidc), an
+// ID token whose "email_verified" claim is present but not the boolean true: false, null, or a
+// string or number, which the API server fails to read as a bool. An absent claim is accepted,
+// as the API server accepts it: providers that verify every address may leave it out. Without
+// this, anyone who can set an unverified address at the provider could be impersonated as its
+// owner. Other username claims never consult email_verified.
+func checkEmailVerified(claims map[string]any, usernameClaim string) error {
+	if usernameClaim != "email" {
+		return nil
+	}
+	v, present := claims["email_verified"]
+	if !present {
+		return nil
+	}
+	if verified, ok := v.(bool); !ok || !verified {
+		return errEmailNotVerified
+	}
+	return nil
 }
 
 // oidcSession is the provider's side of a session: its tokens, kept in the panel's memory only.

@@ -33,7 +33,7 @@ func (h *handler) oidcLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.String(), http.StatusSeeOther)
 		return
 	}
-	if ok, wait := h.logins.allow(clientBucket(r), h.opts.Clock.Now()); !ok {
+	if ok, wait := h.logins.allow(clientBucket(r, h.opts.TrustedProxies), h.opts.Clock.Now()); !ok {
 		secs := max(int(wait.Round(time.Second)/time.Second), 1)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
@@ -126,6 +126,10 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := mapClaims(claims, &a.opts)
 	if err != nil {
+		if errors.Is(err, errEmailNotVerified) {
+			// No address, no token: the reason alone tells the operator why sign-ins fail.
+			h.opts.Logger.Info("OIDC sign-in refused: the ID token's email address, which names the user, is not verified")
+		}
 		h.renderLogin(w, r, http.StatusForbidden, loginPage{Error: "The panel cannot map your identity to a Kubernetes user: " + err.Error()})
 		return
 	}

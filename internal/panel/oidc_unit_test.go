@@ -63,6 +63,59 @@ func TestMapClaims(t *testing.T) {
 	}
 }
 
+// TestMapClaimsEmailVerified: with the username claim "email", email_verified is read as
+// kube-apiserver's OIDC authenticator reads it (getUsername in
+// k8s.io/apiserver/plugin/pkg/authenticator/token/oidc): absent, the address is taken; present,
+// it must be the boolean true (false, null, or a string or number the API server cannot read as a
+// bool refuse). Any other username claim never consults it. Both modes: in token mode the API
+// server would refuse the same token, and the person learns why instead of "not trusted".
+func TestMapClaimsEmailVerified(t *testing.T) {
+	byEmail := OIDCOptions{Mode: OIDCModeImpersonate, UsernameClaim: "email", UsernamePrefix: "oidc:", GroupsClaim: "groups", GroupsPrefix: "oidc:"}
+	byEmailToken := byEmail
+	byEmailToken.Mode = OIDCModeToken
+	bySub := byEmail
+	bySub.UsernameClaim = "sub"
+	byOtherMail := byEmail
+	byOtherMail.UsernameClaim = "mail" // a provider's own claim, not OIDC's "email": not consulted, as by the API server
+	const addr = "alice@example.com"
+	tests := []struct {
+		name     string
+		opts     OIDCOptions
+		claims   map[string]any
+		wantUser string // empty: refused as unverified
+	}{
+		{"email, verified", byEmail, map[string]any{"sub": "1", "email": addr, "email_verified": true}, "oidc:" + addr},
+		{"email, not verified", byEmail, map[string]any{"sub": "1", "email": addr, "email_verified": false}, ""},
+		{"email, email_verified absent (accepted, as by the API server)", byEmail, map[string]any{"sub": "1", "email": addr}, "oidc:" + addr},
+		{"email, email_verified null", byEmail, map[string]any{"sub": "1", "email": addr, "email_verified": nil}, ""},
+		{`email, email_verified the string "true"`, byEmail, map[string]any{"sub": "1", "email": addr, "email_verified": "true"}, ""},
+		{"email, email_verified a number", byEmail, map[string]any{"sub": "1", "email": addr, "email_verified": 1.0}, ""},
+		{"email in token mode, not verified", byEmailToken, map[string]any{"sub": "1", "email": addr, "email_verified": false}, ""},
+		{"email in token mode, verified", byEmailToken, map[string]any{"sub": "1", "email": addr, "email_verified": true}, "oidc:" + addr},
+		{"sub: email_verified false not consulted", bySub, map[string]any{"sub": "1", "email": addr, "email_verified": false}, "oidc:1"},
+		{"sub: email_verified garbage not consulted", bySub, map[string]any{"sub": "1", "email_verified": "no"}, "oidc:1"},
+		{"another mail claim: not consulted", byOtherMail, map[string]any{"sub": "1", "mail": addr, "email_verified": false}, "oidc:" + addr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := mapClaims(tt.claims, &tt.opts)
+			if tt.wantUser == "" {
+				if !errors.Is(err, errEmailNotVerified) {
+					t.Fatalf("got %+v, %v; want errEmailNotVerified", got, err)
+				}
+				// The message is shown to the person and logged: never the address.
+				if strings.Contains(err.Error(), addr) {
+					t.Fatalf("the error shows the address: %v", err)
+				}
+				return
+			}
+			if err != nil || got.Username != tt.wantUser {
+				t.Fatalf("got %+v, %v; want user %q", got, err, tt.wantUser)
+			}
+		})
+	}
+}
+
 // impersonate switches options to impersonate mode with the reveal endpoint url and bundle.
 func impersonate(url, bundle string) func(*OIDCOptions) {
 	return func(o *OIDCOptions) { o.Mode, o.RevealURL, o.RevealBundle = OIDCModeImpersonate, url, bundle }

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -62,6 +63,12 @@ type Options struct {
 	// attempt is a TokenReview against the API server.
 	LoginRate  float64
 	LoginBurst int
+	// TrustedProxies are the proxies in front of the panel (an ingress controller's pods) whose
+	// X-Forwarded-For is believed when sign-in attempts are counted per client address, by the
+	// rules of /v1 (clientaddr.From): `switchboard server` passes its --trusted-proxies, and
+	// `switchboard panel` takes the same flag. Empty: the peer's address is the client's, so
+	// behind a proxy everyone shares the proxy's bucket.
+	TrustedProxies []netip.Prefix
 	// SessionIdleTimeout ends a session unused for this long (default 30 minutes).
 	SessionIdleTimeout time.Duration
 	// SessionMaxAge ends a session this long after sign-in, used or not (default 8 hours).

@@ -3,6 +3,8 @@ package panel
 import (
 	"errors"
 	"net/http"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,21 +208,43 @@ func TestSessionBoundToItsHost(t *testing.T) {
 }
 
 // TestClientBucket: sign-in attempts are counted per IPv4 address and per IPv6 /64, as /v1
-// counts failures; an IPv6 client hopping within its /64 stays in one bucket.
+// counts failures; an IPv6 client hopping within its /64 stays in one bucket. Behind a trusted
+// proxy the client is the one its X-Forwarded-For names (by /v1's rules, clientaddr.From); from
+// any other peer the header is ignored, so that a client cannot pick its bucket.
 func TestClientBucket(t *testing.T) {
-	tests := []struct{ remote, want string }{
-		{"192.0.2.1:5000", "192.0.2.1"},
-		{"192.0.2.2:5000", "192.0.2.2"},
-		{"[2001:db8:1:2::1]:5000", "2001:db8:1:2::"},
-		{"[2001:db8:1:2:dead:beef:0:7]:6000", "2001:db8:1:2::"},
-		{"[2001:db8:1:3::1]:5000", "2001:db8:1:3::"},
-		{"[::ffff:192.0.2.1]:5000", "192.0.2.1"},
-		{"pipe", "pipe"},
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	tests := []struct {
+		remote  string
+		xff     []string
+		trusted []netip.Prefix
+		want    string
+	}{
+		{"192.0.2.1:5000", nil, nil, "192.0.2.1"},
+		{"192.0.2.2:5000", nil, nil, "192.0.2.2"},
+		{"[2001:db8:1:2::1]:5000", nil, nil, "2001:db8:1:2::"},
+		{"[2001:db8:1:2:dead:beef:0:7]:6000", nil, nil, "2001:db8:1:2::"},
+		{"[2001:db8:1:3::1]:5000", nil, nil, "2001:db8:1:3::"},
+		{"[::ffff:192.0.2.1]:5000", nil, nil, "192.0.2.1"},
+		{"pipe", nil, nil, "pipe"},
+		// No trusted proxies: the header is not believed, whoever sends it.
+		{"10.1.1.1:5000", []string{"203.0.113.7"}, nil, "10.1.1.1"},
+		// A trusted proxy's clients each have their own bucket.
+		{"10.1.1.1:5000", []string{"203.0.113.7"}, proxies, "203.0.113.7"},
+		{"10.1.1.1:5000", []string{"203.0.113.8"}, proxies, "203.0.113.8"},
+		{"10.1.1.1:5000", []string{"198.51.100.1, 203.0.113.7, 10.2.2.2"}, proxies, "203.0.113.7"},
+		{"[fd00::1]:5000", []string{"2001:db8:1:2:dead::1"}, proxies, "2001:db8:1:2::"},
+		// A peer that is not a trusted proxy cannot choose its bucket.
+		{"192.0.2.1:5000", []string{"203.0.113.7"}, proxies, "192.0.2.1"},
+		{"[2001:db8:1:2::1]:5000", []string{"203.0.113.7"}, proxies, "2001:db8:1:2::"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.remote, func(t *testing.T) {
-			if got := clientBucket(&http.Request{RemoteAddr: tt.remote}); got != tt.want {
-				t.Fatalf("clientBucket(%s) = %s, want %s", tt.remote, got, tt.want)
+		t.Run(tt.remote+" "+strings.Join(tt.xff, "|"), func(t *testing.T) {
+			r := &http.Request{RemoteAddr: tt.remote, Header: http.Header{}}
+			for _, v := range tt.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			if got := clientBucket(r, tt.trusted); got != tt.want {
+				t.Fatalf("clientBucket(%s, %q) = %s, want %s", tt.remote, tt.xff, got, tt.want)
 			}
 		})
 	}
@@ -228,7 +252,7 @@ func TestClientBucket(t *testing.T) {
 	l := newLoginLimiter(0.001, 2)
 	now := time.Now()
 	for i, remote := range []string{"[2001:db8::1]:1", "[2001:db8::2]:1", "[2001:db8::ffff:3]:1"} {
-		ok, _ := l.allow(clientBucket(&http.Request{RemoteAddr: remote}), now)
+		ok, _ := l.allow(clientBucket(&http.Request{RemoteAddr: remote}, nil), now)
 		if want := i < 2; ok != want {
 			t.Fatalf("attempt %d from %s allowed %t, want %t", i+1, remote, ok, want)
 		}
