@@ -308,7 +308,7 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		peer := clientaddr.Parse(c.RemoteAddr().String())
-		if l.isExempt(peer) {
+		if clientaddr.Trusted(peer, l.exempt) {
 			return &boundedConn{Conn: c, l: l, exempt: true}, nil
 		}
 		client := clientaddr.Bucket(peer)
@@ -333,15 +333,6 @@ func (l *boundedListener) SyscallConn() (syscall.RawConn, error) {
 		return sc.SyscallConn()
 	}
 	return nil, errors.ErrUnsupported
-}
-
-func (l *boundedListener) isExempt(peer netip.Addr) bool {
-	for _, p := range l.exempt {
-		if p.Contains(peer) {
-			return true
-		}
-	}
-	return false
 }
 
 // Close stops Accept, also while it waits for a slot.

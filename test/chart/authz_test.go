@@ -297,3 +297,18 @@ func TestHelmAuthzPolicyTemplateFailsClosed(t *testing.T) {
 		t.Fatalf("the refusal does not name server.authz.allowedClients: %v", err)
 	}
 }
+
+// TestPanelTrustsTheServersProxies: the panel's own Deployment gets server.trustedProxies, so
+// that its sign-in limiter counts each person behind the ingress by the address the ingress
+// forwards, not all of them as the ingress's one address.
+func TestPanelTrustsTheServersProxies(t *testing.T) {
+	deploy := find(render(t, []string{"server.trustedProxies={10.0.0.0/24,10.0.1.0/24}"}), "Deployment", "switchboard-panel")
+	if deploy == nil {
+		t.Fatal("no panel Deployment")
+	}
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	if !slices.Contains(args, "--trusted-proxies=10.0.0.0/24,10.0.1.0/24") {
+		t.Fatalf("the panel's arguments %q do not pass the trusted proxies", args)
+	}
+}
