@@ -342,11 +342,8 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	}
 
 	// A revocation is seen by every protocol within one watch event.
-	plain.APIKey.Spec.Revoked = true
 	revokedAt := time.Now()
-	if err := env.Client.Update(ctx(t), plain.APIKey); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, plain.APIKey, func(spec *switchboardv1alpha1.APIKeySpec) { spec.Revoked = true })
 	for _, p := range s.protocols() {
 		eventually(t, p.name+" refuses the revoked key", func() bool {
 			return p.ask(t, call{withBearer(plain.Key), "198.51.100.8", "connections"}).code == CodeAPIKeyInvalid

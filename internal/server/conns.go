@@ -26,8 +26,9 @@ import (
 // a deadline on the connection for each of them at every request, four timer changes per request
 // that also wake the network poller whenever the new deadline is the earliest (0.4–0.7 µs of a
 // 13 µs request under wrk; docs/benchmarks.md). Here each connection records when it entered its
-// phase (one atomic store, from the ConnState hook or the first byte of a next request), and one
-// goroutine closes the connections past their phase's bound, checking ten times per shortest bound:
+// phase (a read of the monotonic clock and one atomic store, from the ConnState hook or the first
+// byte of a next request), and one goroutine closes the connections past their phase's bound,
+// checking ten times per shortest bound:
 //   - headers, from accept or the first byte of a next request: ReadHeaderTimeout;
 //   - active, from the end of the headers while the handler runs and its answer is written:
 //     WriteTimeout. The API's handlers read no body; what net/http discards of one is within it;
@@ -48,13 +49,16 @@ type connLimits struct {
 // apiConnLimits are the API listener's: those of every switchboard listener.
 var apiConnLimits = connLimits{headers: httpserve.ReadHeaderTimeout, active: httpserve.WriteTimeout, idle: httpserve.IdleTimeout}
 
-// tick is how often the bounds are checked and the phase clock advances: a connection is closed
-// within a tick past its bound, never before it.
+// tick is how often the bounds are checked: a connection is closed within a tick past its bound
+// (later when the checking goroutine waits for a core), never before it. Phases are timed on the
+// monotonic clock, not in ticks: a tick counter lags when its goroutine is late, and a phase
+// marked on a lagging count was then cut short (by up to a tick, on a busy machine).
 func (c connLimits) tick() time.Duration {
 	return max(min(c.headers, c.active, c.idle)/10, time.Millisecond)
 }
 
-// A connection's phase, in the low bits of its mark; the rest is when it began, in ticks.
+// A connection's phase, in the low bits of its mark; the rest is when it began, in nanoseconds
+// since its listener's base.
 const (
 	phaseHeaders = iota
 	phaseActive
@@ -64,7 +68,8 @@ const (
 	phaseMask = 1<<phaseBits - 1
 )
 
-// overdue says whether a connection marked mark is past its phase's bound at tick now.
+// overdue says whether a connection marked mark is past its phase's bound at now (nanoseconds
+// since the listener's base).
 func (c connLimits) overdue(mark, now int64) bool {
 	var bound time.Duration
 	switch mark & phaseMask {
@@ -77,7 +82,7 @@ func (c connLimits) overdue(mark, now int64) bool {
 	default:
 		return false
 	}
-	return time.Duration(now-mark>>phaseBits)*c.tick() > bound
+	return time.Duration(now-mark>>phaseBits) > bound
 }
 
 // connLimiter is the API listener with its connections bounded in number (when slots is not
@@ -89,7 +94,7 @@ type connLimiter struct {
 	done    chan struct{}
 	close   sync.Once
 	waiting atomic.Int32 // Accept calls waiting for a slot
-	now     atomic.Int64 // the phase clock, in ticks (watch advances it)
+	base    time.Time    // phases are timed from it, on the monotonic clock
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{}
@@ -108,7 +113,7 @@ func newConnLimiter(l net.Listener, maxConns int, limits connLimits) *connLimite
 			})
 		}
 	}
-	cl := &connLimiter{Listener: l, limits: limits, done: make(chan struct{}), conns: map[*limitedConn]struct{}{}}
+	cl := &connLimiter{Listener: l, limits: limits, base: time.Now(), done: make(chan struct{}), conns: map[*limitedConn]struct{}{}}
 	if maxConns > 0 {
 		cl.slots = make(chan struct{}, maxConns)
 	}
@@ -127,7 +132,7 @@ type limitedConn struct {
 func (c *limitedConn) phase() int64 { return c.mark.Load() & phaseMask }
 
 func (c *limitedConn) enter(phase int64) {
-	c.mark.Store(c.l.now.Load()<<phaseBits | phase)
+	c.mark.Store(int64(time.Since(c.l.base))<<phaseBits | phase)
 }
 
 // Read notes the first byte of a next request: the idle phase ends and the headers' begins.
@@ -250,7 +255,7 @@ func (l *connLimiter) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := l.now.Add(1)
+		now := int64(time.Since(l.base))
 		overdue = overdue[:0]
 		l.mu.Lock()
 		for c := range l.conns {

@@ -172,22 +172,24 @@ func checkSocketBuffers(t *testing.T, raw interface {
 }
 
 func TestConnLimitsOverdue(t *testing.T) {
-	limits := connLimits{headers: 5 * time.Second, active: 30 * time.Second, idle: 120 * time.Second} // tick: 500 ms
-	mark := func(began, phase int64) int64 { return began<<phaseBits | phase }
+	limits := connLimits{headers: 5 * time.Second, active: 30 * time.Second, idle: 120 * time.Second}
+	mark := func(began time.Duration, phase int64) int64 { return int64(began)<<phaseBits | phase }
+	at := func(d time.Duration) int64 { return int64(d) }
+	s := time.Second
 	tests := []struct {
 		name      string
 		mark, now int64
 		want      bool
 	}{
-		{"headers within their bound", mark(100, phaseHeaders), 110, false},
-		{"headers one tick past their bound", mark(100, phaseHeaders), 111, true},
-		{"active at the headers' bound", mark(100, phaseActive), 111, false},
-		{"active at its bound", mark(100, phaseActive), 160, false},
-		{"active past its bound", mark(100, phaseActive), 161, true},
-		{"idle at the active bound", mark(100, phaseIdle), 161, false},
-		{"idle past its bound", mark(100, phaseIdle), 341, true},
-		{"hijacked or closed, long after", mark(0, phaseDone), 1 << 40, false},
-		{"began at the clock's start", mark(0, phaseHeaders), 11, true},
+		{"headers within their bound", mark(100*s, phaseHeaders), at(105 * s), false},
+		{"headers a nanosecond past their bound", mark(100*s, phaseHeaders), at(105*s + 1), true},
+		{"active at the headers' bound", mark(100*s, phaseActive), at(106 * s), false},
+		{"active at its bound", mark(100*s, phaseActive), at(130 * s), false},
+		{"active past its bound", mark(100*s, phaseActive), at(130*s + 1), true},
+		{"idle at the active bound", mark(100*s, phaseIdle), at(131 * s), false},
+		{"idle past its bound", mark(100*s, phaseIdle), at(220*s + 1), true},
+		{"hijacked or closed, long after", mark(0, phaseDone), at(1 << 60), false},
+		{"began at the clock's start", mark(0, phaseHeaders), at(5*s + 1), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

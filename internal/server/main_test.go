@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
@@ -200,6 +201,18 @@ func (s *testServer) request(t testing.TB, method, path string, header func(http
 		header(req.Header)
 	}
 	return s.do(t, req)
+}
+
+// patchSpec changes k's spec on the API server by a merge patch of what mutate changes: the
+// server writes lastUsedAt to the same APIKey while the test uses its key, so an Update of the
+// object the test holds may conflict (it did, twice in 20 runs on a busy machine).
+func patchSpec(t testing.TB, k *switchboardv1alpha1.APIKey, mutate func(*switchboardv1alpha1.APIKeySpec)) {
+	t.Helper()
+	before := k.DeepCopy()
+	mutate(&k.Spec)
+	if err := env.Client.Patch(ctx(t), k, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // keyFixture is an APIKey and its key, made the way the operator makes them.

@@ -102,10 +102,9 @@ func TestKeyRateLimitInMemory(t *testing.T) {
 	// A new policy applies at once, with a whole budget of its own: the exhausted key is not
 	// held back by what it spent under the old limit. (The clock stands still: the old
 	// budget alone would refuse it for another 20 s.)
-	k.APIKey.Spec.RateLimit = &switchboardv1alpha1.APIKeyRateLimit{Requests: 600, Period: metav1.Duration{Duration: time.Minute}, Burst: new(int32(10))}
-	if err := env.Client.Update(ctx(t), k.APIKey); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, k.APIKey, func(spec *switchboardv1alpha1.APIKeySpec) {
+		spec.RateLimit = &switchboardv1alpha1.APIKeyRateLimit{Requests: 600, Period: metav1.Duration{Duration: time.Minute}, Burst: new(int32(10))}
+	})
 	const raised = `"apikey";q=600;w=60;switchboard-burst=10`
 	var seen response
 	eventually(t, "the new policy", func() bool {
@@ -247,10 +246,7 @@ func TestSourceRanges(t *testing.T) {
 		http.StatusOK, `"apikey";q=1;w=3600`, `"apikey";r=0;t=3600`)
 
 	// Empty ranges: anywhere again.
-	partner.APIKey.Spec.AllowedSourceRanges = nil
-	if err := env.Client.Update(ctx(t), partner.APIKey); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, partner.APIKey, func(spec *switchboardv1alpha1.APIKeySpec) { spec.AllowedSourceRanges = nil })
 	eventually(t, "the key usable from anywhere", func() bool { return direct.get(t, "/v1/connections", partner.Key).Status == http.StatusOK })
 }
 
