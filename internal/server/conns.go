@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
@@ -158,12 +159,7 @@ func (c *limitedConn) Close() error {
 
 // CloseWrite half-closes the connection, as net/http does after an error it answers before any
 // handler (431): the client reads the answer to its end instead of a reset.
-func (c *limitedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
+func (c *limitedConn) CloseWrite() error { return frontdoor.CloseWrite(c.Conn) }
 
 // Accept accepts a connection, then waits for a slot for it: at the bound it closes an idle
 // connection, and else waits until one closes (further clients wait in the listen queue).
