@@ -33,7 +33,9 @@ export PROMTOOL PROMQL_METRICS
 CADDY ?= $(LOCALBIN)/caddy-$(CADDY_VERSION)
 export CADDY
 
-GO_TEST_FLAGS ?= -count=1
+# A test binary may take 30 minutes, not go test's 10: test/dockerfile compiles the whole product
+# with -trimpath, from a cold cache on a fresh machine, beside the other packages on 2 cores.
+GO_TEST_FLAGS ?= -count=1 -timeout 30m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=$(VERSION)
 
