@@ -74,7 +74,7 @@ func (s *extAuthz) Check(ctx context.Context, in *authv3.CheckRequest) (*authv3.
 		audience:      attrs.GetContextExtensions()[AudienceExtension],
 	}
 	if peer := socketAddress(attrs.GetSource()); peer.IsValid() {
-		req.addr, req.addrKnown = clientFrom(peer, headerValues(h, "x-forwarded-for"), s.api.trusted), true
+		req.addr, req.addrKnown = clientaddr.From(peer, headerValues(h, "x-forwarded-for"), s.api.trusted), true
 	}
 	v := s.api.check(ctx, &req, s.api.now(start))
 	resp := s.response(&v)

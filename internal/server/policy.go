@@ -36,7 +36,7 @@ const (
 // proxies (--peers-are-proxies) and this one is not trusted, so its X-Forwarded-For is not
 // believed and its own address is the proxy's, not the client's.
 func (a *api) clientKnown(r *http.Request) bool {
-	return !a.peersAreProxies || isTrusted(clientaddr.Parse(r.RemoteAddr), a.trusted)
+	return !a.peersAreProxies || clientaddr.Trusted(clientaddr.Parse(r.RemoteAddr), a.trusted)
 }
 
 // newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when
