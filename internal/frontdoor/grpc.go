@@ -96,7 +96,7 @@ var DefaultGRPCLimits = GRPCLimits{
 // grpcRefused counts the calls the door refused, by why.
 var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "switchboard_frontdoor_grpc_refused_total",
-	Help: "gRPC calls refused by the listener's limits before they were answered, by limit (streams, client_streams, decode_budget, message_size).",
+	Help: "gRPC calls refused by the listener's limits before they were answered, by limit (streams, client_streams, decode_budget); a message over the size bound is refused by gRPC itself, uncounted.",
 }, []string{"limit"})
 
 // Collectors are the door's metrics, for the process's registry.
@@ -173,14 +173,14 @@ func (g *GRPC) admit(ctx context.Context, info *tap.Info) (context.Context, erro
 
 // streamBudget counts the calls in progress, in all and per client.
 type streamBudget struct {
-	mu             sync.Mutex
-	max, perClient int
-	total          int
-	byClient       map[netip.Addr]int
+	mu     sync.Mutex
+	max    int
+	total  int
+	shares *clientShares
 }
 
 func newStreamBudget(max, perClient int) *streamBudget {
-	return &streamBudget{max: max, perClient: perClient, byClient: map[netip.Addr]int{}}
+	return &streamBudget{max: max, shares: newClientShares(perClient)}
 }
 
 // take counts one call of client, or says which bound refuses it.
@@ -190,21 +190,18 @@ func (b *streamBudget) take(client netip.Addr) string {
 	switch {
 	case b.total >= b.max:
 		return "streams"
-	case b.byClient[client] >= b.perClient:
+	case !b.shares.take(client):
 		return "client_streams"
 	}
 	b.total++
-	b.byClient[client]++
 	return ""
 }
 
 func (b *streamBudget) give(client netip.Addr) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.total--
-	if b.byClient[client]--; b.byClient[client] <= 0 {
-		delete(b.byClient, client)
-	}
+	b.mu.Unlock()
+	b.shares.give(client)
 }
 
 // decodeBudget is the memory of the requests decoded and being answered: the codec takes a
@@ -217,9 +214,8 @@ type decodeBudget struct {
 	held sync.Map // request (pointer) → its share
 }
 
-// take holds n bytes of the budget, waiting up to b.wait for room.
+// take holds n bytes of the budget (n at most its whole), waiting up to b.wait for room.
 func (b *decodeBudget) take(n int64) bool {
-	n = min(n, b.max)
 	if b.sem.TryAcquire(n) {
 		return true
 	}

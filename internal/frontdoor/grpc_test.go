@@ -43,8 +43,8 @@ func TestStreamBudget(t *testing.T) {
 			t.Fatalf("step %d: take(%s) = %q, want %q", i, s.client, got, s.want)
 		}
 	}
-	if budget.total != 3 || len(budget.byClient) != 2 {
-		t.Fatalf("after the steps: %d in all, %v", budget.total, budget.byClient)
+	if budget.total != 3 || len(budget.shares.held) != 2 {
+		t.Fatalf("after the steps: %d in all, %v", budget.total, budget.shares.held)
 	}
 }
 

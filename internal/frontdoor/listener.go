@@ -19,12 +19,12 @@ var connRefused = prometheus.NewCounter(prometheus.CounterOpts{
 })
 
 // Listener bounds l's connections: at most max at once (none when max ≤ 0), and perClient of
-// one client address (none when perClient ≤ 0) (an IPv6 client by its /64), but for peers in exempt, the proxies and
-// gateways that carry many clients' traffic, which only max bounds. A connection past its
+// one client address (none when perClient ≤ 0; an IPv6 client by its /64), but for peers in
+// exempt, the proxies and gateways that carry many clients' traffic, which only max bounds. A connection past its
 // client's bound is closed at once; one past max waits in the listen queue until another closes.
 // The server behind it keeps the time bounds.
 func Listener(l net.Listener, max, perClient int, exempt ...netip.Prefix) net.Listener {
-	bl := &boundedListener{Listener: l, perClient: perClient, exempt: exempt, byClient: map[netip.Addr]int{}, done: make(chan struct{})}
+	bl := &boundedListener{Listener: l, shares: newClientShares(perClient), exempt: exempt, done: make(chan struct{})}
 	if max > 0 {
 		bl.slots = make(chan struct{}, max)
 	}
@@ -34,13 +34,10 @@ func Listener(l net.Listener, max, perClient int, exempt ...netip.Prefix) net.Li
 type boundedListener struct {
 	net.Listener
 	slots     chan struct{} // nil: no bound in all
-	perClient int
+	shares    *clientShares
 	exempt    []netip.Prefix
 	done      chan struct{}
 	closeOnce sync.Once
-
-	mu       sync.Mutex
-	byClient map[netip.Addr]int
 }
 
 // Accept waits for a free slot, then for a connection whose client is within its bound.
@@ -65,13 +62,7 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 			return &boundedConn{Conn: c, l: l, exempt: true}, nil
 		}
 		client := clientaddr.Bucket(peer)
-		l.mu.Lock()
-		over := l.perClient > 0 && l.byClient[client] >= l.perClient
-		if !over {
-			l.byClient[client]++
-		}
-		l.mu.Unlock()
-		if !over {
+		if l.shares.take(client) {
 			return &boundedConn{Conn: c, l: l, client: client}, nil
 		}
 		connRefused.Inc()
@@ -105,11 +96,7 @@ type boundedConn struct {
 func (c *boundedConn) Close() error {
 	c.once.Do(func() {
 		if !c.exempt {
-			c.l.mu.Lock()
-			if c.l.byClient[c.client]--; c.l.byClient[c.client] <= 0 {
-				delete(c.l.byClient, c.client)
-			}
-			c.l.mu.Unlock()
+			c.l.shares.give(c.client)
 		}
 		if c.l.slots != nil {
 			<-c.l.slots
@@ -129,4 +116,36 @@ func CloseWrite(c net.Conn) error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// clientShares counts what each client address holds of something bounded per client (a
+// listener's connections, a gRPC door's calls), so that one client cannot hold more than limit.
+type clientShares struct {
+	mu    sync.Mutex
+	limit int // ≤ 0: no bound
+	held  map[netip.Addr]int
+}
+
+func newClientShares(limit int) *clientShares {
+	return &clientShares{limit: limit, held: map[netip.Addr]int{}}
+}
+
+// take counts one more for client, or says false when it holds its share already.
+func (s *clientShares) take(client netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limit > 0 && s.held[client] >= s.limit {
+		return false
+	}
+	s.held[client]++
+	return true
+}
+
+// give counts one less for client, forgetting a client that holds nothing.
+func (s *clientShares) give(client netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[client]--; s.held[client] <= 0 {
+		delete(s.held, client)
+	}
 }
