@@ -121,9 +121,9 @@ func NewGRPC(limits GRPCLimits, methods ...string) *GRPC {
 	return g
 }
 
-// ServerOptions are the grpc.Server options that keep g's limits. Only unary methods are
+// serverOptions are the grpc.Server options that keep g's limits. Only unary methods are
 // counted in the decode budget (switchboard serves no streaming one).
-func (g *GRPC) ServerOptions() []grpc.ServerOption {
+func (g *GRPC) serverOptions() []grpc.ServerOption {
 	l := g.limits
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(l.MaxMessage),
@@ -141,9 +141,45 @@ func (g *GRPC) ServerOptions() []grpc.ServerOption {
 	}
 }
 
-// Listener is l with g's connection bounds.
-func (g *GRPC) Listener(l net.Listener) net.Listener {
-	return Listener(l, g.limits.MaxConnections, g.limits.MaxConnectionsPerClient)
+// NewServer is a gRPC server that keeps g's limits, with extra options (its credentials):
+// register its services, then serve it with Endpoint.
+func (g *GRPC) NewServer(extra ...grpc.ServerOption) *grpc.Server {
+	return grpc.NewServer(append(g.serverOptions(), extra...)...)
+}
+
+// Endpoint serves srv (from NewServer) on l with g's connection bounds. beforeStop, when set,
+// runs as the endpoint starts to drain (to fail the health service).
+func (g *GRPC) Endpoint(l net.Listener, srv *grpc.Server, beforeStop func()) Endpoint {
+	return Endpoint{
+		Listener: Listener(l, g.limits.MaxConnections, g.limits.MaxConnectionsPerClient),
+		server:   &grpcServer{srv: srv, beforeStop: beforeStop},
+	}
+}
+
+// grpcServer is a gRPC server as a Server: it stops with its group, draining calls.
+type grpcServer struct {
+	srv        *grpc.Server
+	beforeStop func()
+}
+
+func (g *grpcServer) Serve(l net.Listener) error { return g.srv.Serve(l) }
+
+func (g *grpcServer) Shutdown(ctx context.Context) error {
+	if g.beforeStop != nil {
+		g.beforeStop()
+	}
+	done := make(chan struct{})
+	go func() {
+		g.srv.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		g.srv.Stop()
+		return ctx.Err()
+	}
 }
 
 // admit runs as a stream opens, before its message is read (grpc-go's tap, under the

@@ -89,10 +89,11 @@ func serve(t *testing.T, limits GRPCLimits) string {
 		t.Fatal(err)
 	}
 	door := NewGRPC(limits, authv3.Authorization_Check_FullMethodName, healthpb.Health_Check_FullMethodName)
-	srv := grpc.NewServer(door.ServerOptions()...)
+	srv := door.NewServer()
 	authv3.RegisterAuthorizationServer(srv, allow{})
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go func() { _ = srv.Serve(door.Listener(l)) }()
+	e := door.Endpoint(l, srv, nil)
+	go func() { _ = e.server.Serve(e.Listener) }()
 	t.Cleanup(srv.Stop)
 	return l.Addr().String()
 }

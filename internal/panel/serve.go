@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	"github.com/switchboard-dev/switchboard/internal/httpserve"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 )
 
 // Defaults of ServeOptions.
@@ -63,14 +63,14 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, serve ServeOptio
 	log := h.opts.Logger
 	l := serve.Listener
 	if l == nil {
-		if l, err = net.Listen("tcp", serve.Listen); err != nil {
+		if l, err = frontdoor.Listen(serve.Listen); err != nil {
 			return fmt.Errorf("listening on %s for the panel: %w", serve.Listen, err)
 		}
 	}
-	endpoints := []httpserve.Endpoint{{Listener: l, Handler: h}}
+	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(h.opts.TrustedProxies), h)}
 	var draining atomic.Bool
 	if serve.HealthProbeBindAddress != "" && serve.HealthProbeBindAddress != "0" {
-		probes, err := net.Listen("tcp", serve.HealthProbeBindAddress)
+		probes, err := frontdoor.Listen(serve.HealthProbeBindAddress)
 		if err != nil {
 			_ = l.Close()
 			return fmt.Errorf("listening on %s for the probes: %w", serve.HealthProbeBindAddress, err)
@@ -83,9 +83,9 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, serve ServeOptio
 			}
 			return nil
 		}}}))
-		endpoints = append(endpoints, httpserve.Endpoint{Listener: probes, Handler: mux})
+		endpoints = append(endpoints, frontdoor.HTTP(probes, frontdoor.ProbeLimits, mux))
 	}
-	return httpserve.Group{
+	return frontdoor.Group{
 		Endpoints:       endpoints,
 		Draining:        &draining,
 		ShutdownDelay:   serve.ShutdownDelay,

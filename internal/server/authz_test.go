@@ -379,16 +379,17 @@ func TestNotReadyIsADenial(t *testing.T) {
 	opts := Options{}
 	opts.Default()
 	a.clock = opts.Clock
-	srv, setServing, err := newExtAuthz(context.Background(), a, &opts, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	e, setServing, err := newExtAuthz(context.Background(), l, a, &opts, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, stop := context.WithCancel(context.Background())
+	go func() { _ = e.Serve(run, time.Second, logr.Discard()) }()
+	t.Cleanup(stop)
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

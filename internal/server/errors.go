@@ -25,17 +25,21 @@ const (
 	// CodeTooManyConcurrent: the namespace's responses being written on this replica already
 	// add up to --max-in-flight-bytes-per-namespace (list.go).
 	CodeTooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
-	CodeNotReady          = "NOT_READY"
-	CodeInternal          = "INTERNAL_ERROR"
+	// CodeBodyNotAllowed: the request carried a body, which no /v1 route reads (the front
+	// door refuses it before any handler, and closes the connection).
+	CodeBodyNotAllowed = "BODY_NOT_ALLOWED"
+	CodeNotReady       = "NOT_READY"
+	CodeInternal       = "INTERNAL_ERROR"
 )
 
 const (
-	msgMissing  = "The Authorization header is missing or malformed: send exactly `Authorization: Bearer <API_KEY>`."
-	msgInvalid  = "The API key is not valid: it is unknown, mistyped, revoked, expired, or was replaced by a rotation whose grace period has ended. Rotate the key in the panel to get a new one."
-	msgNotFound = "There is nothing at this path. The API serves GET /v1/connections."
-	msgNotReady = "The server is starting and has not loaded its data yet; retry in a moment."
-	msgLimited  = "Authentication failed, and too many authentications from this address have failed; retry after the number of seconds in Retry-After."
-	msgInternal = "The server failed to answer; retry, and report the request id if it persists."
+	msgMissing        = "The Authorization header is missing or malformed: send exactly `Authorization: Bearer <API_KEY>`."
+	msgInvalid        = "The API key is not valid: it is unknown, mistyped, revoked, expired, or was replaced by a rotation whose grace period has ended. Rotate the key in the panel to get a new one."
+	msgNotFound       = "There is nothing at this path. The API serves GET /v1/connections."
+	msgNotReady       = "The server is starting and has not loaded its data yet; retry in a moment."
+	msgLimited        = "Authentication failed, and too many authentications from this address have failed; retry after the number of seconds in Retry-After."
+	msgBodyNotAllowed = "The request carries a body, and no /v1 route reads one: send requests without a body (no Content-Length other than 0, no Transfer-Encoding)."
+	msgInternal       = "The server failed to answer; retry, and report the request id if it persists."
 
 	msgTooManyConcurrent = "Too many responses for this namespace's keys are being sent at once (slow readers hold them until read); retry after the number of seconds in Retry-After, read responses promptly, and page large lists with ?limit=."
 )

@@ -187,47 +187,21 @@ func socketAddress(p *authv3.AttributeContext_Peer) netip.Addr {
 	return clientaddr.Parse(p.GetAddress().GetSocketAddress().GetAddress())
 }
 
-// grpcServer is a gRPC server as an httpserve.Server: it stops with the group, draining calls.
-type grpcServer struct {
-	srv    *grpc.Server
-	health *health.Server
-	door   *frontdoor.GRPC
-}
-
-// Serve serves on l with the door's connection bounds.
-func (g *grpcServer) Serve(l net.Listener) error { return g.srv.Serve(g.door.Listener(l)) }
-
-func (g *grpcServer) Shutdown(ctx context.Context) error {
-	g.health.Shutdown()
-	done := make(chan struct{})
-	go func() {
-		g.srv.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		g.srv.Stop()
-		return ctx.Err()
-	}
-}
-
-// newExtAuthz builds the gRPC server of Check and health. Health says NOT_SERVING until the
-// index has synced (setServing), as /readyz does.
-func newExtAuthz(ctx context.Context, a *api, opts *Options, log logr.Logger) (*grpcServer, func(), error) {
+// newExtAuthz is the gRPC endpoint of Check and health on l. Health says NOT_SERVING until the
+// index has synced (setServing), as /readyz does, and again as the endpoint drains.
+func newExtAuthz(ctx context.Context, l net.Listener, a *api, opts *Options, log logr.Logger) (frontdoor.Endpoint, func(), error) {
 	limits := frontdoor.DefaultGRPCLimits
 	limits.MaxMessage = opts.AuthzGRPCMaxMessageBytes
 	door := frontdoor.NewGRPC(limits, authv3.Authorization_Check_FullMethodName, healthpb.Health_Check_FullMethodName)
-	serverOpts := door.ServerOptions()
+	var serverOpts []grpc.ServerOption
 	if opts.AuthzGRPCTLSCertFile != "" {
 		creds, err := authzTLS(ctx, opts, log)
 		if err != nil {
-			return nil, nil, err
+			return frontdoor.Endpoint{}, nil, err
 		}
 		serverOpts = append(serverOpts, grpc.Creds(creds))
 	}
-	srv := grpc.NewServer(serverOpts...)
+	srv := door.NewServer(serverOpts...)
 	authv3.RegisterAuthorizationServer(srv, &extAuthz{api: a, stripAuthorization: opts.AuthzStripAuthorization, log: log})
 	hs := health.NewServer()
 	for _, service := range []string{"", authv3.Authorization_ServiceDesc.ServiceName} {
@@ -239,7 +213,7 @@ func newExtAuthz(ctx context.Context, a *api, opts *Options, log logr.Logger) (*
 			hs.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)
 		}
 	}
-	return &grpcServer{srv: srv, health: hs, door: door}, setServing, nil
+	return door.Endpoint(l, srv, hs.Shutdown), setServing, nil
 }
 
 // authzTLS is the gRPC listener's TLS: its certificate reloaded by controller-runtime's

@@ -14,7 +14,6 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/httpserve"
 	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
@@ -38,19 +37,22 @@ const (
 	// DefaultMaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses
 	// being written at once by a replica (list.go).
 	DefaultMaxInFlightBytesPerNamespace = 16 << 20
-	// DefaultMaxConnections bounds the API listener's open connections (conns.go): at about
-	// 150 KiB each at worst, 1024 fit the chart's 256 MiB beside the server's own needs.
-	DefaultMaxConnections = 1024
-	// DefaultAuthzHTTPMaxConnections bounds the forward-auth listener's: its answers are a few
-	// hundred bytes, so a connection costs its buffers and goroutine, some 80 KiB at most.
-	DefaultAuthzHTTPMaxConnections = 256
-	// DefaultAuthzHTTPMaxConnectionsPerClient is one client address's share of the forward-auth
-	// listener's connections.
-	DefaultAuthzHTTPMaxConnectionsPerClient = 64
 	// DefaultAudience is the audience of the server's own /v1 (--audience).
 	DefaultAudience        = "connections"
 	DefaultShutdownDelay   = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// The connection bounds' defaults are the front door's table (frontdoor.Doors says why these).
+var (
+	// DefaultMaxConnections and DefaultMaxConnectionsPerClient bound the API listener's open
+	// connections, in all and of one client address.
+	DefaultMaxConnections          = frontdoor.APILimits.MaxConnections
+	DefaultMaxConnectionsPerClient = frontdoor.APILimits.MaxConnectionsPerClient
+	// DefaultAuthzHTTPMaxConnections and DefaultAuthzHTTPMaxConnectionsPerClient bound the
+	// forward-auth listener's.
+	DefaultAuthzHTTPMaxConnections          = frontdoor.ForwardAuthLimits.MaxConnections
+	DefaultAuthzHTTPMaxConnectionsPerClient = frontdoor.ForwardAuthLimits.MaxConnectionsPerClient
 )
 
 // Options configure the API server. Zero values take the Default constants above.
@@ -103,9 +105,14 @@ type Options struct {
 	// Negative: no bound.
 	MaxInFlightBytesPerNamespace int64
 
-	// MaxConnections bounds the API listener's open connections; at the bound an idle one is
-	// closed for a new one, or the new one waits. Negative: no bound.
+	// MaxConnections bounds the API listener's open connections; at the bound one not being
+	// answered, of the client holding the most, is closed for a new one, or the new one waits.
+	// Negative: no bound.
 	MaxConnections int
+	// MaxConnectionsPerClient bounds the API listener's connections of one client address (an
+	// IPv6 client by its /64), but for TrustedProxies peers: a connection past it is closed as
+	// it is accepted. Negative: no bound.
+	MaxConnectionsPerClient int
 	// AuthzHTTPMaxConnections bounds the forward-auth listener's open connections, as
 	// MaxConnections the API's.
 	AuthzHTTPMaxConnections int
@@ -168,9 +175,9 @@ type Options struct {
 	Logger *logr.Logger
 }
 
-// MaxHeaderBlock is the most bytes a request line and its headers may take (httpserve's limit,
-// which every switchboard listener shares); one byte more is answered 431.
-const MaxHeaderBlock = httpserve.MaxHeaderBlock
+// MaxHeaderBlock is the most bytes a request line and its headers may take (the limit every
+// HTTP door shares); one byte more is answered 431.
+const MaxHeaderBlock = frontdoor.MaxHeaderBlock
 
 // Default sets o's zero fields to their defaults (the Default constants above). It is the one
 // place the server's defaults are applied: the command, switchboard dev and tests all go
@@ -205,6 +212,9 @@ func (o *Options) Default() {
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.MaxConnectionsPerClient == 0 {
+		o.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
 	}
 	if o.AuthzHTTPMaxConnections == 0 {
 		o.AuthzHTTPMaxConnections = DefaultAuthzHTTPMaxConnections

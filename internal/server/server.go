@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/httpserve"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 )
@@ -92,7 +91,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 	apiListener := opts.Listener
 	if apiListener == nil {
-		if apiListener, err = net.Listen("tcp", opts.Listen); err != nil {
+		if apiListener, err = frontdoor.Listen(opts.Listen); err != nil {
 			return fmt.Errorf("listening on %s: %w", opts.Listen, err)
 		}
 		listeners = append(listeners, apiListener)
@@ -110,19 +109,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		maxInFlight:     opts.MaxInFlightBytesPerNamespace,
 		audience:        opts.Audience,
 	}
-	// The limiters' time bounds hold until every listener has drained.
-	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWatching()
-	endpoints := []httpserve.Endpoint{limitedEndpoint(watchCtx, apiListener, opts.MaxConnections, instrument(api, opts.TrustedProxies, log.WithName("http")))}
+	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(apiListener, apiLimits(&opts), instrument(api, opts.TrustedProxies, log.WithName("http")))}
 	if opts.PanelListen != "" {
-		l, err := net.Listen("tcp", opts.PanelListen)
+		l, err := frontdoor.Listen(opts.PanelListen)
 		if err != nil {
 			return fmt.Errorf("listening on %s for the panel: %w", opts.PanelListen, err)
 		}
 		listeners = append(listeners, l)
-		endpoints = append(endpoints, httpserve.Endpoint{Listener: l, Handler: opts.Panel})
+		endpoints = append(endpoints, frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(opts.TrustedProxies), opts.Panel))
 	}
-	authzEndpoints, onSynced, err := authzEndpoints(ctx, watchCtx, api, &opts, &listeners, log)
+	authzEndpoints, onSynced, err := authzEndpoints(ctx, api, &opts, &listeners, log)
 	if err != nil {
 		return err
 	}
@@ -149,7 +145,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
 	go keyLimiter.Run(mgrCtx)
 	listeners = nil // the group serves and closes them now
-	runErr := httpserve.Group{
+	runErr := frontdoor.Group{
 		Endpoints:       endpoints,
 		Draining:        &draining,
 		ShutdownDelay:   opts.ShutdownDelay,
@@ -198,8 +194,8 @@ func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegis
 // authzEndpoints are the authorization listeners that opts asks for (gRPC ext_authz, HTTP
 // forward-auth), appending those it opens to listeners, and what to call once the index has
 // synced (gRPC health then says SERVING).
-func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]httpserve.Endpoint, func(), error) {
-	var endpoints []httpserve.Endpoint
+func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, func(), error) {
+	var endpoints []frontdoor.Endpoint
 	onSynced := func() {}
 	listen := func(given net.Listener, addr, what string) (net.Listener, error) {
 		if given != nil { // already among listeners
@@ -208,7 +204,7 @@ func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listen
 		if addr == "" {
 			return nil, nil
 		}
-		l, err := net.Listen("tcp", addr)
+		l, err := frontdoor.Listen(addr)
 		if err != nil {
 			return nil, fmt.Errorf("listening on %s for %s: %w", addr, what, err)
 		}
@@ -220,11 +216,11 @@ func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listen
 		return nil, nil, err
 	}
 	if l != nil {
-		srv, setServing, err := newExtAuthz(ctx, a, opts, log.WithName("ext-authz"))
+		e, setServing, err := newExtAuthz(ctx, l, a, opts, log.WithName("ext-authz"))
 		if err != nil {
 			return nil, nil, err
 		}
-		endpoints, onSynced = append(endpoints, httpserve.Endpoint{Listener: l, Server: srv}), setServing
+		endpoints, onSynced = append(endpoints, e), setServing
 	}
 	if l, err = listen(opts.AuthzHTTPListener, opts.AuthzHTTPListen, "forward-auth"); err != nil {
 		return nil, nil, err
@@ -233,16 +229,22 @@ func authzEndpoints(ctx, watchCtx context.Context, a *api, opts *Options, listen
 		// Gateways' connections, kept in time as the API's and bounded in number: any pod that
 		// reaches the port may connect, so one client address holds at most its share, but for
 		// the gateways named in --trusted-proxies, which carry many clients' requests.
-		perClient := frontdoor.Listener(l, 0, opts.AuthzHTTPMaxConnectionsPerClient, opts.TrustedProxies...)
-		endpoints = append(endpoints, limitedEndpoint(watchCtx, perClient, opts.AuthzHTTPMaxConnections, &forwardAuth{api: a, log: log.WithName("forward-auth")}))
+		limits := frontdoor.ForwardAuthLimits.Behind(opts.TrustedProxies)
+		limits.MaxConnections, limits.MaxConnectionsPerClient = opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient
+		endpoints = append(endpoints, frontdoor.HTTP(l, limits, &forwardAuth{api: a, log: log.WithName("forward-auth")}))
 	}
 	return endpoints, onSynced, nil
 }
 
-// limitedEndpoint serves h on l with its connections bounded to maxConns (none when ≤ 0) and
-// to the listeners' time limits, which the listener keeps itself until ctx is done.
-func limitedEndpoint(ctx context.Context, l net.Listener, maxConns int, h http.Handler) httpserve.Endpoint {
-	conns := newConnLimiter(l, maxConns, apiConnLimits)
-	go conns.watch(ctx)
-	return httpserve.Endpoint{Listener: conns, Handler: h, ConnState: conns.connState, OwnDeadlines: true}
+// apiLimits are the /v1 listener's: its handlers read no body, so a request that carries one is
+// refused before them (413 BODY_NOT_ALLOWED) and its connection closed.
+func apiLimits(opts *Options) frontdoor.HTTPLimits {
+	limits := frontdoor.APILimits.Behind(opts.TrustedProxies)
+	limits.MaxConnections, limits.MaxConnectionsPerClient = opts.MaxConnections, opts.MaxConnectionsPerClient
+	limits.RefuseBodies = &frontdoor.Refusal{
+		Status: http.StatusRequestEntityTooLarge,
+		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},
+		Body:   errorJSON(CodeBodyNotAllowed, msgBodyNotAllowed),
+	}
+	return limits
 }

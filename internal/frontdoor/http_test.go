@@ -1,4 +1,4 @@
-package server
+package frontdoor
 
 import (
 	"bufio"
@@ -12,25 +12,28 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/switchboard-dev/switchboard/internal/httpserve"
 )
 
-// serveLimited serves h on a loopback listener bounded to maxConns connections and to limits,
-// as the server serves the API.
-func serveLimited(t *testing.T, maxConns int, limits connLimits, h http.Handler) (string, *connLimiter) {
+// serveLimited serves h through an HTTP door with limits on a loopback listener.
+func serveLimited(t *testing.T, limits HTTPLimits, h http.Handler) (string, *httpDoor) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited := newConnLimiter(l, maxConns, limits)
+	e := HTTP(l, limits, h)
 	ctx, cancel := context.WithCancel(context.Background())
-	go limited.watch(ctx)
-	srv := httpserve.Endpoint{Listener: limited, Handler: h, ConnState: limited.connState, OwnDeadlines: true}.HTTPServer()
-	go func() { _ = srv.Serve(limited) }()
-	t.Cleanup(func() { _ = srv.Close(); cancel() })
-	return l.Addr().String(), limited
+	go e.watch(ctx)
+	go func() { _ = e.server.Serve(e.Listener) }()
+	t.Cleanup(func() { _ = e.server.(*http.Server).Close(); cancel() })
+	return l.Addr().String(), e.Listener.(*httpDoor)
+}
+
+// withMax is the default time limits with at most max connections.
+func withMax(max int) HTTPLimits {
+	l := DefaultHTTPLimits
+	l.MaxConnections = max
+	return l
 }
 
 // roundTrip sends a keep-alive GET on conn and reads the answer's body.
@@ -52,7 +55,7 @@ func roundTrip(conn net.Conn, r *bufio.Reader) (string, error) {
 // when every connection is busy, it waits until one closes; and the sockets' buffers are fixed.
 func TestConnLimiter(t *testing.T) {
 	release, entered := make(chan struct{}), make(chan struct{}, 2)
-	addr, limited := serveLimited(t, 2, apiConnLimits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, limited := serveLimited(t, withMax(2), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/busy" {
 			entered <- struct{}{}
 			<-release
@@ -99,7 +102,7 @@ func TestConnLimiter(t *testing.T) {
 
 	// Now both open connections are busy: a new one waits until one of them closes.
 	limited.mu.Lock()
-	var open []*limitedConn
+	var open []*doorConn
 	for c := range limited.conns {
 		open = append(open, c)
 		if tc, ok := c.Conn.(*net.TCPConn); ok {
@@ -172,7 +175,7 @@ func checkSocketBuffers(t *testing.T, raw interface {
 }
 
 func TestConnLimitsOverdue(t *testing.T) {
-	limits := connLimits{headers: 5 * time.Second, active: 30 * time.Second, idle: 120 * time.Second}
+	limits := HTTPLimits{Headers: 5 * time.Second, Active: 30 * time.Second, Idle: 120 * time.Second}
 	mark := func(began time.Duration, phase int64) int64 { return int64(began)<<phaseBits | phase }
 	at := func(d time.Duration) int64 { return int64(d) }
 	s := time.Second
@@ -206,10 +209,10 @@ func TestConnLimitsOverdue(t *testing.T) {
 // does not read its answer after the active bound, failing the handler's write; none before.
 // A connection in steady use is never cut.
 func TestConnTimeLimits(t *testing.T) {
-	limits := connLimits{headers: 300 * time.Millisecond, active: 600 * time.Millisecond, idle: 1200 * time.Millisecond}
+	limits := HTTPLimits{Headers: 300 * time.Millisecond, Active: 600 * time.Millisecond, Idle: 1200 * time.Millisecond}
 	big := []byte(strings.Repeat("x", 8<<20))
 	writeErr := make(chan error, 1)
-	addr, _ := serveLimited(t, 0, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, _ := serveLimited(t, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
 			_, err := w.Write(big)
 			writeErr <- err
@@ -253,20 +256,20 @@ func TestConnTimeLimits(t *testing.T) {
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n"); err != nil {
 			t.Fatal(err)
 		}
-		within(t, "headers never finished", closedAfter(t, c, start), limits.headers, limits.idle)
+		within(t, "headers never finished", closedAfter(t, c, start), limits.Headers, limits.Idle)
 	})
 	t.Run("slow headers after an idle spell", func(t *testing.T) {
 		c, r := dial(t)
 		if body, err := roundTrip(c, r); err != nil || body != "ok" {
 			t.Fatalf("first request: %q, %v", body, err)
 		}
-		time.Sleep(limits.headers) // idle, within its bound
+		time.Sleep(limits.Headers) // idle, within its bound
 		start := time.Now()
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		// The idle bound, still counted from the end of the first answer, would close it later.
-		within(t, "second request's headers never finished", closedAfter(t, c, start), limits.headers, limits.idle-limits.headers)
+		within(t, "second request's headers never finished", closedAfter(t, c, start), limits.Headers, limits.Idle-limits.Headers)
 	})
 	t.Run("idle", func(t *testing.T) {
 		c, r := dial(t)
@@ -278,7 +281,7 @@ func TestConnTimeLimits(t *testing.T) {
 		if _, err := r.ReadByte(); err == nil || !errors.Is(err, io.EOF) {
 			t.Fatalf("idle connection: read %v, want the server to close it", err)
 		}
-		within(t, "idle keep-alive connection", time.Since(start), limits.idle, 10*time.Second)
+		within(t, "idle keep-alive connection", time.Since(start), limits.Idle, 10*time.Second)
 	})
 	t.Run("an answer nobody reads", func(t *testing.T) {
 		c, _ := dial(t)
@@ -292,14 +295,14 @@ func TestConnTimeLimits(t *testing.T) {
 			if err == nil {
 				t.Fatal("the handler wrote 8 MiB to a client that reads nothing")
 			}
-			within(t, "unread answer", took, limits.active, 10*time.Second)
+			within(t, "unread answer", took, limits.Active, 10*time.Second)
 		case <-time.After(10 * time.Second):
 			t.Fatal("the handler's write to a client that reads nothing never failed")
 		}
 	})
 	t.Run("steady use", func(t *testing.T) {
 		c, r := dial(t)
-		for end := time.Now().Add(2 * limits.idle); time.Now().Before(end); time.Sleep(limits.headers / 3) {
+		for end := time.Now().Add(2 * limits.Idle); time.Now().Before(end); time.Sleep(limits.Headers / 3) {
 			if body, err := roundTrip(c, r); err != nil || body != "ok" {
 				t.Fatalf("a connection in steady use: %q, %v", body, err)
 			}
@@ -310,7 +313,7 @@ func TestConnTimeLimits(t *testing.T) {
 // TestConnLimiterForgetsClosedConnections: a connection its client closes, before or after a
 // request, leaves the listener's set (which the time-limit watcher walks) and frees its slot.
 func TestConnLimiterForgetsClosedConnections(t *testing.T) {
-	addr, limited := serveLimited(t, 8, apiConnLimits, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	addr, limited := serveLimited(t, withMax(8), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	for i := range 100 {

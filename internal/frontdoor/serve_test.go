@@ -1,4 +1,4 @@
-package httpserve
+package frontdoor
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func TestGroupDrainsOpenRequests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() {
-		ran <- Group{Endpoints: []Endpoint{{Listener: l, Handler: h}}, Draining: &draining,
+		ran <- Group{Endpoints: []Endpoint{HTTP(l, DefaultHTTPLimits, h)}, Draining: &draining,
 			ShutdownDelay: 10 * time.Millisecond, ShutdownTimeout: 10 * time.Second, Log: logr.Discard()}.Run(ctx)
 	}()
 	answer := make(chan string, 1)
@@ -73,7 +73,7 @@ func TestGroupStopsOnFailure(t *testing.T) {
 	failed := make(chan error, 1)
 	failed <- errors.New("the cache broke")
 	var draining atomic.Bool
-	err = Group{Endpoints: []Endpoint{{Listener: l, Handler: http.NotFoundHandler()}}, Draining: &draining,
+	err = Group{Endpoints: []Endpoint{HTTP(l, DefaultHTTPLimits, http.NotFoundHandler())}, Draining: &draining,
 		ShutdownDelay: time.Hour, ShutdownTimeout: time.Second, Failed: failed, Log: logr.Discard()}.Run(context.Background())
 	if err == nil || err.Error() != "the cache broke" {
 		t.Fatalf("Run = %v, want the failure", err)
