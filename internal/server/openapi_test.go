@@ -5,6 +5,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -290,6 +291,32 @@ func TestOpenAPIDocumentMatchesResponses(t *testing.T) {
 		}
 		if err := doc.checkResponse(tc.pathKey, method, resp); err != nil {
 			t.Errorf("%s %s: %v", tc.method, tc.path, err)
+		}
+	}
+
+	// A body is refused before authentication, whatever the key, and the connection closed.
+	for _, key := range []string{k.Key, ""} {
+		req, err := http.NewRequest("GET", s.URL+"/v1/connections", strings.NewReader(`{"limit":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			auth(key)(req.Header)
+		}
+		raw, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(raw.Body)
+		_ = raw.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := response{Status: raw.StatusCode, Header: raw.Header, Body: body}
+		if resp.Status != 413 || !raw.Close {
+			t.Errorf("GET with a body (key %v): status %d, closing %v, want 413 and the connection closed: %s", key != "", resp.Status, raw.Close, resp.Body)
+		} else if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil {
+			t.Errorf("GET with a body: %v", err)
 		}
 	}
 
