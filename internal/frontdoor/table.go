@@ -38,9 +38,13 @@ var (
 	PanelLimits = withConns(DefaultHTTPLimits, 256, 32)
 	// ProbeLimits are the health probes', reached by the kubelet once every few seconds.
 	ProbeLimits = withConns(HTTPLimits{Headers: 5 * time.Second, Active: 10 * time.Second, Idle: 30 * time.Second}, 32, 8)
-	// ServiceLimits are those of the listeners a few known callers use over TLS: the API
-	// server (admission webhook), the panel (reveals), Prometheus (metrics).
+	// ServiceLimits are those of the listeners a few known callers use over TLS: the panel
+	// (reveals), Prometheus (metrics).
 	ServiceLimits = withConns(DefaultHTTPLimits, 128, 32)
+	// WebhookLimits are the admission webhook's: its one caller, the API server, opens a
+	// connection per admission in progress (HTTP/1.1), so its address may hold them all; a
+	// client that fills them gives way to the API server's next one (it holds the most).
+	WebhookLimits = withConns(DefaultHTTPLimits, 128, 128)
 )
 
 func withConns(l HTTPLimits, all, perClient int) HTTPLimits {
@@ -60,9 +64,9 @@ var Doors = []Door{
 		Note: "sign-in limited per client", Attack: "TestEveryListenerIsBounded"},
 	{Name: "probes", Flags: "server, operator, panel --health-probe-bind-address", Reach: "the kubelet", HTTP: &ProbeLimits,
 		Attack: "TestEveryListenerIsBounded"},
-	{Name: "metrics", Flags: "server, operator, panel --metrics-bind-address", Reach: "Prometheus", HTTP: &ServiceLimits,
+	{Name: "metrics", Flags: "server, operator --metrics-bind-address", Reach: "Prometheus", HTTP: &ServiceLimits,
 		Note: "HTTPS; a TokenReview and SubjectAccessReview per scrape", Attack: "TestEveryListenerIsBounded"},
-	{Name: "webhook", Flags: "operator --webhook-bind-address", Reach: "the API server", HTTP: &ServiceLimits,
+	{Name: "webhook", Flags: "operator --webhook-bind-address", Reach: "the API server", HTTP: &WebhookLimits,
 		Note: "HTTPS", Attack: "TestEveryListenerIsBounded"},
 	{Name: "reveal", Flags: "operator --reveal-bind-address", Reach: "the panel", HTTP: &ServiceLimits,
 		Note: "HTTPS; the caller's token reviewed", Attack: "TestEveryListenerIsBounded"},

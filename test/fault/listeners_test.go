@@ -1,0 +1,225 @@
+//go:build !unit
+
+package fault
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
+
+// heldPerPort is how many connections the attacker holds to each port: more than any door's
+// share of one client, and more than the probes' bound in all.
+const heldPerPort = 400
+
+// port is one listener a test process was told to open: the door it should be, and whether it
+// speaks TLS or gRPC.
+type port struct {
+	door      string
+	addr      string
+	tls, grpc bool
+}
+
+// TestEveryListenerIsBounded runs the operator, the server and the panel with every listener
+// each can open, finds every port each process listens on from /proc, and fails for a port
+// that is no door of frontdoor.Doors (a listener built outside the front door). It then holds
+// 400 connections to each port from 127.0.0.1, sending headers that never end (nothing at all
+// over TLS and gRPC): the process's open files grow by at most the door's share of one client,
+// and a client at 127.0.0.2 is still answered within a second.
+func TestEveryListenerIsBounded(t *testing.T) {
+	ensureSystemNamespace(t)
+	kc := kubeconfig(t, env.Config, apiServerHostPort(t))
+	free := func(door string, tls, grpc bool) port {
+		return port{door: door, addr: testenv.FreeAddr(t), tls: tls, grpc: grpc}
+	}
+
+	opPorts := []port{free("metrics", true, false), free("probes", false, false), free("webhook", true, false), free("reveal", true, false)}
+	operator := startOperator(t, "operator", kc, "--leader-elect=false", "--metrics-bind-address="+opPorts[0].addr,
+		"--health-probe-bind-address="+opPorts[1].addr, "--webhook-bind-address="+opPorts[2].addr, "--webhook-names=127.0.0.1",
+		"--reveal-bind-address="+opPorts[3].addr, "--reveal-names=127.0.0.1")
+	srvPorts := []port{free("api", false, false), free("forward-auth", false, false), free("ext-authz", false, true),
+		free("panel", false, false), free("metrics", false, false), free("probes", false, false)}
+	server := start(t, "server", kc, "server", "--system-namespace="+systemNamespace, "--shutdown-delay=-1s",
+		"--listen="+srvPorts[0].addr, "--authz-http-listen="+srvPorts[1].addr, "--authz-grpc-listen="+srvPorts[2].addr,
+		"--panel-listen="+srvPorts[3].addr, "--metrics-bind-address="+srvPorts[4].addr, "--metrics-secure=false",
+		"--health-probe-bind-address="+srvPorts[5].addr)
+	panelPorts := []port{free("panel", false, false), free("probes", false, false)}
+	panel := start(t, "panel", kc, "panel", "--listen="+panelPorts[0].addr, "--health-probe-bind-address="+panelPorts[1].addr, "--shutdown-delay=0s")
+
+	for _, p := range []struct {
+		name  string
+		proc  *process
+		ports []port
+	}{{"operator", operator, opPorts}, {"server", server, srvPorts}, {"panel", panel, panelPorts}} {
+		t.Run(p.name, func(t *testing.T) {
+			want := map[int]port{}
+			for _, pt := range p.ports {
+				if _, ok := frontdoor.DoorNamed(pt.door); !ok {
+					t.Fatalf("the test names %q, no door of frontdoor.Doors", pt.door)
+				}
+				_, ps, _ := net.SplitHostPort(pt.addr)
+				n, _ := strconv.Atoi(ps)
+				want[n] = pt
+			}
+			var listening []int
+			testenv.Eventually(t, 2*time.Minute, p.name+" listening on every port it was given", func() error {
+				if p.proc.Exited() {
+					t.Fatalf("%s exited: %v", p.name, p.proc.Err())
+				}
+				listening = listeningPorts(t, p.proc.Pid())
+				for n, pt := range want {
+					if !slices.Contains(listening, n) {
+						return fmt.Errorf("%s (:%d) is not listening yet", pt.door, n)
+					}
+				}
+				return nil
+			})
+			for _, n := range listening {
+				if _, ok := want[n]; !ok {
+					t.Errorf("%s listens on :%d, which is no listener of the table of limits (docs/security.md, frontdoor.Doors)", p.name, n)
+				}
+			}
+			for _, pt := range p.ports {
+				t.Run(pt.door, func(t *testing.T) { attackPort(t, p.proc, pt) })
+			}
+		})
+	}
+}
+
+// attackPort holds heldPerPort connections to pt from 127.0.0.1, then checks the process's open
+// files and that a client at 127.0.0.2 is answered.
+func attackPort(t *testing.T, p *process, pt port) {
+	door, _ := frontdoor.DoorNamed(pt.door)
+	share := 0
+	switch {
+	case door.HTTP != nil:
+		share = door.HTTP.MaxConnectionsPerClient
+	case door.GRPC != nil:
+		share = door.GRPC.MaxConnectionsPerClient
+	}
+	filesBefore := openFiles(p.Pid())
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: time.Second}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for range heldPerPort {
+		c, err := attacker.Dial("tcp", pt.addr)
+		if err != nil {
+			continue
+		}
+		if !pt.tls && !pt.grpc {
+			_, _ = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "))
+		}
+		held = append(held, c)
+	}
+	time.Sleep(200 * time.Millisecond) // the process accepts (and closes past the share)
+	peak := openFiles(p.Pid())
+	start := time.Now()
+	err := answered(pt)
+	took := time.Since(start)
+	t.Logf("%s: %d connections held; the process's open files %d before, %d during; another client answered after %v (%v)",
+		pt.addr, len(held), filesBefore, peak, took.Round(time.Millisecond), err)
+	if len(held) < heldPerPort/2 {
+		t.Errorf("only %d connections were opened: the attack did not happen as described", len(held))
+	}
+	// The attacker's share, the other client's connection, and what the process opens meanwhile.
+	if peak > filesBefore+share+16 {
+		t.Errorf("the process held %d open files during the attack (%d before; the door's share of one client is %d): the attacker's connections are not bounded",
+			peak, filesBefore, share)
+	}
+	if err != nil || took > time.Second {
+		t.Errorf("a client at another address was not answered within a second during the attack (%v): %v", took, err)
+	}
+}
+
+// answered sends one request to pt from 127.0.0.2 and says whether it got an answer (any).
+func answered(pt port) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	if pt.grpc {
+		conn, err := grpc.NewClient(pt.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	c, err := d.DialContext(ctx, "tcp", pt.addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	deadline, _ := ctx.Deadline()
+	_ = c.SetDeadline(deadline)
+	if pt.tls {
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // any answer will do: the test checks it is served
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fmt.Errorf("TLS handshake: %w", err)
+		}
+		c = tc
+	}
+	if _, err := fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// listeningPorts are the TCP ports process pid listens on: the LISTEN sockets of
+// /proc/net/tcp{,6} whose inodes are among its file descriptors.
+func listeningPorts(t *testing.T, pid int) []int {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	var ports []int
+	for _, file := range []string{"tcp", "tcp6"} {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			local := f[1]
+			n, err := strconv.ParseInt(local[strings.LastIndex(local, ":")+1:], 16, 32)
+			if err == nil && !slices.Contains(ports, int(n)) {
+				ports = append(ports, int(n))
+			}
+		}
+	}
+	return ports
+}
