@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -50,9 +52,28 @@ func TestEveryListenerIsBounded(t *testing.T) {
 	}
 
 	opPorts := []port{free("metrics", true, false), free("probes", false, false), free("webhook", true, false), free("reveal", true, false)}
+	// The webhook serves once its certificate is in a configuration; this one's rule matches
+	// no resource, so the API server never calls it.
+	webhookConfiguration := "fault-listeners"
+	none := admissionregistrationv1.Ignore
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	url := "https://" + opPorts[2].addr + "/validate"
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: webhookConfiguration},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "nothing.fault.switchboard.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"fault.switchboard.dev"}, APIVersions: []string{"v1"}, Resources: []string{"nothings"}}}},
+			FailurePolicy: &none, SideEffects: &sideEffects, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if err := env.Client.Create(context.Background(), vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vwc) })
 	operator := startOperator(t, "operator", kc, "--leader-elect=false", "--metrics-bind-address="+opPorts[0].addr,
 		"--health-probe-bind-address="+opPorts[1].addr, "--webhook-bind-address="+opPorts[2].addr, "--webhook-names=127.0.0.1",
-		"--reveal-bind-address="+opPorts[3].addr, "--reveal-names=127.0.0.1")
+		"--webhook-configuration="+webhookConfiguration, "--reveal-bind-address="+opPorts[3].addr, "--reveal-names=127.0.0.1")
 	srvPorts := []port{free("api", false, false), free("forward-auth", false, false), free("ext-authz", false, true),
 		free("panel", false, false), free("metrics", false, false), free("probes", false, false)}
 	server := start(t, "server", kc, "server", "--system-namespace="+systemNamespace, "--shutdown-delay=-1s",
@@ -113,7 +134,9 @@ func attackPort(t *testing.T, p *process, pt port) {
 	case door.GRPC != nil:
 		share = door.GRPC.MaxConnectionsPerClient
 	}
-	filesBefore := openFiles(p.Pid())
+	// Served before the attack, and the process's files settled (the last attack's closed).
+	testenv.Eventually(t, time.Minute, pt.door+" answering", func() error { return answered(pt) })
+	filesBefore := settledFiles(p.Pid())
 	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: time.Second}
 	var held []net.Conn
 	defer func() {
@@ -149,6 +172,20 @@ func attackPort(t *testing.T, p *process, pt port) {
 	if err != nil || took > time.Second {
 		t.Errorf("a client at another address was not answered within a second during the attack (%v): %v", took, err)
 	}
+}
+
+// settledFiles is how many files process pid holds once that number stops changing (within 5 s).
+func settledFiles(pid int) int {
+	n := openFiles(pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		m := openFiles(pid)
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
 }
 
 // answered sends one request to pt from 127.0.0.2 and says whether it got an answer (any).
