@@ -23,6 +23,7 @@ func TestHelmServerMemoryAndClientAddress(t *testing.T) {
 		{name: "ingress with trusted proxies", sets: []string{"ingress.enabled=true", "server.trustedProxies={10.1.2.3}"}},
 		{name: "ingress without trusted proxies", sets: []string{"ingress.enabled=true", "ingress.withoutTrustedProxies=true"}, peersAreProxy: true},
 		{name: "in-flight bound set", sets: []string{"server.maxInFlightBytesPerNamespace=1048576"}},
+		{name: "per-client bound set", sets: []string{"server.maxConnectionsPerClient=16"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +38,13 @@ func TestHelmServerMemoryAndClientAddress(t *testing.T) {
 			}
 			if !slices.Contains(args, want) || !slices.Contains(args, "--max-connections=1024") {
 				t.Errorf("the args lack %s or --max-connections=1024: %v", want, args)
+			}
+			perClient := "--max-connections-per-client=256"
+			if slices.Contains(tt.sets, "server.maxConnectionsPerClient=16") {
+				perClient = "--max-connections-per-client=16"
+			}
+			if !slices.Contains(args, perClient) {
+				t.Errorf("the args lack %s: %v", perClient, args)
 			}
 			env, _, _ := unstructured.NestedSlice(c, "env")
 			found := false
