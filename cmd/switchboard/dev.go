@@ -43,7 +43,7 @@ prints "ready". Data survives restarts unless --fresh. Ctrl-C stops everything.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.StateDir, "state-dir", opts.StateDir, "directory for etcd data, certificates, logs and the admin kubeconfig")
+	f.StringVar(&opts.StateDir, "state-dir", opts.StateDir, "directory for etcd data, certificates, logs and the admin kubeconfig (made 0700: only you may enter it)")
 	f.StringVar(&opts.Listen, "listen", opts.Listen, "address of the /v1 API")
 	f.StringVar(&opts.PanelListen, "panel-listen", opts.PanelListen, `address of the panel ("0" for none)`)
 	f.BoolVar(&opts.Fresh, "fresh", false, "delete the state dir first and start from nothing")

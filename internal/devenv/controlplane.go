@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,15 +24,20 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/proc"
 )
 
-// controlPlane is envtest's control plane (etcd and kube-apiserver from the assets dir) with
-// its state under the state dir, so that a restart without --fresh keeps every object, key and
-// revocation. envtest does all of it but three things, which are kept here:
+// controlPlane is etcd and envtest's kube-apiserver (from the assets dir) with their state
+// under the state dir, so that a restart without --fresh keeps every object, key and
+// revocation. envtest does most of it; what is kept here:
+//   - etcd reachable only by this user: etcd serves clients and peers over TLS and accepts only
+//     a client certificate from a CA made on every start, whose key is never written; the
+//     certificates are in the state dir (0700), and kube-apiserver uses the client one. envtest
+//     would run etcd on plain HTTP, which every local user reaches, and waits for it with a
+//     client that has no certificate, so etcd is run here with internal/proc;
 //   - persistence across restarts: envtest starts from nothing each time. etcd's data dir is
 //     kept; so is the API server's certificate dir, with the serving CA (which envtest keeps
 //     only in memory) beside it, and the service-account issuer is fixed, so that tokens minted
 //     for the panel stay valid across restarts;
-//   - a parent-death signal: envtest starts its processes in their own group but without one,
-//     and `switchboard dev` killed outright would leave etcd holding its data dir;
+//   - a parent-death signal: envtest starts kube-apiserver in its own group but without one,
+//     and `switchboard dev` killed outright would leave it running;
 //   - the admin kubeconfig at a stable path, with the demo namespace as its default.
 type controlPlane struct {
 	assets   string
@@ -39,7 +45,8 @@ type controlPlane struct {
 	// authConfig, when set, is kube-apiserver's --authentication-config (switchboard dev --sso).
 	authConfig string
 
-	etcd      *envtest.Etcd
+	etcd      *proc.Process
+	etcdURL   *url.URL // https://127.0.0.1:PORT
 	apiServer *envtest.APIServer
 	logs      []*os.File
 	config    *rest.Config
@@ -56,7 +63,11 @@ func (cp *controlPlane) apiServerLog() string {
 	return filepath.Join(cp.logDir(), "kube-apiserver.log")
 }
 func (cp *controlPlane) certDir() string    { return filepath.Join(cp.stateDir, "apiserver") }
+func (cp *controlPlane) etcdPKIDir() string { return filepath.Join(cp.stateDir, "etcd-pki") }
 func (cp *controlPlane) wrapperDir() string { return filepath.Join(cp.stateDir, "bin") }
+
+// etcdFile is the path of a file of etcdPKIDir: ca.crt, server.{crt,key}, client.{crt,key}.
+func (cp *controlPlane) etcdFile(name string) string { return filepath.Join(cp.etcdPKIDir(), name) }
 
 // servingCAFile holds the CA of the API server's serving certificate in certDir.
 const servingCAFile = "serving-ca.crt"
@@ -90,34 +101,12 @@ func (cp *controlPlane) start(ctx context.Context) error {
 			return err
 		}
 	}
-	etcdLog, etcdTail, err := cp.openLog(cp.etcdLog())
-	if err != nil {
-		return err
-	}
 	apiServerLog, apiServerTail, err := cp.openLog(cp.apiServerLog())
 	if err != nil {
 		return err
 	}
-
-	hadData := dirHasEntries(cp.etcdDataDir())
-	etcdPath, err := withParentDeathSignal(cp.wrapperDir(), filepath.Join(cp.assets, "etcd"))
-	if err != nil {
+	if err := cp.startEtcd(ctx); err != nil {
 		return err
-	}
-	cp.etcd = &envtest.Etcd{
-		Path: etcdPath, DataDir: cp.etcdDataDir(), Out: etcdLog, Err: etcdLog,
-		StartTimeout: 60 * time.Second, StopTimeout: 15 * time.Second,
-	}
-	// The member name is part of the data: keep the one earlier runs bootstrapped with.
-	cp.etcd.Configure().Set("name", "switchboard-dev")
-	if err := cp.etcd.Start(); err != nil {
-		cp.etcd = nil
-		// envtest does not say whether etcd exited or is still starting; only its message does.
-		if hadData && strings.Contains(err.Error(), "stopped unexpectedly") {
-			// The log's tail is a Go stack trace here; the path is more use than the trace.
-			return brokenState(fmt.Errorf("etcd could not open its data in %s (%w; see %s)", cp.etcdDataDir(), err, cp.etcdLog()))
-		}
-		return fmt.Errorf("starting etcd: %w; the end of its output (all of it in %s):\n%s", err, cp.etcdLog(), etcdTail.Lines(15))
 	}
 
 	apiServerPath, err := withParentDeathSignal(cp.wrapperDir(), filepath.Join(cp.assets, "kube-apiserver"))
@@ -125,7 +114,7 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		return err
 	}
 	cp.apiServer = &envtest.APIServer{
-		Path: apiServerPath, CertDir: cp.certDir(), EtcdURL: cp.etcd.URL, Out: apiServerLog, Err: apiServerLog,
+		Path: apiServerPath, CertDir: cp.certDir(), EtcdURL: cp.etcdURL, Out: apiServerLog, Err: apiServerLog,
 		StartTimeout: 120 * time.Second, StopTimeout: 15 * time.Second,
 	}
 	cp.apiServer.Address = "127.0.0.1"
@@ -133,7 +122,10 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	cp.apiServer.CA = servingCA
 	cp.apiServer.Configure().
 		Set("advertise-address", "127.0.0.1").
-		Set("service-account-issuer", serviceAccountIssuer)
+		Set("service-account-issuer", serviceAccountIssuer).
+		Set("etcd-cafile", cp.etcdFile("ca.crt")).
+		Set("etcd-certfile", cp.etcdFile("client.crt")).
+		Set("etcd-keyfile", cp.etcdFile("client.key"))
 	if cp.authConfig != "" {
 		cp.apiServer.Configure().Set("authentication-config", cp.authConfig)
 	}
@@ -147,7 +139,7 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		}
 	}
 
-	plane := &envtest.ControlPlane{Etcd: cp.etcd, APIServer: cp.apiServer}
+	plane := &envtest.ControlPlane{APIServer: cp.apiServer}
 	// system:masters is the group the API server grants everything without consulting RBAC.
 	admin, err := plane.AddUser(envtest.User{Name: "switchboard-dev-admin", Groups: []string{"system:masters"}}, &rest.Config{QPS: 100, Burst: 200})
 	if err != nil {
@@ -180,9 +172,7 @@ func (cp *controlPlane) stop() error {
 	if cp.apiServer != nil {
 		errs = append(errs, cp.apiServer.Stop())
 	}
-	if cp.etcd != nil {
-		errs = append(errs, cp.etcd.Stop())
-	}
+	errs = append(errs, cp.etcd.Stop(15*time.Second))
 	for _, f := range cp.logs {
 		errs = append(errs, f.Close())
 	}

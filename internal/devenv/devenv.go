@@ -31,8 +31,9 @@ import (
 
 // Options configure a dev run.
 type Options struct {
-	// StateDir holds etcd's data, the API server's certificates, the logs of etcd and
-	// kube-apiserver and the admin kubeconfig. It survives restarts unless Fresh.
+	// StateDir holds etcd's data, etcd's and the API server's certificates, the logs of etcd
+	// and kube-apiserver and the admin kubeconfig: the keys to the control plane, so it is made
+	// 0700. It survives restarts unless Fresh.
 	StateDir string
 	// Listen is the /v1 API's address.
 	Listen string
@@ -366,6 +367,17 @@ func checkListen(flag, addr string) error {
 	return l.Close()
 }
 
+// freeLoopbackAddr returns 127.0.0.1 with a port that is free now, for a child or a server
+// started later to listen on (as envtest picks its ports: another process may take it first).
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
 // prepareStateDir creates (or with fresh, recreates) the state dir and locks it, so two dev
 // runs never share one etcd data dir.
 func prepareStateDir(dir string, fresh bool) (unlock func(), err error) {
@@ -385,6 +397,11 @@ func prepareStateDir(dir string, fresh bool) (unlock func(), err error) {
 		if err := os.WriteFile(marker, []byte("state of `switchboard dev`; --fresh deletes this directory\n"), 0o600); err != nil {
 			return nil, err
 		}
+	}
+	// It holds the keys to the control plane (etcd's client certificate, the admin kubeconfig,
+	// the service-account signing key): only its owner may enter, also when it existed before.
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a directory: its owner must enter it
+		return nil, fmt.Errorf("making the state dir private: %w", err)
 	}
 	lock, err := os.OpenFile(filepath.Clean(filepath.Join(dir, "lock")), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

@@ -142,6 +142,27 @@ func TestPrepareStateDir(t *testing.T) {
 		t.Fatalf("--fresh kept the old data (%v)", err)
 	}
 
+	// A state dir made by hand, open to every local user, is made private.
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err = prepareStateDir(open, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	info, err := os.Stat(open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o700 {
+		t.Fatalf("the state dir's mode after prepareStateDir = %v, want 0700", info.Mode().Perm())
+	}
+
 	foreign := t.TempDir()
 	if err := os.WriteFile(filepath.Join(foreign, "precious"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package devenv
 import (
 	"context"
 	"fmt"
-	"net"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,12 +18,10 @@ import (
 // installWebhook applies the operator's ValidatingWebhookConfiguration, pointed at a free
 // loopback port, and returns that address for the operator to serve the webhook on.
 func installWebhook(ctx context.Context, cfg *rest.Config) (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return "", err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return "", err
