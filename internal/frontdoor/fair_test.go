@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,8 +31,8 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 func closedWithin(c net.Conn, d time.Duration) bool {
 	_ = c.SetReadDeadline(time.Now().Add(d))
 	_, err := io.Copy(io.Discard, c)
-	ne, ok := err.(net.Error)
-	return !(ok && ne.Timeout())
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
 }
 
 // TestPickVictim: at the bound, the connection closed for a newcomer is one not being answered,
@@ -183,6 +184,7 @@ func TestBodiesRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
 			if resp.StatusCode != 413 || string(body) != `{"refused":true}` || !resp.Close || resp.Header.Get("Content-Type") != "application/json" {
 				t.Errorf("answer %d %q (closing %v, %v), want the refusal", resp.StatusCode, body, resp.Close, resp.Header)
 			}

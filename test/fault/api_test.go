@@ -4,6 +4,7 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -95,7 +96,8 @@ func TestAPIWithstandsHeldBodies(t *testing.T) {
 					if strings.Contains(string(b[:n]), " 413 ") {
 						refused.Add(1)
 					}
-					if ne, ok := rerr.(net.Error); rerr != nil && !(ok && ne.Timeout()) {
+					var ne net.Error
+					if rerr != nil && (!errors.As(rerr, &ne) || !ne.Timeout()) {
 						break
 					}
 					if slowHeaders {
