@@ -22,6 +22,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // conflictRetry is how often an APIKey whose delivery Secret is someone else's is looked at
@@ -72,6 +73,9 @@ type APIKeyReconciler struct {
 	// UnusedAfter is how long without a use makes a key Unused (DefaultUnusedAfter when zero;
 	// negative: never).
 	UnusedAfter time.Duration
+	// MinRenewalInterval is the least interval between two renewals of a key, whatever its
+	// lifecycle asks (renewalinterval.Default when zero).
+	MinRenewalInterval renewalinterval.Minimum
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions controller.Options
 }
@@ -168,7 +172,10 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // params are the settings plan decides with.
 func (r *APIKeyReconciler) params() planParams {
-	p := planParams{revealTTL: r.RevealTTL, expiryWarning: r.ExpiryWarning, unusedAfter: r.UnusedAfter}
+	p := planParams{revealTTL: r.RevealTTL, expiryWarning: r.ExpiryWarning, unusedAfter: r.UnusedAfter, minRenewal: r.MinRenewalInterval}
+	if p.minRenewal == (renewalinterval.Minimum{}) {
+		p.minRenewal = renewalinterval.Default
+	}
 	if p.expiryWarning == 0 {
 		p.expiryWarning = DefaultExpiryWarning
 	}
@@ -184,7 +191,7 @@ func (r *APIKeyReconciler) params() planParams {
 func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) {
 	key := s.key
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
-	mirrorLife(key, s.record())
+	mirrorLife(key, s.record(), r.params().minRenewal)
 	switch {
 	case key.Spec.Revoked:
 		if key.Status.RevokedAt == nil {
@@ -222,8 +229,8 @@ func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) 
 }
 
 // mirrorLife shows the current key's life as the hash Secret records it: its issue, its end
-// (or spec.expiresAt, if sooner) and its automatic renewal.
-func mirrorLife(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued) {
+// (or spec.expiresAt, if sooner) and its automatic renewal, no sooner than least allows.
+func mirrorLife(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, least renewalinterval.Minimum) {
 	key.Status.KeyIssuedAt, key.Status.KeyNotAfter, key.Status.RenewalTime = nil, nil, nil
 	if rec == nil || key.Spec.Revoked {
 		return
@@ -238,7 +245,7 @@ func mirrorLife(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued) {
 	if !end.IsZero() {
 		key.Status.KeyNotAfter = timePtr(end)
 	}
-	if at := renewalTime(key, rec.IssuedAt, rec.NotAfter); !at.IsZero() && delivered(key, rec) {
+	if at, _ := renewalTime(key, rec.IssuedAt, rec.NotAfter, earliestRenewal(key, rec, least)); !at.IsZero() && delivered(key, rec) {
 		key.Status.RenewalTime = timePtr(at)
 	}
 }

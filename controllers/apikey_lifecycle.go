@@ -11,6 +11,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
 )
 
@@ -38,6 +39,9 @@ type life struct {
 	issuedAt, notAfter, end time.Time
 	// renewAt is when the key is renewed into its delivery Secret (zero: it is not).
 	renewAt time.Time
+	// limited is the RenewalLimited message when the platform's minimum interval between
+	// renewals held renewAt back ("" when it did not).
+	limited string
 	// expiring is the ExpiringSoon reason when it is True ("" when False), with its message.
 	expiring, expiringMessage string
 	// unused: no use for unusedAfter; lastActivity is the latest use, or the creation.
@@ -64,12 +68,16 @@ func wantNotAfter(key *switchboardv1alpha1.APIKey, issuedAt time.Time) (t time.T
 }
 
 // renewalTime is when the current key should be renewed: renewBefore (or the percentage of its
-// lifetime) ahead of its recorded end, or the first renewal window open from then on; zero when it has no end or no renewal is asked for, or
-// when spec.expiresAt comes first (a new key would end then too).
-func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter time.Time) time.Time {
+// lifetime) ahead of its recorded end, but not before earliest (earliestRenewal; zero: any
+// time), at the first renewal window open from then on. Zero when it has no end or no renewal
+// is asked for, when no window opens before its end, or when spec.expiresAt comes first (a new
+// key would end then too). limited says earliest held it back: it may then fall after the
+// key's end (a lifetime no longer than the platform's minimum interval), and the key is
+// refused from its end until it is renewed.
+func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter, earliest time.Time) (at time.Time, limited bool) {
 	lc := key.Spec.APIKeyLifecycle
 	if notAfter.IsZero() || lc.RenewBefore == nil && lc.RenewBeforePercentage == nil {
-		return time.Time{}
+		return time.Time{}, false
 	}
 	before := time.Duration(0)
 	if lc.RenewBefore != nil {
@@ -79,16 +87,30 @@ func renewalTime(key *switchboardv1alpha1.APIKey, issuedAt, notAfter time.Time) 
 		if issuedAt.IsZero() && lc.Lifetime != nil {
 			lifetime = lc.Lifetime.Duration
 		}
-		before = lifetime * time.Duration(*lc.RenewBeforePercentage) / 100
+		before = renewalinterval.Percent(lifetime, *lc.RenewBeforePercentage)
 	}
-	at, ok := renewalwindow.Next(lc.RenewalWindows, notAfter.Add(-before))
-	if !ok || !at.Before(notAfter) {
-		return time.Time{} // no window before the end: ExpiringSoon says so
+	due := notAfter.Add(-before)
+	if due.Before(earliest) {
+		due, limited = earliest, true
+	}
+	at, ok := renewalwindow.Next(lc.RenewalWindows, due)
+	if !ok || !at.Before(notAfter) && !limited {
+		return time.Time{}, false // no window before the end: ExpiringSoon says so
 	}
 	if exp := key.Spec.ExpiresAt; exp != nil && !at.Before(exp.Time) {
+		return time.Time{}, false
+	}
+	return at, limited
+}
+
+// earliestRenewal is the soonest the platform lets the key of rec be renewed into its delivery
+// Secret: its issue plus the least interval between renewals for its lifetime. Zero for a key
+// that is not delivered: it is never renewed without a person, and its renewal time only warns.
+func earliestRenewal(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, least renewalinterval.Minimum) time.Time {
+	if !delivered(key, rec) || rec.IssuedAt.IsZero() || key.Spec.Lifetime == nil {
 		return time.Time{}
 	}
-	return at
+	return rec.IssuedAt.Add(least.Of(key.Spec.Lifetime.Duration))
 }
 
 // delivered says the key of rec sits in the delivery Secret spec.secretName names, so that a
@@ -138,13 +160,17 @@ func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planPara
 	if exp := key.Spec.ExpiresAt; exp != nil && (l.end.IsZero() || exp.Time.Before(l.end)) {
 		l.end = exp.Time
 	}
-	l.renewAt = renewalTime(key, l.issuedAt, l.notAfter)
+	renewAt, limited := renewalTime(key, l.issuedAt, l.notAfter, earliestRenewal(key, rec, p.minRenewal))
+	l.renewAt = renewAt
 	renews := !l.renewAt.IsZero() && delivered(key, rec)
+	if renews && limited {
+		l.limited = limitedMessage(key, p.minRenewal, l.renewAt, l.notAfter)
+	}
 	switch {
 	case renews && !now.Before(l.renewAt):
 		l.renewal = true
 		found.life = l
-		return step{kind: stepIssue, gen: rec.Generation + 1, grace: l.notAfter.Sub(now), found: *found}, true
+		return step{kind: stepIssue, gen: rec.Generation + 1, grace: max(l.notAfter.Sub(now), 0), found: *found}, true
 	case renews:
 		next.at(l.renewAt.Sub(now))
 	case !l.renewAt.IsZero() && !now.Before(l.renewAt):
@@ -159,12 +185,26 @@ func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planPara
 		if !now.Before(warnAt) {
 			l.expiring = switchboardv1alpha1.ReasonEndsSoon
 			l.expiringMessage = fmt.Sprintf("key %s ends at %s and nothing will replace it on its own", key.Status.KeyHint, l.end.UTC().Format(time.RFC3339))
+			if renews {
+				l.expiringMessage = fmt.Sprintf("key %s ends at %s, before its renewal at %s (see RenewalLimited)", key.Status.KeyHint,
+					l.end.UTC().Format(time.RFC3339), l.renewAt.UTC().Format(time.RFC3339))
+			}
 		} else {
 			next.at(warnAt.Sub(now))
 		}
 	}
 	found.life = l
 	return step{}, false
+}
+
+// limitedMessage says, for the RenewalLimited condition, that key's lifecycle renews it more
+// often than the platform allows, and when it renews instead.
+func limitedMessage(key *switchboardv1alpha1.APIKey, least renewalinterval.Minimum, renewAt, notAfter time.Time) string {
+	msg := fmt.Sprintf("%s (--min-renewal-interval): key %s renews at %s", least.Check(&key.Spec.APIKeyLifecycle), key.Status.KeyHint, renewAt.UTC().Format(time.RFC3339))
+	if !renewAt.Before(notAfter) {
+		msg += fmt.Sprintf(", after its end at %s: it is refused in between", notAfter.UTC().Format(time.RFC3339))
+	}
+	return msg + "; lengthen spec.lifetime or renew later in it (renewBefore, renewBeforePercentage)"
 }
 
 // recordLife writes the current key's issue time (now, when the record lacks one) and its end

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // TestPlanLife: every transition of a key's life, decided from a keyState built by hand at an
@@ -16,7 +18,7 @@ import (
 // (the old key valid until its own end), the warning when nothing will renew it, unused keys and
 // their revocation, and when the reconciler wakes for each.
 func TestPlanLife(t *testing.T) {
-	p := planParams{revealTTL: planTTL, expiryWarning: 7 * 24 * time.Hour, unusedAfter: 90 * 24 * time.Hour}
+	p := planParams{revealTTL: planTTL, expiryWarning: 7 * 24 * time.Hour, unusedAfter: 90 * 24 * time.Hour, minRenewal: renewalinterval.Default}
 	day := 24 * time.Hour
 	issued := planNow.Add(-20 * day)
 	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
@@ -79,6 +81,56 @@ func TestPlanLife(t *testing.T) {
 			check: func(t *testing.T, l life) {
 				if l.expiring != switchboardv1alpha1.ReasonRenewalNeedsHuman {
 					t.Errorf("expiring %q, want %s", l.expiring, switchboardv1alpha1.ReasonRenewalNeedsHuman)
+				}
+			}},
+		// The platform's minimum interval between renewals (the larger of 5m and 10% of the
+		// lifetime): a lifecycle that asks for more renews at that interval instead (issue 29).
+		{name: "renewed at 99% of 30 days: held back to 3 days after the issue, woken then",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, s *keyState) {
+				k.Spec.RenewBefore, k.Spec.RenewBeforePercentage = nil, ptr.To[int32](99)
+				s.now = issued.Add(day)
+			}),
+			after: 2 * day,
+			check: func(t *testing.T, l life) {
+				if !l.renewAt.Equal(issued.Add(3*day)) || !strings.Contains(l.limited, "renews the key every 7h12m0s; this platform renews a key at most every 72h0m0s") {
+					t.Errorf("renewAt %s, limited %q", l.renewAt, l.limited)
+				}
+			}},
+		{name: "renewed at 99% of 30 days: renewed 3 days after the issue",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, _ *keysecret.Issued, s *keyState) {
+				k.Spec.RenewBefore, k.Spec.RenewBeforePercentage = nil, ptr.To[int32](99)
+				s.now = issued.Add(3 * day)
+			}),
+			kind: stepIssue, gen: 3, grace: 27 * day},
+		{name: "a 2m lifetime renewed at 99%: ended, renewed 5m after the issue",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, s *keyState) {
+				k.Spec.Lifetime, k.Spec.RenewBefore, k.Spec.RenewBeforePercentage = dur(2*time.Minute), nil, ptr.To[int32](99)
+				rec.NotAfter = issued.Add(2 * time.Minute)
+				s.now = issued.Add(3 * time.Minute)
+			}),
+			after: 2 * time.Minute,
+			check: func(t *testing.T, l life) {
+				if !l.ended || !l.renewAt.Equal(issued.Add(5*time.Minute)) || !strings.Contains(l.limited, "after its end") ||
+					l.expiring != switchboardv1alpha1.ReasonEndsSoon || !strings.Contains(l.expiringMessage, "before its renewal") {
+					t.Errorf("ended %v, renewAt %s, limited %q, expiring %q (%s)", l.ended, l.renewAt, l.limited, l.expiring, l.expiringMessage)
+				}
+			}},
+		{name: "a 2m lifetime renewed at 99%: renewed after its end, with no grace",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, s *keyState) {
+				k.Spec.Lifetime, k.Spec.RenewBefore, k.Spec.RenewBeforePercentage = dur(2*time.Minute), nil, ptr.To[int32](99)
+				rec.NotAfter = issued.Add(2 * time.Minute)
+				s.now = issued.Add(5 * time.Minute)
+			}),
+			kind: stepIssue, gen: 3, grace: 0},
+		{name: "a revealed key is never renewed: its warning is not held back",
+			s: delivered(func(k *switchboardv1alpha1.APIKey, rec *keysecret.Issued, s *keyState) {
+				revealed(k, rec, s)
+				k.Spec.RenewBefore, k.Spec.RenewBeforePercentage = nil, ptr.To[int32](99)
+				s.now = issued.Add(day)
+			}),
+			check: func(t *testing.T, l life) {
+				if l.expiring != switchboardv1alpha1.ReasonRenewalNeedsHuman || l.limited != "" {
+					t.Errorf("expiring %q, limited %q", l.expiring, l.limited)
 				}
 			}},
 		{name: "no renewal asked: warned 7 days before the end, woken then",

@@ -9,6 +9,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // Plan: the second step of a reconcile. plan is a pure function from what was observed
@@ -85,6 +86,8 @@ type planParams struct {
 	revealTTL time.Duration
 	// expiryWarning and unusedAfter: ExpiringSoon and Unused (apikey_lifecycle.go).
 	expiryWarning, unusedAfter time.Duration
+	// minRenewal is the least interval between two renewals of a key (earliestRenewal).
+	minRenewal renewalinterval.Minimum
 }
 
 // plan decides the next step for s.

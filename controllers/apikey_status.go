@@ -107,10 +107,11 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 // setLifeConditions sets ExpiringSoon and Unused from what plan found of the key's life; a
 // revoked or expired key has neither.
 func setLifeConditions(key *switchboardv1alpha1.APIKey, f *keyFindings) {
-	const expiring, unused = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused
+	const expiring, unused, limited = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
 	if f.revoked || f.expired {
 		meta.RemoveStatusCondition(&key.Status.Conditions, expiring)
 		meta.RemoveStatusCondition(&key.Status.Conditions, unused)
+		meta.RemoveStatusCondition(&key.Status.Conditions, limited)
 		return
 	}
 	l := &f.life
@@ -119,6 +120,11 @@ func setLifeConditions(key *switchboardv1alpha1.APIKey, f *keyFindings) {
 	}
 	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
 		setCondition(&key.Status.Conditions, key.Generation, condType, status, reason, message)
+	}
+	if l.limited != "" {
+		set(limited, metav1.ConditionTrue, switchboardv1alpha1.ReasonRenewsTooOften, l.limited)
+	} else {
+		meta.RemoveStatusCondition(&key.Status.Conditions, limited)
 	}
 	switch {
 	case l.renewal || f.issued && f.issuing > 1:
@@ -169,9 +175,12 @@ func (r *APIKeyReconciler) recordTransitions(before, after *switchboardv1alpha1.
 		event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
 			after.Spec.SecretName, after.Status.KeyHint, after.Status.KeyGeneration, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
 	}
-	const expiringSoon, unusedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused
+	const expiringSoon, unusedCond, limitedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
 	if was, is := conditionStatus(before.Status.Conditions, expiringSoon), conditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {
 		event(corev1.EventTypeWarning, "KeyExpiringSoon", "WarnExpiry", "%s", f.life.expiringMessage)
+	}
+	if was, is := conditionStatus(before.Status.Conditions, limitedCond), conditionStatus(after.Status.Conditions, limitedCond); was != is && is == metav1.ConditionTrue {
+		event(corev1.EventTypeWarning, switchboardv1alpha1.ConditionRenewalLimited, "LimitRenewal", "%s", f.life.limited)
 	}
 	if was, is := conditionStatus(before.Status.Conditions, unusedCond), conditionStatus(after.Status.Conditions, unusedCond); was != is && is == metav1.ConditionTrue {
 		event(corev1.EventTypeWarning, "KeyUnused", "WarnUnused", "key %s has not been used since %s", hintOf(after), f.life.lastActivity.UTC().Format(time.RFC3339))

@@ -4,6 +4,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,4 +168,62 @@ func TestUnusedKeyIsRevoked(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRenewalHeldToTheMinimumInterval: a key stored with a lifecycle that renews it every 6
+// seconds (lifetime 10m renewed at 99%: no admission webhook runs here, as before the minimum
+// existed) is renewed by the real operator no more often than its default minimum, the larger
+// of 5 minutes and 10% of the lifetime (issue 29): not at its own renewal time, whatever
+// reconciles then, but 5 minutes after each issue. The status shows that time and says why
+// (RenewalLimited, with a Warning Event); the spec is left as the tenant wrote it.
+func TestRenewalHeldToTheMinimumInterval(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("storm", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.SecretName = "storm-key"
+		k.Spec.Lifetime, k.Spec.RenewBeforePercentage = durationOf(10*time.Minute), ptrInt32(99)
+	}), 1)
+	limited := func(gen int64) func(*switchboardv1alpha1.APIKey) error {
+		return func(k *switchboardv1alpha1.APIKey) error {
+			if k.Status.KeyGeneration != gen || k.Status.KeyIssuedAt == nil || k.Status.RenewalTime == nil {
+				return fmt.Errorf("generation %d, issued %v, renews %v", k.Status.KeyGeneration, k.Status.KeyIssuedAt, k.Status.RenewalTime)
+			}
+			if want := k.Status.KeyIssuedAt.Add(5 * time.Minute); !k.Status.RenewalTime.Time.Equal(want) {
+				return fmt.Errorf("renews at %s, want %s (5m after its issue at %s)", k.Status.RenewalTime.UTC(), want.UTC(), k.Status.KeyIssuedAt.UTC())
+			}
+			c, err := condition(k.Status.Conditions, switchboardv1alpha1.ConditionRenewalLimited)
+			if err != nil {
+				return err
+			}
+			if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "renews the key every 6s; this platform renews a key at most every 5m0s") {
+				return fmt.Errorf("RenewalLimited is %s: %s", c.Status, c.Message)
+			}
+			return nil
+		}
+	}
+	key = kt.waitFor(key, "renewal held to 5m after the issue", limited(1))
+	kt.waitEvent(key, switchboardv1alpha1.ConditionRenewalLimited, "at most every 5m0s")
+	issued := key.Status.KeyIssuedAt.Time
+
+	// Past its own renewal time (6s after the issue) and up to a second before the minimum's,
+	// reconciles renew nothing.
+	for _, at := range []time.Duration{7 * time.Second, time.Minute, 5*time.Minute - time.Second} {
+		kt.op.clock.SetTime(issued.Add(at))
+		poke(t, key)
+		kt.waitFor(key, fmt.Sprintf("reconciled %s after the issue", at), func(k *switchboardv1alpha1.APIKey) error {
+			if k.Status.KeyGeneration != 1 {
+				t.Fatalf("renewed to generation %d %s after the issue, before the minimum interval", k.Status.KeyGeneration, at)
+			}
+			return nil
+		})
+	}
+	kt.op.clock.SetTime(issued.Add(5 * time.Minute))
+	poke(t, key)
+	key = kt.waitFor(key, "renewed 5m after the issue, and held again", limited(2))
+	if !key.Status.KeyIssuedAt.Time.Equal(issued.Add(5 * time.Minute)) {
+		t.Fatalf("generation 2 issued at %s, want %s", key.Status.KeyIssuedAt.UTC(), issued.Add(5*time.Minute).UTC())
+	}
+	kt.waitEvent(key, "KeyRenewed", "generation 2")
+	if got := kt.get(key).Spec; got.Lifetime.Duration != 10*time.Minute || got.RenewBeforePercentage == nil || *got.RenewBeforePercentage != 99 {
+		t.Fatalf("the spec was changed: lifetime %s, renewBeforePercentage %v", got.Lifetime, got.RenewBeforePercentage)
+	}
 }

@@ -140,6 +140,11 @@ const (
 	// ConditionUnused is True when the key has not authenticated a request for --unused-after
 	// (90 days by default), counting from its creation.
 	ConditionUnused = "Unused"
+	// ConditionRenewalLimited is True when the lifecycle renews the key more often than the
+	// platform allows (the operator's --min-renewal-interval): it is renewed at that interval
+	// instead. Absent otherwise. The admission webhook refuses such lifecycles; this is for keys
+	// stored before the minimum was set, or while no webhook answered.
+	ConditionRenewalLimited = "RenewalLimited"
 
 	ReasonEndsSoon          = "EndsSoon"
 	ReasonRenewalNeedsHuman = "RenewalNeedsAPerson"
@@ -148,4 +153,5 @@ const (
 	ReasonUsed              = "UsedRecently"
 	ReasonRenewed           = "Renewed"
 	ReasonUnusedRevoked     = "RevokedWhenUnused"
+	ReasonRenewsTooOften    = "RenewsTooOften"
 )

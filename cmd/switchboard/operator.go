@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 func newOperatorCommand() *cobra.Command {
@@ -44,6 +45,8 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	f.DurationVar(&opts.RevealTTL, "reveal-ttl", operator.DefaultRevealTTL, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)")
 	f.DurationVar(&opts.ExpiryWarning, "expiry-warning", operator.DefaultExpiryWarning, "how long before a key's end that nothing will renew its ExpiringSoon condition turns True (with a Warning Event)")
 	f.DurationVar(&opts.UnusedAfter, "unused-after", operator.DefaultUnusedAfter, "how long without a use (counting from creation) makes a key's Unused condition True; negative: never")
+	f.DurationVar(&opts.MinRenewalInterval, "min-renewal-interval", renewalinterval.Default.Floor, "least interval between two automatic renewals of a key: the admission webhook refuses lifecycles that renew more often, and keys stored before renew at this interval; negative: no floor")
+	f.Int32Var(&opts.MinRenewalIntervalPercentage, "min-renewal-interval-percentage", renewalinterval.Default.Percentage, "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none")
 	f.IntVar(&opts.KeyMetricsLimit, "key-metrics-limit", operator.DefaultKeyMetricsLimit, "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", operator.DefaultMetricsBindAddress, `address of the Prometheus metrics; "0" disables them`)
@@ -52,7 +55,7 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	f.StringVar(&opts.RevealBindAddress, "reveal-bind-address", "0", `address of the reveal endpoint, through which the panel in impersonate mode claims keys for people (HTTPS, callers RBAC allows to post /reveal); "0" disables it`)
 	f.StringVar(&opts.RevealBundle, "reveal-ca-configmap", operator.DefaultRevealBundle, "ConfigMap in the system namespace where each replica publishes the reveal endpoint's certificate")
 	f.StringSliceVar(&opts.RevealNames, "reveal-names", nil, "DNS names (or IP addresses) of the reveal endpoint's certificate: its Service's")
-	f.StringVar(&opts.WebhookBindAddress, "webhook-bind-address", "0", `address of the APIKey admission webhook, which refuses renewal windows that cannot open in time (HTTPS); "0" disables it`)
+	f.StringVar(&opts.WebhookBindAddress, "webhook-bind-address", "0", `address of the APIKey admission webhook, which refuses renewal windows that cannot open in time and lifecycles that renew too often (HTTPS); "0" disables it`)
 	f.StringVar(&opts.WebhookConfiguration, "webhook-configuration", operator.DefaultWebhookConfiguration, "ValidatingWebhookConfiguration whose caBundle each replica adds its certificate to")
 	f.StringSliceVar(&opts.WebhookNames, "webhook-names", nil, "DNS names (or IP addresses) of the webhook's certificate: its Service's")
 	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")

@@ -9,6 +9,7 @@ package fairqueue
 
 import (
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -67,9 +68,16 @@ func (q *Queue) Pop() reconcile.Request {
 }
 
 // NewRateLimitingQueue is a controller's queue (controller.Options.NewQueue) whose storage is a
-// Queue: client-go's rate-limiting, delaying work queue, fair between namespaces.
+// Queue: client-go's rate-limiting, delaying work queue, fair between namespaces. A request
+// added with a delay (a reconcile's RequeueAfter: an APIKey's renewal time) takes its turn like
+// any other once the delay is over.
 func NewRateLimitingQueue(name string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[reconcile.Request]{Name: name, Queue: New()})
-	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Name: name, Queue: base})
-	return workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, DelayingQueue: delaying})
+	return newRateLimitingQueue(name, rateLimiter, clock.RealClock{})
+}
+
+// newRateLimitingQueue is NewRateLimitingQueue on clk, whose time the delays count.
+func newRateLimitingQueue(name string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request], clk clock.WithTicker) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[reconcile.Request]{Name: name, Queue: New(), Clock: clk})
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Name: name, Queue: base, Clock: clk})
+	return workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, DelayingQueue: delaying, Clock: clk})
 }

@@ -1,12 +1,15 @@
 package fairqueue
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -94,5 +97,40 @@ func TestRateLimitingQueue(t *testing.T) {
 	}
 	if want := []string{"a/1", "b/1", "a/2", "a/3"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestDelayedRequestsTakeTurns: requests added with a delay, as a reconcile's RequeueAfter
+// schedules every APIKey's renewal, wait in the fair rotation once the delay is over: a
+// namespace whose many keys fall due at once has one of them reconciled before another
+// namespace's key that fell due with them, not all of them (issue 29).
+func TestDelayedRequestsTakeTurns(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	q := newRateLimitingQueue("", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](), clk)
+	defer q.ShutDown()
+	for i := range 50 {
+		q.AddAfter(req(fmt.Sprintf("storm/%d", i)), time.Minute)
+	}
+	q.AddAfter(req("quiet/1"), time.Minute)
+	if q.Len() != 0 {
+		t.Fatalf("%d requests ready before their delay", q.Len())
+	}
+	// The delaying queue's goroutine moves them once it sees the fake clock's timer fire.
+	deadline := time.Now().Add(30 * time.Second)
+	for q.Len() < 51 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 51 requests ready a minute (of the fake clock) later", q.Len())
+		}
+		clk.Step(time.Minute)
+		time.Sleep(10 * time.Millisecond)
+	}
+	var got []string
+	for range 3 {
+		r, _ := q.Get()
+		got = append(got, r.Namespace)
+		q.Done(r)
+	}
+	if !slices.Contains(got[:2], "quiet") {
+		t.Fatalf("the first requests were from %v: the quiet namespace waited behind the storm", got)
 	}
 }

@@ -12,15 +12,20 @@ const (
 	// CronWebhook checks APIKeys with a cron window, which only it can check: refused while
 	// the operator is down.
 	CronWebhook = "cron-windows.apikeys.switchboard.dev"
-	// WeeklyWebhook checks APIKeys with weekly windows only, which CEL checks too (but not
-	// across daylight saving time changes): admitted while the operator is down.
-	WeeklyWebhook = "weekly-windows.apikeys.switchboard.dev"
+	// RenewalWebhook checks the other APIKeys that renew: their interval between renewals,
+	// which the operator holds to its minimum anyway, and weekly windows, which CEL checks too
+	// (but not across daylight saving time changes): admitted while the operator is down.
+	RenewalWebhook = "renewals.apikeys.switchboard.dev"
 )
 
-// MatchConditions send the webhook only APIKeys with renewal windows, of each kind.
-var MatchConditions = map[string]string{
-	CronWebhook:   "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))",
-	WeeklyWebhook: "has(object.spec.renewalWindows) && size(object.spec.renewalWindows) > 0 && !object.spec.renewalWindows.exists(w, has(w.cron))",
+// MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
+// cron window, and those without one that renew (renewalWindows need renewBefore or
+// renewBeforePercentage, which the API server checks before any webhook). APIKeys that renew
+// nothing reach neither.
+var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
+	CronWebhook: {Name: "has-cron-windows", Expression: "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))"},
+	RenewalWebhook: {Name: "renews-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage)) && " +
+		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
 }
 
 // Configuration is the ValidatingWebhookConfiguration name that sends APIKeys to the webhook
@@ -39,11 +44,11 @@ func Configuration(name string, clientConfig admissionregistrationv1.WebhookClie
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{"switchboard.dev"}, APIVersions: []string{"v1alpha1"},
 					Resources: []string{"apikeys"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
 			}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "has-windows", Expression: MatchConditions[name]}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{MatchConditions[name]},
 		}
 	}
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks:   []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, admissionregistrationv1.Fail), webhook(WeeklyWebhook, admissionregistrationv1.Ignore)},
+		Webhooks:   []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, admissionregistrationv1.Fail), webhook(RenewalWebhook, admissionregistrationv1.Ignore)},
 	}
 }

@@ -1,19 +1,23 @@
 // Package keyadmission is the operator's validating admission webhook for APIKeys: it refuses
-// renewal windows of which none opens within some renewal period, which the API server's CEL
-// rules cannot tell for a cron expression (nor across daylight saving time changes), so that a
-// key is never admitted that would end before it could be renewed (cert-manager#9146).
+// what the API server's CEL rules cannot tell, so that a key is never admitted that would end
+// before it could be renewed, or that would renew more often than the platform allows:
 //
-// The chart's ValidatingWebhookConfiguration sends it only APIKeys with renewal windows
-// (matchConditions): APIKeys without windows never depend on the operator being up. Those with
-// a cron window are refused while it is down (failurePolicy Fail); weekly windows, which CEL
-// checks too, pass then (Ignore).
+//   - renewal windows of which none opens within the renewal period, for a cron expression (or
+//     across daylight saving time changes) (cert-manager#9146);
+//   - a lifecycle that renews a key more often than the operator's minimum interval between
+//     renewals (--min-renewal-interval: internal/renewalinterval), a platform setting CEL does
+//     not know.
+//
+// The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew (matchConditions):
+// APIKeys that do not never depend on the operator being up. Those with a cron window are
+// refused while it is down (failurePolicy Fail); the others, whose weekly windows CEL checks too
+// and whose renewals the operator holds to the minimum interval anyway, pass then (Ignore).
 package keyadmission
 
 import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,30 +25,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
-// Path is where the webhook is served.
+// Path is where the webhook is served (it once checked renewal windows alone).
 const Path = "/validate-apikey-renewal-windows"
 
-// Validator checks an APIKey's renewal windows against its renewal period.
+// Validator checks an APIKey's renewal windows against its renewal period, and its renewal
+// interval against the platform's minimum.
 type Validator struct {
 	// Clock tells the time the windows are followed from (default the real clock).
-	Clock   clock.PassiveClock
-	decoder admission.Decoder
+	Clock clock.PassiveClock
+	// MinRenewal is the least interval between renewals a lifecycle may ask for.
+	MinRenewal renewalinterval.Minimum
+	decoder    admission.Decoder
 	// turn lets one check run at a time: a check costs up to renewalwindow's bound of calendar
 	// lookups (tens of milliseconds), and any tenant may ask for as many as it likes (a dry run
 	// costs it nothing), so the webhook takes at most one core from the operator's reconcilers.
 	turn chan struct{}
 }
 
-// Handler returns the webhook's handler.
-func Handler(c clock.PassiveClock) *admission.Webhook {
+// Handler returns the webhook's handler, following windows on c and holding lifecycles to
+// minRenewal.
+func Handler(c clock.PassiveClock, minRenewal renewalinterval.Minimum) *admission.Webhook {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &admission.Webhook{Handler: &Validator{Clock: c, decoder: admission.NewDecoder(scheme.Scheme), turn: make(chan struct{}, 1)}}
+	return &admission.Webhook{Handler: &Validator{Clock: c, MinRenewal: minRenewal, decoder: admission.NewDecoder(scheme.Scheme), turn: make(chan struct{}, 1)}}
 }
 
 // Handle admits or refuses one APIKey.
@@ -59,12 +68,16 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 		// An object admitted before keeps working: only a change to the windows or the renewal
-		// period is checked (as cert-manager does).
+		// period is checked (as cert-manager does). One stored before the minimum interval was
+		// set keeps it too: the operator renews it no more often than the minimum.
 		if sameRenewal(&old.Spec, &key.Spec) {
 			return admission.Allowed("")
 		}
 	}
-	period := RenewalPeriod(&key.Spec)
+	if msg := v.MinRenewal.Check(&key.Spec.APIKeyLifecycle); msg != "" {
+		return admission.Denied("spec.lifetime: " + msg + ": lengthen lifetime, or renew later in it (a shorter renewBefore or a smaller renewBeforePercentage)")
+	}
+	period := renewalinterval.Before(&key.Spec.APIKeyLifecycle)
 	if len(key.Spec.RenewalWindows) == 0 || period <= 0 {
 		return admission.Allowed("")
 	}
@@ -78,18 +91,6 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied("spec.renewalWindows: " + msg)
 	}
 	return admission.Allowed("")
-}
-
-// RenewalPeriod is how long before a key's end its renewal falls due: renewBefore, or
-// renewBeforePercentage of lifetime; 0 when neither is set.
-func RenewalPeriod(spec *switchboardv1alpha1.APIKeySpec) time.Duration {
-	switch {
-	case spec.RenewBefore != nil:
-		return spec.RenewBefore.Duration
-	case spec.RenewBeforePercentage != nil && spec.Lifetime != nil:
-		return spec.Lifetime.Duration * time.Duration(*spec.RenewBeforePercentage) / 100
-	}
-	return 0
 }
 
 func sameRenewal(a, b *switchboardv1alpha1.APIKeySpec) bool {

@@ -134,6 +134,67 @@ func TestWebhookRefusesWindowsThatCannotOpenInTime(t *testing.T) {
 	}
 }
 
+// TestWebhookRefusesRenewalsTooOften: through the real API server and the operator's default
+// minimum interval between renewals (the larger of 5m and 10% of the lifetime), a lifecycle
+// that renews more often is refused with its numbers named, whether or not it has windows
+// (issue 29: lifetime 2m renewed at 99% renewed every 1.2s); one at the minimum is admitted, and
+// so is a key that renews nothing. An update is checked when it changes the lifecycle.
+func TestWebhookRefusesRenewalsTooOften(t *testing.T) {
+	ns := sys.Namespace(t, "interval")
+	waitForWebhook(t, ns)
+	day := 24 * time.Hour
+	lifecycle := func(name string, lifetime, renewBefore time.Duration, pct int32, windows ...switchboardv1alpha1.APIKeyRenewalWindow) *switchboardv1alpha1.APIKey {
+		k := key(ns, name, renewBefore, windows...)
+		k.Spec.Lifetime = &metav1.Duration{Duration: lifetime}
+		if renewBefore == 0 {
+			k.Spec.RenewBefore = nil
+		}
+		if pct != 0 {
+			k.Spec.RenewBeforePercentage = &pct
+		}
+		return k
+	}
+	tests := []struct {
+		name string
+		key  *switchboardv1alpha1.APIKey
+		want string // the refusal; "" for admitted
+	}{
+		{"the storm: 2m renewed at 99%", lifecycle("storm", 2*time.Minute, 0, 99),
+			"spec.lifetime: lifetime 2m0s with renewBeforePercentage 99 (1m58.8s) renews the key every 1.2s; this platform renews a key at most every 5m0s (the larger of 5m0s and 10% of the lifetime): lengthen lifetime"},
+		{"30 days renewed 28 days ahead, under 10%", lifecycle("monthly", 30*day, 28*day, 0),
+			"renews the key every 48h0m0s; this platform renews a key at most every 72h0m0s"},
+		{"weekly windows do not make it less often", lifecycle("weekly", 10*time.Minute, 8*time.Minute, 0,
+			switchboardv1alpha1.APIKeyRenewalWindow{Start: "02:00", Duration: metav1.Duration{Duration: 24 * time.Hour}}), "renews the key every 2m0s"},
+		{"a cron window neither", lifecycle("cron", 10*time.Minute, 8*time.Minute, 0, cronWindow("* * * * *", time.Hour, "UTC")), "renews the key every 2m0s"},
+		{"exactly the minimum", lifecycle("at-minimum", 10*time.Minute, 5*time.Minute, 0), ""},
+		{"a lifetime alone renews nothing", lifecycle("lifetime-only", 2*time.Minute, 0, 0), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := sys.Client.Create(testContext(t), tt.key)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want a refusal with %q", err, tt.want)
+			}
+		})
+	}
+	got := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "at-minimum"}}
+	patch := func(p string) error {
+		return sys.Client.Patch(testContext(t), got, client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	if err := patch(`{"spec":{"renewBefore":"6m"}}`); err == nil || !strings.Contains(err.Error(), "renews the key every 4m0s") {
+		t.Fatalf("renewing earlier than the minimum: %v, want a refusal", err)
+	}
+	if err := patch(`{"spec":{"description":"changed"}}`); err != nil {
+		t.Fatalf("an update that leaves the lifecycle alone: %v", err)
+	}
+}
+
 // TestWebhookAtNamedInstants: the gap the webhook names is the first one it finds from now,
 // so it is checked at instants where that differs: just after Friday's window, in the middle
 // of the weekend, on the nights daylight saving time begins and ends in Paris, each told to

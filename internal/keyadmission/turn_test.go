@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // TestOneCheckAtATime: while a check runs, another waits for its turn, and gives up with a
 // 503 when its request ends first; once the turn is free it is checked.
 func TestOneCheckAtATime(t *testing.T) {
-	wh := Handler(clocktesting.NewFakePassiveClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)))
+	wh := Handler(clocktesting.NewFakePassiveClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)), renewalinterval.Default)
 	v := wh.Handler.(*Validator)
 	key := switchboardv1alpha1.APIKey{TypeMeta: metav1.TypeMeta{APIVersion: "switchboard.dev/v1alpha1", Kind: "APIKey"},
 		ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: "t"}}

@@ -79,7 +79,7 @@ func addEndpoints(cfg *rest.Config, mgr manager.Manager, opts Options, keeper *s
 		return err
 	}
 	if opts.WebhookBindAddress != "0" {
-		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(opts.WebhookClock))
+		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(opts.WebhookClock, opts.minRenewal()))
 	}
 	if opts.RevealBindAddress == "0" {
 		return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -67,6 +68,16 @@ type Options struct {
 	ExpiryWarning time.Duration
 	// UnusedAfter is how long without a use makes a key Unused (negative: never).
 	UnusedAfter time.Duration
+	// MinRenewalInterval is the least interval between two automatic renewals of a key, whatever
+	// its lifecycle asks: every renewal writes the key's Secrets, which reach etcd and every
+	// server replica. The admission webhook refuses lifecycles that renew more often; keys
+	// stored before are renewed at this interval (RenewalLimited). Default 5m; negative: no
+	// floor (MinRenewalIntervalPercentage still holds).
+	MinRenewalInterval time.Duration
+	// MinRenewalIntervalPercentage raises MinRenewalInterval to this percentage of a key's
+	// lifetime, from 1 to 99 (default 10: a 90-day key renews at most every 9 days; negative:
+	// none).
+	MinRenewalIntervalPercentage int32
 	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
 	// past it only the aggregates are exported (negative: no per-key series at all).
 	KeyMetricsLimit int
@@ -94,7 +105,7 @@ type Options struct {
 	// Service's.
 	RevealNames []string
 	// WebhookBindAddress serves the APIKey admission webhook (internal/keyadmission), which
-	// checks renewal windows; "" or "0" disables it.
+	// checks renewal windows and the interval between renewals; "" or "0" disables it.
 	WebhookBindAddress string
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose caBundle each replica
 	// adds its certificate to (default DefaultWebhookConfiguration).
@@ -145,6 +156,12 @@ func (o *Options) Default() {
 	}
 	if o.UnusedAfter == 0 {
 		o.UnusedAfter = DefaultUnusedAfter
+	}
+	if o.MinRenewalInterval == 0 {
+		o.MinRenewalInterval = renewalinterval.Default.Floor
+	}
+	if o.MinRenewalIntervalPercentage == 0 {
+		o.MinRenewalIntervalPercentage = renewalinterval.Default.Percentage
 	}
 	if o.KeyMetricsLimit == 0 {
 		o.KeyMetricsLimit = DefaultKeyMetricsLimit
@@ -207,6 +224,9 @@ func (o *Options) Validate() error {
 	if o.ExpiryWarning < 0 {
 		errs = append(errs, fmt.Errorf("--expiry-warning must be positive, got %s", o.ExpiryWarning))
 	}
+	if o.MinRenewalIntervalPercentage > 99 {
+		errs = append(errs, fmt.Errorf("--min-renewal-interval-percentage: at most 99 (percent of a key's lifetime), got %d", o.MinRenewalIntervalPercentage))
+	}
 	if o.QPS < 0 || o.Burst < 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
@@ -225,6 +245,11 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
 	}
 	return errors.Join(errs...)
+}
+
+// minRenewal is the least interval between renewals that o sets.
+func (o *Options) minRenewal() renewalinterval.Minimum {
+	return renewalinterval.Minimum{Floor: o.MinRenewalInterval, Percentage: o.MinRenewalIntervalPercentage}
 }
 
 // complete is o defaulted and validated: what NewManager and SetupWithManager start from.
@@ -299,16 +324,17 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 	keyCtrlOpts := ctrlOpts
 	keyCtrlOpts.MaxConcurrentReconciles = opts.KeyWorkers
 	keys := &controllers.APIKeyReconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		Recorder:          mgr.GetEventRecorder(EventSource),
-		Clock:             opts.Clock,
-		SystemNamespace:   opts.SystemNamespace,
-		KeyPrefix:         opts.KeyPrefix,
-		RevealTTL:         opts.RevealTTL,
-		ExpiryWarning:     opts.ExpiryWarning,
-		UnusedAfter:       opts.UnusedAfter,
-		ControllerOptions: keyCtrlOpts,
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder(EventSource),
+		Clock:              opts.Clock,
+		SystemNamespace:    opts.SystemNamespace,
+		KeyPrefix:          opts.KeyPrefix,
+		RevealTTL:          opts.RevealTTL,
+		ExpiryWarning:      opts.ExpiryWarning,
+		UnusedAfter:        opts.UnusedAfter,
+		MinRenewalInterval: opts.minRenewal(),
+		ControllerOptions:  keyCtrlOpts,
 	}
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)

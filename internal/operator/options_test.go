@@ -9,6 +9,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/logging"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 func TestOptionsComplete(t *testing.T) {
@@ -24,7 +25,8 @@ func TestOptionsComplete(t *testing.T) {
 				if o.SystemNamespace != switchboardv1alpha1.DefaultSystemNamespace || o.KeyPrefix != "sb" || o.RevealTTL != time.Hour ||
 					o.LeaderElectionID != DefaultLeaderElectionID || o.LeaderElectionNamespace != o.SystemNamespace ||
 					o.MetricsBindAddress != "0" || o.HealthProbeBindAddress != "0" || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
-					o.Clock == nil || o.WebhookClock != o.Clock || o.Logger.GetSink() == nil {
+					o.Clock == nil || o.WebhookClock != o.Clock || o.Logger.GetSink() == nil ||
+					o.minRenewal() != (renewalinterval.Minimum{Floor: 5 * time.Minute, Percentage: 10}) {
 					t.Fatalf("defaults not applied: %+v", o)
 				}
 			},
@@ -39,7 +41,17 @@ func TestOptionsComplete(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "no minimum renewal interval",
+			in:   Options{MinRenewalInterval: -1, MinRenewalIntervalPercentage: -1},
+			check: func(t *testing.T, o Options) {
+				if got := o.minRenewal().Of(time.Hour); got != 0 {
+					t.Fatalf("negative parts of the minimum renewal interval still bound it: %s", got)
+				}
+			},
+		},
 		{name: "bad prefix", in: Options{KeyPrefix: "Bad_Prefix"}, wantErr: "key prefix"},
+		{name: "a minimum renewal interval of the whole lifetime", in: Options{MinRenewalIntervalPercentage: 100}, wantErr: "--min-renewal-interval-percentage: at most 99"},
 		{name: "negative TTL", in: Options{RevealTTL: -time.Second}, wantErr: "reveal TTL"},
 	}
 	for _, tt := range tests {
