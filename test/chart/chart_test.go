@@ -204,6 +204,10 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "key prefix with capitals", set: "keyPrefix=Live", want: "/keyPrefix"},
 		{name: "zero operator replicas", set: "operator.replicas=0", want: "/operator/replicas"},
 		{name: "reveal TTL not a duration", set: "operator.revealTTL=soon", want: "/operator/revealTTL"},
+		{name: "minimum renewal interval not a duration", set: "operator.minRenewalInterval=often", want: "/operator/minRenewalInterval"},
+		{name: "minimum renewal interval of the whole lifetime", set: "operator.minRenewalIntervalPercentage=100", want: "/operator/minRenewalIntervalPercentage"},
+		// 0 would be the operator's default, not "none": the schema says to write -1.
+		{name: "minimum renewal interval percentage of zero", set: "operator.minRenewalIntervalPercentage=0", want: "/operator/minRenewalIntervalPercentage"},
 		{name: "unknown top-level value", set: "replicaCount=3", want: "replicaCount"},
 		{name: "bad service type", set: "server.service.type=Internal", want: "/server/service/type"},
 		{name: "trusted proxy not a CIDR", set: "server.trustedProxies[0]=proxy.local", want: "/server/trustedProxies/0"},

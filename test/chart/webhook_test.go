@@ -3,14 +3,20 @@
 package chart
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/switchboard-dev/switchboard/internal/keyadmission"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // TestWebhookConfigurationIsTheCodes: the chart's ValidatingWebhookConfiguration is
@@ -50,5 +56,37 @@ func TestWebhookConfigurationIsTheCodes(t *testing.T) {
 		if o.GetKind() == "ValidatingWebhookConfiguration" || o.GetName() == "switchboard-webhook" {
 			t.Fatalf("operator.webhook.enabled=false still renders %s %s", o.GetKind(), o.GetName())
 		}
+	}
+}
+
+// TestHelmMinRenewalInterval: the operator gets the minimum interval between renewals the
+// values set, by default the larger of 5m and 10% of the lifetime (renewalinterval.Default);
+// the cluster suite's renewal test sets a smaller one.
+func TestHelmMinRenewalInterval(t *testing.T) {
+	operatorArgs := func(sets ...string) []string {
+		o := find(render(t, sets), "Deployment", "switchboard-operator")
+		if o == nil {
+			t.Fatal("no operator Deployment")
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		var got []string
+		for _, a := range args {
+			if strings.HasPrefix(a, "--min-renewal-interval") {
+				got = append(got, a)
+			}
+		}
+		return got
+	}
+	got := operatorArgs()
+	if len(got) != 2 {
+		t.Fatalf("by default the operator gets %v", got)
+	}
+	floor, err := time.ParseDuration(strings.TrimPrefix(got[0], "--min-renewal-interval="))
+	if def := renewalinterval.Default; err != nil || floor != def.Floor || got[1] != fmt.Sprintf("--min-renewal-interval-percentage=%d", def.Percentage) {
+		t.Errorf("by default the operator gets %v, want renewalinterval.Default %v", got, def)
+	}
+	if got, want := operatorArgs("operator.minRenewalInterval=20s", "operator.minRenewalIntervalPercentage=-1"), []string{"--min-renewal-interval=20s", "--min-renewal-interval-percentage=-1"}; !slices.Equal(got, want) {
+		t.Errorf("with values set the operator gets %v, want %v", got, want)
 	}
 }

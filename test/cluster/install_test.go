@@ -28,6 +28,9 @@ func (s *suite) helmInstallArgs(tag string) []string {
 	return []string{"--namespace", systemNamespace, "--set", "image.repository=" + s.repo, "--set", "image.tag=" + tag,
 		// Both authorization listeners, so that gateways' checks go through the Service too.
 		"--set", "server.authz.grpc.enabled=true", "--set", "server.authz.http.enabled=true",
+		// testRenewalUnderLoad renews a key every 30 s, under the default minimum interval
+		// between renewals (the larger of 5m and 10% of the lifetime).
+		"--set", "operator.minRenewalInterval=" + renewalMinInterval.String(),
 		"--wait", "--timeout", "4m"}
 }
 

@@ -18,10 +18,13 @@ import (
 
 // renewalLifetime and renewalBefore make a key renew itself 30 s after its issue, every 30 s:
 // the old key stays valid for 150 s after each renewal, far longer than the kubelet needs to
-// update the mounted Secret (its pods sync every 10 s in the test cluster).
+// update the mounted Secret (its pods sync every 10 s in the test cluster). The platform's
+// default minimum interval between renewals (5m) would refuse it: the suite installs the chart
+// with renewalMinInterval, which with the default 10% of the lifetime (18 s) allows it.
 const (
-	renewalLifetime = 3 * time.Minute
-	renewalBefore   = 150 * time.Second
+	renewalLifetime    = 3 * time.Minute
+	renewalBefore      = 150 * time.Second
+	renewalMinInterval = 20 * time.Second
 )
 
 // testRenewalUnderLoad: a client pod (hack/consumer) reads its key from the delivery Secret

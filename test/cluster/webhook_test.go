@@ -10,7 +10,9 @@ import (
 // testRenewalWindowWebhook: the chart's admission webhook, called by the real API server
 // through its Service, with the caBundle the operator replicas filled in: an APIKey whose cron
 // window cannot open within its renewal period is refused with the gap named, one whose can is
-// admitted, and an APIKey without windows never reaches the webhook. The webhook runs on the
+// admitted, and so is one whose lifecycle renews nothing; a lifecycle that renews more often
+// than the minimum interval the suite installs (renewalMinInterval) is refused with its numbers
+// (issue 29), though it has no window. The webhook runs on the
 // chart's real clock, so the test asserts what holds on every day: the refusal and the renewal
 // period it names, not the gap, which is the first one from now (internal/keyadmission checks
 // the gaps at named instants on an injected clock).
@@ -43,5 +45,16 @@ spec:
 	}
 	if out, err := apply("weekdays", "96h", "0 2 * * 1-5"); err != nil {
 		t.Errorf("a cron window that opens in time was refused: %v\n%s", err, out)
+	}
+	lifecycle := func(name, fields string) (string, error) {
+		return s.cli(t, "apiVersion: switchboard.dev/v1alpha1\nkind: APIKey\nmetadata:\n  name: "+name+"\n  namespace: "+ns+
+			"\nspec:\n  secretName: "+name+"-key\n"+fields, "kubectl", "apply", "-f", "-")
+	}
+	if out, err := lifecycle("storm", "  lifetime: 2m\n  renewBeforePercentage: 99\n"); err == nil ||
+		!strings.Contains(err.Error(), "renews the key every 1.2s; this platform renews a key at most every "+renewalMinInterval.String()) {
+		t.Errorf("a lifecycle renewing every 1.2s: %v\n%s", err, out)
+	}
+	if out, err := lifecycle("lifetime-only", "  lifetime: 2m\n"); err != nil {
+		t.Errorf("a lifecycle that renews nothing was refused: %v\n%s", err, out)
 	}
 }
