@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -251,5 +252,31 @@ func TestGraceNeverOutlivesTheKey(t *testing.T) {
 				t.Errorf("grace %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRenewalLimitedConditions: a key whose renewal the platform's minimum held back says so
+// (RenewalLimited=True with the reason), and, ended before that renewal, Ready says until when
+// it is refused rather than asking for a rotation; once renewals are within the minimum the
+// condition goes.
+func TestRenewalLimitedConditions(t *testing.T) {
+	end, renewAt := planNow.Add(-time.Minute), planNow.Add(2*time.Minute)
+	key := planKeyObj(2, false)
+	found := keyFindings{hash: hashFound, life: life{known: true, ended: true, notAfter: end, renewAt: renewAt, lastActivity: planNow,
+		limited: "lifetime 2m0s with renewBeforePercentage 99 (1m58.8s) renews the key every 1.2s; this platform renews a key at most every 5m0s"}}
+	setKeyConditions(key, &found, "sys")
+	ready := meta.FindStatusCondition(key.Status.Conditions, switchboardv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != switchboardv1alpha1.ReasonExpired ||
+		!strings.Contains(ready.Message, "refused until its renewal at "+renewAt.UTC().Format(time.RFC3339)) {
+		t.Fatalf("Ready: %+v", ready)
+	}
+	limited := meta.FindStatusCondition(key.Status.Conditions, switchboardv1alpha1.ConditionRenewalLimited)
+	if limited == nil || limited.Status != metav1.ConditionTrue || limited.Reason != switchboardv1alpha1.ReasonRenewsTooOften || limited.Message != found.life.limited {
+		t.Fatalf("RenewalLimited: %+v", limited)
+	}
+	found.life.limited, found.life.ended = "", false
+	setKeyConditions(key, &found, "sys")
+	if c := meta.FindStatusCondition(key.Status.Conditions, switchboardv1alpha1.ConditionRenewalLimited); c != nil {
+		t.Fatalf("RenewalLimited stays once renewals are within the minimum: %+v", c)
 	}
 }

@@ -67,6 +67,10 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 			fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 	case f.conflict != "":
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict, f.conflict)
+	case f.life.ended && !f.issued && f.life.limited != "":
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
+			fmt.Sprintf("key %s reached the end of its lifetime at %s (spec.lifetime) and is refused until its renewal at %s, held back by the platform's minimum interval between renewals (RenewalLimited)",
+				key.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339), f.life.renewAt.UTC().Format(time.RFC3339)))
 	case f.life.ended && !f.issued:
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
 			fmt.Sprintf("key %s reached the end of its lifetime at %s (spec.lifetime) and is refused; rotate it for a new key", key.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339)))
