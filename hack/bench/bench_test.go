@@ -1,9 +1,12 @@
 package main
 
 import (
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -152,18 +155,167 @@ func TestLoadRunFigures(t *testing.T) {
 	}
 }
 
-// TestKeptSections: a rerun keeps the report's sections measured apart, and only those.
-func TestKeptSections(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "benchmarks.md")
-	report := "# switchboard benchmarks\n\n## 1. Throughput\n\nold figures\n\n## Memory under a hostile tenant " + apartMarker + "\n\nkept figures\n\n## Rerunning\n\n- how\n"
-	if err := os.WriteFile(path, []byte(report), 0o600); err != nil {
-		t.Fatal(err)
+// TestParsePrior: a report is cut into its header, the sections of each step (subsections
+// included) and those measured apart; every other section is dropped, as each run writes it anew.
+func TestParsePrior(t *testing.T) {
+	stepOf := map[int]string{1: "throughput", 2: "throughput", 3: "revocation"}
+	tests := []struct {
+		name   string
+		report string
+		want   priorReport
+	}{
+		{
+			name: "every kind of section",
+			report: "# switchboard benchmarks\n\nCommit abc.\n\n## 1. Throughput\n\nold\n\n### Where the CPU goes\n\nrows\n\n## 2. Latency\n\nlat\n\n" +
+				"## 3. Revocation latency\n\nrev\n\n## 12. Unknown\n\nlost\n\n## Memory under a hostile tenant " + apartMarker + "\n\nkept\n\n## Rerunning\n\n- how\n",
+			want: priorReport{
+				header: "# switchboard benchmarks\n\nCommit abc.\n\n",
+				steps: map[string]string{
+					"throughput": "## 1. Throughput\n\nold\n\n### Where the CPU goes\n\nrows\n\n## 2. Latency\n\nlat\n\n",
+					"revocation": "## 3. Revocation latency\n\nrev\n\n",
+				},
+				apart: "## Memory under a hostile tenant " + apartMarker + "\n\nkept\n\n",
+			},
+		},
+		{"no report", "", priorReport{steps: map[string]string{}}},
+		{"a header alone", "# switchboard benchmarks\n\nCommit abc.\n", priorReport{header: "# switchboard benchmarks\n\nCommit abc.\n", steps: map[string]string{}}},
 	}
-	want := "## Memory under a hostile tenant " + apartMarker + "\n\nkept figures\n\n"
-	if got := keptSections(path); got != want {
-		t.Errorf("kept %q, want %q", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parsePrior(tt.report, stepOf)
+			if got.header != tt.want.header || got.apart != tt.want.apart || !maps.Equal(got.steps, tt.want.steps) {
+				t.Errorf("parsePrior =\n%#v\nwant\n%#v", got, tt.want)
+			}
+		})
 	}
-	if got := keptSections(filepath.Join(t.TempDir(), "none.md")); got != "" {
-		t.Errorf("without a report, kept %q", got)
+}
+
+// TestWriteSplices: a run of some parts into an existing report replaces only their sections,
+// marked, and keeps the header, the other parts' sections and those measured apart; into a new
+// file, or when every part ran, the report is the run's alone.
+func TestWriteSplices(t *testing.T) {
+	const old = "# switchboard benchmarks\n\nCommit old, the full run.\n\n## 1. Throughput: old\n\nold figures\n\n### Where the CPU goes\n\nold rows\n\n" +
+		"## 2. Latency under open-loop load\n\nold latency\n\n## 3. Revocation latency\n\nold revocation\n\n## 8. Hot path\n\nold bench lines\n\n" +
+		"## Memory under a hostile tenant " + apartMarker + "\n\nkept figures\n\n## Rerunning\n\n- old how\n"
+	fresh := func(only ...string) *report {
+		r := newReport()
+		r.only = only
+		r.ran["revocation"] = true
+		r.revocations = []time.Duration{time.Millisecond}
+		return r
+	}
+	tests := []struct {
+		name      string
+		prior     string
+		only      []string
+		want      []string // in this order
+		wantNot   []string
+		rerunMark int // sections marked as a later run's
+	}{
+		{"some parts into a report", old, []string{"revocation"},
+			[]string{"Commit old, the full run.", "## 1. Throughput: old", "old rows", "old latency", "## 3. Revocation latency", "## 8. Hot path", "kept figures", "## Rerunning"},
+			[]string{"old revocation", "old how"}, 1},
+		{"some parts into a new file", "", []string{"revocation"},
+			[]string{"# switchboard benchmarks", "Written by", "## 3. Revocation latency", "## Rerunning"},
+			[]string{"## 1.", "## 8."}, 0},
+		{"every part", old, nil,
+			[]string{"# switchboard benchmarks", "Written by", "## 3. Revocation latency", "kept figures", "## Rerunning"},
+			[]string{"Commit old", "old figures", "old revocation", "old bench lines"}, 0},
+		{"not a report of the bench", "notes\n\n## 1. Mine\n", []string{"revocation"},
+			[]string{"# switchboard benchmarks", "Written by", "## 3. Revocation latency"},
+			[]string{"notes", "Mine"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "benchmarks.md")
+			if tt.prior != "" {
+				if err := os.WriteFile(path, []byte(tt.prior), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fresh(tt.only...).write(path); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(raw)
+			at := 0
+			for _, w := range tt.want {
+				i := strings.Index(got[at:], w)
+				if i < 0 {
+					t.Fatalf("%q missing, or out of order, in\n%s", w, got)
+				}
+				at += i + len(w)
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(got, w) {
+					t.Errorf("%q still in\n%s", w, got)
+				}
+			}
+			if n := strings.Count(got, "from a later run of only some parts"); n != tt.rerunMark {
+				t.Errorf("%d sections marked as a later run's, want %d:\n%s", n, tt.rerunMark, got)
+			}
+		})
+	}
+}
+
+func TestMarkRerun(t *testing.T) {
+	tests := []struct{ name, text, want string }{
+		{"under each section, not its subsections", "## 1. A\n\na\n\n### Sub\n\nb\n\n## 2. B\n\nc\n", "## 1. A\n\nN\n\na\n\n### Sub\n\nb\n\n## 2. B\n\nN\n\nc\n"},
+		{"no section", "text\n", "text\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := markRerun(tt.text, "N"); got != tt.want {
+				t.Errorf("markRerun = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRatiosTo(t *testing.T) {
+	tests := []struct {
+		name       string
+		auth, base []float64
+		want       ratios
+	}{
+		{"one round", []float64{90}, []float64{100}, ratios{0.9, []float64{0.9}}},
+		{"medians, not per-round ratios", []float64{80, 95, 90}, []float64{100, 100, 50}, ratios{0.9, []float64{0.8, 0.95, 1.8}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ratiosTo(tt.auth, tt.base)
+			if math.Abs(got.ofMedians-tt.want.ofMedians) > 1e-9 || len(got.rounds) != len(tt.want.rounds) {
+				t.Fatalf("ratiosTo = %+v, want %+v", got, tt.want)
+			}
+			for i := range got.rounds {
+				if math.Abs(got.rounds[i]-tt.want.rounds[i]) > 1e-9 {
+					t.Errorf("round %d: %v, want %v", i, got.rounds[i], tt.want.rounds[i])
+				}
+			}
+		})
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		name                  string
+		ratio, target, before float64
+		want                  string
+	}{
+		{"met and higher", 0.971, 0.95, 0.96, "target ≥ 0.95: met; 0.96 at 98e4b76: higher"},
+		{"as printed: 0.955 is 0.96, the same", 0.955, 0.95, 0.96, "target ≥ 0.95: met; 0.96 at 98e4b76: the same"},
+		{"as printed: 0.8951 is 0.90, met", 0.8951, 0.90, 0.89, "target ≥ 0.90: met; 0.89 at 98e4b76: higher"},
+		{"not met and lower", 0.884, 0.90, 0.89, "target ≥ 0.90: **not met**; 0.89 at 98e4b76: **lower**"},
+		{"no figure before", 0.93, 0.95, 0, "target ≥ 0.95: **not met**; no figure before"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := verdict(tt.ratio, tt.target, tt.before, "98e4b76"); got != tt.want {
+				t.Errorf("verdict = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

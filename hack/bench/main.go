@@ -42,6 +42,8 @@ type options struct {
 	bareBody   string
 	barePprof  string
 	bareHeader string
+	// bareNoLimits serves the bare handler with net/http's defaults: no ReadHeaderTimeout.
+	bareNoLimits bool
 	// bareAuthzListen and bareAuthzResponse make this process the always-allow ext_authz server.
 	bareAuthzListen   string
 	bareAuthzResponse string
@@ -71,11 +73,12 @@ func main() {
 	flag.StringVar(&o.bareBody, "bare-body", "", "internal: the bytes the bare handler writes")
 	flag.StringVar(&o.barePprof, "bare-pprof", "", "internal: serve the bare handler's net/http/pprof on this address")
 	flag.StringVar(&o.bareHeader, "bare-headers", "", "internal: a file of constant response headers (Key: value lines) the bare handler sends too")
+	flag.BoolVar(&o.bareNoLimits, "bare-no-limits", false, "internal: serve the bare handler with no limits at all (net/http's defaults, no ReadHeaderTimeout)")
 	flag.StringVar(&o.bareAuthzListen, "bare-authz-listen", "", "internal: serve the always-allow ext_authz server on this address")
 	flag.StringVar(&o.bareAuthzResponse, "bare-authz-response", "", "internal: the CheckResponse (binary protobuf) it answers")
 	flag.Parse()
 	if o.bareListen != "" {
-		if err := serveBare(o.bareListen, o.bareBody, o.barePprof, o.bareHeader); err != nil {
+		if err := serveBare(o.bareListen, o.bareBody, o.barePprof, o.bareHeader, o.bareNoLimits); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: bare handler:", err)
 			os.Exit(1)
 		}
@@ -120,8 +123,11 @@ func caddyDefault() string {
 
 // serveBare is the baseline: net/http writing pre-serialised bytes, nothing else, or with
 // headerFile the same constant headers as switchboard's answer. Its profile is served on
-// another listener, so the measured handler stays bare.
-func serveBare(addr, bodyFile, pprofAddr, headerFile string) error {
+// another listener, so the measured handler stays bare. It keeps a 5 s ReadHeaderTimeout, as
+// a server facing clients must (net/http then sets a read deadline at every request), unless
+// noLimits: then it is net/http with nothing set but the handler, the physical limit of a Go
+// server writing those bytes.
+func serveBare(addr, bodyFile, pprofAddr, headerFile string, noLimits bool) error {
 	body, err := os.ReadFile(filepath.Clean(bodyFile))
 	if err != nil {
 		return err
@@ -152,16 +158,18 @@ func serveBare(addr, bodyFile, pprofAddr, headerFile string) error {
 			_ = srv.ListenAndServe()
 		}()
 	}
-	srv := &http.Server{
-		ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			h := w.Header()
-			for k, v := range header {
-				h[k] = v
-			}
-			_, _ = w.Write(body)
-		}),
+	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		for k, v := range header {
+			h[k] = v
+		}
+		_, _ = w.Write(body)
+	})
+	if noLimits {
+		// #nosec G112 -- on purpose: the bound on what any server can do, on loopback, for the bench.
+		return (&http.Server{Handler: handler}).Serve(l)
 	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: handler}
 	return srv.Serve(l)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +31,12 @@ type report struct {
 
 	bareRuns, authRuns    []loadRun
 	headedRuns            []loadRun // the bare handler with switchboard's response headers
+	unlimitedRuns         []loadRun // the same, with no limits at all (net/http's defaults)
 	bodyBytes             int
 	loadErrors            int
 	authProf, bareProf    cpuProfile // CPU profiles under wrk load
 	headedProf            cpuProfile
+	unlimitedProf         cpuProfile
 	loadBefore, loadAfter string
 	loadStart             string
 
@@ -53,6 +56,8 @@ type report struct {
 
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
+	// only names the steps -only chose; none when the run measured every one.
+	only []string
 	// failed says, for each step that failed, why; the report lists them.
 	failed []string
 }
@@ -81,30 +86,146 @@ func gitCommit() string {
 // the bench keeps such sections of the report it replaces, as they are.
 const apartMarker = "(measured apart from `make bench`)"
 
-// keptSections returns the sections of the report at path whose heading carries apartMarker.
-func keptSections(path string) string {
-	raw, err := os.ReadFile(filepath.Clean(path))
-	if err != nil {
-		return ""
-	}
-	var kept strings.Builder
-	keep := false
-	for _, line := range strings.SplitAfter(string(raw), "\n") {
-		if strings.HasPrefix(line, "## ") {
-			keep = strings.Contains(line, apartMarker)
-		}
-		if keep {
-			kept.WriteString(line)
-		}
-	}
-	return kept.String()
+// priorReport is a report written before, cut at its sections' headings ("## ").
+type priorReport struct {
+	// header is what precedes the first section: the title and the run it describes.
+	header string
+	// steps holds, by step name, the numbered sections that step wrote, in their order.
+	steps map[string]string
+	// apart holds the sections whose heading carries apartMarker.
+	apart string
 }
 
+// parsePrior cuts text, a report, into its header and its sections: a section numbered n
+// ("## n. …", its "### " subsections included) goes to the step stepOf[n], one measured apart to
+// apart; the others (such as "Rerunning", which every run writes anew) are dropped.
+func parsePrior(text string, stepOf map[int]string) priorReport {
+	prior := priorReport{steps: map[string]string{}}
+	var header, apart strings.Builder
+	into := &header
+	sections := map[string]*strings.Builder{}
+	var order []string
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			into = nil
+			num, _, _ := strings.Cut(strings.TrimPrefix(line, "## "), ".")
+			n, err := strconv.Atoi(num)
+			switch {
+			case strings.Contains(line, apartMarker):
+				into = &apart
+			case err == nil && stepOf[n] != "":
+				if sections[stepOf[n]] == nil {
+					sections[stepOf[n]] = &strings.Builder{}
+					order = append(order, stepOf[n])
+				}
+				into = sections[stepOf[n]]
+			}
+		}
+		if into != nil {
+			into.WriteString(line)
+		}
+	}
+	prior.header, prior.apart = header.String(), apart.String()
+	for _, name := range order {
+		prior.steps[name] = sections[name].String()
+	}
+	return prior
+}
+
+// readPrior is the report at path, or an empty one when there is none.
+func readPrior(path string) priorReport {
+	raw, err := os.ReadFile(filepath.Clean(path))
+	if err != nil {
+		return priorReport{steps: map[string]string{}}
+	}
+	return parsePrior(string(raw), sectionSteps())
+}
+
+// markRerun puts note under every section heading ("## ") of text: the sections a run of some
+// parts writes into a report whose other sections, and header, are an earlier run's.
+func markRerun(text, note string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		b.WriteString(line)
+		if strings.HasPrefix(line, "## ") {
+			b.WriteString("\n" + note + "\n")
+		}
+	}
+	return b.String()
+}
+
+// reportPart is what one step contributes to the report.
+type reportPart struct {
+	step  string
+	write func(printer)
+}
+
+// parts lists the report's parts in the order of their sections.
+func (r *report) parts() []reportPart {
+	return []reportPart{
+		{"throughput", r.writeThroughput},
+		{"revocation", r.writeRevocation},
+		{"scale", r.writeScale},
+		{"hotpath", r.writeHotPath},
+		{"policy", r.writePolicy},
+		{"authz", r.writeAuthz},
+		{"forwardauth", r.writeForwardAuth},
+	}
+}
+
+// write renders the report to path. A run of every part replaces the report there but for its
+// sections measured apart. A run of some parts (-only) into an existing report replaces only
+// those parts' sections, each marked as a later run's, and keeps the header and every other
+// section as they were: rerunning the throughput does not throw away the scale part's 30
+// minutes. Into a new file, a run of some parts writes only their sections.
 func (r *report) write(path string) error {
-	kept := keptSections(path)
+	prior := readPrior(path)
+	splice := len(r.only) > 0 && strings.HasPrefix(prior.header, reportTitle)
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("# switchboard benchmarks")
+	if splice {
+		b.WriteString(prior.header)
+	} else {
+		r.writeHeader(p)
+	}
+	note := fmt.Sprintf("*This section is from a later run of only some parts, not the run described at the top: `go run ./hack/bench %s`, commit %s, %s; load average %s at its start.*",
+		strings.Join(os.Args[1:], " "), gitCommit(), time.Now().UTC().Format("2006-01-02 15:04 MST"), r.loadStart)
+	for _, part := range r.parts() {
+		switch {
+		case r.ran[part.step] && splice:
+			var s strings.Builder
+			part.write(func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) })
+			b.WriteString(markRerun(s.String(), note))
+		case r.ran[part.step]:
+			part.write(p)
+		case splice:
+			b.WriteString(prior.steps[part.step])
+		}
+	}
+	b.WriteString(prior.apart)
+	p("## Rerunning")
+	p("")
+	p("- Everything: `make bench` (needs `wrk`; builds the binaries and the control plane when missing). Run it on a")
+	p("  machine as quiet as you can: the throughput rounds are interleaved so that ratios stay fair, but other load widens them.")
+	p("- Some parts: `go run ./hack/bench -only throughput` (parts: %s; comma-separated)", strings.Join(stepNames(), ", "))
+	p("  replaces only those parts' sections of the report `-out` names (docs/benchmarks.md by default), marking each as a")
+	p("  later run's, and keeps the rest; into a new file (`-out /tmp/throughput.md`) it writes only them.")
+	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale-connections 10000 -scale-namespaces 100 -scale-keys 1000 -scale-largest 1000 -revoke-keys 50`.")
+	p("- The CPU and heap profiles behind sections 1 and 4 are kept, with the processes' logs, in the temporary directory the")
+	p("  bench prints first (`go tool pprof -top <file>`); `switchboard server --pprof` serves them on the metrics port.")
+	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// reportTitle opens every report; a file that does not start with it is not spliced into.
+const reportTitle = "# switchboard benchmarks\n"
+
+// writeHeader writes the report's title and the run it describes.
+func (r *report) writeHeader(p printer) {
+	p("%s", strings.TrimSuffix(reportTitle, "\n"))
 	p("")
 	p("Written by `go run ./hack/bench %s` (what `make bench` runs); every number below is what that run measured,", strings.Join(os.Args[1:], " "))
 	p("except in sections marked %s, which say how they were measured and are kept as they are.", apartMarker)
@@ -127,111 +248,145 @@ func (r *report) write(path string) error {
 		}
 		p("")
 	}
-	if r.ran["throughput"] {
-		r.writeThroughput(p)
-	}
-	if r.ran["revocation"] {
-		r.writeRevocation(p)
-	}
-	if r.ran["scale"] {
-		r.writeScale(p)
-	}
-	if r.ran["hotpath"] {
-		r.writeHotPath(p)
-	}
-	if r.ran["policy"] {
-		r.writePolicy(p)
-	}
-	if r.ran["authz"] {
-		r.writeAuthz(p)
-	}
-	if r.ran["forwardauth"] {
-		r.writeForwardAuth(p)
-	}
-	b.WriteString(kept)
-	p("## Rerunning")
-	p("")
-	p("- Everything: `make bench` (needs `wrk`; builds the binaries and the control plane when missing). Run it on a")
-	p("  machine as quiet as you can: the throughput rounds are interleaved so that ratios stay fair, but other load widens them.")
-	p("- One part: `go run ./hack/bench -only scale -out /tmp/scale.md` (parts: %s; comma-separated).", strings.Join(stepNames(), ", "))
-	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale-connections 10000 -scale-namespaces 100 -scale-keys 1000 -scale-largest 1000 -revoke-keys 50`.")
-	p("- The CPU and heap profiles behind sections 1 and 4 are kept, with the processes' logs, in the temporary directory the")
-	p("  bench prints first (`go tool pprof -top <file>`); `switchboard server --pprof` serves them on the metrics port.")
-	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 // printer appends one formatted line to the report.
 type printer func(format string, args ...any)
 
-func (r *report) writeThroughput(p printer) {
-	bareRPS, headedRPS, authRPS := rpsOf(r.bareRuns), rpsOf(r.headedRuns), rpsOf(r.authRuns)
-	bare, headed, auth := median(bareRPS), median(headedRPS), median(authRPS)
-	ratiosTo := func(base []float64) []float64 {
-		out := make([]float64, len(authRPS))
-		for i := range out {
-			out[i] = authRPS[i] / base[i]
-		}
-		return out
+// Section 1 as the report written at commit 98e4b76 gave it (docs/benchmarks.md before issue
+// 29's front door, a run on a quiet machine): switchboard's throughput over the same-bytes
+// handler's and the body-only handler's, ratio of the medians. The baseline with no limits did
+// not exist then.
+const (
+	sameBytesAt98e4b76 = 0.96
+	bodyOnlyAt98e4b76  = 0.89
+)
+
+// ratios is switchboard's throughput over a baseline's, from runs made side by side.
+type ratios struct {
+	ofMedians float64   // switchboard's median ÷ the baseline's median
+	rounds    []float64 // each round's ratio, switchboard's run ÷ the baseline's
+}
+
+// ratiosTo compares switchboard's requests per second, round by round, with a baseline's.
+func ratiosTo(auth, base []float64) ratios {
+	r := ratios{ofMedians: median(auth) / median(base), rounds: make([]float64, len(auth))}
+	for i := range auth {
+		r.rounds[i] = auth[i] / base[i]
 	}
-	sameRatios, bodyRatios := ratiosTo(headedRPS), ratiosTo(bareRPS)
+	return r
+}
+
+// round2 is x as the report prints it (%.2f): targets and earlier figures, given to two
+// places, are compared with what the reader sees.
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// verdict says how a ratio fares against its target and against its figure at an earlier
+// commit (none when before is 0), compared as printed.
+func verdict(ratio, target, before float64, at string) string {
+	v := fmt.Sprintf("target ≥ %.2f: ", target)
+	if round2(ratio) >= target {
+		v += "met"
+	} else {
+		v += "**not met**"
+	}
+	if before == 0 {
+		return v + "; no figure before"
+	}
+	v += fmt.Sprintf("; %.2f at %s: ", before, at)
+	switch r := round2(ratio); {
+	case r > before:
+		return v + "higher"
+	case r == before:
+		return v + "the same"
+	}
+	return v + "**lower**"
+}
+
+func (r *report) writeThroughput(p printer) {
+	bareRPS, headedRPS, unlimitedRPS, authRPS := rpsOf(r.bareRuns), rpsOf(r.headedRuns), rpsOf(r.unlimitedRuns), rpsOf(r.authRuns)
+	toUnlimited, toSame, toBody := ratiosTo(authRPS, unlimitedRPS), ratiosTo(authRPS, headedRPS), ratiosTo(authRPS, bareRPS)
 	authUS, headedUS, bareUS := median(usOf(r.authRuns)), median(usOf(r.headedRuns)), median(usOf(r.bareRuns))
-	p("## 1. Throughput: authenticated `GET /v1/connections` vs a bare handler writing the same bytes, by `wrk`")
+	unlimitedUS := median(usOf(r.unlimitedRuns))
+	p("## 1. Throughput: authenticated `GET /v1/connections` vs bare handlers writing the same bytes, by `wrk`")
 	p("")
-	p("Three servers answer the very same request (`Authorization: Bearer` with a valid key included) with the same")
+	p("Four servers answer the very same request (`Authorization: Bearer` with a valid key included) with the same")
 	p("%d-byte body (10 Connections). `bin/switchboard server` parses the header, checks the checksum, hashes the key,", r.bodyBytes)
 	p("looks it up, checks the key's state and policy, and writes the namespace's pre-encoded list with its headers, with")
-	p("every protection of production on (time limits, connection bound, header limit, failure limiter, metrics, request")
-	p("ids). Its time limits (5 s for headers, 30 s for an answer, 120 s idle) are kept by its listener, whose connections")
-	p("record their phase and are closed past its bound, rather than by a deadline `net/http` sets per request (four timer")
-	p("changes each, which also wake the network poller). The **same-bytes** handler, a `net/http` server with a 5 s")
-	p("`ReadHeaderTimeout`, is a separate process that writes exactly the bytes of a response switchboard gave (captured")
-	p("from a real one: every header field, `X-Request-Id` and `ETag` included, assigned from pre-built `[]string`s; only")
-	p("`Date` differs): the protocol's own cost. The **body-only** handler writes the body with a `Content-Type`.")
-	p("`wrk -t1 -c%d -d%s` (closed loop, one thread), %d rounds, each running the three back to back, alternating the", r.conns, r.duration, r.rounds)
+	p("every protection of production on: its front door (`internal/frontdoor`: connections bounded in all and per client,")
+	p("counted as they are accepted; 32 KiB socket buffers; time limits; a request with a body refused before any handler),")
+	p("the header limit, the failure limiter, metrics, request ids. Its time limits (5 s for headers, 30 s for an answer,")
+	p("120 s idle) are kept by the door, whose connections record their phase and are closed past its bound by one")
+	p("watcher, rather than by a deadline `net/http` sets per request (four timer changes each, which also wake the")
+	p("network poller). The three others are bare `net/http` servers, each a process of its own:")
+	p("")
+	p("- **Same bytes, no limits**, the baseline of the headline: an `http.Server` with its handler and nothing else set")
+	p("  (no `ReadHeaderTimeout`: `net/http`'s defaults), writing exactly the bytes of a response switchboard gave")
+	p("  (captured from a real one: every header field, `X-Request-Id` and `ETag` included, assigned from pre-built")
+	p("  `[]string`s; only `Date` differs). It is the physical limit: the protocol's own cost and nothing more, no")
+	p("  protection at all, so switchboard is judged against it.")
+	p("- **Same bytes**, the baseline of the reports before issue 29: the same with a 5 s `ReadHeaderTimeout`, as a server")
+	p("  facing clients must have, for which `net/http` sets a read deadline at every request: a cost switchboard's door")
+	p("  does not pay, which flatters the ratio to it. Kept to compare with before.")
+	p("- **Body only**: the body with a `Content-Type` and nothing else, and the 5 s `ReadHeaderTimeout`: with the same")
+	p("  bytes, it shows what the header fields the contract requires cost.")
+	p("")
+	p("`wrk -t1 -c%d -d%s` (closed loop, one thread), %d rounds, each running the four back to back, alternating the", r.conns, r.duration, r.rounds)
 	p("order, after a 2 s warm-up of each; medians. Load average before and after: %s, %s.", r.loadBefore, r.loadAfter)
 	p("")
 	p("| handler | requests/s (median) | all rounds | server CPU per request (median) |")
 	p("|---|---|---|---|")
-	p("| bare `net/http`, body only | %.0f | %s | %.1f µs |", bare, floats(bareRPS), bareUS)
-	p("| bare `net/http` writing the same bytes | %.0f | %s | %.1f µs |", headed, floats(headedRPS), headedUS)
-	p("| switchboard, authenticated | %.0f | %s | %.1f µs |", auth, floats(authRPS), authUS)
+	p("| bare `net/http`, body only | %.0f | %s | %.1f µs |", median(bareRPS), floats(bareRPS), bareUS)
+	p("| bare `net/http` writing the same bytes | %.0f | %s | %.1f µs |", median(headedRPS), floats(headedRPS), headedUS)
+	p("| bare `net/http` writing the same bytes, no limits | %.0f | %s | %.1f µs |", median(unlimitedRPS), floats(unlimitedRPS), unlimitedUS)
+	p("| switchboard, authenticated | %.0f | %s | %.1f µs |", median(authRPS), floats(authRPS), authUS)
 	p("")
-	p("**Ratio to the same bytes: %.2f** of the medians (target ≥ 0.95), %.2f the median of the per-round ratios (%s).", auth/headed, median(sameRatios), floats2(sameRatios))
-	p("**Ratio to the body only: %.2f** of the medians (target ≥ 0.90), %.2f the median of the per-round ratios (%s).", auth/bare, median(bodyRatios), floats2(bodyRatios))
-	p("By the servers' own CPU per request (which does not depend on how much CPU a run got): same bytes ÷ switchboard")
-	p("%.2f, body only ÷ switchboard %.2f; switchboard spends %.1f µs per request beyond writing the same bytes. Failed or", headedUS/authUS, bareUS/authUS, authUS-headedUS)
-	p("unexpected responses during all load runs: %d.", r.loadErrors)
+	p("The ratios, each against its target (which lives here, in the report, never in a test) and against section 1 of")
+	p("the report written at commit 98e4b76, before issue 29's front door, on a quiet machine:")
+	p("")
+	p("- **Ratio to the same bytes with no limits: %.2f** of the medians, %.2f the median of the per-round ratios (%s);",
+		round2(toUnlimited.ofMedians), round2(median(toUnlimited.rounds)), floats2(toUnlimited.rounds))
+	p("  %s: this baseline is new, and the same-bytes target is judged against it.", verdict(toUnlimited.ofMedians, 0.95, 0, ""))
+	p("- **Ratio to the same bytes: %.2f** of the medians, %.2f the median of the per-round ratios (%s);",
+		round2(toSame.ofMedians), round2(median(toSame.rounds)), floats2(toSame.rounds))
+	p("  %s.", verdict(toSame.ofMedians, 0.95, sameBytesAt98e4b76, "98e4b76"))
+	p("- **Ratio to the body only: %.2f** of the medians, %.2f the median of the per-round ratios (%s);",
+		round2(toBody.ofMedians), round2(median(toBody.rounds)), floats2(toBody.rounds))
+	p("  %s.", verdict(toBody.ofMedians, 0.90, bodyOnlyAt98e4b76, "98e4b76"))
+	p("")
+	p("By the servers' own CPU per request (which does not depend on how much CPU a run got): same bytes with no limits ÷")
+	p("switchboard %.2f, same bytes ÷ switchboard %.2f, body only ÷ switchboard %.2f. Switchboard spends %.1f µs per request", unlimitedUS/authUS, headedUS/authUS, bareUS/authUS, authUS-unlimitedUS)
+	p("beyond writing the same bytes with no limits; `ReadHeaderTimeout`'s deadline per request costs the same-bytes server")
+	p("%.1f µs (its CPU per request less that of the one with no limits). Failed or unexpected responses during all load", headedUS-unlimitedUS)
+	p("runs: %d.", r.loadErrors)
 	p("")
 	p("wrk's figure is throughput on a machine the load generator (and any other job) shares: how many requests a run")
 	p("got depends on how much CPU the server got. So each run also records the server's own CPU time per request and")
-	p("the CPU every other process took meanwhile:")
+	p("the CPU every other process took meanwhile (req/s, µs/req, others' cores):")
 	p("")
-	p("| round | body only: req/s, µs/req, others' cores | same bytes: req/s, µs/req, others' cores | switchboard: req/s, µs/req, others' cores |")
-	p("|---|---|---|---|")
+	p("| round | body only | same bytes | same bytes, no limits | switchboard |")
+	p("|---|---|---|---|---|")
 	for i := range r.authRuns {
 		cell := func(l loadRun) string {
 			return fmt.Sprintf("%.0f, %.1f, %.2f", l.rps, l.usPerRequest(), l.othersCores())
 		}
-		p("| %d | %s | %s | %s |", i+1, cell(r.bareRuns[i]), cell(r.headedRuns[i]), cell(r.authRuns[i]))
+		p("| %d | %s | %s | %s | %s |", i+1, cell(r.bareRuns[i]), cell(r.headedRuns[i]), cell(r.unlimitedRuns[i]), cell(r.authRuns[i]))
 	}
 	p("")
 	p("### Where the CPU goes")
 	p("")
 	p("CPU profiles of each server process under the same `wrk` load (8 s of a 10 s run each), divided by the requests it")
 	p("answered meanwhile: microseconds of CPU per request, by what they were spent on (cumulative: a row includes what it")
-	p("calls, so rows overlap). The difference is switchboard's beyond the same bytes.")
+	p("calls, so rows overlap). The difference is switchboard's beyond the same bytes with no limits.")
 	p("")
-	a, h, b := r.authProf, r.headedProf, r.bareProf
+	a, u, h, b := r.authProf, r.unlimitedProf, r.headedProf, r.bareProf
 	const srv = "github.com/switchboard-dev/switchboard/internal/server."
 	rows := []struct {
 		what string
 		fn   string
 	}{
 		{"serving connections (`net/http.(*conn).serve`)", "net/http.(*conn).serve"},
+		{"… the front door's phase marks (`(*httpDoor).connState`)", "github.com/switchboard-dev/switchboard/internal/frontdoor.(*httpDoor).connState"},
 		{"… reading and parsing requests (`(*conn).readRequest`)", "net/http.(*conn).readRequest"},
 		{"… the handler (`serverHandler.ServeHTTP`)", "net/http.serverHandler.ServeHTTP"},
 		{"… … authentication: parse, checksum, SHA-256, lookup", srv + "authenticate"},
@@ -246,15 +401,16 @@ func (r *report) writeThroughput(p printer) {
 		{"garbage collection (`gcBgMarkWorker`)", "runtime.gcBgMarkWorker"},
 		{"clock reads (`time.Now`)", "time.Now"},
 	}
-	p("| µs of CPU per request | switchboard | same bytes | difference | body only |")
-	p("|---|---|---|---|---|")
-	if a.requests > 0 && h.requests > 0 && b.requests > 0 {
-		at, ht, bt := a.total.Seconds()/a.requests*1e6, h.total.Seconds()/h.requests*1e6, b.total.Seconds()/b.requests*1e6
-		p("| **all of the process** | **%.2f** | **%.2f** | **%+.2f** | %.2f |", at, ht, at-ht, bt)
+	p("| µs of CPU per request | switchboard | same bytes, no limits | difference | same bytes | body only |")
+	p("|---|---|---|---|---|---|")
+	if a.requests > 0 && u.requests > 0 && h.requests > 0 && b.requests > 0 {
+		perReq := func(c cpuProfile) float64 { return c.total.Seconds() / c.requests * 1e6 }
+		at, ut := perReq(a), perReq(u)
+		p("| **all of the process** | **%.2f** | **%.2f** | **%+.2f** | %.2f | %.2f |", at, ut, at-ut, perReq(h), perReq(b))
 	}
 	for _, row := range rows {
-		x, y, z := a.perRequest(row.fn), h.perRequest(row.fn), b.perRequest(row.fn)
-		p("| %s | %.2f | %.2f | %+.2f | %.2f |", row.what, x, y, x-y, z)
+		x, y := a.perRequest(row.fn), u.perRequest(row.fn)
+		p("| %s | %.2f | %.2f | %+.2f | %.2f | %.2f |", row.what, x, y, x-y, h.perRequest(row.fn), b.perRequest(row.fn))
 	}
 	p("")
 	if a.requests > 0 {
@@ -265,7 +421,7 @@ func (r *report) writeThroughput(p printer) {
 		p("(parse, checksum, SHA-256, one index lookup: the authentication row) costs %.2f µs. A server doing nothing but those", check)
 		p("two would be at %.2f of the body only (%.1f ÷ (%.1f + %.2f)); the 0.90 target leaves %.2f µs for both. Beyond them", bareUS/(headedUS+check), bareUS, headedUS, check, bareUS/0.9-bareUS)
 		p("switchboard spends %.2f µs (selecting the namespace's list, the request id, metrics). Tried, and kept: the time limits", authUS-headedUS-check)
-		p("kept by the listener instead of `net/http`'s deadlines per request (0.4–0.7 µs less per request); pre-built header")
+		p("kept by the front door instead of `net/http`'s deadlines per request (0.4–0.7 µs less per request); pre-built header")
 		p("values per list, request ids taken 64 at a time from a pooled batch, metrics with pre-bound children (0 allocations in the")
 		p("handler, section 8).")
 		p("")
@@ -273,8 +429,8 @@ func (r *report) writeThroughput(p printer) {
 	for _, prof := range []struct {
 		name string
 		top  []string
-	}{{"switchboard server", a.top}, {"same-bytes `net/http`", h.top}} {
-		p("The top of the %s's profile (`go tool pprof -top`, flat):", prof.name)
+	}{{"switchboard server", a.top}, {"same-bytes `net/http` server with no limits", u.top}, {"same-bytes `net/http` server", h.top}} {
+		p("The top of the profile of the %s (`go tool pprof -top`, flat):", prof.name)
 		p("")
 		p("```")
 		for _, l := range prof.top {

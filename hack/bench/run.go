@@ -29,10 +29,12 @@ type rig struct {
 	report          *report
 }
 
-// step is one part of the bench; its name selects it with -only and its section in the report.
+// step is one part of the bench; its name selects it with -only, and sections are the numbers
+// of the report's sections it writes (a run of some parts replaces only theirs).
 type step struct {
-	name string
-	fn   func(context.Context, options) error
+	name     string
+	fn       func(context.Context, options) error
+	sections []int
 }
 
 // steps lists the bench's parts in the order they run.
@@ -41,14 +43,25 @@ func steps(r *rig) []step {
 	// the server's heap with 100,000 Connections (the bare servers hold nothing, and a big heap
 	// makes every allocation cost more GC): each comparison then measures the protocol's work.
 	return []step{
-		{"throughput", r.throughput}, // sections 1 and 2: throughput ratio and latency
-		{"revocation", r.revocation},
-		{"policy", r.policy},           // section 9: the rate limiter's cost (policy.go)
-		{"authz", r.authz},             // section 10: Envoy ext_authz over gRPC (authz.go)
-		{"forwardauth", r.forwardAuth}, // section 11: forward-auth through Caddy (forwardauth.go)
-		{"scale", r.scale},             // sections 4 and 5: memory, start-up, operator throughput, lastUsedAt
-		{"hotpath", r.hotPath},
+		{"throughput", r.throughput, []int{1, 2}}, // throughput ratio and latency
+		{"revocation", r.revocation, []int{3}},
+		{"policy", r.policy, []int{9}},            // the rate limiter's cost (policy.go)
+		{"authz", r.authz, []int{10}},             // Envoy ext_authz over gRPC (authz.go)
+		{"forwardauth", r.forwardAuth, []int{11}}, // forward-auth through Caddy (forwardauth.go)
+		{"scale", r.scale, []int{4, 5, 6, 7}},     // memory, start-up, operator throughput, lastUsedAt, footprint
+		{"hotpath", r.hotPath, []int{8}},
 	}
+}
+
+// sectionSteps maps each numbered section of the report to the step that writes it.
+func sectionSteps() map[int]string {
+	m := map[int]string{}
+	for _, s := range steps(&rig{}) {
+		for _, n := range s.sections {
+			m[n] = s.name
+		}
+	}
+	return m
 }
 
 // stepNames lists the names -only accepts.
@@ -81,6 +94,7 @@ func run(ctx context.Context, o options) error {
 	}
 	kenv := []string{"KUBECONFIG=" + kubeconfig}
 	r := &rig{env: env, dir: dir, bin: o.bin, kenv: kenv, report: newReport()}
+	r.report.only = o.only
 	r.report.loadStart = loadAverage()
 
 	if r.operatorMetrics, err = freeAddr(); err != nil {

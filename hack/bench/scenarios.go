@@ -203,13 +203,13 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err := r.writeResponseHeaders(ctx, key, headerFile); err != nil {
 		return err
 	}
-	var addrs [4]string
+	var addrs [6]string
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
 			return err
 		}
 	}
-	bareAddr, barePprof, headedAddr, headedPprof := addrs[0], addrs[1], addrs[2], addrs[3]
+	bareAddr, barePprof, headedAddr, headedPprof, unlimitedAddr, unlimitedPprof := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5]
 	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile, "-bare-pprof="+barePprof)
 	if err != nil {
 		return err
@@ -220,13 +220,18 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 		return err
 	}
 	defer headed.stop()
-	for _, a := range []string{bareAddr, headedAddr} {
+	unlimited, err := startProc("bare-no-limits", r.dir, nil, self, "-bare-listen="+unlimitedAddr, "-bare-body="+bodyFile, "-bare-headers="+headerFile, "-bare-pprof="+unlimitedPprof, "-bare-no-limits")
+	if err != nil {
+		return err
+	}
+	defer unlimited.stop()
+	for _, a := range []string{bareAddr, headedAddr, unlimitedAddr} {
 		if err := waitHTTP(ctx, "http://"+a+"/", 200, 10*time.Second); err != nil {
 			return err
 		}
 	}
 	authURL, bareURL := r.apiURL+"/v1/connections", "http://"+bareAddr+"/v1/connections"
-	headedURL := "http://" + headedAddr + "/v1/connections"
+	headedURL, unlimitedURL := "http://"+headedAddr+"/v1/connections", "http://"+unlimitedAddr+"/v1/connections"
 	authHeader := "Authorization: Bearer " + key
 
 	rep := r.report
@@ -241,14 +246,15 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	// net/http parses it for them too, so what differs is what switchboard does with it.
 	bareSide := side{bareURL, authHeader, bare.Pid(), &rep.bareRuns}
 	headedSide := side{headedURL, authHeader, headed.Pid(), &rep.headedRuns}
+	unlimitedSide := side{unlimitedURL, authHeader, unlimited.Pid(), &rep.unlimitedRuns}
 	authSide := side{authURL, authHeader, r.server.Pid(), &rep.authRuns}
-	for _, s := range []side{bareSide, headedSide, authSide} { // warm-up: connections, caches, the CPU's clock
+	for _, s := range []side{bareSide, headedSide, unlimitedSide, authSide} { // warm-up: connections, caches, the CPU's clock
 		if _, err := runWrk(ctx, s.url, s.header, o.conns, 2*time.Second); err != nil {
 			return err
 		}
 	}
 	for round := range o.rounds {
-		order := []side{bareSide, headedSide, authSide}
+		order := []side{bareSide, headedSide, unlimitedSide, authSide}
 		if round%2 == 1 { // alternate the order, so that drift favours none
 			slices.Reverse(order)
 		}
@@ -260,19 +266,23 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 			rep.loadErrors += run.bad
 			*s.into = append(*s.into, run)
 		}
-		b, h, a := rep.bareRuns[round], rep.headedRuns[round], rep.authRuns[round]
-		fmt.Printf("bench: throughput round %d: bare %.0f/s (%.1f µs), with the headers %.0f/s (%.1f µs), switchboard %.0f/s (%.1f µs); others used %.2f, %.2f, %.2f cores\n",
-			round+1, b.rps, b.usPerRequest(), h.rps, h.usPerRequest(), a.rps, a.usPerRequest(), b.othersCores(), h.othersCores(), a.othersCores())
+		b, h, f, a := rep.bareRuns[round], rep.headedRuns[round], rep.unlimitedRuns[round], rep.authRuns[round]
+		fmt.Printf("bench: throughput round %d: bare %.0f/s (%.1f µs), with the headers %.0f/s (%.1f µs), with no limits %.0f/s (%.1f µs), switchboard %.0f/s (%.1f µs); others used %.2f, %.2f, %.2f, %.2f cores\n",
+			round+1, b.rps, b.usPerRequest(), h.rps, h.usPerRequest(), f.rps, f.usPerRequest(), a.rps, a.usPerRequest(), b.othersCores(), h.othersCores(), f.othersCores(), a.othersCores())
 	}
 	rep.loadAfter = loadAverage()
-	if rep.authProf, err = r.profileUnderLoad(ctx, "switchboard", authURL, authHeader, r.metricsAddr, o.conns, 10*time.Second); err != nil {
-		return err
-	}
-	if rep.headedProf, err = r.profileUnderLoad(ctx, "same-bytes", headedURL, authHeader, headedPprof, o.conns, 10*time.Second); err != nil {
-		return err
-	}
-	if rep.bareProf, err = r.profileUnderLoad(ctx, "bare", bareURL, authHeader, barePprof, o.conns, 10*time.Second); err != nil {
-		return err
+	for _, p := range []struct {
+		name, url, pprof string
+		into             *cpuProfile
+	}{
+		{"switchboard", authURL, r.metricsAddr, &rep.authProf},
+		{"same-bytes-no-limits", unlimitedURL, unlimitedPprof, &rep.unlimitedProf},
+		{"same-bytes", headedURL, headedPprof, &rep.headedProf},
+		{"bare", bareURL, barePprof, &rep.bareProf},
+	} {
+		if *p.into, err = r.profileUnderLoad(ctx, p.name, p.url, authHeader, p.pprof, o.conns, 10*time.Second); err != nil {
+			return err
+		}
 	}
 
 	// Open-loop latency, from the in-repo generator, well below the rate where it saturates
