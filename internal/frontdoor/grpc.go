@@ -100,7 +100,9 @@ var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"limit"})
 
 // Collectors are the door's metrics, for the process's registry.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{grpcRefused, connRefused} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{grpcRefused, connRefused, httpEvicted, bodiesRefused}
+}
 
 // GRPC is a gRPC door: its ServerOptions make a grpc.Server keep the limits, for the methods
 // it names (any other is refused: a method not served must hold nothing either).

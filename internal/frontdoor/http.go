@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
@@ -65,6 +68,10 @@ type HTTPLimits struct {
 	// closes its connection: for a listener whose handlers read none (net/http would read up to
 	// 256 KiB of it, for as long as the client takes, before answering).
 	RefuseBodies *Refusal
+	// ErrorLog, when set, takes net/http's own error lines instead of the standard logger, as
+	// Info lines: on an HTTPS door they are mostly failed handshakes, which are the callers' to
+	// report (a caller that trusts another CA, a port scan), so give it a V(1) logger.
+	ErrorLog logr.Logger
 }
 
 // DefaultHTTPLimits are the time bounds of every HTTP door; the connection bounds are each
@@ -120,11 +127,26 @@ func HTTPS(l net.Listener, limits HTTPLimits, cfg *tls.Config, h http.Handler) E
 		// HTTP/1.1 only: one request per connection at a time is what the phases time.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
+	if limits.ErrorLog.GetSink() != nil {
+		srv.ErrorLog = stdlog.New(logWriter{limits.ErrorLog}, "", 0)
+	}
 	var served net.Listener = d
 	if cfg != nil {
+		// Offered h2 (controller-runtime's servers offer it), a client would speak HTTP/2 to a
+		// server that answers HTTP/1.1 only.
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{"http/1.1"}
 		served = tls.NewListener(d, cfg)
 	}
 	return Endpoint{Listener: served, server: srv, watch: d.watch}
+}
+
+// logWriter turns net/http's error log lines into log's.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // A connection's phase, in the low bits of its mark; the rest is when it began, in nanoseconds
