@@ -2,21 +2,27 @@ package operator
 
 // The operator's HTTPS endpoints besides metrics: the reveal endpoint (the panel in impersonate
 // mode) and the APIKey admission webhook (renewal windows), both served on every replica with
-// one in-memory certificate published where their callers trust it (internal/servingcert).
+// one in-memory certificate published where their callers trust it (internal/servingcert), and
+// through the front door's doors (frontdoor.Doors: reveal, webhook).
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -53,10 +59,50 @@ func webhookServer(opts Options, keeper *servingcert.Keeper) webhook.Server {
 	if opts.WebhookBindAddress == "0" {
 		return nil
 	}
-	host, port, _ := hostPort(opts.WebhookBindAddress) // Validate checked it
-	return webhook.NewServer(webhook.Options{Host: host, Port: port, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-		c.GetCertificate = keeper.GetCertificate
-	}}})
+	mux := http.NewServeMux()
+	return &frontdoorWebhook{
+		Server: webhook.NewServer(webhook.Options{WebhookMux: mux}),
+		mux:    mux,
+		addr:   opts.WebhookBindAddress,
+		tls:    &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: keeper.GetCertificate},
+		log:    opts.Logger.WithName("webhook"),
+	}
+}
+
+// frontdoorWebhook is controller-runtime's webhook server, for its registry of hooks and their
+// mux, served through the front door's webhook door: its own Start listens with tls.Listen,
+// with no connection bound and 1 MiB of headers, and offers no hook on the listener.
+type frontdoorWebhook struct {
+	webhook.Server // Register, WebhookMux and NeedLeaderElection (false: every replica serves)
+	mux            *http.ServeMux
+	addr           string
+	tls            *tls.Config
+	log            logr.Logger
+	listening      atomic.Bool
+}
+
+// Start serves the webhooks registered until ctx is done.
+func (s *frontdoorWebhook) Start(ctx context.Context) error {
+	l, err := frontdoor.Listen(s.addr)
+	if err != nil {
+		return fmt.Errorf("the admission webhook: %w", err)
+	}
+	s.listening.Store(true)
+	limits := frontdoor.ServiceLimits
+	// Failed handshakes (an API server given another caBundle) are the API server's to report.
+	limits.ErrorLog = s.log.V(1)
+	return frontdoor.HTTPS(l, limits, s.tls, s.mux).Serve(ctx, drain, s.log)
+}
+
+// StartedChecker passes once the webhook listens (connections wait in the listen queue until
+// it serves them).
+func (s *frontdoorWebhook) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		if !s.listening.Load() {
+			return errors.New("the admission webhook is not listening yet")
+		}
+		return nil
+	}
 }
 
 // addEndpoints adds the keeper, the reveal endpoint and the webhook to mgr as opts ask, with a

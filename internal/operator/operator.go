@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/logging"
-	"github.com/switchboard-dev/switchboard/internal/metricsauth"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
@@ -258,7 +258,8 @@ func (o Options) complete() (Options, error) {
 	return o, o.Validate()
 }
 
-// NewManager returns a manager with the operator's controllers, not started yet.
+// NewManager returns a manager with the operator's controllers, not started yet. Started, it
+// also serves the probes and metrics opts ask for, through the front door (frontdoorManager).
 func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	opts, err := opts.complete()
 	if err != nil {
@@ -270,7 +271,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	inner, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:                 webhookServer(opts, keeper),
 		Scheme:                        scheme.Scheme,
 		Logger:                        opts.Logger,
@@ -279,13 +280,15 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsauth.Options(opts.MetricsBindAddress, opts.MetricsSecure, "", nil),
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
+		// Served by frontdoorManager, through the front door.
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	mgr := &frontdoorManager{Manager: inner, cfg: cfg, opts: opts}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}

@@ -5,10 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	stdlog "log"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -70,44 +68,18 @@ func NewServer(cfg *rest.Config, opts Options) (*Server, error) {
 // NeedLeaderElection is false: every replica serves reveals.
 func (*Server) NeedLeaderElection() bool { return false }
 
-// logWriter turns net/http's error log into debug lines.
-type logWriter struct{ log logr.Logger }
+// drain bounds how long the endpoint waits for open reveals once told to stop.
+const drain = 5 * time.Second
 
-func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Info(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-// Start serves until ctx is done.
+// Start serves until ctx is done, through the front door's reveal door (frontdoor.Doors).
 func (s *Server) Start(ctx context.Context) error {
-	l, err := net.Listen("tcp", s.opts.BindAddress)
+	l, err := frontdoor.Listen(s.opts.BindAddress)
 	if err != nil {
 		return fmt.Errorf("reveal endpoint: %w", err)
 	}
-	addr := l.Addr().String()
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		// Failed handshakes (a caller that trusts another bundle) are the callers' to report.
-		ErrorLog: stdlog.New(logWriter{s.opts.Logger.V(1)}, "", 0),
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS13,
-			GetCertificate: s.opts.GetCertificate,
-		},
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(l, "", "") }()
-	s.opts.Logger.Info("serving one-time reveals", "address", addr)
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
-	}
+	limits := frontdoor.ServiceLimits
+	// Failed handshakes (a caller that trusts another bundle) are the callers' to report.
+	limits.ErrorLog = s.opts.Logger.V(1)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: s.opts.GetCertificate}
+	return frontdoor.HTTPS(l, limits, cfg, s.handler).Serve(ctx, drain, s.opts.Logger)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -20,11 +22,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/probes"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -39,27 +44,63 @@ import (
 //   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
 //     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
 
-// newManager builds the manager of the server's metrics and health probes. Every replica
-// serves: no leader election. Its own cache stays empty: the index's informers are newInformers'.
-func newManager(cfg *rest.Config, opts *Options, log logr.Logger) (ctrl.Manager, error) {
-	var extra map[string]http.Handler
-	if opts.Pprof {
-		extra = map[string]http.Handler{
-			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
-			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
-			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
-		}
-	}
-	metrics := metricsauth.Options(opts.MetricsBindAddress, opts.MetricsSecure, "", extra)
+// newManager builds the manager of the server's client (the last-use writer's). Every replica
+// serves: no leader election. Its own cache stays empty: the index's informers are
+// newInformers'. Its probe and metrics listeners are off: Run serves both through the front
+// door (probeAndMetricsEndpoints).
+func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.Scheme,
 		MapperProvider:         staticRESTMapper,
 		Logger:                 log,
 		LeaderElection:         false,
-		Metrics:                metrics,
-		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 	})
 }
+
+// probeAndMetricsEndpoints are the probes and metrics opts asks for, through the front door,
+// appending the listeners it opens to listeners. ctx bounds the metrics' certificate watching.
+func probeAndMetricsEndpoints(ctx context.Context, cfg *rest.Config, opts *Options, p *probes.Probes, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, error) {
+	var endpoints []frontdoor.Endpoint
+	if probes.Enabled(opts.HealthProbeBindAddress) {
+		l, err := frontdoor.Listen(opts.HealthProbeBindAddress)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s for the probes: %w", opts.HealthProbeBindAddress, err)
+		}
+		*listeners = append(*listeners, l)
+		endpoints = append(endpoints, p.Endpoint(l))
+	}
+	if !probes.Enabled(opts.MetricsBindAddress) {
+		return endpoints, nil
+	}
+	l, err := frontdoor.Listen(opts.MetricsBindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s for the metrics: %w", opts.MetricsBindAddress, err)
+	}
+	*listeners = append(*listeners, l)
+	metrics := metricsauth.Options{Secure: opts.MetricsSecure, Logger: log.WithName("metrics")}
+	if opts.Pprof {
+		metrics.ExtraHandlers = map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+		}
+		// A CPU profile or trace answers after the seconds it asks for (30 by default).
+		limits := frontdoor.ServiceLimits
+		limits.Active = pprofActive
+		metrics.Limits = &limits
+	}
+	e, err := metricsauth.Endpoint(ctx, cfg, l, metrics)
+	if err != nil {
+		return nil, err
+	}
+	return append(endpoints, e), nil
+}
+
+// pprofActive bounds an answer of the metrics listener with --pprof: room for a profile of a
+// few minutes.
+const pprofActive = 5 * time.Minute
 
 // newInformers is the cache that holds only what the server reads. It is started apart from
 // the manager, which would wait for it to sync before anything else, and, told to stop before it

@@ -67,7 +67,8 @@ type Options struct {
 	// (internal/metricsauth), as the chart and config/ run the server.
 	MetricsSecure bool
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, for profiling
-	// (it exposes the process's internals: keep the metrics port private).
+	// (it exposes the process's internals: keep the metrics port private). Its answers may
+	// take 5 minutes there, as a CPU profile or trace answers after the seconds it asks for.
 	Pprof bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" (or empty) disables it.
 	HealthProbeBindAddress string

@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/logging"
+	"github.com/switchboard-dev/switchboard/internal/probes"
 )
 
 // Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests
@@ -61,7 +62,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	idx := keyindex.New()
-	mgr, err := newManager(cfg, &opts, log)
+	mgr, err := newManager(cfg, log)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
@@ -74,10 +75,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	var synced, draining atomic.Bool
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	var checks probes.Probes
+	if err := checks.AddHealthz("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("index", func(*http.Request) error {
+	if err := checks.AddReadyz("index", func(*http.Request) error {
 		switch {
 		case draining.Load():
 			return errors.New("shutting down")
@@ -123,6 +125,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	endpoints = append(endpoints, authzEndpoints...)
+	observed, err := probeAndMetricsEndpoints(ctx, cfg, &opts, &checks, &listeners, log)
+	if err != nil {
+		return err
+	}
+	endpoints = append(endpoints, observed...)
 
 	// The cache outlives ctx until the listeners have drained, so draining requests are answered.
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))

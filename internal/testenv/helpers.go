@@ -1,7 +1,12 @@
 package testenv
 
 import (
+	"bufio"
+	"crypto/tls"
+	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,4 +52,34 @@ func FreeLoopback() (string, error) {
 		return "", err
 	}
 	return addr, nil
+}
+
+// HeaderBlockStatus sends addr's listener (over TLS, unverified, with useTLS) a GET of path
+// whose request line and headers take size bytes, and returns the answer's status: the front
+// door answers 431 past frontdoor.MaxHeaderBlock, where net/http's default takes 1 MiB.
+func HeaderBlockStatus(addr, path string, useTLS bool, size int) (int, error) {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	var conn net.Conn
+	var err error
+	if useTLS {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the listeners' certificates are self-signed
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	head := "GET " + path + " HTTP/1.1\r\nHost: switchboard\r\nX-Pad: "
+	const tail = "\r\n\r\n"
+	if _, err := io.WriteString(conn, head+strings.Repeat("a", max(size-len(head)-len(tail), 0))+tail); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -1,0 +1,100 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
+	"github.com/switchboard-dev/switchboard/internal/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/probes"
+)
+
+// drain bounds how long the operator's listeners wait for open requests once told to stop.
+const drain = 5 * time.Second
+
+// frontdoorManager is the operator's manager with its probes and metrics served through the
+// front door (frontdoor.Doors: probes, metrics). controller-runtime's own listeners for them
+// are off (HealthProbeBindAddress and Metrics.BindAddress "0"): it offers no hook to bound
+// their connections. The manager's health checks are added to the probes served here.
+type frontdoorManager struct {
+	manager.Manager
+	cfg    *rest.Config
+	opts   Options
+	probes probes.Probes
+}
+
+// AddHealthzCheck adds a liveness check to the probes served at opts.HealthProbeBindAddress.
+func (m *frontdoorManager) AddHealthzCheck(name string, check healthz.Checker) error {
+	return m.probes.AddHealthz(name, check)
+}
+
+// AddReadyzCheck adds a readiness check to the probes served at opts.HealthProbeBindAddress.
+func (m *frontdoorManager) AddReadyzCheck(name string, check healthz.Checker) error {
+	return m.probes.AddReadyz(name, check)
+}
+
+// Start serves the probes and metrics, from before the manager starts (as controller-runtime
+// serves its own) until it has stopped, and runs the manager until ctx is done. A listener that
+// fails stops the manager.
+func (m *frontdoorManager) Start(ctx context.Context) error {
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	endpoints, err := m.endpoints(serveCtx)
+	if err != nil {
+		return err
+	}
+	if len(endpoints) == 0 {
+		return m.Manager.Start(ctx)
+	}
+	mgrCtx, stopMgr := context.WithCancelCause(ctx)
+	defer stopMgr(nil)
+	served := make(chan error, 1)
+	go func() {
+		err := frontdoor.Group{Endpoints: endpoints, ShutdownTimeout: drain, Log: m.opts.Logger}.Run(serveCtx)
+		if err != nil {
+			stopMgr(err)
+		}
+		served <- err
+	}()
+	err = m.Manager.Start(mgrCtx)
+	stopServing()
+	return errors.Join(err, <-served)
+}
+
+// endpoints are the probes and metrics opts asks for, listening; ctx bounds the metrics'
+// certificate watching.
+func (m *frontdoorManager) endpoints(ctx context.Context) ([]frontdoor.Endpoint, error) {
+	var endpoints []frontdoor.Endpoint
+	fail := func(err error) ([]frontdoor.Endpoint, error) {
+		for _, e := range endpoints {
+			_ = e.Listener.Close()
+		}
+		return nil, err
+	}
+	if probes.Enabled(m.opts.HealthProbeBindAddress) {
+		l, err := frontdoor.Listen(m.opts.HealthProbeBindAddress)
+		if err != nil {
+			return fail(fmt.Errorf("listening on %s for the probes: %w", m.opts.HealthProbeBindAddress, err))
+		}
+		endpoints = append(endpoints, m.probes.Endpoint(l))
+	}
+	if probes.Enabled(m.opts.MetricsBindAddress) {
+		l, err := frontdoor.Listen(m.opts.MetricsBindAddress)
+		if err != nil {
+			return fail(fmt.Errorf("listening on %s for the metrics: %w", m.opts.MetricsBindAddress, err))
+		}
+		e, err := metricsauth.Endpoint(ctx, m.cfg, l, metricsauth.Options{Secure: m.opts.MetricsSecure, Logger: m.opts.Logger.WithName("metrics")})
+		if err != nil {
+			_ = l.Close()
+			return fail(err)
+		}
+		endpoints = append(endpoints, e)
+	}
+	return endpoints, nil
+}
