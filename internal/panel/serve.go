@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
+	"github.com/switchboard-dev/switchboard/internal/probes"
 )
 
 // Defaults of ServeOptions.
@@ -69,21 +70,21 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, serve ServeOptio
 	}
 	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(h.opts.TrustedProxies), h)}
 	var draining atomic.Bool
-	if serve.HealthProbeBindAddress != "" && serve.HealthProbeBindAddress != "0" {
-		probes, err := frontdoor.Listen(serve.HealthProbeBindAddress)
+	if probes.Enabled(serve.HealthProbeBindAddress) {
+		pl, err := frontdoor.Listen(serve.HealthProbeBindAddress)
 		if err != nil {
 			_ = l.Close()
 			return fmt.Errorf("listening on %s for the probes: %w", serve.HealthProbeBindAddress, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
-		mux.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"serving": func(*http.Request) error {
+		var checks probes.Probes
+		_ = checks.AddHealthz("ping", healthz.Ping) // the first of its name: cannot fail
+		_ = checks.AddReadyz("serving", func(*http.Request) error {
 			if draining.Load() {
 				return errors.New("shutting down")
 			}
 			return nil
-		}}}))
-		endpoints = append(endpoints, frontdoor.HTTP(probes, frontdoor.ProbeLimits, mux))
+		})
+		endpoints = append(endpoints, checks.Endpoint(pl))
 	}
 	return frontdoor.Group{
 		Endpoints:       endpoints,
