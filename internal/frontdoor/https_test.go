@@ -47,7 +47,12 @@ func TestHTTPSDoor(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- e.Serve(ctx, time.Second, logr.Discard()) }()
-	t.Cleanup(func() { stop(); <-served })
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serving: %v", err)
+		}
+	})
 
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}}} //nolint:gosec // a self-signed test certificate
