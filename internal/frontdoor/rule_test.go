@@ -26,10 +26,9 @@ var allowed = map[string]string{
 	"internal/frontdoor/": "the front door itself",
 	"internal/testenv/":   "test support: free ports for the tests, the /v1 listener a test system hands to server.Run (which serves it through the door)",
 	"internal/oidcop/":    "the tests' OpenID Provider, never part of a switchboard process",
-	"internal/devenv/devenv.go": "checkListen opens and closes a port at once to fail early on one in use; " +
-		"the operator and server then serve it through the door",
-	"internal/devenv/webhook.go": "installWebhook opens and closes a loopback port to choose the webhook's; the operator serves it through the door",
-	"hack/":                      "development tools and benchmarks, not the product",
+	"internal/devenv/devenv.go": "checkListen and freeLoopbackAddr open and close a port at once, to fail early on one in use " +
+		"and to choose free ones for etcd and the webhook; the operator and server then serve theirs through the door",
+	"hack/": "development tools and benchmarks, not the product",
 }
 
 // listenerCall is a place in a file that opens or serves a socket.

@@ -88,7 +88,7 @@ func (s *frontdoorWebhook) Start(ctx context.Context) error {
 		return fmt.Errorf("the admission webhook: %w", err)
 	}
 	s.listening.Store(true)
-	limits := frontdoor.ServiceLimits
+	limits := frontdoor.WebhookLimits
 	// Failed handshakes (an API server given another caBundle) are the API server's to report.
 	limits.ErrorLog = s.log.V(1)
 	return frontdoor.HTTPS(l, limits, s.tls, s.mux).Serve(ctx, drain, s.log)
