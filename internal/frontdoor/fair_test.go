@@ -35,33 +35,44 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 	return !errors.As(err, &ne) || !ne.Timeout()
 }
 
-// TestPickVictim: at the bound, the connection closed for a newcomer is one not being answered,
-// of the client holding the most, the one that has waited longest; a proxy's only when idle and
-// no client's will do; none when every connection is being answered.
+// TestPickVictim: at the bound, the connection closed for a newcomer is one not being answered:
+// an idle one, or one still sending its headers of a client that holds more than the newcomer's
+// would; of the client holding the most, the one that has waited longest; a proxy's only when
+// idle and no client's will do; none when every connection is being answered.
 func TestPickVictim(t *testing.T) {
-	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	a, b, n := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.9")
 	conn := func(client netip.Addr, proxy bool, began time.Duration, phase int64) *doorConn {
 		c := &doorConn{client: client, proxy: proxy}
 		c.mark.Store(int64(began)<<phaseBits | phase)
 		return c
 	}
+	newcomer := &doorConn{client: n}
 	tests := []struct {
-		name  string
-		conns []*doorConn
-		want  int // index of the victim; -1 for none
+		name     string
+		conns    []*doorConn
+		newcomer *doorConn
+		want     int // index of the victim; -1 for none
 	}{
 		{"the client holding the most gives way", []*doorConn{
-			conn(b, false, 1, phaseIdle), conn(a, false, 3, phaseHeaders), conn(a, false, 2, phaseActive), conn(a, false, 4, phaseIdle)}, 1},
+			conn(b, false, 1, phaseIdle), conn(a, false, 3, phaseHeaders), conn(a, false, 2, phaseActive), conn(a, false, 4, phaseIdle)}, newcomer, 1},
 		{"its connection that waited longest", []*doorConn{
-			conn(a, false, 5, phaseIdle), conn(a, false, 2, phaseHeaders), conn(b, false, 1, phaseIdle)}, 1},
+			conn(a, false, 5, phaseIdle), conn(a, false, 2, phaseHeaders), conn(b, false, 1, phaseIdle)}, newcomer, 1},
 		{"a request being answered is never cut", []*doorConn{
-			conn(a, false, 1, phaseActive), conn(a, false, 2, phaseActive), conn(b, false, 3, phaseIdle)}, 2},
+			conn(a, false, 1, phaseActive), conn(a, false, 2, phaseActive), conn(b, false, 3, phaseIdle)}, newcomer, 2},
 		{"a proxy's idle connection, when no client's will do", []*doorConn{
-			conn(a, false, 1, phaseActive), conn(b, true, 2, phaseHeaders), conn(b, true, 3, phaseIdle)}, 2},
+			conn(a, false, 1, phaseActive), conn(b, true, 2, phaseHeaders), conn(b, true, 3, phaseIdle)}, newcomer, 2},
 		{"a client's before a proxy's, though the proxy holds more", []*doorConn{
-			conn(b, true, 1, phaseIdle), conn(b, true, 2, phaseIdle), conn(a, false, 3, phaseIdle)}, 2},
-		{"a hijacked connection is not the door's to close", []*doorConn{conn(a, false, 1, phaseDone)}, -1},
-		{"every connection is being answered", []*doorConn{conn(a, false, 1, phaseActive), conn(b, true, 1, phaseActive)}, -1},
+			conn(b, true, 1, phaseIdle), conn(b, true, 2, phaseIdle), conn(a, false, 3, phaseIdle)}, newcomer, 2},
+		{"headers of a client holding no more than the newcomer's would: none", []*doorConn{
+			conn(a, false, 1, phaseHeaders), conn(b, false, 2, phaseDone), conn(b, false, 3, phaseDone)}, newcomer, -1},
+		{"headers of a client holding one give way to a proxy", []*doorConn{
+			conn(a, false, 1, phaseHeaders), conn(b, false, 2, phaseActive)}, &doorConn{client: n, proxy: true}, 0},
+		{"an idle connection gives way whoever holds it", []*doorConn{
+			conn(a, false, 1, phaseIdle), conn(b, false, 2, phaseDone), conn(b, false, 3, phaseDone)}, newcomer, 0},
+		{"not to a newcomer of the client holding the most", []*doorConn{
+			conn(a, false, 1, phaseHeaders), conn(a, false, 2, phaseHeaders), conn(b, false, 3, phaseHeaders), conn(b, false, 4, phaseActive)}, &doorConn{client: a}, -1},
+		{"a hijacked connection is not the door's to close", []*doorConn{conn(a, false, 1, phaseDone)}, newcomer, -1},
+		{"every connection is being answered", []*doorConn{conn(a, false, 1, phaseActive), conn(b, true, 1, phaseActive)}, newcomer, -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,7 +80,7 @@ func TestPickVictim(t *testing.T) {
 			for _, c := range tt.conns {
 				set[c] = struct{}{}
 			}
-			got := pickVictim(set)
+			got := pickVictim(set, tt.newcomer)
 			var want *doorConn
 			if tt.want >= 0 {
 				want = tt.conns[tt.want]

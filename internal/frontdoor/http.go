@@ -284,7 +284,7 @@ func (d *httpDoor) Accept() (net.Conn, error) {
 				continue
 			}
 		}
-		if err := d.takeSlot(); err != nil {
+		if err := d.takeSlot(dc); err != nil {
 			if !dc.proxy {
 				d.shares.give(dc.client)
 			}
@@ -299,8 +299,9 @@ func (d *httpDoor) Accept() (net.Conn, error) {
 	}
 }
 
-// takeSlot takes a slot, making room at the bound; it fails only when the door is closed.
-func (d *httpDoor) takeSlot() error {
+// takeSlot takes a slot for newcomer, making room at the bound; it fails only when the door is
+// closed.
+func (d *httpDoor) takeSlot(newcomer *doorConn) error {
 	if d.slots == nil {
 		return nil
 	}
@@ -312,7 +313,7 @@ func (d *httpDoor) takeSlot() error {
 	// While this waits, a connection that turns idle is closed at once (connState).
 	d.waiting.Add(1)
 	defer d.waiting.Add(-1)
-	d.evict()
+	d.evict(newcomer)
 	select {
 	case d.slots <- struct{}{}:
 		return nil
@@ -327,12 +328,13 @@ func (d *httpDoor) Close() error {
 	return d.Listener.Close()
 }
 
-// evict closes one connection not being answered, to make room for a newcomer: of the client
-// holding the most connections, the one that has waited longest; failing that, an idle
-// connection of a proxy. Its client sees what a keep-alive or header timeout looks like.
-func (d *httpDoor) evict() {
+// evict closes one connection not being answered, to make room for newcomer: an idle one, or
+// one still sending its headers whose client holds more than newcomer's would with it; of the
+// client holding the most, the one that has waited longest. A proxy's only when idle, and after
+// every client's. Its client sees what a keep-alive or header timeout looks like.
+func (d *httpDoor) evict(newcomer *doorConn) {
 	d.mu.Lock()
-	victim := pickVictim(d.conns)
+	victim := pickVictim(d.conns, newcomer)
 	d.mu.Unlock()
 	if victim != nil {
 		httpEvicted.Inc()
@@ -340,13 +342,20 @@ func (d *httpDoor) evict() {
 	}
 }
 
-// pickVictim is evict's choice among conns (nil: every connection is being answered).
-func pickVictim(conns map[*doorConn]struct{}) *doorConn {
+// pickVictim is evict's choice among conns for newcomer (nil: none may give way, and newcomer
+// waits for a connection to close).
+func pickVictim(conns map[*doorConn]struct{}, newcomer *doorConn) *doorConn {
 	held := make(map[netip.Addr]int)
 	for c := range conns {
 		if !c.proxy {
 			held[c.client]++
 		}
+	}
+	// What newcomer's client would hold: a client's connection that is still sending its
+	// headers gives way only to a newcomer of a client that would hold fewer.
+	would := 0
+	if !newcomer.proxy {
+		would = held[newcomer.client] + 1
 	}
 	var victim *doorConn
 	var victimMark int64
@@ -364,7 +373,7 @@ func pickVictim(conns map[*doorConn]struct{}) *doorConn {
 	for c := range conns {
 		mark := c.mark.Load()
 		switch phase := mark & phaseMask; {
-		case phase == phaseIdle, phase == phaseHeaders && !c.proxy:
+		case phase == phaseIdle, phase == phaseHeaders && !c.proxy && held[c.client] > would:
 			if better(c, mark) {
 				victim, victimMark = c, mark
 			}
@@ -377,10 +386,7 @@ func pickVictim(conns map[*doorConn]struct{}) *doorConn {
 // one that turns idle while a new connection waits for a slot. Per request it costs two stores
 // to the connection's own mark and a load, no lock.
 func (d *httpDoor) connState(c net.Conn, s http.ConnState) {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	dc, ok := c.(*doorConn)
+	dc, ok := unwrap(c).(*doorConn)
 	if !ok {
 		return
 	}
@@ -397,6 +403,14 @@ func (d *httpDoor) connState(c net.Conn, s http.ConnState) {
 	default:
 		dc.enter(phaseDone)
 	}
+}
+
+// unwrap is the connection under c's TLS, if any.
+func unwrap(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
 }
 
 // watch keeps the time bounds until ctx is done: every tick it closes the connections past their
@@ -462,6 +476,10 @@ func refuseBodies(h http.Handler, refusal *Refusal) http.Handler {
 		}
 		_, _ = buf.Write(answer)
 		_ = buf.Flush()
+		// Answered, it lingers half-closed: the first to give way at the bound.
+		if dc, ok := unwrap(c).(*doorConn); ok {
+			dc.enter(phaseIdle)
+		}
 		closeAfterAnswer(c)
 	})
 }
