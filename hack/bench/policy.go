@@ -46,7 +46,7 @@ type policyResult struct {
 
 // Functions whose share of the server's CPU the policy part reports.
 const (
-	fnPolicy      = "internal/server.(*api).enforcePolicy"
+	fnPolicy      = "internal/ratelimit.(*Limiter).Allow"
 	fnWriteHeader = "net/http.(*chunkWriter).writeHeader"
 )
 
@@ -332,7 +332,7 @@ func (r *report) writePolicy(p printer) {
 	p("")
 	p("| share of the server's CPU | rate-limited key | key without a policy |")
 	p("|---|---|---|")
-	p("| the policy step (`enforcePolicy`: limiter and fields) | %.1f%% | %.1f%% |", res.shares["limited"][fnPolicy], res.shares["open"][fnPolicy])
+	p("| the key's rate limiter (`Limiter.Allow`) | %.1f%% | %.1f%% |", res.shares["limited"][fnPolicy], res.shares["open"][fnPolicy])
 	p("| `net/http` writing the response header | %.1f%% | %.1f%% |", res.shares["limited"][fnWriteHeader], res.shares["open"][fnWriteHeader])
 	p("")
 	p("The limiter and the two fields cost little on the server; the rest of the gap is writing and parsing two more")

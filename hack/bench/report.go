@@ -213,7 +213,7 @@ func (r *report) write(path string) error {
 	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale-connections 10000 -scale-namespaces 100 -scale-keys 1000 -scale-largest 1000 -revoke-keys 50`.")
 	p("- The CPU and heap profiles behind sections 1 and 4 are kept, with the processes' logs, in the temporary directory the")
 	p("  bench prints first (`go tool pprof -top <file>`); `switchboard server --pprof` serves them on the metrics port.")
-	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/server/`.")
+	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/keycheck/ ./internal/v1api/ ./internal/indexfeed/`.")
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
@@ -380,7 +380,10 @@ func (r *report) writeThroughput(p printer) {
 	p("calls, so rows overlap). The difference is switchboard's beyond the same bytes with no limits.")
 	p("")
 	a, u, h, b := r.authProf, r.unlimitedProf, r.headedProf, r.bareProf
-	const srv = "github.com/switchboard-dev/switchboard/internal/server."
+	const (
+		keycheckPkg = "github.com/switchboard-dev/switchboard/internal/keycheck."
+		v1apiPkg    = "github.com/switchboard-dev/switchboard/internal/v1api."
+	)
 	rows := []struct {
 		what string
 		fn   string
@@ -389,11 +392,11 @@ func (r *report) writeThroughput(p printer) {
 		{"… the front door's phase marks (`(*httpDoor).connState`)", "github.com/switchboard-dev/switchboard/internal/frontdoor.(*httpDoor).connState"},
 		{"… reading and parsing requests (`(*conn).readRequest`)", "net/http.(*conn).readRequest"},
 		{"… the handler (`serverHandler.ServeHTTP`)", "net/http.serverHandler.ServeHTTP"},
-		{"… … authentication: parse, checksum, SHA-256, lookup", srv + "authenticate"},
+		{"… … authentication: parse, checksum, SHA-256, lookup", keycheckPkg + "authenticate"},
 		{"… … … of which SHA-256", "crypto/sha256.Sum256"},
-		{"… … the list and its headers (`listConnections`)", srv + "(*api).listConnections"},
-		{"… … request id", srv + "requestID"},
-		{"… … metrics and access log (`record`)", srv + "(*instrumented).record"},
+		{"… … the list and its headers (`listConnections`)", v1apiPkg + "(*api).listConnections"},
+		{"… … request id", v1apiPkg + "requestID"},
+		{"… … metrics and access log (`record`)", v1apiPkg + "(*instrumented).record"},
 		{"… writing the response (`(*response).finishRequest`)", "net/http.(*response).finishRequest"},
 		{"… … its headers (`(*chunkWriter).writeHeader`)", "net/http.(*chunkWriter).writeHeader"},
 		{"system calls (`Syscall6`: read, write, epoll)", "internal/runtime/syscall/linux.Syscall6"},
@@ -414,7 +417,7 @@ func (r *report) writeThroughput(p printer) {
 	}
 	p("")
 	if a.requests > 0 {
-		headers, check := headedUS-bareUS, a.perRequest(srv+"authenticate")
+		headers, check := headedUS-bareUS, a.perRequest(keycheckPkg+"authenticate")
 		p("**What the body-only ratio leaves.** By CPU per request, the same-bytes handler spends %.1f µs more than the", headers)
 		p("body-only one: the header fields the contract requires (`Cache-Control`, `ETag`, `Vary`, `X-Content-Type-Options`,")
 		p("`X-Request-Id`), which `net/http` sorts, checks and writes whatever the handler. The key check the contract requires")

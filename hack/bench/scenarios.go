@@ -408,7 +408,7 @@ func (r *rig) pageLatency(ctx context.Context, key string, n int) (time.Duration
 
 func (r *rig) hotPath(ctx context.Context, _ options) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1",
-		"./internal/apikey/", "./internal/keyindex/", "./internal/server/")
+		"./internal/apikey/", "./internal/keyindex/", "./internal/keycheck/", "./internal/v1api/", "./internal/indexfeed/")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,8 +1,9 @@
 // Package keyindex is the API server's in-memory view of the cluster: which key hash belongs to
 // which APIKey, what state each APIKey is in, and the listable Connections of every namespace in
-// their documented order. It is fed by informer events and read by every request, so lookups
-// take a read lock and allocate nothing. How a Connection is served (its JSON, ETags) is the
-// server's business: the index carries the server's encoding without reading it.
+// their documented order. It is fed by informer events (internal/indexfeed) and read by every
+// request (internal/keycheck, internal/v1api), so lookups take a read lock and allocate nothing.
+// How a Connection is served (its JSON, ETags) is internal/v1api's business: the index carries
+// its encoding without reading it.
 package keyindex
 
 import (

@@ -22,9 +22,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/authz"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
-	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 )
 
 // authzServer is a server with both authorization listeners, and a gRPC client of its Check.
@@ -66,6 +68,9 @@ type call struct {
 
 func withBearer(key string) string { return "Bearer " + key }
 
+// realm is the challenge of every 401 (RFC 6750 section 3).
+const realm = `Bearer realm="switchboard"`
+
 // answer is what a gateway would do with a decision: a status, the error code, the header
 // fields to the client (RateLimit, Retry-After, WWW-Authenticate) and, when allowed, those to
 // the upstream (the key's identity).
@@ -85,8 +90,8 @@ type protocolCase struct {
 func (s *authzServer) protocols() []protocolCase {
 	return []protocolCase{
 		{"/v1", s.askV1},
-		{"forward-auth", func(t *testing.T, c call) answer { return s.askHTTP(t, ForwardAuthPath, c) }},
-		{"forward-auth nginx", func(t *testing.T, c call) answer { return s.askHTTP(t, ForwardAuthNginxPath, c) }},
+		{"forward-auth", func(t *testing.T, c call) answer { return s.askHTTP(t, authz.ForwardAuthPath, c) }},
+		{"forward-auth nginx", func(t *testing.T, c call) answer { return s.askHTTP(t, authz.ForwardAuthNginxPath, c) }},
 		{"ext_authz gRPC", s.askGRPC},
 	}
 }
@@ -99,7 +104,7 @@ func httpAnswer(t *testing.T, resp response) answer {
 			a.client.Set(name, v)
 		}
 	}
-	for _, name := range []string{HeaderKey, HeaderKeyUID, HeaderKeyHint} {
+	for _, name := range []string{authz.HeaderKey, authz.HeaderKeyUID, authz.HeaderKeyHint} {
 		if v := resp.Header.Get(name); v != "" {
 			a.upstream.Set(name, v)
 		}
@@ -132,8 +137,8 @@ func (s *authzServer) askHTTP(t *testing.T, prefix string, c call) answer {
 	req.Header.Set("X-Forwarded-For", c.client)
 	resp := s.do(t, req)
 	a := httpAnswer(t, resp)
-	if resp.Status != http.StatusOK && resp.Header.Get(HeaderCode) != a.code {
-		t.Errorf("%s: %s is %q, the body's code %q", prefix, HeaderCode, resp.Header.Get(HeaderCode), a.code)
+	if resp.Status != http.StatusOK && resp.Header.Get(authz.HeaderCode) != a.code {
+		t.Errorf("%s: %s is %q, the body's code %q", prefix, authz.HeaderCode, resp.Header.Get(authz.HeaderCode), a.code)
 	}
 	return a
 }
@@ -148,7 +153,7 @@ func checkRequestOf(c call) *authv3.CheckRequest {
 			SocketAddress: &corev3.SocketAddress{Address: c.client, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}},
 		}}},
 		Request:           &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{Method: "GET", Path: "/anything", Headers: headers}},
-		ContextExtensions: map[string]string{AudienceExtension: c.audience},
+		ContextExtensions: map[string]string{authz.AudienceExtension: c.audience},
 	}}
 }
 
@@ -171,14 +176,14 @@ func grpcAnswer(t *testing.T, resp *authv3.CheckResponse) answer {
 		for _, h := range ok.GetResponseHeadersToAdd() {
 			a.client.Set(h.GetHeader().GetKey(), h.GetHeader().GetValue())
 		}
-		md := resp.GetDynamicMetadata().GetFields()[MetadataNamespace].GetStructValue().GetFields()
-		for field, header := range map[string]string{"uid": HeaderKeyUID, "hint": HeaderKeyHint} {
+		md := resp.GetDynamicMetadata().GetFields()[authz.MetadataNamespace].GetStructValue().GetFields()
+		for field, header := range map[string]string{"uid": authz.HeaderKeyUID, "hint": authz.HeaderKeyHint} {
 			if md[field].GetStringValue() != a.upstream.Get(header) {
 				t.Errorf("dynamic metadata %s %q, header %q", field, md[field].GetStringValue(), a.upstream.Get(header))
 			}
 		}
-		if id := md["namespace"].GetStringValue() + "/" + md["name"].GetStringValue(); id != a.upstream.Get(HeaderKey) {
-			t.Errorf("dynamic metadata names %s, the header %s", id, a.upstream.Get(HeaderKey))
+		if id := md["namespace"].GetStringValue() + "/" + md["name"].GetStringValue(); id != a.upstream.Get(authz.HeaderKey) {
+			t.Errorf("dynamic metadata names %s, the header %s", id, a.upstream.Get(authz.HeaderKey))
 		}
 		return a
 	}
@@ -190,7 +195,7 @@ func grpcAnswer(t *testing.T, resp *authv3.CheckResponse) answer {
 	headerCode := ""
 	for _, h := range denied.GetHeaders() {
 		switch k := h.GetHeader().GetKey(); k {
-		case HeaderCode:
+		case authz.HeaderCode:
 			headerCode = h.GetHeader().GetValue()
 		case "Content-Type":
 			if h.GetHeader().GetValue() != "application/json" {
@@ -203,7 +208,7 @@ func grpcAnswer(t *testing.T, resp *authv3.CheckResponse) answer {
 	}
 	a.code = (response{Status: a.status, Body: []byte(denied.GetBody())}).errorCode(t)
 	if headerCode != a.code || resp.GetStatus().GetMessage() != a.code {
-		t.Errorf("denial code: body %q, %s %q, gRPC message %q", a.code, HeaderCode, headerCode, resp.GetStatus().GetMessage())
+		t.Errorf("denial code: body %q, %s %q, gRPC message %q", a.code, authz.HeaderCode, headerCode, resp.GetStatus().GetMessage())
 	}
 	return a
 }
@@ -247,11 +252,11 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	// Known once not 401; asked for an audience the metered key lacks, so its budget is intact.
 	for _, k := range []*keyFixture{plain, billing, both, partner, metered} {
 		eventually(t, "the server knows "+k.APIKey.Name, func() bool {
-			return s.askHTTP(t, ForwardAuthPath, call{authorization: withBearer(k.Key), client: "192.0.2.1", audience: "billing"}).status != http.StatusUnauthorized
+			return s.askHTTP(t, authz.ForwardAuthPath, call{authorization: withBearer(k.Key), client: "192.0.2.1", audience: "billing"}).status != http.StatusUnauthorized
 		})
 	}
 	identity := func(k *keyFixture) http.Header {
-		return http.Header{HeaderKey: {ns + "/" + k.APIKey.Name}, HeaderKeyUID: {string(k.APIKey.UID)}, HeaderKeyHint: {apikey.Hint(k.Key)}}
+		return http.Header{authz.HeaderKey: {ns + "/" + k.APIKey.Name}, authz.HeaderKeyUID: {string(k.APIKey.UID)}, authz.HeaderKeyHint: {apikey.Hint(k.Key)}}
 	}
 	challenge := func(v string) http.Header { return http.Header{"Www-Authenticate": {v}} }
 	rows := []struct {
@@ -264,27 +269,27 @@ func TestOneDecisionEverywhere(t *testing.T) {
 		{"valid", call{withBearer(plain.Key), "198.51.100.1", "connections"}, true,
 			answer{status: 200, client: http.Header{}, upstream: identity(plain)}},
 		{"missing", call{"", "198.51.100.2", "connections"}, true,
-			answer{status: 401, code: CodeAPIKeyMissing, client: challenge(realm), upstream: http.Header{}}},
+			answer{status: 401, code: apierror.CodeAPIKeyMissing, client: challenge(realm), upstream: http.Header{}}},
 		{"malformed", call{"Basic dXNlcjpwYXNz", "198.51.100.3", "connections"}, true,
-			answer{status: 401, code: CodeAPIKeyMissing, client: challenge(realm + `, error="invalid_request"`), upstream: http.Header{}}},
+			answer{status: 401, code: apierror.CodeAPIKeyMissing, client: challenge(realm + `, error="invalid_request"`), upstream: http.Header{}}},
 		{"unknown key", call{withBearer("sb_live_" + strings.Repeat("x", 43)), "198.51.100.4", "connections"}, true,
-			answer{status: 401, code: CodeAPIKeyInvalid, client: challenge(realm + `, error="invalid_token"`), upstream: http.Header{}}},
+			answer{status: 401, code: apierror.CodeAPIKeyInvalid, client: challenge(realm + `, error="invalid_token"`), upstream: http.Header{}}},
 		{"audience B key on route A", call{withBearer(billing.Key), "198.51.100.5", "connections"}, true,
-			answer{status: 403, code: CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apierror.CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 		{"audience B key on route B", call{withBearer(billing.Key), "198.51.100.5", "billing"}, false,
 			answer{status: 200, client: http.Header{}, upstream: identity(billing)}},
 		{"audience A or B key on route A", call{withBearer(both.Key), "198.51.100.5", "connections"}, true,
 			answer{status: 200, client: http.Header{}, upstream: identity(both)}},
 		{"audience A or B key on route C", call{withBearer(both.Key), "198.51.100.5", "search"}, false,
-			answer{status: 403, code: CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apierror.CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 		{"a route without an audience takes only keys without audiences", call{withBearer(both.Key), "198.51.100.5", ""}, false,
-			answer{status: 403, code: CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apierror.CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 		{"a key without audiences on a route without one", call{withBearer(plain.Key), "198.51.100.5", ""}, false,
 			answer{status: 200, client: http.Header{}, upstream: identity(plain)}},
 		{"source inside", call{withBearer(partner.Key), "192.0.2.77", "connections"}, true,
 			answer{status: 200, client: http.Header{}, upstream: identity(partner)}},
 		{"source outside", call{withBearer(partner.Key), "198.51.100.6", "connections"}, true,
-			answer{status: 403, code: CodeSourceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apierror.CodeSourceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 	}
 	for _, p := range s.protocols() {
 		for _, row := range rows {
@@ -315,7 +320,7 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	}
 	for _, p := range s.protocols() {
 		got := p.ask(t, metCall)
-		want := answer{status: 429, code: CodeKeyRateLimited}.forProtocol(p.name)
+		want := answer{status: 429, code: apierror.CodeKeyRateLimited}.forProtocol(p.name)
 		if got.status != want.status || got.code != want.code || got.client.Get("Retry-After") != "900" || got.client.Get("Ratelimit") != `"apikey";r=0;t=900` {
 			t.Errorf("%s past the budget: %d %s, Retry-After %q, RateLimit %q; want %d %s, 900", p.name, got.status, got.code,
 				got.client.Get("Retry-After"), got.client.Get("Ratelimit"), want.status, want.code)
@@ -332,7 +337,7 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	}
 	for _, p := range s.protocols() {
 		got := p.ask(t, guesser)
-		want := answer{status: 429, code: CodeRateLimited}.forProtocol(p.name)
+		want := answer{status: 429, code: apierror.CodeRateLimited}.forProtocol(p.name)
 		if got.status != want.status || got.code != want.code || got.client.Get("Retry-After") == "" {
 			t.Errorf("%s: a guess past the burst: %d %s, Retry-After %q; want %d %s", p.name, got.status, got.code, got.client.Get("Retry-After"), want.status, want.code)
 		}
@@ -346,14 +351,14 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	patchSpec(t, plain.APIKey, func(spec *switchboardv1alpha1.APIKeySpec) { spec.Revoked = true })
 	for _, p := range s.protocols() {
 		eventually(t, p.name+" refuses the revoked key", func() bool {
-			return p.ask(t, call{withBearer(plain.Key), "198.51.100.8", "connections"}).code == CodeAPIKeyInvalid
+			return p.ask(t, call{withBearer(plain.Key), "198.51.100.8", "connections"}).code == apierror.CodeAPIKeyInvalid
 		})
 		t.Logf("%s refused the revoked key %v after the update", p.name, time.Since(revokedAt).Round(time.Millisecond))
 	}
 
 	// The metrics count decisions by protocol, result and code, never by key.
-	if got := metricValue(t, "switchboard_authz_checks_total", "code", CodeAudienceNotAllowed); got < 2 {
-		t.Errorf("switchboard_authz_checks_total{code=%s} = %v, want the refusals counted", CodeAudienceNotAllowed, got)
+	if got := metricValue(t, "switchboard_authz_checks_total", "code", apierror.CodeAudienceNotAllowed); got < 2 {
+		t.Errorf("switchboard_authz_checks_total{code=%s} = %v, want the refusals counted", apierror.CodeAudienceNotAllowed, got)
 	}
 }
 
@@ -374,16 +379,19 @@ func sameHeader(got, want http.Header) bool {
 // NOT_READY — over gRPC as a denied_response, not an RPC error, so that a gateway set to fail
 // open still fails closed — and gRPC health says NOT_SERVING.
 func TestNotReadyIsADenial(t *testing.T) {
-	a := &api{index: keyindex.New(), prefix: apikey.DefaultPrefix, clock: nil, ready: new(atomic.Bool),
-		limiter: newFailureLimiter(1, 20, 1024), keys: ratelimit.New(ratelimit.Options{})}
 	opts := Options{}
 	opts.Default()
-	a.clock = opts.Clock
+	ready := new(atomic.Bool)
+	checker, err := keycheck.New(keycheck.Config{Index: keyindex.New(), Ready: ready, KeyPrefix: opts.KeyPrefix, Clock: opts.Clock,
+		FailureRate: 1, FailureBurst: 20, FailureClients: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, setServing, err := newExtAuthz(context.Background(), l, a, &opts, logr.Discard())
+	e, setServing, err := newExtAuthz(context.Background(), l, checker, &opts, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,19 +420,19 @@ func TestNotReadyIsADenial(t *testing.T) {
 		t.Fatalf("Check before the sync returned an RPC error (a fail-open gateway would let it through): %v", err)
 	}
 	got := grpcAnswer(t, resp)
-	if got.status != http.StatusServiceUnavailable || got.code != CodeNotReady || got.client.Get("Retry-After") != "1" {
+	if got.status != http.StatusServiceUnavailable || got.code != apierror.CodeNotReady || got.client.Get("Retry-After") != "1" {
 		t.Errorf("gRPC before the sync: %d %s %v", got.status, got.code, got.client)
 	}
 	if codes.Code(resp.GetStatus().GetCode()) != codes.Unavailable {
 		t.Errorf("gRPC status %v", codes.Code(resp.GetStatus().GetCode()))
 	}
 	rec := httptest.NewRecorder()
-	(&forwardAuth{api: a, log: logr.Discard()}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/authz/connections", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(HeaderCode) != CodeNotReady || rec.Header().Get("Retry-After") != "1" {
-		t.Errorf("forward-auth before the sync: %d %s", rec.Code, rec.Header().Get(HeaderCode))
+	authz.NewForwardAuth(checker, logr.Discard()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/authz/connections", nil))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(authz.HeaderCode) != apierror.CodeNotReady || rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("forward-auth before the sync: %d %s", rec.Code, rec.Header().Get(authz.HeaderCode))
 	}
 	setServing()
-	a.ready.Store(true)
+	ready.Store(true)
 	if got := serving(""); got != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health after the sync: %v", got)
 	}
@@ -440,19 +448,19 @@ func TestForwardAuthIgnoresForgedForwardedFor(t *testing.T) {
 	k := newKey(t, ns, "k", switchboardv1alpha1.APIKeySpec{})
 	s := startAuthzServer(t, Options{FailureBurst: 20, FailureRate: 0.0001}, true)
 	eventually(t, "the server knows the key", func() bool {
-		return s.askHTTP(t, ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}).status == http.StatusOK
+		return s.askHTTP(t, authz.ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}).status == http.StatusOK
 	})
 	limited := 0
 	for i := range 1000 {
 		guess := call{withBearer("sb_live_" + strings.Repeat("z", 43)), netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}).String(), "connections"}
-		if s.askHTTP(t, ForwardAuthPath, guess).code == CodeRateLimited {
+		if s.askHTTP(t, authz.ForwardAuthPath, guess).code == apierror.CodeRateLimited {
 			limited++
 		}
 	}
 	if answered := 1000 - limited; answered > 20 {
 		t.Errorf("%d of 1000 guesses with forged addresses were judged, want at most the burst of 20", answered)
 	}
-	if got := s.askHTTP(t, ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}); got.status != http.StatusOK {
+	if got := s.askHTTP(t, authz.ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}); got.status != http.StatusOK {
 		t.Errorf("a valid key from the guessing address: %d %s", got.status, got.code)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -80,7 +81,7 @@ func TestNotReadyUntilSynced(t *testing.T) {
 
 	for _, key := range []string{k.Key, "", "sb_live_unknown"} {
 		resp := s.get(t, "/v1/connections", key)
-		if resp.Status != http.StatusServiceUnavailable || resp.errorCode(t) != CodeNotReady || resp.Header.Get("Retry-After") == "" {
+		if resp.Status != http.StatusServiceUnavailable || resp.errorCode(t) != apierror.CodeNotReady || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("before sync: %d %s (Retry-After %q), want 503 NOT_READY", resp.Status, resp.Body, resp.Header.Get("Retry-After"))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 )
 
@@ -63,23 +64,23 @@ func TestContract(t *testing.T) {
 		code      string
 		challenge string
 	}{
-		{name: "missing header", header: nil, status: 401, code: CodeAPIKeyMissing, challenge: `Bearer realm="switchboard"`},
-		{name: "empty header", header: []string{""}, status: 401, code: CodeAPIKeyMissing},
-		{name: "Basic scheme", header: []string{"Basic dXNlcjpwYXNz"}, status: 401, code: CodeAPIKeyMissing, challenge: `Bearer realm="switchboard", error="invalid_request"`},
-		{name: "Bearer alone", header: []string{"Bearer"}, status: 401, code: CodeAPIKeyMissing},
-		{name: "Bearer and a space", header: []string{"Bearer "}, status: 401, code: CodeAPIKeyMissing},
-		{name: "two tokens", header: []string{"Bearer " + valid.Key + " " + valid.Key}, status: 401, code: CodeAPIKeyMissing},
-		{name: "two spaces", header: []string{"Bearer  " + valid.Key}, status: 401, code: CodeAPIKeyMissing},
-		{name: "tab separator", header: []string{"Bearer\t" + valid.Key}, status: 401, code: CodeAPIKeyMissing},
-		{name: "key without scheme", header: []string{valid.Key}, status: 401, code: CodeAPIKeyMissing},
-		{name: "two Authorization headers", header: []string{"Bearer " + valid.Key, "Bearer " + valid.Key}, status: 401, code: CodeAPIKeyMissing},
-		{name: "wrong prefix", header: []string{"Bearer " + otherPrefix}, status: 401, code: CodeAPIKeyInvalid, challenge: `Bearer realm="switchboard", error="invalid_token"`},
-		{name: "not a key at all", header: []string{"Bearer abc"}, status: 401, code: CodeAPIKeyInvalid},
-		{name: "bad checksum", header: []string{"Bearer " + badChecksum}, status: 401, code: CodeAPIKeyInvalid},
-		{name: "unknown", header: []string{"Bearer " + unknown}, status: 401, code: CodeAPIKeyInvalid},
-		{name: "revoked", header: []string{"Bearer " + revoked.Key}, status: 401, code: CodeAPIKeyInvalid},
-		{name: "expired", header: []string{"Bearer " + expired.Key}, status: 401, code: CodeAPIKeyInvalid},
-		{name: "rotated, past grace", header: []string{"Bearer " + oldKey}, status: 401, code: CodeAPIKeyInvalid},
+		{name: "missing header", header: nil, status: 401, code: apierror.CodeAPIKeyMissing, challenge: `Bearer realm="switchboard"`},
+		{name: "empty header", header: []string{""}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "Basic scheme", header: []string{"Basic dXNlcjpwYXNz"}, status: 401, code: apierror.CodeAPIKeyMissing, challenge: `Bearer realm="switchboard", error="invalid_request"`},
+		{name: "Bearer alone", header: []string{"Bearer"}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "Bearer and a space", header: []string{"Bearer "}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "two tokens", header: []string{"Bearer " + valid.Key + " " + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "two spaces", header: []string{"Bearer  " + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "tab separator", header: []string{"Bearer\t" + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "key without scheme", header: []string{valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "two Authorization headers", header: []string{"Bearer " + valid.Key, "Bearer " + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
+		{name: "wrong prefix", header: []string{"Bearer " + otherPrefix}, status: 401, code: apierror.CodeAPIKeyInvalid, challenge: `Bearer realm="switchboard", error="invalid_token"`},
+		{name: "not a key at all", header: []string{"Bearer abc"}, status: 401, code: apierror.CodeAPIKeyInvalid},
+		{name: "bad checksum", header: []string{"Bearer " + badChecksum}, status: 401, code: apierror.CodeAPIKeyInvalid},
+		{name: "unknown", header: []string{"Bearer " + unknown}, status: 401, code: apierror.CodeAPIKeyInvalid},
+		{name: "revoked", header: []string{"Bearer " + revoked.Key}, status: 401, code: apierror.CodeAPIKeyInvalid},
+		{name: "expired", header: []string{"Bearer " + expired.Key}, status: 401, code: apierror.CodeAPIKeyInvalid},
+		{name: "rotated, past grace", header: []string{"Bearer " + oldKey}, status: 401, code: apierror.CodeAPIKeyInvalid},
 		{name: "rotated, current key", header: []string{"Bearer " + rotated.Key}, status: 200},
 		{name: "rotated, within grace", header: []string{"Bearer " + gracedOld}, status: 200},
 		{name: "valid", header: []string{"Bearer " + valid.Key}, status: 200},
@@ -159,16 +160,16 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		status             int
 		code, allow        string
 	}{
-		{"unknown /v1 path", http.MethodGet, "/v1/keys", auth, 404, CodeNotFound, ""},
-		{"/v1 itself", http.MethodGet, "/v1", auth, 404, CodeNotFound, ""},
-		{"trailing slash", http.MethodGet, "/v1/connections/", auth, 404, CodeNotFound, ""},
-		{"unknown /v1 path without a key is 401 first", http.MethodGet, "/v1/keys", nil, 401, CodeAPIKeyMissing, ""},
-		{"POST", http.MethodPost, "/v1/connections", auth, 405, CodeMethodNotAllowed, "GET, HEAD"},
-		{"DELETE", http.MethodDelete, "/v1/connections", auth, 405, CodeMethodNotAllowed, "GET, HEAD"},
-		{"POST without a key is 401 first", http.MethodPost, "/v1/connections", nil, 401, CodeAPIKeyMissing, ""},
-		{"outside /v1", http.MethodGet, "/connections", nil, 404, CodeNotFound, ""},
+		{"unknown /v1 path", http.MethodGet, "/v1/keys", auth, 404, apierror.CodeNotFound, ""},
+		{"/v1 itself", http.MethodGet, "/v1", auth, 404, apierror.CodeNotFound, ""},
+		{"trailing slash", http.MethodGet, "/v1/connections/", auth, 404, apierror.CodeNotFound, ""},
+		{"unknown /v1 path without a key is 401 first", http.MethodGet, "/v1/keys", nil, 401, apierror.CodeAPIKeyMissing, ""},
+		{"POST", http.MethodPost, "/v1/connections", auth, 405, apierror.CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", http.MethodDelete, "/v1/connections", auth, 405, apierror.CodeMethodNotAllowed, "GET, HEAD"},
+		{"POST without a key is 401 first", http.MethodPost, "/v1/connections", nil, 401, apierror.CodeAPIKeyMissing, ""},
+		{"outside /v1", http.MethodGet, "/connections", nil, 404, apierror.CodeNotFound, ""},
 		{"OpenAPI needs no key", http.MethodGet, "/openapi.yaml", nil, 200, "", ""},
-		{"OpenAPI is read-only", http.MethodPut, "/openapi.yaml", nil, 405, CodeMethodNotAllowed, "GET, HEAD"},
+		{"OpenAPI is read-only", http.MethodPut, "/openapi.yaml", nil, 405, apierror.CodeMethodNotAllowed, "GET, HEAD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,11 +7,9 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 )
 
 // TestRateLimitedAfterRepeatedFailures: an address that keeps failing gets 429 with
@@ -32,14 +30,14 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 			}
 		})
 	}
-	limitedBefore := testutil.ToFloat64(authTotal.WithLabelValues(CodeRateLimited, ""))
+	limitedBefore := gathered(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "")
 	for i := range burst {
 		if resp := from("203.0.113.7", "sb_live_guess"+strconv.Itoa(i)); resp.Status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %d, want 401", i+1, resp.Status)
 		}
 	}
 	resp := from("203.0.113.7", "sb_live_guess")
-	if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != CodeRateLimited {
+	if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apierror.CodeRateLimited {
 		t.Fatalf("after %d failures: %d %s, want 429 RATE_LIMITED", burst, resp.Status, resp.Body)
 	}
 	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
@@ -58,54 +56,8 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 		t.Errorf("another address's first failure: %d, want 401", resp.Status)
 	}
 	// Exactly the two requests of the limited address were refused as RATE_LIMITED.
-	if got := testutil.ToFloat64(authTotal.WithLabelValues(CodeRateLimited, "")) - limitedBefore; got != 2 {
+	if got := gathered(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "") - limitedBefore; got != 2 {
 		t.Errorf("RATE_LIMITED outcomes counted %v, want 2", got)
-	}
-}
-
-func TestFailureLimiter(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	l := newFailureLimiter(1, 3, 32)
-	for i := range 3 {
-		if blocked, _ := l.blocked(a, now); blocked {
-			t.Fatalf("blocked after %d failures", i)
-		}
-		l.fail(a, now)
-	}
-	blocked, wait := l.blocked(a, now)
-	if !blocked || wait <= 0 || wait > time.Second {
-		t.Fatalf("after the burst: blocked=%v wait=%v, want blocked for up to 1s", blocked, wait)
-	}
-	if blocked, _ := l.blocked(b, now); blocked {
-		t.Error("another address is blocked")
-	}
-	if blocked, _ := l.blocked(a, now.Add(time.Second)); blocked {
-		t.Error("still blocked after a token refilled")
-	}
-	// An IPv6 client is limited by its /64: hopping within it buys nothing, leaving it does.
-	for i := range 3 {
-		l.fail(netip.MustParseAddr("2001:db8:1:2::"+strconv.Itoa(i+1)), now)
-	}
-	if blocked, _ := l.blocked(netip.MustParseAddr("2001:db8:1:2:ffff::9"), now); !blocked {
-		t.Error("another address of the same /64 is not blocked")
-	}
-	if blocked, _ := l.blocked(netip.MustParseAddr("2001:db8:1:3::1"), now); blocked {
-		t.Error("another /64 is blocked")
-	}
-	// The LRU forgets the oldest addresses rather than grow without bound.
-	for i := range 1000 {
-		l.fail(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), now)
-	}
-	n := 0
-	for i := range l.shards {
-		n += len(l.shards[i].entries)
-	}
-	if n > 32+limiterShards {
-		t.Errorf("the limiter remembers %d addresses, bound is about 32", n)
-	}
-	if newFailureLimiter(-1, 3, 32) != nil {
-		t.Error("a negative rate must disable the limiter")
 	}
 }
 
@@ -142,7 +94,7 @@ func TestValidKeyNeverLockedOut(t *testing.T) {
 		}
 	}
 	// The limit still holds for failures after the valid key's successes.
-	if resp := s.get(t, "/v1/connections", "sb_live_guess"); resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != CodeRateLimited {
+	if resp := s.get(t, "/v1/connections", "sb_live_guess"); resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apierror.CodeRateLimited {
 		t.Errorf("a bad key after the valid ones: %d %s, want 429 RATE_LIMITED", resp.Status, resp.Body)
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
 
@@ -19,11 +19,15 @@ func TestMetrics(t *testing.T) {
 	ns := env.Namespace(t, "metrics")
 	k := newKey(t, ns, "counted", switchboardv1alpha1.APIKeySpec{})
 	s := startServer(t, nil, Options{FailureRate: -1}, true)
-	ok := func() float64 { return testutil.ToFloat64(requestsTotal.WithLabelValues(routeConnections, "200")) }
-	invalid := func() float64 {
-		return testutil.ToFloat64(authTotal.WithLabelValues(CodeAPIKeyInvalid, keyindex.Unknown.String()))
+	ok := func() float64 {
+		return gathered(t, "switchboard_api_requests_total", "route", "/v1/connections", "status", "200")
 	}
-	notFound := func() float64 { return testutil.ToFloat64(requestsTotal.WithLabelValues(routeV1Other, "404")) }
+	invalid := func() float64 {
+		return gathered(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Unknown.String())
+	}
+	notFound := func() float64 {
+		return gathered(t, "switchboard_api_requests_total", "route", "/v1/*", "status", "404")
+	}
 	okBefore, invalidBefore, notFoundBefore := ok(), invalid(), notFound()
 	for range 3 {
 		s.get(t, "/v1/connections", k.Key)
@@ -56,4 +60,34 @@ func TestMetrics(t *testing.T) {
 	if !found {
 		t.Error("the latency histogram is not in controller-runtime's registry, or is empty")
 	}
+}
+
+// gathered is the value of the counter or gauge name in controller-runtime's registry whose
+// labels include labelValues (name, value, …; a label the series lacks counts as ""): what its
+// metrics server would export. A series never counted is 0.
+func gathered(t testing.TB, name string, labelValues ...string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			match := true
+			for i := 0; i+1 < len(labelValues); i += 2 {
+				match = match && have[labelValues[i]] == labelValues[i+1]
+			}
+			if match {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -12,9 +12,8 @@ import (
 	"k8s.io/utils/clock"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/ratelimit"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
 )
 
 // Defaults of the server. They have this one home: Options.Default fills zero fields from
@@ -26,16 +25,16 @@ const (
 	DefaultMetricsBindAddress     = ":8081"
 	DefaultHealthProbeBindAddress = ":8082"
 	DefaultSystemNamespace        = switchboardv1alpha1.DefaultSystemNamespace
-	DefaultKeyPrefix              = apikey.DefaultPrefix
+	DefaultKeyPrefix              = keycheck.DefaultKeyPrefix
 	DefaultFailureRate            = 1.0
 	DefaultFailureBurst           = 20
 	DefaultRateLimitClients       = 1 << 16
-	DefaultRateLimitRedisTimeout  = ratelimit.DefaultRedisTimeout
+	DefaultRateLimitRedisTimeout  = keycheck.DefaultRedisTimeout
 	DefaultLastUsedInterval       = time.Minute
 	DefaultLastUsedFlush          = 10 * time.Second
 	DefaultLastUsedWriteRate      = 20.0
 	// DefaultMaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses
-	// being written at once by a replica (list.go).
+	// being written at once by a replica (internal/v1api).
 	DefaultMaxInFlightBytesPerNamespace = 16 << 20
 	// DefaultAudience is the audience of the server's own /v1 (--audience).
 	DefaultAudience        = "connections"
@@ -141,7 +140,7 @@ type Options struct {
 	// it gets 403 AUDIENCE_NOT_ALLOWED there.
 	Audience string
 	// AuthzGRPCListen, when set, serves Envoy's external authorization (gRPC
-	// envoy.service.auth.v3.Authorization/Check) and gRPC health on this address (extauthz.go).
+	// envoy.service.auth.v3.Authorization/Check) and gRPC health on this address (internal/authz).
 	AuthzGRPCListen string
 	// AuthzGRPCListener, when set, is used instead of listening on AuthzGRPCListen (tests).
 	AuthzGRPCListener net.Listener
@@ -156,7 +155,7 @@ type Options struct {
 	// default) plus what with_request_body forwards. A larger one is an RPC error
 	// (ResourceExhausted), which a gateway must not be configured to fail open on.
 	AuthzGRPCMaxMessageBytes int
-	// AuthzHTTPListen, when set, serves the forward-auth endpoints (forwardauth.go) on this
+	// AuthzHTTPListen, when set, serves the forward-auth endpoints (internal/authz) on this
 	// address, for Traefik, Caddy, NGINX and Envoy's HTTP ext_authz.
 	AuthzHTTPListen string
 	// AuthzHTTPListener, when set, is used instead of listening on AuthzHTTPListen (tests).
@@ -253,7 +252,7 @@ func (o *Options) Default() {
 // nothing is.
 func (o *Options) Validate() error {
 	var errs []error
-	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
+	if err := keycheck.ValidatePrefix(o.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
 	if o.RateLimitRedisTimeout < 0 {
@@ -262,7 +261,7 @@ func (o *Options) Validate() error {
 	if o.LastUsedInterval < 0 || o.LastUsedFlush < 0 || o.LastUsedWriteRate < 0 {
 		errs = append(errs, errors.New("--last-used-interval, the flush period and --last-used-writes-per-second must be positive"))
 	}
-	if !validAudience(o.Audience) {
+	if !keycheck.ValidAudience(o.Audience) {
 		errs = append(errs, fmt.Errorf("--audience: %q is not a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63)", o.Audience))
 	}
 	if (o.AuthzGRPCTLSCertFile == "") != (o.AuthzGRPCTLSKeyFile == "") {
@@ -284,16 +283,3 @@ func (o *Options) Validate() error {
 // take 40 MiB of the 64 MiB decode budget (frontdoor.GRPCLimits.DecodeBudget), so such are
 // decoded one at a time.
 const maxGRPCMessage = 512 << 10
-
-// validAudience says whether s is a DNS label, as the CRD's Audience type requires.
-func validAudience(s string) bool {
-	if s == "" || len(s) > switchboardv1alpha1.MaxAudienceLength || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c != '-' && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}

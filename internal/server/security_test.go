@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
@@ -50,7 +50,7 @@ func TestOnlySwitchboardsHashSecretsAuthenticate(t *testing.T) {
 		t.Fatalf("the genuine key: %d", resp.Status)
 	}
 	for name, key := range map[string]string{"planted in the tenant namespace": chosen, "Opaque in the system namespace": opaque} {
-		if resp := s.get(t, "/v1/connections", key); resp.Status != http.StatusUnauthorized || resp.errorCode(t) != CodeAPIKeyInvalid {
+		if resp := s.get(t, "/v1/connections", key); resp.Status != http.StatusUnauthorized || resp.errorCode(t) != apierror.CodeAPIKeyInvalid {
 			t.Errorf("a key hashed by a Secret %s: %d %s, want 401 API_KEY_INVALID", name, resp.Status, resp.Body)
 		}
 	}
@@ -69,7 +69,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 		t.Fatalf("before: %d", resp.Status)
 	}
 	refusedAsDuplicate := func() float64 {
-		return testutil.ToFloat64(authTotal.WithLabelValues(CodeAPIKeyInvalid, keyindex.Duplicate.String()))
+		return gathered(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Duplicate.String())
 	}
 	before := refusedAsDuplicate()
 	// b's hash Secret now holds a's hash too.
@@ -79,7 +79,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	})
 	// The gauge is set by the informer's handler just after the index takes the Secret, which a
 	// request can already see: it follows, within moments.
-	eventually(t, "switchboard_api_duplicate_key_hashes at 1", func() bool { return testutil.ToFloat64(duplicateHashes) == 1 })
+	eventually(t, "switchboard_api_duplicate_key_hashes at 1", func() bool { return gathered(t, "switchboard_api_duplicate_key_hashes") == 1 })
 	if refusedAsDuplicate() <= before {
 		t.Error("the refusal was not counted with reason duplicate")
 	}
@@ -90,7 +90,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	eventually(t, "a's key served once one Secret holds it", func() bool {
 		return s.get(t, "/v1/connections", a.Key).Status == http.StatusOK
 	})
-	eventually(t, "switchboard_api_duplicate_key_hashes back at 0 after the fix", func() bool { return testutil.ToFloat64(duplicateHashes) == 0 })
+	eventually(t, "switchboard_api_duplicate_key_hashes back at 0 after the fix", func() bool { return gathered(t, "switchboard_api_duplicate_key_hashes") == 0 })
 	if resp := s.get(t, "/v1/connections", b.Key); resp.Status != http.StatusOK {
 		t.Errorf("b's key after the fix: %d", resp.Status)
 	}

@@ -1,12 +1,18 @@
-// Package server serves the /v1 Connections API from the informer cache: it authenticates
-// every /v1 request against an in-memory index of hash Secrets and APIKeys (package keyindex),
-// answers GET /v1/connections from pre-encoded JSON, and makes no API-server call per request.
+// Package server hosts the API server: it wires the parts and serves them until told to stop.
+// It decides nothing and lists nothing itself:
 //
-// A request passes two layers. instrument (instrument.go) does what every request gets: a
-// request id, the constant headers, the status for metrics, panic recovery and the access log.
-// Inside it, api.serveV1 (api.go) decides, top to bottom: ready gate → authenticate → failure
-// limiter → the key's policy (policy.go: source ranges, rate limit) → route → list (list.go, in
-// the wire format of wire.go).
+//   - internal/indexfeed fills the in-memory index (package keyindex) from informers;
+//   - internal/keycheck decides every request (the key, its state, audience, source ranges, the
+//     failure limiter and the rate limit);
+//   - internal/v1api serves the API port (/v1 and /openapi.yaml), and internal/authz the
+//     gateways' checks (Envoy's ext_authz over gRPC, forward-auth over HTTP), each an adapter
+//     over the decision;
+//   - internal/lastused writes keys' lastUsedAt back.
+//
+// Run builds them from Options and hosts them: listeners behind their front doors, the manager
+// of metrics and probes, readiness until the index has synced, the gRPC server of ext_authz
+// (TLS, health) and the shutdown that drains them. It imports neither the index, the rate
+// limiter nor the key format (TestHostsOnly).
 package server
 
 import (
@@ -20,14 +26,18 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/authz"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/indexfeed"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/lastused"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/probes"
+	"github.com/switchboard-dev/switchboard/internal/v1api"
 )
 
 // Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests
@@ -57,24 +67,25 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	// The manager's and the panel's requests carry this logger: nothing above V(5) (Secret bodies).
 	log = logging.Capped(log)
-	keyLimiter, err := newKeyLimiter(&opts, log.WithName("rate-limit"))
+	var synced, draining atomic.Bool
+	feed, err := indexfeed.New(ctx, cfg, indexfeed.Options{SystemNamespace: opts.SystemNamespace, Logger: log.WithName("index")})
 	if err != nil {
 		return err
 	}
-	idx := keyindex.New()
+	checker, err := keycheck.New(keycheck.Config{
+		Index: feed.Index(), Ready: &synced, KeyPrefix: opts.KeyPrefix, Clock: opts.Clock,
+		TrustedProxies: opts.TrustedProxies, PeersAreProxies: opts.PeersAreProxies,
+		FailureRate: opts.FailureRate, FailureBurst: opts.FailureBurst, FailureClients: opts.RateLimitClients,
+		RateLimitRedis: opts.RateLimitRedis, RateLimitRedisPassword: opts.RateLimitRedisPassword,
+		RateLimitRedisTimeout: opts.RateLimitRedisTimeout, Logger: log.WithName("rate-limit"),
+	})
+	if err != nil {
+		return err
+	}
 	mgr, err := newManager(cfg, log)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	informers, err := newInformers(cfg, &opts)
-	if err != nil {
-		return fmt.Errorf("creating the cache: %w", err)
-	}
-	regs, err := registerIndex(ctx, informers, idx, log.WithName("index"))
-	if err != nil {
-		return err
-	}
-	var synced, draining atomic.Bool
 	var checks probes.Probes
 	if err := checks.AddHealthz("ping", healthz.Ping); err != nil {
 		return err
@@ -98,20 +109,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 		listeners = append(listeners, apiListener)
 	}
-	api := &api{
-		index:   idx,
-		prefix:  opts.KeyPrefix,
-		clock:   opts.Clock,
-		ready:   &synced,
-		limiter: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.RateLimitClients),
-		keys:    keyLimiter,
-		trusted: opts.TrustedProxies,
-
-		peersAreProxies: opts.PeersAreProxies,
-		maxInFlight:     opts.MaxInFlightBytesPerNamespace,
-		audience:        opts.Audience,
-	}
-	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(apiListener, apiLimits(&opts), instrument(api, opts.TrustedProxies, log.WithName("http")))}
+	api := v1api.New(v1api.Config{
+		Checker: checker, Index: feed.Index(), Audience: opts.Audience,
+		MaxInFlightBytesPerNamespace: opts.MaxInFlightBytesPerNamespace, Logger: log.WithName("http"),
+	})
+	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(apiListener, apiLimits(&opts), api)}
 	if opts.PanelListen != "" {
 		l, err := frontdoor.Listen(opts.PanelListen)
 		if err != nil {
@@ -120,7 +122,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		listeners = append(listeners, l)
 		endpoints = append(endpoints, frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(opts.TrustedProxies), opts.Panel))
 	}
-	authzEndpoints, onSynced, err := authzEndpoints(ctx, api, &opts, &listeners, log)
+	authzEndpoints, onSynced, err := authzEndpoints(ctx, checker, &opts, &listeners, log)
 	if err != nil {
 		return err
 	}
@@ -144,13 +146,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}()
 	go func() {
 		defer close(informersDone)
-		if err := informers.Start(mgrCtx); err != nil {
+		if err := feed.Start(mgrCtx); err != nil {
 			mgrFailed <- fmt.Errorf("running the cache: %w", err)
 		}
 	}()
-	go waitSynced(mgrCtx, regs, &synced, onSynced, log)
-	go newUsageWriter(idx, mgr.GetClient(), &opts, log.WithName("last-used")).run(mgrCtx)
-	go keyLimiter.Run(mgrCtx)
+	go waitSynced(mgrCtx, feed.HasSynced, &synced, onSynced, log)
+	go lastused.New(feed.Index(), mgr.GetClient(), lastused.Options{
+		Clock: opts.Clock, Interval: opts.LastUsedInterval, Flush: opts.LastUsedFlush, WriteRate: opts.LastUsedWriteRate,
+		Logger: log.WithName("last-used"),
+	}).Run(mgrCtx)
+	go checker.Run(mgrCtx)
 	listeners = nil // the group serves and closes them now
 	runErr := frontdoor.Group{
 		Endpoints:       endpoints,
@@ -168,17 +173,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 // waitSynced marks the server ready once every informer has delivered its initial list to the
 // index. Until then /v1 answers 503: a key must never be judged against a partial index.
-func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegistration, synced *atomic.Bool, onSynced func(), log logr.Logger) {
+func waitSynced(ctx context.Context, hasSynced func() bool, synced *atomic.Bool, onSynced func(), log logr.Logger) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	start := time.Now()
 	nextLog := start.Add(30 * time.Second)
 	for {
-		all := true
-		for _, r := range regs {
-			all = all && r.HasSynced()
-		}
-		if all {
+		if hasSynced() {
 			synced.Store(true)
 			onSynced()
 			log.Info("index synced; serving /v1")
@@ -201,7 +202,7 @@ func waitSynced(ctx context.Context, regs []toolscache.ResourceEventHandlerRegis
 // authzEndpoints are the authorization listeners that opts asks for (gRPC ext_authz, HTTP
 // forward-auth), appending those it opens to listeners, and what to call once the index has
 // synced (gRPC health then says SERVING).
-func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, func(), error) {
+func authzEndpoints(ctx context.Context, checker *keycheck.Checker, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, func(), error) {
 	var endpoints []frontdoor.Endpoint
 	onSynced := func() {}
 	listen := func(given net.Listener, addr, what string) (net.Listener, error) {
@@ -223,7 +224,7 @@ func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net
 		return nil, nil, err
 	}
 	if l != nil {
-		e, setServing, err := newExtAuthz(ctx, l, a, opts, log.WithName("ext-authz"))
+		e, setServing, err := newExtAuthz(ctx, l, checker, opts, log.WithName("ext-authz"))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -238,10 +239,13 @@ func authzEndpoints(ctx context.Context, a *api, opts *Options, listeners *[]net
 		// the gateways named in --trusted-proxies, which carry many clients' requests.
 		limits := frontdoor.ForwardAuthLimits.Behind(opts.TrustedProxies)
 		limits.MaxConnections, limits.MaxConnectionsPerClient = opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient
-		endpoints = append(endpoints, frontdoor.HTTP(l, limits, &forwardAuth{api: a, log: log.WithName("forward-auth")}))
+		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, log.WithName("forward-auth"))))
 	}
 	return endpoints, onSynced, nil
 }
+
+// msgBodyNotAllowed is the message of the /v1 door's refusal of a request with a body.
+const msgBodyNotAllowed = "The request carries a body, and no /v1 route reads one: send requests without a body (no Content-Length other than 0, no Transfer-Encoding)."
 
 // apiLimits are the /v1 listener's: its handlers read no body, so a request that carries one is
 // refused before them (413 BODY_NOT_ALLOWED) and its connection closed.
@@ -251,7 +255,7 @@ func apiLimits(opts *Options) frontdoor.HTTPLimits {
 	limits.RefuseBodies = &frontdoor.Refusal{
 		Status: http.StatusRequestEntityTooLarge,
 		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},
-		Body:   errorJSON(CodeBodyNotAllowed, msgBodyNotAllowed),
+		Body:   apierror.JSON(apierror.CodeBodyNotAllowed, msgBodyNotAllowed),
 	}
 	return limits
 }

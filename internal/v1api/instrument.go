@@ -1,39 +1,31 @@
-package server
+package v1api
 
 import (
 	"math/rand/v2"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 
-	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
 )
-
-// keyedHandler answers a request and returns the key it presented, when it was well-formed, so
-// that the access log can show the key's hint (never the key, never a foreign token). start is
-// when the request began, read once from the clock for everyone.
-type keyedHandler interface {
-	serve(w http.ResponseWriter, r *http.Request, rt route, start time.Time) (wellFormedKey string)
-}
 
 // instrumented is what every request of the API port gets, whatever it asks for: a request id,
 // the constant headers, its status recorded for metrics, panic recovery, and the access log. It
-// decides nothing: the wrapped handler does.
+// decides nothing: the wrapped api does.
 type instrumented struct {
-	next    keyedHandler
-	trusted []netip.Prefix
-	log     logr.Logger
+	next *api
+	log  logr.Logger
 	// accessLog says the access log is on (verbosity 1): the level is set at start, so it is
 	// asked once, not per request.
 	accessLog bool
 }
 
-func instrument(next keyedHandler, trusted []netip.Prefix, log logr.Logger) *instrumented {
-	return &instrumented{next: next, trusted: trusted, log: log, accessLog: log.V(1).Enabled()}
+func instrument(next *api, log logr.Logger) *instrumented {
+	return &instrumented{next: next, log: log, accessLog: log.V(1).Enabled()}
 }
 
 // statusWriter remembers the status for metrics and the access log. It escapes through the
@@ -68,36 +60,32 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr["X-Content-Type-Options"] = headerNoSniff // shared, never modified: no allocation
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter = w
-	var key string
+	var v keycheck.Verdict
 	rt := routeOf(r.URL.Path) // once, for the handler and the metrics
 	defer func() {
 		if p := recover(); p != nil {
 			in.log.Error(nil, "request panicked", "requestID", id, "panic", p)
 			if sw.status == 0 {
-				writeError(sw, http.StatusInternalServerError, CodeInternal, msgInternal)
+				apierror.Write(sw, http.StatusInternalServerError, apierror.CodeInternal, msgInternal)
 			}
 		}
-		in.record(r, rt, id, sw.status, key, time.Since(start))
+		in.record(r, rt, id, sw.status, &v, time.Since(start))
 		*sw = statusWriter{} // nothing of this request stays reachable from the pool
 		statusWriters.Put(sw)
 	}()
-	key = in.next.serve(sw, r, rt, start)
+	v = in.next.serve(sw, r, rt, start)
 }
 
-// record counts a finished request and writes its access log line (at verbosity 1).
-func (in *instrumented) record(r *http.Request, rt route, id string, status int, key string, elapsed time.Duration) {
+// record counts a finished request and writes its access log line (at verbosity 1), with the
+// hint of the key the verdict v judged (never the key, never a foreign token).
+func (in *instrumented) record(r *http.Request, rt route, id string, status int, v *keycheck.Verdict, elapsed time.Duration) {
 	if status == 0 {
 		status = http.StatusOK
 	}
 	countRequest(rt, status, elapsed.Seconds())
 	if in.accessLog {
-		log := in.log.V(1)
-		hint := ""
-		if key != "" {
-			hint = apikey.Hint(key)
-		}
-		log.Info("request", "requestID", id, "method", r.Method, "path", r.URL.Path, "status", status,
-			"duration", elapsed, "client", clientAddress(r, in.trusted).String(), "key", hint)
+		in.log.V(1).Info("request", "requestID", id, "method", r.Method, "path", r.URL.Path, "status", status,
+			"duration", elapsed, "client", in.next.checker.ClientAddress(r).String(), "key", v.Hint())
 	}
 }
 

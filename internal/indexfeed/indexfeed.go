@@ -1,15 +1,17 @@
-package server
+// Package indexfeed keeps the server's index (package keyindex) in step with the cluster: an
+// informer cache that holds only what the index reads, each object cut down as it arrives, and
+// every change fed to the index. The index it fills is what keycheck looks keys up in, v1api
+// lists Connections from and lastused reads keys' use from.
+package indexfeed
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/pprof"
-	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,18 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/metricsauth"
-	"github.com/switchboard-dev/switchboard/internal/probes"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
+	"github.com/switchboard-dev/switchboard/internal/v1api"
 )
 
 // The server's cache holds only what it serves, and every replica holds all of it, so each
@@ -44,75 +42,63 @@ import (
 //   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
 //     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
 
-// newManager builds the manager of the server's client (the last-use writer's). Every replica
-// serves: no leader election. Its own cache stays empty: the index's informers are
-// newInformers'. Its probe and metrics listeners are off: Run serves both through the front
-// door (probeAndMetricsEndpoints).
-func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
-	return ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme.Scheme,
-		MapperProvider:         staticRESTMapper,
-		Logger:                 log,
-		LeaderElection:         false,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+// Options configure a Feed.
+type Options struct {
+	// SystemNamespace holds the hash Secrets; no other namespace's Secrets are read.
+	SystemNamespace string
+	// Logger receives what the feed cannot index (a hash Secret or an APIKey that breaks the
+	// contract, a Connection that cannot be encoded).
+	Logger logr.Logger
 }
 
-// probeAndMetricsEndpoints are the probes and metrics opts asks for, through the front door,
-// appending the listeners it opens to listeners. ctx bounds the metrics' certificate watching.
-func probeAndMetricsEndpoints(ctx context.Context, cfg *rest.Config, opts *Options, p *probes.Probes, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, error) {
-	var endpoints []frontdoor.Endpoint
-	if probes.Enabled(opts.HealthProbeBindAddress) {
-		l, err := frontdoor.Listen(opts.HealthProbeBindAddress)
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s for the probes: %w", opts.HealthProbeBindAddress, err)
-		}
-		*listeners = append(*listeners, l)
-		endpoints = append(endpoints, p.Endpoint(l))
-	}
-	if !probes.Enabled(opts.MetricsBindAddress) {
-		return endpoints, nil
-	}
-	l, err := frontdoor.Listen(opts.MetricsBindAddress)
+// Feed is the informers and the index they fill.
+type Feed struct {
+	index     *keyindex.Index
+	informers cache.Cache
+	regs      []toolscache.ResourceEventHandlerRegistration
+}
+
+// New returns a Feed that, once started, fills a new index from cfg's API server.
+func New(ctx context.Context, cfg *rest.Config, o Options) (*Feed, error) {
+	informers, err := newInformers(cfg, &o)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s for the metrics: %w", opts.MetricsBindAddress, err)
+		return nil, fmt.Errorf("creating the cache: %w", err)
 	}
-	*listeners = append(*listeners, l)
-	metrics := metricsauth.Options{Secure: opts.MetricsSecure, Logger: log.WithName("metrics")}
-	if opts.Pprof {
-		metrics.ExtraHandlers = map[string]http.Handler{
-			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
-			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
-			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
-		}
-		// A CPU profile or trace answers after the seconds it asks for (30 by default).
-		limits := frontdoor.ServiceLimits
-		limits.Active = pprofActive
-		metrics.Limits = &limits
-	}
-	e, err := metricsauth.Endpoint(ctx, cfg, l, metrics)
+	idx := keyindex.New()
+	regs, err := registerIndex(ctx, informers, idx, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return append(endpoints, e), nil
+	return &Feed{index: idx, informers: informers, regs: regs}, nil
 }
 
-// pprofActive bounds an answer of the metrics listener with --pprof: room for a profile of a
-// few minutes.
-const pprofActive = 5 * time.Minute
+// Index is the index the feed fills: complete once HasSynced.
+func (f *Feed) Index() *keyindex.Index { return f.index }
+
+// Start runs the informers until ctx is done.
+func (f *Feed) Start(ctx context.Context) error { return f.informers.Start(ctx) }
+
+// HasSynced reports whether every informer has delivered its initial list to the index.
+func (f *Feed) HasSynced() bool {
+	for _, r := range f.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
 
 // newInformers is the cache that holds only what the server reads. It is started apart from
 // the manager, which would wait for it to sync before anything else, and, told to stop before it
 // has (a cache that cannot list: missing RBAC, say), never return (controller-runtime's
 // runnableGroup.Start spins on a done context: kubernetes-sigs/controller-runtime#3440). The
-// server's readiness waits for the sync instead (waitSynced).
+// server's readiness waits for the sync instead (HasSynced).
 func newInformers(cfg *rest.Config, opts *Options) (cache.Cache, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	mapper, err := staticRESTMapper(cfg, httpClient)
+	mapper, err := RESTMapper(cfg, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +124,11 @@ func newInformers(cfg *rest.Config, opts *Options) (cache.Cache, error) {
 	})
 }
 
-// staticRESTMapper knows the only kinds the server reads or patches. With it, creating the
-// manager makes no discovery call, so a server started while the API server is unreachable
-// stays up, fails readiness and answers 503 until its caches sync, instead of exiting.
-func staticRESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+// RESTMapper knows the only kinds the server reads or patches (APIKeys' status, internal/
+// lastused). With it, creating the cache or a manager makes no discovery call, so a server
+// started while the API server is unreachable stays up, fails readiness and answers 503 until
+// its caches sync, instead of exiting.
+func RESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 	m := meta.NewDefaultRESTMapper(nil)
 	for _, r := range []struct {
 		gvk              schema.GroupVersionKind
@@ -248,7 +235,7 @@ func compactConnection(obj any) (any, error) {
 	if c.Status.ID == "" {
 		return out, nil
 	}
-	raw, err := encodeConnection(c)
+	raw, err := v1api.EncodeConnection(c)
 	if err != nil {
 		// Not the transform's error: client-go would drop the event and the index would keep
 		// the Connection's previous JSON. The feed logs it and delists the Connection.
@@ -339,9 +326,9 @@ func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 		switch {
 		case c.conn != nil:
 			idx.SetConnection(c.Namespace, c.conn)
-			if n := len(c.conn.Encoded); n > MaxConnectionJSON {
+			if n := len(c.conn.Encoded); n > v1api.MaxConnectionJSON {
 				log.Info("Connection is larger than the CRD's schema allows (it was stored before the schema bounded it): it is listed, and costs every replica its size; re-apply it within the bounds",
-					"namespace", c.Namespace, "name", c.Name, "bytes", n, "bound", MaxConnectionJSON)
+					"namespace", c.Namespace, "name", c.Name, "bytes", n, "bound", v1api.MaxConnectionJSON)
 			}
 		case c.err != nil:
 			idx.DeleteConnection(c.Namespace, c.Name)
@@ -351,3 +338,12 @@ func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 		}
 	}, func(c *cachedConnection) { idx.DeleteConnection(c.Namespace, c.Name) })
 }
+
+// duplicateHashes counts the hashes the index refuses because two hash Secrets hold them.
+var duplicateHashes = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "switchboard_api_duplicate_key_hashes",
+	Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look.",
+})
+
+// Collectors are the package's metrics, for the server to register with its own.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{duplicateHashes} }

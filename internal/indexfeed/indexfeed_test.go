@@ -1,4 +1,4 @@
-package server
+package indexfeed
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
@@ -99,7 +100,11 @@ func BenchmarkConnectionMemory(b *testing.B) {
 	for b.Loop() {
 		idx := keyindex.New()
 		b.ReportMetric(cacheHeap(b, n, decode, compactConnection, feedConnections(idx, logr.Discard())), "heapB/conn")
-		b.ReportMetric(float64(cachedList(idx.Connections("tenant"), "", nil).Length)/n, "jsonB/conn")
+		jsonBytes := 0
+		for _, c := range idx.Connections("tenant").Items() {
+			jsonBytes += len(c.Encoded)
+		}
+		b.ReportMetric(float64(jsonBytes)/n, "jsonB/conn")
 		runtime.KeepAlive(idx)
 	}
 }
@@ -292,4 +297,92 @@ func TestCompactHashSecret(t *testing.T) {
 	if err := obj.(*cachedHashSecret).hashes.Err(); err == nil {
 		t.Error("a hash Secret without its APIKey's UID was read without an error")
 	}
+}
+
+// TestFeedConnections: the feed lists a Connection once it has an id, replaces it when it
+// changes, and delists it when it loses its id or is deleted, also when the informer missed the
+// deletion and hands over a tombstone.
+func TestFeedConnections(t *testing.T) {
+	x := keyindex.New()
+	feed := feedConnections(x, logr.Discard())
+	set := func(c *switchboardv1alpha1.Connection) {
+		t.Helper()
+		obj, err := compactConnection(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed.OnUpdate(nil, obj)
+	}
+	listed := func(ns string) string {
+		var ids []string
+		for _, c := range x.Connections(ns).Items() {
+			ids = append(ids, c.ID)
+		}
+		return strings.Join(ids, ",")
+	}
+	set(wireConnection("a", "c", "conn_3"))
+	set(wireConnection("a", "a", "conn_1"))
+	set(wireConnection("a", "b", "conn_2"))
+	set(wireConnection("a", "noid", ""))
+	set(wireConnection("b", "z", "conn_0"))
+	if got := listed("a"); got != "conn_1,conn_2,conn_3" {
+		t.Fatalf("namespace a lists %s", got)
+	}
+	set(wireConnection("a", "a", "conn_9"))
+	obj, _ := compactConnection(wireConnection("a", "b", "conn_2"))
+	feed.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "a/b", Obj: obj})
+	if got := listed("a"); got != "conn_3,conn_9" {
+		t.Errorf("after a change and a missed deletion: %s", got)
+	}
+	feed.OnDelete(&cachedConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "z"}})
+	if got := listed("b"); got != "" {
+		t.Errorf("after its deletion, namespace b lists %s", got)
+	}
+	set(wireConnection("a", "c", ""))
+	if got := listed("a"); got != "conn_9" {
+		t.Errorf("after c lost its id: %s", got)
+	}
+}
+
+var wireNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+
+// wireConnection is a Connection as a tenant writes it, with the id the operator gave it.
+func wireConnection(ns, name, id string) *switchboardv1alpha1.Connection {
+	return &switchboardv1alpha1.Connection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(wireNow), Labels: map[string]string{"n": name}},
+		Spec: switchboardv1alpha1.ConnectionSpec{
+			DisplayName: "D " + name, Provider: "postgres", Metadata: map[string]switchboardv1alpha1.MetadataValue{"b": "2", "a": "1"},
+			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "top-secret"},
+		},
+		Status: switchboardv1alpha1.ConnectionStatus{ID: id},
+	}
+}
+
+// systemNamespace is where the tests' hash Secrets live, as the operator would put them.
+const systemNamespace = "switchboard-system"
+
+// hashSecret is the hash Secret of ak per the contract, with an optional previous key.
+func hashSecret(ak *switchboardv1alpha1.APIKey, current, previous string, validUntil time.Time) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: systemNamespace,
+			Name:      "apikey-" + string(ak.UID),
+			Labels: map[string]string{
+				keysecret.LabelManagedBy:       keysecret.ManagedBy,
+				keysecret.LabelComponent:       keysecret.ComponentHash,
+				keysecret.LabelAPIKeyNamespace: ak.Namespace,
+				keysecret.LabelAPIKeyName:      ak.Name,
+				keysecret.LabelAPIKeyUID:       string(ak.UID),
+				keysecret.LabelGeneration:      "1",
+			},
+		},
+		Type: keysecret.TypeHash,
+		Data: map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(current).String())},
+	}
+	if previous != "" {
+		s.Labels[keysecret.LabelGeneration] = "2"
+		s.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum(previous).String())
+		s.Data[keysecret.DataPreviousValidUntil] = []byte(validUntil.UTC().Format(time.RFC3339))
+	}
+	return s
 }

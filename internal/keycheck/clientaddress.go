@@ -1,4 +1,4 @@
-package server
+package keycheck
 
 import (
 	"net/http"
@@ -8,6 +8,17 @@ import (
 )
 
 // The client's address, as the failure limiter and the keys' source ranges judge it.
+
+// ClientAddress is the address of r's client by the checker's trusted proxies, as its
+// decisions judge it (and as access logs should show it).
+func (c *Checker) ClientAddress(r *http.Request) netip.Addr { return clientAddress(r, c.trusted) }
+
+// ClientAddressFrom is the address of the client whose request came from peer with the
+// X-Forwarded-For values forwardedFor, by the checker's trusted proxies: for protocols that
+// carry the peer otherwise than in an http.Request (Envoy's ext_authz).
+func (c *Checker) ClientAddressFrom(peer netip.Addr, forwardedFor []string) netip.Addr {
+	return clientaddr.From(peer, forwardedFor, c.trusted)
+}
 
 // clientAddress finds the address of the client: clientaddr.From, the rules the panel's sign-in
 // limiter and ext_authz share, applied to the request's peer and X-Forwarded-For. The zero Addr

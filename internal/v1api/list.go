@@ -1,4 +1,4 @@
-package server
+package v1api
 
 import (
 	"encoding/base64"
@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
 
@@ -80,7 +81,7 @@ func decodeCursor(s string) (id, name string, ok bool) {
 func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
 	p, problem := parsePage(r.URL.RawQuery)
 	if problem != "" {
-		writeError(w, http.StatusBadRequest, CodeInvalidParameter, problem)
+		apierror.Write(w, http.StatusBadRequest, apierror.CodeInvalidParameter, problem)
 		return
 	}
 	snap := a.index.Connections(key.Namespace)
@@ -110,7 +111,7 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 				inFlight.Add(-n)
 				concurrencyRefused.Inc()
 				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusTooManyRequests, CodeTooManyConcurrent, msgTooManyConcurrent)
+				apierror.Write(w, http.StatusTooManyRequests, apierror.CodeTooManyConcurrent, msgTooManyConcurrent)
 				return
 			}
 			defer inFlight.Add(-n)

@@ -1,11 +1,12 @@
 //go:build !unit
 
-package server
+package v1api
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
-	"github.com/switchboard-dev/switchboard/internal/ratelimit"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -31,20 +32,6 @@ func withPolicy(tb testing.TB, a *api, rl *switchboardv1alpha1.APIKeyRateLimit, 
 		if err := keyindextest.PutAPIKey(a.index, ak); err != nil {
 			tb.Fatal(err)
 		}
-	}
-}
-
-// TestKeyWithoutPolicyNeverConsultsTheLimiter serves a key without a policy through a handler
-// that has no limiter at all: consulting it would panic (and answer 500).
-func TestKeyWithoutPolicyNeverConsultsTheLimiter(t *testing.T) {
-	a, key := memoryHandler(t, 1, 10, nil)
-	a.keys = nil
-	r := httptest.NewRequest(http.MethodGet, "/v1/connections", nil)
-	r.Header.Set("Authorization", "Bearer "+key)
-	w := httptest.NewRecorder()
-	instrument(a, nil, logr.Discard()).ServeHTTP(w, r)
-	if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
-		t.Fatalf("a key without a policy: %d, RateLimit %q", w.Code, w.Header().Get("RateLimit"))
 	}
 }
 
@@ -65,25 +52,26 @@ func BenchmarkServePolicy(b *testing.B) {
 		serve(b, a, httptest.NewRequest(http.MethodGet, "/v1/connections", nil), key)
 	})
 	b.Run("policy=rate/store=memory", func(b *testing.B) {
-		a, key := memoryHandler(b, 1, 10, nil)
-		a.keys = ratelimit.New(ratelimit.Options{Clock: clock.RealClock{}})
+		a, key := memoryHandlerWith(b, 1, 10, nil, clock.RealClock{})
 		withPolicy(b, a, perSecond)
 		serve(b, a, httptest.NewRequest(http.MethodGet, "/v1/connections", nil), key)
 	})
 	b.Run("policy=rate/store=redis", func(b *testing.B) {
 		srv := testenv.StartRedis(b)
-		store, err := ratelimit.NewRedis(ratelimit.RedisOptions{URL: srv.URL(), Timeout: ratelimit.DefaultRedisTimeout})
+		a, key := memoryHandlerWith(b, 1, 10, nil, clock.RealClock{})
+		ready := &atomic.Bool{}
+		ready.Store(true)
+		checker, err := keycheck.New(keycheck.Config{Index: a.index, Ready: ready, KeyPrefix: "sb",
+			RateLimitRedis: srv.URL(), RateLimitRedisTimeout: keycheck.DefaultRedisTimeout, Logger: logr.Discard()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer func() { _ = store.Close() }()
-		a, key := memoryHandler(b, 1, 10, nil)
-		a.keys = ratelimit.New(ratelimit.Options{Remote: store, Clock: clock.RealClock{}, Logger: logr.Discard()})
+		a.checker = checker
 		withPolicy(b, a, perSecond)
 		r := httptest.NewRequest(http.MethodGet, "/v1/connections", nil)
 		r.Header.Set("Authorization", "Bearer "+key)
 		w := &discardWriter{h: http.Header{}}
-		h := instrument(a, nil, logr.Discard())
+		h := instrument(a, logr.Discard())
 		durations := make([]time.Duration, 0, 1<<16)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -92,7 +80,7 @@ func BenchmarkServePolicy(b *testing.B) {
 			h.ServeHTTP(w, r)
 			durations = append(durations, time.Since(start))
 		}
-		if a.keys.Degraded() {
+		if checker.Degraded() {
 			b.Fatal("Redis failed during the benchmark: the figures are memory's")
 		}
 		slices.Sort(durations)

@@ -1,4 +1,4 @@
-package server
+package v1api
 
 import (
 	"net/http"
@@ -24,7 +24,7 @@ func TestAccessLogShowsOnlyAHint(t *testing.T) {
 	}
 	foreign := "eyJhbGciOiJSUzI1NiJ9." + strings.Repeat("c2VjcmV0", 800) + ".sig"
 	var lines []string
-	h := instrument(a, nil, funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 1}))
+	h := instrument(a, funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 1}))
 	tests := []struct {
 		name, token, hint string
 		status            int
@@ -77,7 +77,7 @@ func TestRequestID(t *testing.T) {
 		{"a header injection attempt", "x\r\nSet-Cookie: a=b", false},
 	}
 	a, key := memoryHandler(t, 1, 1, nil)
-	h := instrument(a, nil, logr.Discard())
+	h := instrument(a, logr.Discard())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "/v1/connections", nil)

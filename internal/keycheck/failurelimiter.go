@@ -1,4 +1,4 @@
-package server
+package keycheck
 
 import (
 	"container/list"

@@ -1,4 +1,4 @@
-package server
+package v1api
 
 import (
 	"testing"

@@ -1,6 +1,11 @@
-package server
+package authz
 
-import "testing"
+import (
+	"net/http"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+)
 
 func TestForwardAuthRoute(t *testing.T) {
 	tests := []struct {
@@ -34,25 +39,19 @@ func TestForwardAuthRoute(t *testing.T) {
 	}
 }
 
-func TestValidAudience(t *testing.T) {
+func TestGRPCCode(t *testing.T) {
 	tests := []struct {
-		audience string
-		valid    bool
+		status int
+		want   codes.Code
 	}{
-		{"connections", true}, {"a", true}, {"billing-v2", true}, {"0", true},
-		{"", false}, {"-a", false}, {"a-", false}, {"A", false}, {"a.b", false}, {"a_b", false},
-		{string(make([]byte, 63)), false},
+		{http.StatusUnauthorized, codes.Unauthenticated},
+		{http.StatusForbidden, codes.PermissionDenied},
+		{http.StatusTooManyRequests, codes.ResourceExhausted},
+		{http.StatusServiceUnavailable, codes.Unavailable},
 	}
 	for _, tt := range tests {
-		if got := validAudience(tt.audience); got != tt.valid {
-			t.Errorf("validAudience(%q) = %v, want %v", tt.audience, got, tt.valid)
+		if got := grpcCode(tt.status); got != tt.want {
+			t.Errorf("grpcCode(%d) = %v, want %v", tt.status, got, tt.want)
 		}
-	}
-	long := make([]byte, 64)
-	for i := range long {
-		long[i] = 'a'
-	}
-	if validAudience(string(long)) || !validAudience(string(long[:63])) {
-		t.Error("the bound of 63 characters is not where the CRD puts it")
 	}
 }

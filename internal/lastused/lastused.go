@@ -1,4 +1,7 @@
-package server
+// Package lastused writes APIKeys' status.lastUsedAt from the index's record of use, in
+// batches and within a write budget, off the request path: a request only stores a timestamp
+// in memory (keyindex.Usage.Touch).
+package lastused
 
 import (
 	"cmp"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +24,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
 
-// usageWriter writes APIKey status.lastUsedAt in batches, off the request path: requests only
+// Writer writes APIKey status.lastUsedAt in batches, off the request path: requests only
 // store a timestamp in memory (keyindex.Usage.Touch); every tick this loop patches the keys used
 // since their last write, each at most once per interval, and never more than rate writes a
 // second. A slow or failing API server delays these writes and nothing else.
@@ -30,7 +34,7 @@ import (
 // lastUsedAt is still written, only less often (every active/rate seconds instead of every
 // interval). Nothing queues: each flush recomputes what is due from the index, so the backlog
 // is at most the number of keys and the writer cannot fall further behind than one round of them.
-type usageWriter struct {
+type Writer struct {
 	index    *keyindex.Index
 	clock    clock.PassiveClock
 	interval time.Duration // at most one write per key per interval
@@ -45,10 +49,29 @@ type usageWriter struct {
 	seed maphash.Seed
 }
 
-func newUsageWriter(idx *keyindex.Index, c client.Client, opts *Options, log logr.Logger) *usageWriter {
-	u := &usageWriter{
-		index: idx, clock: opts.Clock, log: log, seed: maphash.MakeSeed(),
-		interval: opts.LastUsedInterval, tick: opts.LastUsedFlush, rate: opts.LastUsedWriteRate, timeout: 10 * time.Second,
+// Options configure a Writer.
+type Options struct {
+	// Clock is the time of the schedule; the real clock when nil.
+	Clock clock.PassiveClock
+	// Interval is the least time between two writes of one key's lastUsedAt.
+	Interval time.Duration
+	// Flush is how often used keys are looked for.
+	Flush time.Duration
+	// WriteRate bounds the writes per second. With more keys in use than WriteRate×Interval,
+	// the stalest are written first and each key less often.
+	WriteRate float64
+	// Logger receives the writes that failed (at verbosity 1; they are retried).
+	Logger logr.Logger
+}
+
+// New returns a Writer of the use idx records, patching through c.
+func New(idx *keyindex.Index, c client.Client, o Options) *Writer {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	u := &Writer{
+		index: idx, clock: o.Clock, log: o.Logger, seed: maphash.MakeSeed(),
+		interval: o.Interval, tick: o.Flush, rate: o.WriteRate, timeout: 10 * time.Second,
 	}
 	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time) error {
 		return patchLastUsed(ctx, c, k, at)
@@ -56,7 +79,8 @@ func newUsageWriter(idx *keyindex.Index, c client.Client, opts *Options, log log
 	return u
 }
 
-func (u *usageWriter) run(ctx context.Context) {
+// Run writes until ctx is done.
+func (u *Writer) Run(ctx context.Context) {
 	t := time.NewTicker(u.tick)
 	defer t.Stop()
 	// One write's worth of burst: writes are spread evenly over the tick, not sent in a spike.
@@ -72,14 +96,14 @@ func (u *usageWriter) run(ctx context.Context) {
 }
 
 // budget is how many writes one flush may make.
-func (u *usageWriter) budget() int {
+func (u *Writer) budget() int {
 	return max(1, int(u.rate*u.tick.Seconds()))
 }
 
 // flush writes lastUsedAt for the stalest keys that need it, at most one tick's budget of them,
 // paced by limit. Writes are second-granular, like every metav1.Time. A flush ends at the next
 // tick even if the API server is slow: what it did not write is due again at the next one.
-func (u *usageWriter) flush(ctx context.Context, limit *rate.Limiter) {
+func (u *Writer) flush(ctx context.Context, limit *rate.Limiter) {
 	now := u.clock.Now()
 	plan := u.schedule(u.index.Keys(), now)
 	lastUsedBacklog.Set(float64(plan.backlog))
@@ -94,7 +118,7 @@ func (u *usageWriter) flush(ctx context.Context, limit *rate.Limiter) {
 	}
 }
 
-func (u *usageWriter) writeOne(ctx context.Context, d dueWrite) {
+func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	err := u.write(ctx, d.key, d.at)
@@ -137,7 +161,7 @@ type writePlan struct {
 // schedule picks, from keys, the ones due for a write at now and orders them stalest first:
 // never written, then by the age of their stored lastUsedAt (counted in whole intervals, so
 // that replicas break ties differently), and keeps one flush's budget of them.
-func (u *usageWriter) schedule(keys []*keyindex.Key, now time.Time) writePlan {
+func (u *Writer) schedule(keys []*keyindex.Key, now time.Time) writePlan {
 	due := make([]dueWrite, 0, len(keys))
 	var plan writePlan
 	for _, k := range keys {
@@ -165,7 +189,7 @@ func (u *usageWriter) schedule(keys []*keyindex.Key, now time.Time) writePlan {
 }
 
 // bucket is t in whole intervals since the epoch; zero for the zero time.
-func (u *usageWriter) bucket(t time.Time) int64 {
+func (u *Writer) bucket(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
@@ -175,7 +199,7 @@ func (u *usageWriter) bucket(t time.Time) int64 {
 // due says whether k's last use should be written at now: it was used after what this replica
 // last wrote, this replica has not written it within the interval, and the API server does not
 // hold a use (from any replica) within the interval before it.
-func (u *usageWriter) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
+func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 	usage := k.Usage()
 	used := usage.LastUsed()
 	written := usage.LastWritten()
@@ -206,4 +230,26 @@ func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at tim
 	body := fmt.Appendf(nil, `{"status":{"lastUsedAt":%q}}`, stamp)
 	obj := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 	return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
+}
+
+// The writer's metrics: how far it is behind, so that a budget too small for the number of keys
+// in use shows on a dashboard instead of as silently stale lastUsedAt.
+var (
+	lastUsedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_last_used_writes_total",
+		Help: "Writes of APIKey status.lastUsedAt by result.",
+	}, []string{"result"})
+	lastUsedBacklog = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_last_used_backlog",
+		Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget).",
+	})
+	lastUsedStaleness = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_last_used_staleness_seconds",
+		Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval.",
+	})
+)
+
+// Collectors are the package's metrics, for the server to register with its own.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{lastUsedWrites, lastUsedBacklog, lastUsedStaleness}
 }

@@ -1,8 +1,9 @@
-package server
+package keycheck
 
 import (
 	"time"
 
+	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/bearer"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
@@ -27,22 +28,22 @@ type authOutcome struct {
 // not allocate.
 func authenticate(idx *keyindex.Index, prefix string, values []string, now time.Time) authOutcome {
 	if len(values) == 0 {
-		return authOutcome{code: CodeAPIKeyMissing}
+		return authOutcome{code: apierror.CodeAPIKeyMissing}
 	}
 	if len(values) > 1 {
-		return authOutcome{code: CodeAPIKeyMissing, headerPresent: true}
+		return authOutcome{code: apierror.CodeAPIKeyMissing, headerPresent: true}
 	}
 	token, ok := bearer.ParseAuthorization(values[0])
 	if !ok {
-		return authOutcome{code: CodeAPIKeyMissing, headerPresent: true}
+		return authOutcome{code: apierror.CodeAPIKeyMissing, headerPresent: true}
 	}
 	if err := apikey.Parse(token, prefix); err != nil {
-		return authOutcome{code: CodeAPIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
+		return authOutcome{code: apierror.CodeAPIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
 	}
 	sum := apikey.Sum(token)
 	key, result := idx.Lookup(&sum, now)
 	if result != keyindex.OK {
-		return authOutcome{code: CodeAPIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
+		return authOutcome{code: apierror.CodeAPIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
 	}
 	return authOutcome{key: key, headerPresent: true, wellFormed: token}
 }

@@ -1,4 +1,4 @@
-package server
+package authz
 
 import (
 	"net/http"
@@ -7,15 +7,15 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/ratelimit"
+	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
 )
 
-// The forward-auth endpoints: the decision of check.go for gateways that ask another server
-// before proxying (Traefik forwardAuth, Caddy forward_auth, NGINX auth_request). They have a
-// listener of their own (--authz-http-listen), never the API's. The path must be exactly one of
-// the two below: Envoy's HTTP ext_authz appends the client's path to its prefix, which would
-// let a client choose the audience of a route configured without one, so Envoy uses gRPC.
+// The forward-auth endpoints: the decision for gateways that ask another server before
+// proxying (Traefik forwardAuth, Caddy forward_auth, NGINX auth_request). They have a listener
+// of their own (--authz-http-listen), never the API's. The path must be exactly one of the two
+// below: Envoy's HTTP ext_authz appends the client's path to its prefix, which would let a
+// client choose the audience of a route configured without one, so Envoy uses gRPC.
 //
 //	/authz/<audience>        200 allowed; else the /v1 status (401, 403, 429, 503) and JSON error
 //	/authz/nginx/<audience>  the same, but every denial other than 401 is 403: NGINX's
@@ -30,60 +30,59 @@ import (
 // HeaderKey (namespace/name), HeaderKeyUID and HeaderKeyHint. A denial carries HeaderCode, so
 // that a gateway that replaces the body (NGINX) can still say which.
 const (
-	HeaderKey     = "X-Switchboard-Key"
-	HeaderKeyUID  = "X-Switchboard-Key-Uid"
-	HeaderKeyHint = "X-Switchboard-Key-Hint"
-	HeaderCode    = "X-Switchboard-Code"
-
 	// ForwardAuthPath is the forward-auth endpoints' path prefix; ForwardAuthNginxPath is
 	// NGINX's compatibility mode.
 	ForwardAuthPath      = "/authz"
 	ForwardAuthNginxPath = "/authz/nginx"
 )
 
-// forwardAuth serves the forward-auth endpoints.
-type forwardAuth struct {
-	api *api
-	log logr.Logger
+// ForwardAuth serves the forward-auth endpoints.
+type ForwardAuth struct {
+	checker *keycheck.Checker
+	log     logr.Logger
 }
 
-func (f *forwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// NewForwardAuth returns the forward-auth endpoints of checker's decision; log receives a line
+// per check at verbosity 1.
+func NewForwardAuth(checker *keycheck.Checker, log logr.Logger) *ForwardAuth {
+	return &ForwardAuth{checker: checker, log: log}
+}
+
+// headerNoSniff is the X-Content-Type-Options value of every answer. It must not be modified.
+var headerNoSniff = []string{"nosniff"}
+
+func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	audience, nginx, ok := forwardAuthRoute(r.URL.Path)
 	if !ok {
-		writeError(w, http.StatusNotFound, CodeNotFound, "There is nothing at this path. The forward-auth endpoints are "+ForwardAuthPath+"/<audience> and "+ForwardAuthNginxPath+"/<audience>, where <audience> is a DNS label.")
+		apierror.Write(w, http.StatusNotFound, apierror.CodeNotFound, "There is nothing at this path. The forward-auth endpoints are "+ForwardAuthPath+"/<audience> and "+ForwardAuthNginxPath+"/<audience>, where <audience> is a DNS label.")
 		return
 	}
-	req := checkRequest{authorization: r.Header["Authorization"], httpReq: r, audience: audience}
-	v := f.api.check(r.Context(), &req, f.api.now(start))
+	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start)}
+	v := f.checker.Decide(r.Context(), &req)
 	h := w.Header()
 	h["X-Content-Type-Options"] = headerNoSniff
-	if v.policy != nil {
-		ratelimit.SetHeaders(h, v.policy, v.result)
-	}
-	if v.allowed() {
-		key := v.auth.key
+	v.SetRateLimitHeaders(h)
+	if v.Allowed() {
+		key := v.Key()
 		h.Set(HeaderKey, key.Namespace+"/"+key.Name)
 		h.Set(HeaderKeyUID, string(key.UID))
-		h.Set(HeaderKeyHint, apikey.Hint(v.auth.wellFormed))
+		h.Set(HeaderKeyHint, v.Hint())
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
 	} else {
-		h.Set(HeaderCode, v.code)
-		if nginx && v.status != http.StatusUnauthorized {
-			v.status = http.StatusForbidden
+		h.Set(HeaderCode, v.Code)
+		if nginx && v.Status != http.StatusUnauthorized {
+			v.Status = http.StatusForbidden
 		}
-		writeDenial(w, &v)
+		v.SetDenialHeaders(h)
+		apierror.Write(w, v.Status, v.Code, v.Message)
 	}
 	countCheck(protocolHTTP, &v, time.Since(start))
 	if log := f.log.V(1); log.Enabled() {
-		hint := ""
-		if v.auth.wellFormed != "" {
-			hint = apikey.Hint(v.auth.wellFormed)
-		}
-		log.Info("check", "audience", audience, "status", v.status, "code", v.code, "key", hint,
-			"client", clientAddress(r, f.api.trusted).String())
+		log.Info("check", "audience", audience, "status", v.Status, "code", v.Code, "key", v.Hint(),
+			"client", f.checker.ClientAddress(r).String())
 	}
 }
 
@@ -104,7 +103,7 @@ func forwardAuthRoute(path string) (audience string, nginx, ok bool) {
 		}
 		nginx, rest = true, r
 	}
-	if !validAudience(rest) {
+	if !keycheck.ValidAudience(rest) {
 		return "", false, false
 	}
 	return rest, nginx, true

@@ -1,4 +1,4 @@
-package server
+package v1api
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 // The /v1 wire format: how a Connection and a list of them are encoded, and their ETags. Each
-// Connection is encoded once, when it changes (cache.go). A list response is a concatenation of
+// Connection is encoded once, when it changes (internal/indexfeed). A list response is a concatenation of
 // those encodings: the namespace's whole list is built once per snapshot and shared; other lists
 // are kept as the items they select, with their ETag and length, and written item by item
 // (within a small byte budget per snapshot their bodies are built too). No request builds a body
@@ -44,11 +44,11 @@ type connectionJSON struct {
 // and the feed logs it.
 const MaxConnectionJSON = 80 << 10
 
-// encodeConnection returns the JSON of c as the /v1 API lists it. `<`, `>` and `&` are written
+// EncodeConnection returns the JSON of c as the /v1 API lists it, for the index to keep. `<`, `>` and `&` are written
 // as they are (encoding/json would write each as six bytes, \u003c): the API's responses are
 // application/json with nosniff, never HTML, and the escape made a tenant's Connection six
 // times the bytes it wrote.
-func encodeConnection(c *switchboardv1alpha1.Connection) ([]byte, error) {
+func EncodeConnection(c *switchboardv1alpha1.Connection) ([]byte, error) {
 	out := connectionJSON{
 		ID:        c.Status.ID,
 		Name:      c.Name,

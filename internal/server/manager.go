@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
+	"github.com/switchboard-dev/switchboard/internal/indexfeed"
+	"github.com/switchboard-dev/switchboard/internal/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/probes"
+	"github.com/switchboard-dev/switchboard/internal/scheme"
+)
+
+// newManager builds the manager of the server's client (the last-use writer's). Every replica
+// serves: no leader election. Its own cache stays empty: the index's informers are
+// internal/indexfeed's. Its probe and metrics listeners are off: Run serves both through the
+// front door (probeAndMetricsEndpoints).
+func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
+	return ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		MapperProvider:         indexfeed.RESTMapper,
+		Logger:                 log,
+		LeaderElection:         false,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+}
+
+// probeAndMetricsEndpoints are the probes and metrics opts asks for, through the front door,
+// appending the listeners it opens to listeners. ctx bounds the metrics' certificate watching.
+func probeAndMetricsEndpoints(ctx context.Context, cfg *rest.Config, opts *Options, p *probes.Probes, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, error) {
+	var endpoints []frontdoor.Endpoint
+	if probes.Enabled(opts.HealthProbeBindAddress) {
+		l, err := frontdoor.Listen(opts.HealthProbeBindAddress)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s for the probes: %w", opts.HealthProbeBindAddress, err)
+		}
+		*listeners = append(*listeners, l)
+		endpoints = append(endpoints, p.Endpoint(l))
+	}
+	if !probes.Enabled(opts.MetricsBindAddress) {
+		return endpoints, nil
+	}
+	l, err := frontdoor.Listen(opts.MetricsBindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s for the metrics: %w", opts.MetricsBindAddress, err)
+	}
+	*listeners = append(*listeners, l)
+	metrics := metricsauth.Options{Secure: opts.MetricsSecure, Logger: log.WithName("metrics")}
+	if opts.Pprof {
+		metrics.ExtraHandlers = map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+		}
+		// A CPU profile or trace answers after the seconds it asks for (30 by default).
+		limits := frontdoor.ServiceLimits
+		limits.Active = pprofActive
+		metrics.Limits = &limits
+	}
+	e, err := metricsauth.Endpoint(ctx, cfg, l, metrics)
+	if err != nil {
+		return nil, err
+	}
+	return append(endpoints, e), nil
+}
+
+// pprofActive bounds an answer of the metrics listener with --pprof: room for a profile of a
+// few minutes.
+const pprofActive = 5 * time.Minute
