@@ -63,13 +63,14 @@ type api struct {
 }
 
 // serve dispatches on the route (routes.go, found by instrument): /v1's are authenticated
-// first. The verdict is /v1's, for the access log; zero outside /v1.
-func (a *api) serve(w http.ResponseWriter, r *http.Request, rt route, start time.Time) keycheck.Verdict {
+// first. With wantHint (the access log is on), it returns the hint of the key a /v1 request
+// presented, when it was well-formed.
+func (a *api) serve(w http.ResponseWriter, r *http.Request, rt route, start time.Time, wantHint bool) (hint string) {
 	if !routes[rt].v1 {
 		serveUnauthenticated(w, r, rt)
-		return keycheck.Verdict{}
+		return ""
 	}
-	return a.serveV1(w, r, rt, start)
+	return a.serveV1(w, r, rt, start, wantHint)
 }
 
 // allowed answers 405, with Allow, when the route does not answer r's method; false then.
@@ -85,26 +86,30 @@ func allowed(w http.ResponseWriter, r *http.Request, rt route) bool {
 
 // serveV1 answers a /v1 request: the one decision every protocol shares, for the server's own
 // audience, then the route and the list.
-func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start time.Time) keycheck.Verdict {
+func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start time.Time, wantHint bool) (hint string) {
 	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: a.audience, Now: a.checker.Now(start)}
 	v := a.checker.Decide(r.Context(), &req)
+	if wantHint {
+		hint = v.Hint()
+	}
 	countAuth(&v)
+	h := w.Header()
 	// The RateLimit fields go on every answer the key's limiter decided.
-	v.SetRateLimitHeaders(w.Header())
+	v.SetRateLimitHeaders(h)
 	if !v.Allowed() {
-		v.SetDenialHeaders(w.Header())
+		v.SetDenialHeaders(h)
 		apierror.Write(w, v.Status, v.Code, v.Message)
-		return v
+		return hint
 	}
 	if rt != routeIDConnections {
 		apierror.Write(w, http.StatusNotFound, apierror.CodeNotFound, msgNotFound)
-		return v
+		return hint
 	}
 	if !allowed(w, r, rt) {
-		return v
+		return hint
 	}
 	a.listConnections(w, r, v.Key())
-	return v
+	return hint
 }
 
 // serveUnauthenticated serves what lies outside /v1: the OpenAPI document, and 404 for the rest.

@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/internal/apierror"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
 )
 
 // instrumented is what every request of the API port gets, whatever it asks for: a request id,
@@ -60,7 +59,7 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr["X-Content-Type-Options"] = headerNoSniff // shared, never modified: no allocation
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter = w
-	var v keycheck.Verdict
+	var hint string
 	rt := routeOf(r.URL.Path) // once, for the handler and the metrics
 	defer func() {
 		if p := recover(); p != nil {
@@ -69,23 +68,23 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				apierror.Write(sw, http.StatusInternalServerError, apierror.CodeInternal, msgInternal)
 			}
 		}
-		in.record(r, rt, id, sw.status, &v, time.Since(start))
+		in.record(r, rt, id, sw.status, hint, time.Since(start))
 		*sw = statusWriter{} // nothing of this request stays reachable from the pool
 		statusWriters.Put(sw)
 	}()
-	v = in.next.serve(sw, r, rt, start)
+	hint = in.next.serve(sw, r, rt, start, in.accessLog)
 }
 
 // record counts a finished request and writes its access log line (at verbosity 1), with the
-// hint of the key the verdict v judged (never the key, never a foreign token).
-func (in *instrumented) record(r *http.Request, rt route, id string, status int, v *keycheck.Verdict, elapsed time.Duration) {
+// hint of the key it presented (never the key, never a foreign token).
+func (in *instrumented) record(r *http.Request, rt route, id string, status int, hint string, elapsed time.Duration) {
 	if status == 0 {
 		status = http.StatusOK
 	}
 	countRequest(rt, status, elapsed.Seconds())
 	if in.accessLog {
 		in.log.V(1).Info("request", "requestID", id, "method", r.Method, "path", r.URL.Path, "status", status,
-			"duration", elapsed, "client", in.next.checker.ClientAddress(r).String(), "key", v.Hint())
+			"duration", elapsed, "client", in.next.checker.ClientAddress(r).String(), "key", hint)
 	}
 }
 
