@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -20,7 +19,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 var testNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
@@ -41,15 +39,7 @@ func testIndex(tb testing.TB, specs ...switchboardv1alpha1.APIKeySpec) (*keyinde
 		keys[i] = key
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: string(uid), UID: uid}, Spec: spec}
-		if err := keyindextest.PutAPIKey(idx, ak); err != nil {
-			tb.Fatal(err)
-		}
-		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "apikey-" + string(uid), Labels: map[string]string{keysecret.LabelAPIKeyUID: string(uid)}},
-			Type:       keysecret.TypeHash,
-			Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
-		}
-		if err := keyindextest.PutHashSecret(idx, s); err != nil {
+		if err := keyindextest.PutKey(idx, ak, key); err != nil {
 			tb.Fatal(err)
 		}
 	}

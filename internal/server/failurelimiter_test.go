@@ -30,7 +30,7 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 			}
 		})
 	}
-	limitedBefore := gathered(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "")
+	limitedBefore := metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "")
 	for i := range burst {
 		if resp := from("203.0.113.7", "sb_live_guess"+strconv.Itoa(i)); resp.Status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %d, want 401", i+1, resp.Status)
@@ -56,7 +56,7 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 		t.Errorf("another address's first failure: %d, want 401", resp.Status)
 	}
 	// Exactly the two requests of the limited address were refused as RATE_LIMITED.
-	if got := gathered(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "") - limitedBefore; got != 2 {
+	if got := metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "") - limitedBefore; got != 2 {
 		t.Errorf("RATE_LIMITED outcomes counted %v, want 2", got)
 	}
 }

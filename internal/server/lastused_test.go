@@ -22,7 +22,7 @@ func TestLastUsedWritesOverBudget(t *testing.T) {
 	for i := range 12 {
 		keys = append(keys, newKey(t, ns, fmt.Sprintf("key-%02d", i), switchboardv1alpha1.APIKeySpec{}))
 	}
-	okBefore := gathered(t, "switchboard_api_last_used_writes_total", "result", "ok")
+	okBefore := metricValue(t, "switchboard_api_last_used_writes_total", "result", "ok")
 	s := startServer(t, nil, Options{LastUsedFlush: 500 * time.Millisecond, LastUsedWriteRate: 4}, true)
 	for _, k := range keys {
 		if resp := s.get(t, "/v1/connections", k.Key); resp.Status != 200 {
@@ -31,7 +31,7 @@ func TestLastUsedWritesOverBudget(t *testing.T) {
 	}
 	maxBacklog := 0.0
 	eventually(t, "every key's lastUsedAt", func() bool {
-		maxBacklog = max(maxBacklog, gathered(t, "switchboard_api_last_used_backlog"))
+		maxBacklog = max(maxBacklog, metricValue(t, "switchboard_api_last_used_backlog"))
 		for _, k := range keys {
 			var ak switchboardv1alpha1.APIKey
 			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(k.APIKey), &ak); err != nil {
@@ -43,7 +43,7 @@ func TestLastUsedWritesOverBudget(t *testing.T) {
 		}
 		return true
 	})
-	if got := gathered(t, "switchboard_api_last_used_writes_total", "result", "ok") - okBefore; got != 12 {
+	if got := metricValue(t, "switchboard_api_last_used_writes_total", "result", "ok") - okBefore; got != 12 {
 		t.Errorf("%v lastUsedAt writes, want one per key (12)", got)
 	}
 	if maxBacklog == 0 {

@@ -20,13 +20,13 @@ func TestMetrics(t *testing.T) {
 	k := newKey(t, ns, "counted", switchboardv1alpha1.APIKeySpec{})
 	s := startServer(t, nil, Options{FailureRate: -1}, true)
 	ok := func() float64 {
-		return gathered(t, "switchboard_api_requests_total", "route", "/v1/connections", "status", "200")
+		return metricValue(t, "switchboard_api_requests_total", "route", "/v1/connections", "status", "200")
 	}
 	invalid := func() float64 {
-		return gathered(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Unknown.String())
+		return metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Unknown.String())
 	}
 	notFound := func() float64 {
-		return gathered(t, "switchboard_api_requests_total", "route", "/v1/*", "status", "404")
+		return metricValue(t, "switchboard_api_requests_total", "route", "/v1/*", "status", "404")
 	}
 	okBefore, invalidBefore, notFoundBefore := ok(), invalid(), notFound()
 	for range 3 {
@@ -62,10 +62,11 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// gathered is the value of the counter or gauge name in controller-runtime's registry whose
-// labels include labelValues (name, value, …; a label the series lacks counts as ""): what its
-// metrics server would export. A series never counted is 0.
-func gathered(t testing.TB, name string, labelValues ...string) float64 {
+// metricValue is the value of the counter or gauge name in controller-runtime's registry
+// whose labels include labelValues (name, value, …; a label the series lacks counts as "", so
+// none picks the first series): what its metrics server would export. A series never counted
+// is 0.
+func metricValue(t testing.TB, name string, labelValues ...string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {

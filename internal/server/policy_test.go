@@ -13,7 +13,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apierror"
@@ -291,29 +290,4 @@ func TestSourceRangesFailClosedBehindUntrustedProxy(t *testing.T) {
 	if outside.Status != http.StatusForbidden || strings.Contains(string(outside.Body), "cannot know") {
 		t.Errorf("through a trusted proxy, from outside the ranges: %d %s, want 403 for the address", outside.Status, outside.Body)
 	}
-}
-
-// metricValue reads a counter of the controller-runtime registry, by one label (or none).
-func metricValue(t *testing.T, name, label, value string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-			if label == "" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -69,7 +69,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 		t.Fatalf("before: %d", resp.Status)
 	}
 	refusedAsDuplicate := func() float64 {
-		return gathered(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Duplicate.String())
+		return metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Duplicate.String())
 	}
 	before := refusedAsDuplicate()
 	// b's hash Secret now holds a's hash too.
@@ -79,7 +79,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	})
 	// The gauge is set by the informer's handler just after the index takes the Secret, which a
 	// request can already see: it follows, within moments.
-	eventually(t, "switchboard_api_duplicate_key_hashes at 1", func() bool { return gathered(t, "switchboard_api_duplicate_key_hashes") == 1 })
+	eventually(t, "switchboard_api_duplicate_key_hashes at 1", func() bool { return metricValue(t, "switchboard_api_duplicate_key_hashes") == 1 })
 	if refusedAsDuplicate() <= before {
 		t.Error("the refusal was not counted with reason duplicate")
 	}
@@ -90,7 +90,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	eventually(t, "a's key served once one Secret holds it", func() bool {
 		return s.get(t, "/v1/connections", a.Key).Status == http.StatusOK
 	})
-	eventually(t, "switchboard_api_duplicate_key_hashes back at 0 after the fix", func() bool { return gathered(t, "switchboard_api_duplicate_key_hashes") == 0 })
+	eventually(t, "switchboard_api_duplicate_key_hashes back at 0 after the fix", func() bool { return metricValue(t, "switchboard_api_duplicate_key_hashes") == 0 })
 	if resp := s.get(t, "/v1/connections", b.Key); resp.Status != http.StatusOK {
 		t.Errorf("b's key after the fix: %d", resp.Status)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +20,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 var benchNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
@@ -47,15 +45,7 @@ func memoryHandlerWith(tb testing.TB, keys, conns int, sel *metav1.LabelSelector
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: string(uid), UID: uid}}
 		ak.Spec.ConnectionSelector = sel
-		if err := keyindextest.PutAPIKey(idx, ak); err != nil {
-			tb.Fatal(err)
-		}
-		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "apikey-" + string(uid), Labels: map[string]string{keysecret.LabelAPIKeyUID: string(uid)}},
-			Type:       keysecret.TypeHash,
-			Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
-		}
-		if err := keyindextest.PutHashSecret(idx, s); err != nil {
+		if err := keyindextest.PutKey(idx, ak, key); err != nil {
 			tb.Fatal(err)
 		}
 	}

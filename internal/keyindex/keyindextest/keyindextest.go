@@ -4,10 +4,15 @@
 package keyindextest
 
 import (
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
 // PutHashSecret puts hash Secret s into x; the error is PutHashSecret's.
@@ -20,4 +25,14 @@ func PutAPIKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey) error {
 	key, err := keyindex.NewKey(k)
 	x.PutKey(key)
 	return err
+}
+
+// PutKey puts APIKey k into x with key as its current key: k, and a hash Secret of key that
+// names k's UID, as the operator writes one. The error joins PutAPIKey's and PutHashSecret's.
+func PutKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey, key string) error {
+	return errors.Join(PutAPIKey(x, k), PutHashSecret(x, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: keysecret.HashName(k.UID), Labels: map[string]string{keysecret.LabelAPIKeyUID: string(k.UID)}},
+		Type:       keysecret.TypeHash,
+		Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
+	}))
 }
