@@ -101,7 +101,7 @@ var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 // Collectors are the door's metrics, for the process's registry.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{grpcRefused, connRefused, httpEvicted, bodiesRefused}
+	return []prometheus.Collector{grpcRefused, connRefused, httpEvicted, bodiesRefused, timedOut}
 }
 
 // GRPC is a gRPC door: its ServerOptions make a grpc.Server keep the limits, for the methods

@@ -101,6 +101,15 @@ var (
 		Name: "switchboard_frontdoor_http_connections_evicted_total",
 		Help: "HTTP connections not being answered that were closed to make room for a new connection at the listener's bound.",
 	})
+	timedOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_frontdoor_http_connections_timed_out_total",
+		Help: "HTTP connections closed past their phase's time bound, by phase (headers, answer, idle).",
+	}, []string{"phase"})
+	timedOutIn = [...]prometheus.Counter{
+		phaseHeaders: timedOut.WithLabelValues("headers"),
+		phaseActive:  timedOut.WithLabelValues("answer"),
+		phaseIdle:    timedOut.WithLabelValues("idle"),
+	}
 	bodiesRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "switchboard_frontdoor_http_bodies_refused_total",
 		Help: "Requests refused before any handler because they carried a body on a listener that reads none.",
@@ -429,7 +438,8 @@ func (d *httpDoor) watch(ctx context.Context) {
 		overdue = overdue[:0]
 		d.mu.Lock()
 		for c := range d.conns {
-			if d.limits.overdue(c.mark.Load(), now) {
+			if mark := c.mark.Load(); d.limits.overdue(mark, now) {
+				timedOutIn[mark&phaseMask].Inc()
 				overdue = append(overdue, c)
 			}
 		}

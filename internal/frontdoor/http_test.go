@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // serveLimited serves h through an HTTP door with limits on a loopback listener.
@@ -256,7 +258,11 @@ func TestConnTimeLimits(t *testing.T) {
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n"); err != nil {
 			t.Fatal(err)
 		}
+		before := testutil.ToFloat64(timedOutIn[phaseHeaders])
 		within(t, "headers never finished", closedAfter(t, c, start), limits.Headers, limits.Idle)
+		if got := testutil.ToFloat64(timedOutIn[phaseHeaders]) - before; got != 1 {
+			t.Errorf("%v connections counted timed out in their headers, want 1", got)
+		}
 	})
 	t.Run("slow headers after an idle spell", func(t *testing.T) {
 		c, r := dial(t)
@@ -277,11 +283,15 @@ func TestConnTimeLimits(t *testing.T) {
 			t.Fatalf("first request: %q, %v", body, err)
 		}
 		start := time.Now()
+		before := testutil.ToFloat64(timedOutIn[phaseIdle])
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := r.ReadByte(); err == nil || !errors.Is(err, io.EOF) {
 			t.Fatalf("idle connection: read %v, want the server to close it", err)
 		}
 		within(t, "idle keep-alive connection", time.Since(start), limits.Idle, 10*time.Second)
+		if got := testutil.ToFloat64(timedOutIn[phaseIdle]) - before; got != 1 {
+			t.Errorf("%v connections counted timed out idle, want 1", got)
+		}
 	})
 	t.Run("an answer nobody reads", func(t *testing.T) {
 		c, _ := dial(t)
