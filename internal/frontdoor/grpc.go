@@ -99,11 +99,6 @@ var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "gRPC calls refused by the listener's limits before they were answered, by limit (streams, client_streams, decode_budget); a message over the size bound is refused by gRPC itself, uncounted.",
 }, []string{"limit"})
 
-// Collectors are the door's metrics, for the process's registry.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{grpcRefused, connRefused, httpEvicted, bodiesRefused, timedOut}
-}
-
 // GRPC is a gRPC door: its ServerOptions make a grpc.Server keep the limits, for the methods
 // it names (any other is refused: a method not served must hold nothing either).
 type GRPC struct {

@@ -5,7 +5,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/switchboard-dev/switchboard/internal/authz"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/indexfeed"
 	"github.com/switchboard-dev/switchboard/internal/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/lastused"
@@ -13,11 +12,11 @@ import (
 )
 
 // Every metric of the server is registered here, once, with controller-runtime's registry, so
-// the manager's metrics server exposes them next to the cache's and the Go runtime's. Each part
-// defines its own.
+// the metrics endpoint exposes them next to the cache's and the Go runtime's. Each part defines
+// its own; the front door registers its own, being every process's.
 func init() {
 	for _, collectors := range [][]prometheus.Collector{
-		v1api.Collectors(), authz.Collectors(), keycheck.Collectors(), indexfeed.Collectors(), lastused.Collectors(), frontdoor.Collectors(),
+		v1api.Collectors(), authz.Collectors(), keycheck.Collectors(), indexfeed.Collectors(), lastused.Collectors(),
 	} {
 		ctrlmetrics.Registry.MustRegister(collectors...)
 	}
