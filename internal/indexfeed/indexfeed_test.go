@@ -15,9 +15,9 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
 
 // appliedConnection is a Connection as a watch delivers it after `kubectl apply`: managed
@@ -112,7 +112,7 @@ func BenchmarkConnectionMemory(b *testing.B) {
 // TestCompactConnection: the cache keeps of a Connection only its identity, its labels and its
 // JSON, and nothing of the credentials reference, the annotations or the managed fields.
 func TestCompactConnection(t *testing.T) {
-	c := wireConnection("a", "warehouse", "conn_1")
+	c := fixture.Connection("a", "warehouse", "conn_1")
 	c.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1000)}
 	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	c.Finalizers = []string{"switchboard.dev/connection"}
@@ -136,7 +136,7 @@ func TestCompactConnection(t *testing.T) {
 	if key, err := toolscache.MetaNamespaceKeyFunc(obj); err != nil || key != "a/warehouse" {
 		t.Errorf("the informer's store key = %q, %v", key, err)
 	}
-	c = wireConnection("a", "pending", "")
+	c = fixture.Connection("a", "pending", "")
 	if obj, _ := compactConnection(c); obj.(*cachedConnection).conn != nil {
 		t.Error("a Connection without an id is listable")
 	}
@@ -241,7 +241,7 @@ func BenchmarkHashSecretMemory(b *testing.B) {
 	raws := make([][]byte, n)
 	for i := range raws {
 		ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: fmt.Sprintf("key-%05d", i), UID: types.UID(fmt.Sprintf("6f1c2b3a-0000-4000-8000-%012d", i))}}
-		s := hashSecret(ak, fmt.Sprintf("current-%d", i), fmt.Sprintf("previous-%d", i), time.Now().Add(time.Hour))
+		s := fixture.HashSecret(systemNamespace, ak, fmt.Sprintf("current-%d", i), fmt.Sprintf("previous-%d", i), time.Now().Add(time.Hour))
 		s.UID, s.ResourceVersion, s.CreationTimestamp = types.UID(fmt.Sprintf("0a1b2c3d-0000-4000-8000-%012d", i)), "123456", metav1.Now()
 		var err error
 		if raws[i], err = s.Marshal(); err != nil {
@@ -266,7 +266,7 @@ func BenchmarkHashSecretMemory(b *testing.B) {
 // index reads them, and a Secret that breaks the contract keeps the reason, no hash.
 func TestCompactHashSecret(t *testing.T) {
 	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "k", UID: "uid-1"}}
-	s := hashSecret(ak, "current", "previous", time.Now().Add(time.Hour))
+	s := fixture.HashSecret(systemNamespace, ak, "current", "previous", time.Now().Add(time.Hour))
 	s.Annotations = map[string]string{"note": strings.Repeat("a", 1000)}
 	obj, err := compactHashSecret(s)
 	if err != nil {
@@ -320,16 +320,16 @@ func TestFeedConnections(t *testing.T) {
 		}
 		return strings.Join(ids, ",")
 	}
-	set(wireConnection("a", "c", "conn_3"))
-	set(wireConnection("a", "a", "conn_1"))
-	set(wireConnection("a", "b", "conn_2"))
-	set(wireConnection("a", "noid", ""))
-	set(wireConnection("b", "z", "conn_0"))
+	set(fixture.Connection("a", "c", "conn_3"))
+	set(fixture.Connection("a", "a", "conn_1"))
+	set(fixture.Connection("a", "b", "conn_2"))
+	set(fixture.Connection("a", "noid", ""))
+	set(fixture.Connection("b", "z", "conn_0"))
 	if got := listed("a"); got != "conn_1,conn_2,conn_3" {
 		t.Fatalf("namespace a lists %s", got)
 	}
-	set(wireConnection("a", "a", "conn_9"))
-	obj, _ := compactConnection(wireConnection("a", "b", "conn_2"))
+	set(fixture.Connection("a", "a", "conn_9"))
+	obj, _ := compactConnection(fixture.Connection("a", "b", "conn_2"))
 	feed.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "a/b", Obj: obj})
 	if got := listed("a"); got != "conn_3,conn_9" {
 		t.Errorf("after a change and a missed deletion: %s", got)
@@ -338,51 +338,11 @@ func TestFeedConnections(t *testing.T) {
 	if got := listed("b"); got != "" {
 		t.Errorf("after its deletion, namespace b lists %s", got)
 	}
-	set(wireConnection("a", "c", ""))
+	set(fixture.Connection("a", "c", ""))
 	if got := listed("a"); got != "conn_9" {
 		t.Errorf("after c lost its id: %s", got)
 	}
 }
 
-var wireNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-
-// wireConnection is a Connection as a tenant writes it, with the id the operator gave it.
-func wireConnection(ns, name, id string) *switchboardv1alpha1.Connection {
-	return &switchboardv1alpha1.Connection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(wireNow), Labels: map[string]string{"n": name}},
-		Spec: switchboardv1alpha1.ConnectionSpec{
-			DisplayName: "D " + name, Provider: "postgres", Metadata: map[string]switchboardv1alpha1.MetadataValue{"b": "2", "a": "1"},
-			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "top-secret"},
-		},
-		Status: switchboardv1alpha1.ConnectionStatus{ID: id},
-	}
-}
-
 // systemNamespace is where the tests' hash Secrets live, as the operator would put them.
 const systemNamespace = "switchboard-system"
-
-// hashSecret is the hash Secret of ak per the contract, with an optional previous key.
-func hashSecret(ak *switchboardv1alpha1.APIKey, current, previous string, validUntil time.Time) *corev1.Secret {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: systemNamespace,
-			Name:      "apikey-" + string(ak.UID),
-			Labels: map[string]string{
-				keysecret.LabelManagedBy:       keysecret.ManagedBy,
-				keysecret.LabelComponent:       keysecret.ComponentHash,
-				keysecret.LabelAPIKeyNamespace: ak.Namespace,
-				keysecret.LabelAPIKeyName:      ak.Name,
-				keysecret.LabelAPIKeyUID:       string(ak.UID),
-				keysecret.LabelGeneration:      "1",
-			},
-		},
-		Type: keysecret.TypeHash,
-		Data: map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(current).String())},
-	}
-	if previous != "" {
-		s.Labels[keysecret.LabelGeneration] = "2"
-		s.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum(previous).String())
-		s.Data[keysecret.DataPreviousValidUntil] = []byte(validUntil.UTC().Format(time.RFC3339))
-	}
-	return s
-}

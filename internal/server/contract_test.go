@@ -16,6 +16,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
 
 // TestContract covers every row of the /v1 contract against the real API server.
@@ -37,13 +38,13 @@ func TestContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setHashSecret(t, hashSecret(rotated.APIKey, rotated.Key, oldKey, time.Now().Add(-time.Second)))
+	setHashSecret(t, fixture.HashSecret(systemNamespace, rotated.APIKey, rotated.Key, oldKey, time.Now().Add(-time.Second)))
 	graced := newKey(t, ns, "graced", switchboardv1alpha1.APIKeySpec{})
 	gracedOld, err := apikey.Generate("sb")
 	if err != nil {
 		t.Fatal(err)
 	}
-	setHashSecret(t, hashSecret(graced.APIKey, graced.Key, gracedOld, time.Now().Add(time.Hour)))
+	setHashSecret(t, fixture.HashSecret(systemNamespace, graced.APIKey, graced.Key, gracedOld, time.Now().Add(time.Hour)))
 
 	otherPrefix, err := apikey.Generate("acme")
 	if err != nil {

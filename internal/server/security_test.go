@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
 
 // TestOnlySwitchboardsHashSecretsAuthenticate: the server believes a hash only from a Secret
@@ -28,7 +29,7 @@ func TestOnlySwitchboardsHashSecretsAuthenticate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A tenant's copy of a hash Secret in its own namespace, with every label and the type.
-	planted := hashSecret(genuine.APIKey, chosen, "", metav1.Now().Time)
+	planted := fixture.HashSecret(systemNamespace, genuine.APIKey, chosen, "", metav1.Now().Time)
 	planted.Namespace = ns
 	if err := env.Client.Create(ctx(t), planted); err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestOnlySwitchboardsHashSecretsAuthenticate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrongType := hashSecret(other.APIKey, opaque, "", metav1.Now().Time)
+	wrongType := fixture.HashSecret(systemNamespace, other.APIKey, opaque, "", metav1.Now().Time)
 	wrongType.Name = keysecret.HashName(other.APIKey.UID) + "-copy"
 	wrongType.Type = corev1.SecretTypeOpaque
 	if err := env.Client.Create(ctx(t), wrongType); err != nil {
@@ -73,7 +74,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	}
 	before := refusedAsDuplicate()
 	// b's hash Secret now holds a's hash too.
-	setHashSecret(t, hashSecret(b.APIKey, a.Key, "", metav1.Now().Time))
+	setHashSecret(t, fixture.HashSecret(systemNamespace, b.APIKey, a.Key, "", metav1.Now().Time))
 	eventually(t, "a's key refused while two Secrets hold its hash", func() bool {
 		return s.get(t, "/v1/connections", a.Key).Status == http.StatusUnauthorized
 	})
@@ -86,7 +87,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	if resp := s.get(t, "/v1/connections", b.Key); resp.Status != http.StatusUnauthorized {
 		t.Errorf("b's old key, no longer in its Secret: %d", resp.Status)
 	}
-	setHashSecret(t, hashSecret(b.APIKey, b.Key, "", metav1.Now().Time))
+	setHashSecret(t, fixture.HashSecret(systemNamespace, b.APIKey, b.Key, "", metav1.Now().Time))
 	eventually(t, "a's key served once one Secret holds it", func() bool {
 		return s.get(t, "/v1/connections", a.Key).Status == http.StatusOK
 	})

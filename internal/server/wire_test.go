@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 	"github.com/switchboard-dev/switchboard/internal/v1api"
 )
 
@@ -60,7 +61,7 @@ func TestConnectionJSONIsBounded(t *testing.T) {
 		t.Errorf("a Connection with more than 32 KiB of metadata values: %v", err)
 	}
 
-	html := wireConnection("a", "html", "conn_html")
+	html := fixture.Connection("a", "html", "conn_html")
 	html.Spec.Metadata = map[string]switchboardv1alpha1.MetadataValue{}
 	for i := range 50 {
 		html.Spec.Metadata[fmt.Sprintf("k%02d", i)] = switchboardv1alpha1.MetadataValue(strings.Repeat("<", 500))

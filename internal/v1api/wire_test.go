@@ -6,19 +6,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
+	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
 
 func TestEncodeConnection(t *testing.T) {
-	raw, err := EncodeConnection(wireConnection("a", "warehouse", "conn_1"))
+	raw, err := EncodeConnection(fixture.Connection("a", "warehouse", "conn_1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +25,7 @@ func TestEncodeConnection(t *testing.T) {
 	if string(raw) != want {
 		t.Errorf("got  %s\nwant %s", raw, want)
 	}
-	bare := wireConnection("a", "bare", "conn_2")
+	bare := fixture.Connection("a", "bare", "conn_2")
 	bare.Spec = switchboardv1alpha1.ConnectionSpec{}
 	raw, err = EncodeConnection(bare)
 	if err != nil {
@@ -50,16 +49,16 @@ func TestListBodies(t *testing.T) {
 		setConnection(t, x, c)
 	}
 	whole := func(ns string) *List { return cachedList(x.Connections(ns), "", nil) }
-	set(wireConnection("a", "c", "conn_3"))
-	set(wireConnection("a", "a", "conn_1"))
-	set(wireConnection("a", "b", "conn_2"))
-	set(wireConnection("a", "dup", "conn_2"))
-	set(wireConnection("b", "z", "conn_0"))
+	set(fixture.Connection("a", "c", "conn_3"))
+	set(fixture.Connection("a", "a", "conn_1"))
+	set(fixture.Connection("a", "b", "conn_2"))
+	set(fixture.Connection("a", "dup", "conn_2"))
+	set(fixture.Connection("b", "z", "conn_0"))
 	before := whole("a")
 	if got := listedIDs(t, before.Body()); got != "conn_1,conn_2,conn_2,conn_3" {
 		t.Fatalf("namespace a lists %s", got)
 	}
-	set(wireConnection("a", "a", "conn_9"))
+	set(fixture.Connection("a", "a", "conn_9"))
 	x.DeleteConnection("a", "b")
 	list := whole("a")
 	body, tag := list.Body(), list.ETag
@@ -135,7 +134,7 @@ func listedIDs(t *testing.T, body []byte) string {
 func benchItems(b *testing.B, n int) []*keyindex.Conn {
 	x := keyindex.New()
 	for i := range n {
-		setConnection(b, x, wireConnection("ns", fmt.Sprintf("c%05d", i), fmt.Sprintf("conn_%05d", i)))
+		setConnection(b, x, fixture.Connection("ns", fmt.Sprintf("c%05d", i), fmt.Sprintf("conn_%05d", i)))
 	}
 	return x.Connections("ns").Items()
 }
@@ -158,25 +157,11 @@ func BenchmarkAppendList(b *testing.B) {
 
 // BenchmarkEncodeConnection measures the one-time encoding done when a Connection changes.
 func BenchmarkEncodeConnection(b *testing.B) {
-	c := wireConnection("ns", "warehouse", "conn_1")
+	c := fixture.Connection("ns", "warehouse", "conn_1")
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := EncodeConnection(c); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-var wireNow = time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-
-// wireConnection is a Connection as a tenant writes it, with the id the operator gave it.
-func wireConnection(ns, name, id string) *switchboardv1alpha1.Connection {
-	return &switchboardv1alpha1.Connection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(wireNow), Labels: map[string]string{"n": name}},
-		Spec: switchboardv1alpha1.ConnectionSpec{
-			DisplayName: "D " + name, Provider: "postgres", Metadata: map[string]switchboardv1alpha1.MetadataValue{"b": "2", "a": "1"},
-			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "top-secret"},
-		},
-		Status: switchboardv1alpha1.ConnectionStatus{ID: id},
 	}
 }
