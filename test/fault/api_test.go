@@ -111,23 +111,7 @@ func TestAPIWithstandsHeldBodies(t *testing.T) {
 			}
 		})
 	}
-	var mu sync.Mutex
-	var slow []string
-	var checks int
-	for attackCtx.Err() == nil {
-		start := time.Now()
-		err := list()
-		mu.Lock()
-		checks++
-		if err != nil || time.Since(start) > time.Second {
-			slow = append(slow, fmt.Sprintf("%s after %s: %v", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
-		}
-		mu.Unlock()
-		select {
-		case <-attackCtx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	checks, slow := sampleClient(attackCtx, list)
 	attackers.Wait()
 	during := mem.snapshot()
 	mem.stop()

@@ -83,20 +83,7 @@ func TestExtAuthzWithstandsAnonymousFloods(t *testing.T) {
 	defer stopAttack()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for attackCtx.Err() == nil {
-			start := time.Now()
-			err := check(ctx)
-			mu.Lock()
-			checks++
-			if err != nil || time.Since(start) > time.Second {
-				slow = append(slow, fmt.Sprintf("%s after %s: %v", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
-			}
-			mu.Unlock()
-			select {
-			case <-attackCtx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+		checks, slow = sampleClient(attackCtx, func() error { return check(ctx) })
 	})
 
 	// 1. Huge CheckRequests, two at a time, for the attack's length.

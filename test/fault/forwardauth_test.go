@@ -64,26 +64,15 @@ func TestForwardAuthBoundsHeldConnections(t *testing.T) {
 
 	attackCtx, stopAttack := context.WithTimeout(ctx, 10*time.Second)
 	defer stopAttack()
-	var mu sync.Mutex
 	var slow []string
 	var checks, peakFiles, dialed int
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for attackCtx.Err() == nil {
-			start := time.Now()
+		checks, slow = sampleClient(attackCtx, func() error {
 			err := check()
-			mu.Lock()
-			checks++
-			if err != nil || time.Since(start) > time.Second {
-				slow = append(slow, fmt.Sprintf("%s after %s: %v", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
-			}
 			peakFiles = max(peakFiles, openFiles(server.Pid()))
-			mu.Unlock()
-			select {
-			case <-attackCtx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+			return err
+		})
 	})
 	var held []net.Conn
 	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: time.Second}

@@ -350,3 +350,21 @@ func hashSecrets(ctx context.Context, ns string) ([]corev1.Secret, error) {
 		keysecret.LabelComponent: keysecret.ComponentHash, keysecret.LabelAPIKeyNamespace: ns})
 	return list.Items, err
 }
+
+// sampleClient calls check every 100 ms until ctx is done, as issue 29's valid client during an
+// attack, and returns how many calls it made and those that failed or took over a second.
+func sampleClient(ctx context.Context, check func() error) (calls int, slow []string) {
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := check()
+		calls++
+		if took := time.Since(start); err != nil || took > time.Second {
+			slow = append(slow, fmt.Sprintf("%s after %s: %v", start.Format("15:04:05.000"), took.Round(time.Millisecond), err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return calls, slow
+}
