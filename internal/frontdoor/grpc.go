@@ -1,12 +1,7 @@
-// Package frontdoor builds switchboard's serving listeners with the limits every one of them
-// keeps whoever connects: how many connections, how long each phase, how large a message, and
-// how much memory all requests being read and decoded at once may take. A listener built here
-// starts hardened; docs/security.md names each limit and the test that attacks it. (The /v1
-// listener's connection limiter, internal/server's conns.go, is yet to move here.)
-//
 // This file is the gRPC door (Envoy's ext_authz): grpc-go's defaults let one client hold
 // hundreds of MiB (4 MiB messages, unbounded streams per connection, a flow-control window that
 // grows to 16 MiB, no bound on the requests decoded at once), so each of those is bounded here.
+
 package frontdoor
 
 import (
