@@ -1,0 +1,180 @@
+// Package architecture keeps docs/architecture.md true both ways: every path of this module the
+// page names exists, and every product package (every package of this module that the
+// commands in cmd/ link, as `go list -deps ./cmd/...` reports them) is named on it. A package
+// that moves, appears or goes away fails here until the page says so.
+package architecture
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	module = "github.com/switchboard-dev/switchboard"
+	root   = "../.."
+	page   = "docs/architecture.md"
+)
+
+// pathRE finds the module-relative paths a page names: a top-level directory that holds Go
+// code, a slash, and the rest, not inside a longer word or path (so "docs/api/x" or
+// "/openapi.yaml" are not taken for one).
+var pathRE = regexp.MustCompile(`(?:^|[^\w/.-])((?:api|cmd|controllers|internal|hack|test)/[\w./-]*\w/?|(?:api|cmd|controllers|internal|hack|test)/)`)
+
+// tickRE finds one-word code spans (`controllers`), which name a top-level package when a
+// directory of that name holds Go code.
+var tickRE = regexp.MustCompile("`([a-z][a-z0-9_-]*)`")
+
+// namedPaths returns the module-relative paths text names, each once, in order: paths with a
+// slash anywhere, and one-word code spans that are in topLevel.
+func namedPaths(text string, topLevel []string) []string {
+	var out []string
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, m := range pathRE.FindAllStringSubmatch(text, -1) {
+		add(m[1])
+	}
+	for _, m := range tickRE.FindAllStringSubmatch(text, -1) {
+		if slices.Contains(topLevel, m[1]) {
+			add(m[1])
+		}
+	}
+	return out
+}
+
+func TestNamedPaths(t *testing.T) {
+	top := []string{"controllers"}
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"a package in a code span", "see `internal/keycheck`.", []string{"internal/keycheck"}},
+		{"a package in a diagram label", `k["the decision<br/>internal/keycheck"]`, []string{"internal/keycheck"}},
+		{"a file", "in `internal/keycheck/policy.go`, then", []string{"internal/keycheck/policy.go"}},
+		{"a directory", "the suites in `test/`, the tools in `hack/`", []string{"test/", "hack/"}},
+		{"named twice, listed once", "internal/apikey and internal/apikey", []string{"internal/apikey"}},
+		{"a top-level package in a code span", "the reconcilers (`controllers`)", []string{"controllers"}},
+		{"the bare word in prose is not a name", "the controllers and the tests", nil},
+		{"inside a longer path", "docs/api/x, https://example.com/internal/x, /openapi.yaml", nil},
+		{"a sentence's full stop is not part of it", "lives in internal/proc.", []string{"internal/proc"}},
+		{"a code span not of a package", "`keycheck` and `cmd`", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := namedPaths(tt.text, top); !slices.Equal(got, tt.want) {
+				t.Errorf("namedPaths(%q) = %q, want %q", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPageNamesOnlyWhatExists fails for a path on the page that is not in the tree: a path
+// ending in "/" must be a directory, one whose last element has a dot a file, any other a
+// package (a directory with Go files).
+func TestPageNamesOnlyWhatExists(t *testing.T) {
+	for _, p := range namedPaths(readPage(t), topLevelPackages(t)) {
+		if problem := checkExists(p); problem != "" {
+			t.Errorf("%s names %s, %s", page, p, problem)
+		}
+	}
+}
+
+// TestPageNamesEveryProductPackage fails for a product package the page does not name.
+func TestPageNamesEveryProductPackage(t *testing.T) {
+	named := namedPaths(readPage(t), topLevelPackages(t))
+	product := productPackages(t)
+	if len(product) < 10 {
+		t.Fatalf("go list found %d product packages (%q): too few to be the module's", len(product), product)
+	}
+	for _, p := range product {
+		if !slices.Contains(named, p) {
+			t.Errorf("%s does not name the product package %s: add it to the diagram or the table of packages", page, p)
+		}
+	}
+}
+
+// TestPageHasOneDiagram fails unless the page holds exactly one Mermaid diagram, which GitHub
+// renders.
+func TestPageHasOneDiagram(t *testing.T) {
+	if n := strings.Count(readPage(t), "```mermaid\n"); n != 1 {
+		t.Errorf("%s has %d Mermaid diagrams, want 1", page, n)
+	}
+}
+
+func readPage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkExists says what is wrong with the module-relative path p, or "" when nothing is.
+func checkExists(p string) string {
+	full := filepath.Join(root, filepath.FromSlash(p))
+	fi, err := os.Stat(full)
+	switch {
+	case err != nil:
+		return "which does not exist"
+	case strings.HasSuffix(p, "/"):
+		if !fi.IsDir() {
+			return "which is not a directory"
+		}
+	case strings.Contains(filepath.Base(p), "."):
+		if fi.IsDir() {
+			return "which is a directory, not a file"
+		}
+	case !hasGo(full):
+		return "which is not a package (no .go file)"
+	}
+	return ""
+}
+
+func hasGo(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	return len(files) > 0
+}
+
+// topLevelPackages are the module's top-level directories that are packages themselves.
+func topLevelPackages(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && hasGo(filepath.Join(root, e.Name())) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// productPackages are the module-relative paths of this module's packages that cmd/... links.
+func productPackages(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/...")
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/...: %v", err)
+	}
+	var pkgs []string
+	for _, line := range strings.Fields(string(out)) {
+		if rel, ok := strings.CutPrefix(line, module+"/"); ok {
+			pkgs = append(pkgs, rel)
+		}
+	}
+	return pkgs
+}
