@@ -132,16 +132,33 @@ func TestHint(t *testing.T) {
 	}
 }
 
+// FuzzParse checks the key parser, which every presented token goes through, on any input: no
+// panic, only the documented errors, and a key that parses has the key's shape and a hash that
+// is its SHA-256.
 func FuzzParse(f *testing.F) {
-	key, _ := Generate("sb")
-	for _, s := range []string{"", key, "sb_live_", "Bearer " + key, key[:10], "sb_live_" + strings.Repeat("é", 30)} {
+	key, err := Generate("sb")
+	if err != nil {
+		f.Fatal(err)
+	}
+	wrongSum := key[:len(key)-1] + "0"
+	if wrongSum == key {
+		wrongSum = key[:len(key)-1] + "1"
+	}
+	for _, s := range []string{"", key, "sb_live_", "Bearer " + key, key[:10], key[:len(key)-1], key + "x",
+		"acme_live_x", "xx" + key[2:], wrongSum, strings.ToUpper(key), "sb_live_" + strings.Repeat("é", 30)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if Parse(s, "sb") == nil {
-			if !strings.HasPrefix(s, "sb_live_") || len(s) != len(key) {
-				t.Fatalf("accepted a key of the wrong shape")
+		switch err := Parse(s, "sb"); {
+		case err == nil:
+			if !strings.HasPrefix(s, "sb_live_") || len(s) != len("sb_live_")+SecretLength {
+				t.Fatalf("accepted a key of the wrong shape: %q", s)
 			}
+			if Sum(s) != sha256.Sum256([]byte(s)) {
+				t.Fatal("Sum is not the SHA-256 of the key")
+			}
+		case !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrWrongPrefix) && !errors.Is(err, ErrChecksum):
+			t.Fatalf("undocumented error %v", err)
 		}
 		_ = Hint(s)
 		_ = Sum(s)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/bearer"
 	"github.com/switchboard-dev/switchboard/internal/keyindex"
 )
 
@@ -33,7 +32,7 @@ func authenticate(idx *keyindex.Index, prefix string, values []string, now time.
 	if len(values) > 1 {
 		return authOutcome{code: apierror.CodeAPIKeyMissing, headerPresent: true}
 	}
-	token, ok := bearer.ParseAuthorization(values[0])
+	token, ok := parseAuthorization(values[0])
 	if !ok {
 		return authOutcome{code: apierror.CodeAPIKeyMissing, headerPresent: true}
 	}

@@ -1,17 +1,16 @@
-// Package bearer parses the Authorization header of RFC 6750 bearer requests, strictly and
-// without allocating: the API server calls it for every /v1 request.
-package bearer
+package keycheck
 
 import "strings"
 
-// ParseAuthorization extracts the token of an `Authorization: Bearer <token>` header value.
+// parseAuthorization extracts the token of an `Authorization: Bearer <token>` header value:
+// the first step of authenticate, for every request of every protocol.
 //
 // The scheme is matched case-insensitively ("bearer" works too), as RFC 7235 section 2.1 makes
 // auth-schemes case-insensitive. Exactly one space separates it from the token, and the token
 // must be an RFC 6750 b64token: one run of letters, digits and -._~+/ with optional trailing '='.
 // Anything else (another scheme, no token, two tokens, extra or other whitespace) is malformed.
 // It does not allocate.
-func ParseAuthorization(value string) (token string, ok bool) {
+func parseAuthorization(value string) (token string, ok bool) {
 	const scheme = "Bearer "
 	if len(value) <= len(scheme) || !strings.EqualFold(value[:len(scheme)], scheme) {
 		return "", false
