@@ -1,5 +1,5 @@
 // Package logging holds the one logging rule of every switchboard process that touches
-// Secrets (the operator, the server with its panel, `switchboard dev`, the plugin): nothing is
+// Secrets (the operator, the server, the panel, `switchboard dev`, the plugin): nothing is
 // logged above MaxVerbosity. client-go logs HTTP request and response bodies at V(8) and above
 // through the contextual logger, and a Secret body holds a key's plaintext; so those levels are
 // dropped whatever --zap-log-level says.
