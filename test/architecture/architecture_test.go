@@ -1,10 +1,15 @@
-// Package architecture keeps docs/architecture.md true both ways: every path of this module the
-// page names exists, and every product package (every package of this module that the
-// commands in cmd/ link, as `go list -deps ./cmd/...` reports them) is named on it. A package
-// that moves, appears or goes away fails here until the page says so.
+// Package architecture keeps the tree's account of itself true. docs/architecture.md: every
+// path of this module the page names exists, and every product package (every package of this
+// module that the commands in cmd/ link, as `go list -deps ./cmd/...` reports them) is named on
+// it, so a package that moves, appears or goes away fails here until the page says so. And every
+// package of the repository, test-only and build-tagged ones included, has a doc comment:
+// revive's package-comments (make lint) skips test files, so it cannot see test/chart's.
 package architecture
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,4 +182,114 @@ func productPackages(t *testing.T) []string {
 		}
 	}
 	return pkgs
+}
+
+// TestEveryPackageHasADocComment fails for a package of the repository (any directory of Go
+// files outside testdata, whatever its build tags, in this module or a tool's) none of whose
+// files has a doc comment on its package clause of the form "Package <name> …", or, for a
+// command, any doc comment ("Command <name> …" by this repository's convention).
+func TestEveryPackageHasADocComment(t *testing.T) {
+	pkgs, err := packagesUnder(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 40 {
+		t.Fatalf("found %d packages under %s: too few to be the repository's", len(pkgs), root)
+	}
+	for dir, docs := range pkgs {
+		if problem := docProblem(docs); problem != "" {
+			t.Errorf("%s: %s", dir, problem)
+		}
+	}
+}
+
+// packageDocs are the package name and the doc comments on the package clauses of one
+// directory's files (the package's own, not an external _test package's, when it has both).
+type packageDocs struct {
+	name string
+	docs []string
+}
+
+// docProblem says what is missing from a package's doc comments, or "" when nothing is.
+func docProblem(p packageDocs) string {
+	want := "Package " + p.name + " "
+	for _, d := range p.docs {
+		if p.name == "main" && strings.TrimSpace(d) != "" || strings.HasPrefix(d, want) {
+			return ""
+		}
+	}
+	if p.name == "main" {
+		return "command has no doc comment (write one: \"Command <name> …\", saying its one job)"
+	}
+	return "package " + p.name + " has no doc comment of the form \"" + want + "…\" saying its one job"
+}
+
+func TestDocProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		pkg  packageDocs
+		ok   bool
+	}{
+		{"a package comment", packageDocs{"keycheck", []string{"Package keycheck decides.\n"}}, true},
+		{"in one file of several", packageDocs{"keycheck", []string{"", "Package keycheck decides.\n", ""}}, true},
+		{"none", packageDocs{"keycheck", []string{"", ""}}, false},
+		{"no file", packageDocs{"keycheck", nil}, false},
+		{"another package's name", packageDocs{"keycheck", []string{"Package keyindex holds.\n"}}, false},
+		{"not a package comment", packageDocs{"keycheck", []string{"Copyright the authors.\n"}}, false},
+		{"a name that only starts the same", packageDocs{"key", []string{"Package keycheck decides.\n"}}, false},
+		{"a command's", packageDocs{"main", []string{"Command bench measures.\n"}}, true},
+		{"a command without one", packageDocs{"main", []string{""}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := docProblem(tt.pkg); (got == "") != tt.ok {
+				t.Errorf("docProblem(%+v) = %q, want ok %v", tt.pkg, got, tt.ok)
+			}
+		})
+	}
+}
+
+// packagesUnder parses the package clause of every Go file under dir, skipping testdata, hidden
+// directories and bin/ (the built tools), and returns each directory's package.
+func packagesUnder(dir string) (map[string]packageDocs, error) {
+	byDir := map[string]map[string][]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != dir && (name == "testdata" || name == "bin" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		if byDir[rel] == nil {
+			byDir[rel] = map[string][]string{}
+		}
+		byDir[rel][f.Name.Name] = append(byDir[rel][f.Name.Name], f.Doc.Text())
+		return nil
+	})
+	pkgs := map[string]packageDocs{}
+	for rel, names := range byDir {
+		for name, docs := range names {
+			// An external test package (x_test) documents nothing of its own when x is there.
+			if base, ok := strings.CutSuffix(name, "_test"); ok && names[base] != nil {
+				continue
+			}
+			pkgs[filepath.ToSlash(rel)] = packageDocs{name: name, docs: docs}
+		}
+	}
+	return pkgs, err
 }
