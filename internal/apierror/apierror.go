@@ -9,7 +9,7 @@ import (
 	"strconv"
 )
 
-// The error codes. They are the contract clients branch on; the README has one table of them
+// The error codes. They are the contract clients branch on; docs/api.md has one table of them
 // all and api/openapi/openapi.yaml lists them too.
 const (
 	CodeAPIKeyMissing    = "API_KEY_MISSING"

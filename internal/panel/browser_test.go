@@ -195,7 +195,7 @@ func TestBrowserSecureCookies(t *testing.T) {
 }
 
 // TestBrowserScreenshot renders a realistic "API keys" section and saves it as
-// docs/panel-api-keys.png, the README's picture of the panel, when SWITCHBOARD_UPDATE_SCREENSHOT
+// docs/panel-api-keys.png, the picture of the panel in the README and docs/keys.md, when SWITCHBOARD_UPDATE_SCREENSHOT
 // is set (elsewhere it is written to a temporary directory).
 func TestBrowserScreenshot(t *testing.T) {
 	requireOperator(t)
@@ -266,7 +266,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	if os.Getenv("SWITCHBOARD_UPDATE_SCREENSHOT") != "" {
 		out = filepath.Join(testenv.RepoRoot(), "docs", "panel-api-keys.png")
 	}
-	if err := os.WriteFile(out, shot, 0o644); err != nil { //nolint:gosec // a picture for the README
+	if err := os.WriteFile(out, shot, 0o644); err != nil { //nolint:gosec // a picture for the docs
 		t.Fatal(err)
 	}
 	t.Logf("screenshot written to %s", out)

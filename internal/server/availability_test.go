@@ -210,7 +210,7 @@ func TestOversizedHeader(t *testing.T) {
 }
 
 // TestHeaderLimitBoundary: a request line and headers of exactly MaxHeaderBlock bytes (CRLFs
-// included, as README says) reach the handler; one byte more is refused with 431 before it.
+// included, as docs/api.md says) reach the handler; one byte more is refused with 431 before it.
 func TestHeaderLimitBoundary(t *testing.T) {
 	s := startServer(t, nil, Options{FailureRate: -1}, true)
 	addr := strings.TrimPrefix(s.URL, "http://")

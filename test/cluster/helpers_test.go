@@ -22,7 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
-// systemNamespace is where the chart is installed, as the README shows.
+// systemNamespace is where the chart is installed, as docs/operating.md shows.
 const systemNamespace = "switchboard-system"
 
 // cli runs a client command inside the cluster's network namespace with the admin kubeconfig,

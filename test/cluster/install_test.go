@@ -34,7 +34,7 @@ func (s *suite) helmInstallArgs(tag string) []string {
 		"--wait", "--timeout", "4m"}
 }
 
-// testInstall installs the chart as the README says, with the image `make image` built: the
+// testInstall installs the chart as docs/operating.md says, with the image `make image` built: the
 // operator, the /v1 server and the panel, two replicas each.
 func testInstall(t *testing.T) {
 	start := time.Now()

@@ -27,7 +27,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
 
-// testPanelSSO upgrades the release with single sign-on in impersonate mode, as the README
+// testPanelSSO upgrades the release with single sign-on in impersonate mode, as docs/keys.md
 // shows (the client secret from an existing Secret): the panel pods start with the chart's
 // constrained-impersonation grant (the panel refuses to start when it does not work) and
 // answer their sign-in page through the Service, offering the provider's sign-in beside the

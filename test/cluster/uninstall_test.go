@@ -17,7 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
-// leftOnPurpose is what `helm uninstall` leaves in the release namespace, as the README says:
+// leftOnPurpose is what `helm uninstall` leaves in the release namespace, as docs/operating.md says:
 // the hash Secrets (so that a reinstall keeps every issued key valid) and the operator's
 // leader-election Lease, which the operator makes and Helm does not know; and what Kubernetes
 // puts in every namespace.

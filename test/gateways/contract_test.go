@@ -31,7 +31,7 @@ const (
 
 var upstreamHeaders = []string{"X-Switchboard-Key", "X-Switchboard-Key-Uid", "X-Switchboard-Key-Hint"}
 
-// authzService is what the chart, installed as the README says (release switchboard in
+// authzService is what the chart, installed as docs/operating.md says (release switchboard in
 // switchboard-system, both listeners on), names the authz Service and its ports.
 type authzService struct {
 	name, namespace string
