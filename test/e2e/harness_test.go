@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -93,6 +94,14 @@ func launch(t *testing.T, stateDir string, fresh bool) *system {
 	t.Cleanup(func() { s.stop() })
 	select {
 	case <-ready:
+		// proc calls OnLine before it hands the same bytes to Output: wait for the ready line
+		// to reach s.out too, or parseBanner may read it without the banner printed just before.
+		testenv.Eventually(t, 10*time.Second, "the ready line in dev's output", func() error {
+			if !strings.Contains(s.out.String(), "switchboard dev: ready") {
+				return errors.New("not yet")
+			}
+			return nil
+		})
 	case <-p.Done():
 		t.Fatalf("switchboard dev exited before ready (%v):\n%s", p.Err(), s.out.String())
 	case <-time.After(4 * time.Minute):
