@@ -9,6 +9,10 @@ LOCALBIN ?= $(CURDIR)/bin
 KUBE_VERSION ?= $(shell cat hack/kube-version)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)
 export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS)
+# Where hack/envtest-fetch looks for the control plane's tarballs (setup-envtest's index), and the
+# SHA-512 it trusts for each (docs/developing.md, "The control plane's binaries").
+export ENVTEST_INDEX_URL ?= https://raw.githubusercontent.com/kubernetes-sigs/controller-tools/HEAD/envtest-releases.yaml
+export ENVTEST_PINS ?= $(CURDIR)/hack/envtest.sha512
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -86,15 +90,19 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 caddy: $(CADDY) ## Build Caddy from source into bin/caddy-<version> for test/gateways (only when missing).
 
 .PHONY: envtest
-envtest: ## Build etcd, kube-apiserver and kubectl from source into bin/k8s/ (only when missing).
+envtest: ## Download (pinned SHA-512) or else build etcd, kube-apiserver and kubectl into bin/k8s/ (only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh
+
+.PHONY: envtest-tests
+envtest-tests: ## Also build kube-controller-manager, which the tenant-role tests run (only when missing).
+	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --tests
 
 .PHONY: cluster-bins
 cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
+test: manifests generate envtest-tests $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster

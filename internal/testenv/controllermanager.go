@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/proc"
 )
 
-// StartControllerManager runs kube-controller-manager (built by `make envtest` beside
+// StartControllerManager runs kube-controller-manager (built by `make envtest-tests` beside
 // kube-apiserver) against the control plane with only the named controllers, for example
 // "clusterrole-aggregation", which fills the rules of the built-in view, edit and admin roles
 // from the ClusterRoles aggregated into them. envtest runs no controllers of its own. The
@@ -24,7 +24,7 @@ func (e *Env) StartControllerManager(t testing.TB, controllers ...string) {
 	}
 	bin := filepath.Join(AssetsDir(), "kube-controller-manager")
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("testenv: %s missing: run `make envtest` first: %v", bin, err)
+		t.Fatalf("testenv: %s missing: run `make envtest-tests` first: %v", bin, err)
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "kube-controller-manager.kubeconfig")
 	if err := WriteKubeconfig(e.Config, e.Config.Host, "", kubeconfig); err != nil {
