@@ -367,38 +367,46 @@ func NewClient(connectTimeout time.Duration) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-func main() {
-	o := Options{OS: runtime.GOOS, Arch: runtime.GOARCH, Log: os.Stderr}
+func main() { os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stderr)) }
+
+// run is main with its inputs passed in, returning the exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o := Options{OS: runtime.GOOS, Arch: runtime.GOARCH, Log: stderr}
 	cache, cacheErr := DefaultCacheDir()
-	index := os.Getenv("ENVTEST_INDEX_URL")
+	index := getenv("ENVTEST_INDEX_URL")
 	if index == "" {
 		index = DefaultIndexURL
 	}
-	flag.StringVar(&o.Version, "version", "", "Kubernetes release to fetch, without its v (hack/kube-version)")
-	flag.StringVar(&o.Dest, "dest", "", "directory to put "+strings.Join(Binaries, ", ")+" in")
-	flag.StringVar(&o.IndexURL, "index", index, "URL of the envtest-releases.yaml index ($ENVTEST_INDEX_URL)")
-	flag.StringVar(&o.PinFile, "pins", "hack/envtest.sha512", "file of the trusted SHA-512 of each tarball, in sha512sum's format")
-	flag.StringVar(&o.CacheDir, "cache", cache, "per-user cache of unpacked tarballs")
-	timeout := flag.Duration("connect-timeout", 5*time.Second, "give up on an index or tarball not connected within this")
-	flag.Parse()
+	fs := flag.NewFlagSet("envtest-fetch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Version, "version", "", "Kubernetes release to fetch, without its v (hack/kube-version)")
+	fs.StringVar(&o.Dest, "dest", "", "directory to put "+strings.Join(Binaries, ", ")+" in")
+	fs.StringVar(&o.IndexURL, "index", index, "URL of the envtest-releases.yaml index ($ENVTEST_INDEX_URL)")
+	fs.StringVar(&o.PinFile, "pins", "hack/envtest.sha512", "file of the trusted SHA-512 of each tarball, in sha512sum's format")
+	fs.StringVar(&o.CacheDir, "cache", cache, "per-user cache of unpacked tarballs")
+	timeout := fs.Duration("connect-timeout", 5*time.Second, "give up on an index or tarball not connected within this")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
 	if o.Version == "" || o.Dest == "" {
-		fmt.Fprintln(os.Stderr, "envtest-fetch: -version and -dest are required")
-		os.Exit(1)
+		fmt.Fprintln(stderr, "envtest-fetch: -version and -dest are required")
+		return 1
 	}
 	if o.CacheDir == "" {
-		fmt.Fprintf(os.Stderr, "envtest-fetch: no cache directory (%v): pass -cache\n", cacheErr)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "envtest-fetch: no cache directory (%v): pass -cache\n", cacheErr)
+		return 1
 	}
 	o.Client = NewClient(*timeout)
-	err := Fetch(context.Background(), o)
+	err := Fetch(ctx, o)
 	switch {
 	case err == nil:
-		fmt.Fprintf(os.Stderr, "envtest: %s in %s\n", strings.Join(Binaries, ", "), o.Dest)
+		fmt.Fprintf(stderr, "envtest: %s in %s\n", strings.Join(Binaries, ", "), o.Dest)
+		return 0
 	case errors.Is(err, ErrUnavailable):
-		fmt.Fprintf(os.Stderr, "envtest: %s, building from source\n", strings.TrimSuffix(err.Error(), ": "+ErrUnavailable.Error()))
-		os.Exit(exitFallback)
+		fmt.Fprintf(stderr, "envtest: %s, building from source\n", strings.TrimSuffix(err.Error(), ": "+ErrUnavailable.Error()))
+		return exitFallback
 	default:
-		fmt.Fprintf(os.Stderr, "envtest: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "envtest: %v\n", err)
+		return 1
 	}
 }
