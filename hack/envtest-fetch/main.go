@@ -164,12 +164,12 @@ type archive struct {
 func download(ctx context.Context, o Options, name, pin, cached string) error {
 	body, err := get(ctx, o.Client, o.IndexURL)
 	if err != nil {
-		return fmt.Errorf("index unreachable (%v): %w", err, ErrUnavailable)
+		return fmt.Errorf("index unreachable (%w): %w", err, ErrUnavailable)
 	}
 	data, err := io.ReadAll(io.LimitReader(body, 16<<20))
 	_ = body.Close()
 	if err != nil {
-		return fmt.Errorf("index unreachable (reading %s: %v): %w", o.IndexURL, err, ErrUnavailable)
+		return fmt.Errorf("index unreachable (reading %s: %w): %w", o.IndexURL, err, ErrUnavailable)
 	}
 	var idx index
 	if err := yaml.Unmarshal(data, &idx); err != nil {
@@ -191,32 +191,44 @@ func download(ctx context.Context, o Options, name, pin, cached string) error {
 
 	tarball, err := get(ctx, o.Client, entry.SelfLink)
 	if err != nil {
-		return fmt.Errorf("%s unreachable (%v): %w", name, err, ErrUnavailable)
+		return fmt.Errorf("%s unreachable (%w): %w", name, err, ErrUnavailable)
 	}
 	defer func() { _ = tarball.Close() }()
-	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+	if err := os.MkdirAll(o.CacheDir, 0o750); err != nil {
 		return err
 	}
-	// Unpack beside the cache entry and rename it into place once whole and checked, so that
-	// an interrupted or refused download leaves nothing behind and two clones fetching at
-	// once both end with a complete entry.
+	// Download and unpack beside the cache entry and rename it into place once whole and
+	// checked, so that an interrupted or refused download leaves nothing behind and two
+	// clones fetching at once both end with a complete entry.
 	tmp, err := os.MkdirTemp(o.CacheDir, ".download-")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	h := sha512.New()
-	if err := unpack(io.TeeReader(tarball, h), tmp); err != nil {
-		return fmt.Errorf("%s from %s: %w", name, entry.SelfLink, err)
+	// The tarball is checked against the pin before a byte of it is unpacked.
+	f, err := os.Create(filepath.Join(tmp, name)) //nolint:gosec // the index's name, looked up by ours
+	if err != nil {
+		return err
 	}
-	// Drain what the tar reader left (its end-of-archive padding) into the hash.
-	if _, err := io.Copy(h, tarball); err != nil {
-		return fmt.Errorf("%s unreachable (reading %s: %v): %w", name, entry.SelfLink, err, ErrUnavailable)
+	defer func() { _ = f.Close() }()
+	h := sha512.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), tarball); err != nil {
+		return fmt.Errorf("%s unreachable (reading %s: %w): %w", name, entry.SelfLink, err, ErrUnavailable)
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, pin) {
 		return fmt.Errorf("%s from %s has the SHA-512 %s, not the pinned %s: refusing it", name, entry.SelfLink, sum, pin)
 	}
-	if err := os.Rename(tmp, cached); err != nil && !hasAll(cached) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	bins := filepath.Join(tmp, "bin")
+	if err := os.Mkdir(bins, 0o750); err != nil {
+		return err
+	}
+	if err := unpack(f, bins); err != nil {
+		return fmt.Errorf("%s from %s: %w", name, entry.SelfLink, err)
+	}
+	if err := os.Rename(bins, cached); err != nil && !hasAll(cached) {
 		return fmt.Errorf("caching %s: %w", name, err)
 	}
 	fmt.Fprintf(o.Log, "envtest: downloaded %s from %s (SHA-512 as pinned in %s) into %s\n", name, entry.SelfLink, o.PinFile, cached)
@@ -277,8 +289,9 @@ func unpack(r io.Reader, dir string) error {
 			return err
 		}
 	}
-	// The gzip trailer holds the checksum of the whole stream: read to it.
-	if _, err := io.Copy(io.Discard, gz); err != nil {
+	// The gzip trailer holds the checksum of the whole stream: read to it. The stream is the
+	// pinned tarball, not a bomb.
+	if _, err := io.Copy(io.Discard, gz); err != nil { //nolint:gosec // checked against the pin before unpacking
 		return fmt.Errorf("reading the tarball: %w", err)
 	}
 	for _, b := range Binaries {
@@ -315,7 +328,7 @@ func hasAll(dir string) bool {
 // install hard-links (or, across file systems, copies) each binary missing from dest from
 // the cache.
 func install(cached, dest string) error {
-	if err := os.MkdirAll(dest, 0o755); err != nil {
+	if err := os.MkdirAll(dest, 0o750); err != nil {
 		return err
 	}
 	for _, b := range Binaries {
