@@ -229,7 +229,7 @@ func download(ctx context.Context, o Options, name, pin, cached string) error {
 		return fmt.Errorf("%s from %s: %w", name, entry.SelfLink, err)
 	}
 	if err := os.Rename(bins, cached); err != nil && !hasAll(cached) {
-		return fmt.Errorf("caching %s: %w", name, err)
+		return fmt.Errorf("caching %s (remove %s if it is incomplete): %w", name, cached, err)
 	}
 	fmt.Fprintf(o.Log, "envtest: downloaded %s from %s (SHA-512 as pinned in %s) into %s\n", name, entry.SelfLink, o.PinFile, cached)
 	return nil
