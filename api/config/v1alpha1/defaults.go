@@ -1,0 +1,229 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// The defaults of the configurations: their one home. SetDefaults_* apply them, the commands
+// show them as their flags' defaults, and `switchboard dev` starts from them.
+const (
+	// DefaultSystemNamespace holds the hash Secrets when the command runs outside a pod.
+	DefaultSystemNamespace = "switchboard-system"
+	// DefaultKeyPrefix begins every key.
+	DefaultKeyPrefix = "sb"
+
+	// DefaultServerListen is the /v1 API's address.
+	DefaultServerListen = ":8080"
+	// DefaultServerMetricsBindAddress is the server's metrics address.
+	DefaultServerMetricsBindAddress = ":8081"
+	// DefaultServerHealthProbeBindAddress is the server's probes' address.
+	DefaultServerHealthProbeBindAddress = ":8082"
+	// DefaultAudience is the audience of the server's own /v1.
+	DefaultAudience = "connections"
+	// DefaultMaxInFlightBytesPerNamespace bounds one namespace's list responses being written.
+	DefaultMaxInFlightBytesPerNamespace = 16 << 20
+	// DefaultMaxConnections and DefaultMaxConnectionsPerClient bound /v1's connections: at
+	// about 150 KiB each at worst, 1024 fit the chart's 256 MiB (internal/frontdoor's table).
+	DefaultMaxConnections          = 1024
+	DefaultMaxConnectionsPerClient = 256
+	// DefaultAuthzHTTPMaxConnections and DefaultAuthzHTTPMaxConnectionsPerClient bound
+	// forward-auth's, whose connections cost some 80 KiB at most.
+	DefaultAuthzHTTPMaxConnections          = 256
+	DefaultAuthzHTTPMaxConnectionsPerClient = 64
+	// DefaultAuthzGRPCMaxMessageBytes is the largest ext_authz CheckRequest read.
+	DefaultAuthzGRPCMaxMessageBytes = 256 << 10
+	// DefaultAuthFailureRate, DefaultAuthFailureBurst and DefaultAuthFailureClients shape the
+	// limiter of failed authentications.
+	DefaultAuthFailureRate    = 1.0
+	DefaultAuthFailureBurst   = 20
+	DefaultAuthFailureClients = 1 << 16
+	// DefaultRateLimitRedisTimeout bounds one rate-limit decision in Redis.
+	DefaultRateLimitRedisTimeout = 50 * time.Millisecond
+	// DefaultLastUsedInterval and DefaultLastUsedWritesPerSecond pace status.lastUsedAt writes.
+	DefaultLastUsedInterval        = time.Minute
+	DefaultLastUsedWritesPerSecond = 20.0
+	// DefaultShutdownDelay and DefaultShutdownTimeout: readiness fails, then requests drain.
+	DefaultShutdownDelay   = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+
+	// DefaultOperatorMetricsBindAddress is the operator's metrics address.
+	DefaultOperatorMetricsBindAddress = ":8080"
+	// DefaultOperatorHealthProbeBindAddress is the operator's probes' address.
+	DefaultOperatorHealthProbeBindAddress = ":8081"
+	// DefaultRevealTTL is how long an unclaimed reveal Secret lives.
+	DefaultRevealTTL = time.Hour
+	// DefaultExpiryWarning is how long before its end a key that nothing renews is ExpiringSoon.
+	DefaultExpiryWarning = 7 * 24 * time.Hour
+	// DefaultUnusedAfter is how long without a use makes a key Unused.
+	DefaultUnusedAfter = 90 * 24 * time.Hour
+	// DefaultMinRenewalInterval and DefaultMinRenewalIntervalPercentage floor the interval
+	// between two renewals of a key: a 90-day key renews at most every 9 days.
+	DefaultMinRenewalInterval           = 5 * time.Minute
+	DefaultMinRenewalIntervalPercentage = 10
+	// DefaultKeyMetricsLimit bounds the APIKeys with per-key series.
+	DefaultKeyMetricsLimit = 10000
+	// DefaultKeyWorkers is how many APIKeys are reconciled at once: issuing a key is four
+	// sequential API writes, so one worker caps throughput at the API server's round trip.
+	DefaultKeyWorkers = 8
+	// DefaultKubeAPIQPS and DefaultKubeAPIBurst raise client-go's 5/10, which throttle a busy operator.
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+	// DefaultRevealCAConfigMap is the ConfigMap of the reveal endpoint's certificates.
+	DefaultRevealCAConfigMap = "switchboard-reveal-ca"
+	// DefaultWebhookConfigurationName is the admission webhook's configuration.
+	DefaultWebhookConfigurationName = "switchboard-apikey-windows"
+
+	// DefaultPanelListen is the panel's address when it runs alone.
+	DefaultPanelListen = ":8083"
+	// DefaultPanelHealthProbeBindAddress is the panel's probes' address when it runs alone.
+	DefaultPanelHealthProbeBindAddress = ":8082"
+	// DefaultMaxSessions and DefaultMaxSessionsPerUser bound the panel's sessions.
+	DefaultMaxSessions        = 1000
+	DefaultMaxSessionsPerUser = 10
+	// DefaultLoginRate and DefaultLoginBurst limit sign-in attempts per client address.
+	DefaultLoginRate  = 0.2
+	DefaultLoginBurst = 10
+	// DefaultOIDCMode is the panel's single sign-on mode: the API server trusts the issuer.
+	DefaultOIDCMode = "token"
+	// DefaultOIDCUsernameClaim, DefaultOIDCUsernamePrefix, DefaultOIDCGroupsClaim and
+	// DefaultOIDCGroupsPrefix map the ID token as the API server's claimMappings would.
+	DefaultOIDCUsernameClaim  = "sub"
+	DefaultOIDCUsernamePrefix = "oidc:"
+	DefaultOIDCGroupsClaim    = "groups"
+	DefaultOIDCGroupsPrefix   = "oidc:"
+)
+
+// DefaultOIDCScopes returns the scopes asked for when none are configured: "groups" is not a
+// standard scope, but the providers that have it need it to send the groups claim.
+func DefaultOIDCScopes() []string {
+	return []string{"openid", "profile", "email", "groups", "offline_access"}
+}
+
+// SetDefaults_ServerConfiguration fills the unset fields of c with their defaults.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name, as cert-manager and the kubelet spell it.
+func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
+	setTypeMeta(&c.TypeMeta, ServerConfigurationKind)
+	setString(&c.Listen, DefaultServerListen)
+	setString(&c.MetricsBindAddress, DefaultServerMetricsBindAddress)
+	setDefault(&c.MetricsSecure, true)
+	setString(&c.HealthProbeBindAddress, DefaultServerHealthProbeBindAddress)
+	if c.SystemNamespace == "" {
+		c.SystemNamespace = DefaultSystemNamespace
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.Audience == "" {
+		c.Audience = DefaultAudience
+	}
+	setDefault(&c.MaxInFlightBytesPerNamespace, DefaultMaxInFlightBytesPerNamespace)
+	setDefault(&c.MaxConnections, DefaultMaxConnections)
+	setDefault(&c.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient)
+	setDefault(&c.AuthFailureLimit.Rate, DefaultAuthFailureRate)
+	setDefault(&c.AuthFailureLimit.Burst, DefaultAuthFailureBurst)
+	setDefault(&c.AuthFailureLimit.Clients, DefaultAuthFailureClients)
+	setDuration(&c.RateLimitRedis.Timeout, DefaultRateLimitRedisTimeout)
+	setDuration(&c.LastUsed.Interval, DefaultLastUsedInterval)
+	setDefault(&c.LastUsed.WritesPerSecond, DefaultLastUsedWritesPerSecond)
+	setDuration(&c.ShutdownDelay, DefaultShutdownDelay)
+	setDuration(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.Authz.GRPC.MaxMessageBytes, DefaultAuthzGRPCMaxMessageBytes)
+	setDefault(&c.Authz.HTTP.MaxConnections, DefaultAuthzHTTPMaxConnections)
+	setDefault(&c.Authz.HTTP.MaxConnectionsPerClient, DefaultAuthzHTTPMaxConnectionsPerClient)
+	if c.Panel != nil {
+		SetDefaults_PanelSettings(&c.Panel.PanelSettings)
+	}
+}
+
+// SetDefaults_OperatorConfiguration fills the unset fields of c with their defaults.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name.
+func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
+	setTypeMeta(&c.TypeMeta, OperatorConfigurationKind)
+	if c.SystemNamespace == "" {
+		c.SystemNamespace = DefaultSystemNamespace
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	setDuration(&c.RevealTTL, DefaultRevealTTL)
+	setDuration(&c.ExpiryWarning, DefaultExpiryWarning)
+	setDuration(&c.UnusedAfter, DefaultUnusedAfter)
+	setDuration(&c.MinRenewalInterval, DefaultMinRenewalInterval)
+	setDefault(&c.MinRenewalIntervalPercentage, DefaultMinRenewalIntervalPercentage)
+	setDefault(&c.KeyMetricsLimit, DefaultKeyMetricsLimit)
+	setDefault(&c.KeyWorkers, DefaultKeyWorkers)
+	setDefault(&c.LeaderElect, true)
+	setString(&c.MetricsBindAddress, DefaultOperatorMetricsBindAddress)
+	setDefault(&c.MetricsSecure, true)
+	setString(&c.HealthProbeBindAddress, DefaultOperatorHealthProbeBindAddress)
+	if c.Reveal.CAConfigMap == "" {
+		c.Reveal.CAConfigMap = DefaultRevealCAConfigMap
+	}
+	if c.Webhook.ConfigurationName == "" {
+		c.Webhook.ConfigurationName = DefaultWebhookConfigurationName
+	}
+	setDefault(&c.KubeAPIQPS, DefaultKubeAPIQPS)
+	setDefault(&c.KubeAPIBurst, DefaultKubeAPIBurst)
+}
+
+// SetDefaults_PanelConfiguration fills the unset fields of c with their defaults.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name.
+func SetDefaults_PanelConfiguration(c *PanelConfiguration) {
+	setTypeMeta(&c.TypeMeta, PanelConfigurationKind)
+	setString(&c.Listen, DefaultPanelListen)
+	setString(&c.HealthProbeBindAddress, DefaultPanelHealthProbeBindAddress)
+	setDuration(&c.ShutdownDelay, DefaultShutdownDelay)
+	setDuration(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	SetDefaults_PanelSettings(&c.PanelSettings)
+}
+
+// SetDefaults_PanelSettings fills the unset panel settings of s, wherever the panel runs.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name.
+func SetDefaults_PanelSettings(s *PanelSettings) {
+	setDefault(&s.MaxSessions, DefaultMaxSessions)
+	setDefault(&s.MaxSessionsPerUser, DefaultMaxSessionsPerUser)
+	setDefault(&s.LoginRate, DefaultLoginRate)
+	setDefault(&s.LoginBurst, DefaultLoginBurst)
+	if o := s.OIDC; o != nil {
+		if len(o.Scopes) == 0 {
+			o.Scopes = DefaultOIDCScopes()
+		}
+		if o.Mode == "" {
+			o.Mode = DefaultOIDCMode
+		}
+		setString(&o.UsernameClaim, DefaultOIDCUsernameClaim)
+		setString(&o.UsernamePrefix, DefaultOIDCUsernamePrefix)
+		setString(&o.GroupsClaim, DefaultOIDCGroupsClaim)
+		setString(&o.GroupsPrefix, DefaultOIDCGroupsPrefix)
+	}
+}
+
+func setTypeMeta(t *metav1.TypeMeta, kind string) {
+	if t.APIVersion == "" {
+		t.APIVersion = SchemeGroupVersion.String()
+	}
+	if t.Kind == "" {
+		t.Kind = kind
+	}
+}
+
+func setDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = ptr.To(v)
+	}
+}
+
+func setString(p **string, v string) { setDefault(p, v) }
+
+func setDuration(p **metav1.Duration, d time.Duration) {
+	if *p == nil {
+		*p = &metav1.Duration{Duration: d}
+	}
+}

@@ -1,0 +1,154 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ServerConfiguration configures `switchboard server`: the /v1 API answered from the informer
+// cache, the gateways' ext_authz and forward-auth listeners, and optionally the panel.
+type ServerConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// listen is the address of the /v1 API (default ":8080"); it may not be "".
+	Listen *string `json:"listen,omitempty"`
+	// metricsBindAddress is the address of the Prometheus metrics (default ":8081"); "" serves none.
+	MetricsBindAddress *string `json:"metricsBindAddress,omitempty"`
+	// metricsSecure serves the metrics over HTTPS to callers whose token RBAC allows to get
+	// /metrics (default true); false serves plain HTTP to anyone.
+	MetricsSecure *bool `json:"metricsSecure,omitempty"`
+	// pprof serves net/http/pprof under /debug/pprof/ on the metrics address (keep that port
+	// private).
+	Pprof bool `json:"pprof"`
+	// healthProbeBindAddress is the address of /healthz and /readyz (default ":8082"); "" serves none.
+	HealthProbeBindAddress *string `json:"healthProbeBindAddress,omitempty"`
+	// systemNamespace holds the hash Secrets (default: $POD_NAMESPACE where the command runs in
+	// a pod, else "switchboard-system").
+	SystemNamespace string `json:"systemNamespace,omitempty"`
+	// keyPrefix begins every valid key (default "sb").
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+	// audience is the audience of this server's /v1 (default "connections"): keys whose
+	// spec.audiences do not name it get 403 AUDIENCE_NOT_ALLOWED here.
+	Audience string `json:"audience,omitempty"`
+
+	// trustedProxies are the CIDRs (or addresses) of the proxies in front of the server (e.g. the
+	// ingress controller's pods) whose X-Forwarded-For is believed; never a pod-wide CIDR, since
+	// any pod in it could then pick its address.
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+	// peersAreProxies says the peers are proxies (an ingress controller) not in trustedProxies, so
+	// the server cannot know a client's address: keys with allowedSourceRanges are then refused
+	// (403 SOURCE_NOT_ALLOWED) instead of judged by the proxy's address.
+	PeersAreProxies bool `json:"peersAreProxies"`
+
+	// maxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses this
+	// replica writes at once (default 16 MiB); past it, 429 TOO_MANY_CONCURRENT_REQUESTS unless
+	// none is in flight. 0: no bound.
+	MaxInFlightBytesPerNamespace *int64 `json:"maxInFlightBytesPerNamespace,omitempty"`
+	// maxConnections bounds the open connections of the /v1 listener (default 1024; each costs up
+	// to about 150 KiB). 0: no bound.
+	MaxConnections *int32 `json:"maxConnections,omitempty"`
+	// maxConnectionsPerClient bounds the open connections of one client address (an IPv6 client
+	// by its /64) on the /v1 listener, but for trustedProxies peers (default 256). 0: no bound.
+	MaxConnectionsPerClient *int32 `json:"maxConnectionsPerClient,omitempty"`
+
+	// authFailureLimit limits failed authentications per client address.
+	AuthFailureLimit AuthFailureLimit `json:"authFailureLimit"`
+	// rateLimitRedis, when its url is set, keeps keys' rate-limit budgets in Redis, exact across
+	// replicas; otherwise they are kept in memory, per replica.
+	RateLimitRedis RateLimitRedis `json:"rateLimitRedis"`
+	// lastUsed paces the writes of keys' status.lastUsedAt.
+	LastUsed LastUsed `json:"lastUsed"`
+
+	// shutdownDelay is how long readiness fails before the listener closes (default 5s); 0: none.
+	ShutdownDelay *metav1.Duration `json:"shutdownDelay,omitempty"`
+	// shutdownTimeout is how long open requests may drain (default 30s); more than 0.
+	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
+
+	// authz configures the gateways' listeners (docs/gateways.md).
+	Authz Authz `json:"authz"`
+
+	// panel, when set with a listen address, serves the web panel from this process too (the
+	// chart runs `switchboard panel` apart instead, so that a panel failure never touches /v1).
+	// It replaces the deprecated --panel-* flags.
+	Panel *ServerPanel `json:"panel,omitempty"`
+}
+
+// AuthFailureLimit is the limiter of failed authentications per client address: valid keys
+// are always served.
+type AuthFailureLimit struct {
+	// rate is how many failed authentications per second an address regains (default 1);
+	// 0 turns the limit off.
+	Rate *float64 `json:"rate,omitempty"`
+	// burst is how many failed authentications an address may make at once (default 20); after
+	// them its failures get 429.
+	Burst *int32 `json:"burst,omitempty"`
+	// clients is how many client addresses the limiter remembers (default 65536).
+	Clients *int32 `json:"clients,omitempty"`
+}
+
+// RateLimitRedis is the Redis that keeps keys' rate-limit budgets. Its password never sits
+// in the configuration: it is read from passwordFile, else from
+// $SWITCHBOARD_RATE_LIMIT_REDIS_PASSWORD (the chart sets it from a Secret).
+type RateLimitRedis struct {
+	// url is the redis:// or rediss:// URL of the Redis; "" keeps budgets in memory, per replica.
+	URL string `json:"url,omitempty"`
+	// passwordFile is a file (a mounted Secret) holding the Redis password.
+	PasswordFile string `json:"passwordFile,omitempty"`
+	// timeout is the longest wait for Redis per request (default 50ms); past it, or when Redis
+	// is down, the request is decided in memory, per replica.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// LastUsed paces the writes of keys' status.lastUsedAt.
+type LastUsed struct {
+	// interval is the least time between two writes of one key's status.lastUsedAt (default 1m).
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// writesPerSecond bounds this replica's status.lastUsedAt writes (default 20); over budget,
+	// the stalest keys are written first.
+	WritesPerSecond *float64 `json:"writesPerSecond,omitempty"`
+}
+
+// Authz configures the gateways' listeners: Envoy's ext_authz (gRPC) and forward-auth (HTTP).
+type Authz struct {
+	// grpc is Envoy's external authorization (Authorization/Check and gRPC health).
+	GRPC AuthzGRPC `json:"grpc"`
+	// http is the forward-auth endpoints (/authz/<audience>) for Traefik, Caddy and NGINX.
+	HTTP AuthzHTTP `json:"http"`
+}
+
+// AuthzGRPC is Envoy's ext_authz listener.
+type AuthzGRPC struct {
+	// listen is its address; "" (the default) serves none.
+	Listen string `json:"listen,omitempty"`
+	// tlsCertFile is the listener's certificate, which then serves TLS (reloaded when it changes).
+	TLSCertFile string `json:"tlsCertFile,omitempty"`
+	// tlsKeyFile is the private key of tlsCertFile.
+	TLSKeyFile string `json:"tlsKeyFile,omitempty"`
+	// clientCAFile holds the CA certificates the gateways' client certificates must chain to
+	// (mutual TLS); it needs tlsCertFile.
+	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// maxMessageBytes is the largest CheckRequest read (default 262144; 4096 to 524288): Envoy's
+	// headers plus any body with_request_body forwards. A larger one is an RPC error, on which a
+	// gateway must not fail open.
+	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
+	// stripAuthorization removes the Authorization field before an allowed request goes
+	// upstream, so backends never see keys.
+	StripAuthorization bool `json:"stripAuthorization"`
+}
+
+// AuthzHTTP is the forward-auth listener.
+type AuthzHTTP struct {
+	// listen is its address; "" (the default) serves none.
+	Listen string `json:"listen,omitempty"`
+	// maxConnections bounds its open connections (default 256). 0: no bound.
+	MaxConnections *int32 `json:"maxConnections,omitempty"`
+	// maxConnectionsPerClient bounds the open connections of one client address, but for
+	// trustedProxies peers (default 64). 0: no bound.
+	MaxConnectionsPerClient *int32 `json:"maxConnectionsPerClient,omitempty"`
+}
+
+// ServerPanel is the panel served by `switchboard server`: the panel's own settings, on an
+// address of the server's process, behind the server's trustedProxies and probes.
+type ServerPanel struct {
+	// listen is the panel's address; "" (the default) serves no panel.
+	Listen string `json:"listen,omitempty"`
+	// PanelSettings are the same settings `switchboard panel` takes.
+	PanelSettings `json:",inline"`
+}
