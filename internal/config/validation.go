@@ -1,0 +1,208 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keycheck"
+)
+
+// The bounds of authz.grpc.maxMessageBytes: one largest request decoded may take 40 MiB of the
+// listener's 64 MiB decode budget (internal/frontdoor).
+const (
+	minGRPCMessage = 4 << 10
+	maxGRPCMessage = 512 << 10
+)
+
+// ValidateServerConfiguration says what is wrong with a defaulted ServerConfiguration, each
+// error naming its field's path; empty when nothing is.
+func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, requiredAddress(c.Listen, field.NewPath("listen"))...)
+	errs = append(errs, keyPrefix(c.KeyPrefix, field.NewPath("keyPrefix"))...)
+	if !keycheck.ValidAudience(c.Audience) {
+		errs = append(errs, field.Invalid(field.NewPath("audience"), c.Audience,
+			"must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63"))
+	}
+	errs = append(errs, trustedProxies(c.TrustedProxies, field.NewPath("trustedProxies"))...)
+	errs = append(errs, atLeast(c.MaxInFlightBytesPerNamespace, 0, field.NewPath("maxInFlightBytesPerNamespace"))...)
+	errs = append(errs, atLeast(c.MaxConnections, 0, field.NewPath("maxConnections"))...)
+	errs = append(errs, atLeast(c.MaxConnectionsPerClient, 0, field.NewPath("maxConnectionsPerClient"))...)
+
+	afl := field.NewPath("authFailureLimit")
+	errs = append(errs, atLeast(c.AuthFailureLimit.Rate, 0, afl.Child("rate"))...)
+	errs = append(errs, atLeast(c.AuthFailureLimit.Burst, 1, afl.Child("burst"))...)
+	errs = append(errs, atLeast(c.AuthFailureLimit.Clients, 1, afl.Child("clients"))...)
+
+	redis := field.NewPath("rateLimitRedis")
+	if u := c.RateLimitRedis.URL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "redis" && p.Scheme != "rediss") || p.Host == "" {
+			// The value is not echoed: it may hold a password.
+			errs = append(errs, field.Invalid(redis.Child("url"), "(not shown)", "must be a redis:// or rediss:// URL"))
+		}
+	} else if c.RateLimitRedis.PasswordFile != "" {
+		errs = append(errs, field.Invalid(redis.Child("passwordFile"), c.RateLimitRedis.PasswordFile, "needs rateLimitRedis.url"))
+	}
+	errs = append(errs, positiveDuration(c.RateLimitRedis.Timeout, redis.Child("timeout"))...)
+
+	errs = append(errs, positiveDuration(c.LastUsed.Interval, field.NewPath("lastUsed", "interval"))...)
+	errs = append(errs, greaterThanZero(c.LastUsed.WritesPerSecond, field.NewPath("lastUsed", "writesPerSecond"))...)
+	errs = append(errs, nonNegativeDuration(c.ShutdownDelay, field.NewPath("shutdownDelay"))...)
+	errs = append(errs, positiveDuration(c.ShutdownTimeout, field.NewPath("shutdownTimeout"))...)
+
+	grpc := field.NewPath("authz", "grpc")
+	g := c.Authz.GRPC
+	if (g.TLSCertFile == "") != (g.TLSKeyFile == "") {
+		errs = append(errs, field.Required(grpc.Child(map[bool]string{true: "tlsCertFile", false: "tlsKeyFile"}[g.TLSCertFile == ""]),
+			"tlsCertFile and tlsKeyFile go together"))
+	}
+	if g.ClientCAFile != "" && g.TLSCertFile == "" {
+		errs = append(errs, field.Required(grpc.Child("tlsCertFile"), "clientCAFile needs TLS: set tlsCertFile and tlsKeyFile"))
+	}
+	if m := g.MaxMessageBytes; m != nil && (*m < minGRPCMessage || *m > maxGRPCMessage) {
+		errs = append(errs, field.Invalid(grpc.Child("maxMessageBytes"), *m, fmt.Sprintf("must be from %d to %d", minGRPCMessage, maxGRPCMessage)))
+	}
+	http := field.NewPath("authz", "http")
+	errs = append(errs, atLeast(c.Authz.HTTP.MaxConnections, 0, http.Child("maxConnections"))...)
+	errs = append(errs, atLeast(c.Authz.HTTP.MaxConnectionsPerClient, 0, http.Child("maxConnectionsPerClient"))...)
+
+	if c.Panel != nil {
+		errs = append(errs, validatePanelSettings(&c.Panel.PanelSettings, field.NewPath("panel"))...)
+	}
+	return errs
+}
+
+// ValidateOperatorConfiguration says what is wrong with a defaulted OperatorConfiguration,
+// each error naming its field's path; empty when nothing is.
+func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, keyPrefix(c.KeyPrefix, field.NewPath("keyPrefix"))...)
+	errs = append(errs, positiveDuration(c.RevealTTL, field.NewPath("revealTTL"))...)
+	errs = append(errs, positiveDuration(c.ExpiryWarning, field.NewPath("expiryWarning"))...)
+	errs = append(errs, nonNegativeDuration(c.UnusedAfter, field.NewPath("unusedAfter"))...)
+	errs = append(errs, nonNegativeDuration(c.MinRenewalInterval, field.NewPath("minRenewalInterval"))...)
+	pct := field.NewPath("minRenewalIntervalPercentage")
+	errs = append(errs, atLeast(c.MinRenewalIntervalPercentage, 0, pct)...)
+	if p := c.MinRenewalIntervalPercentage; p != nil && *p > 99 {
+		errs = append(errs, field.Invalid(pct, *p, "must be at most 99 (percent of a key's lifetime)"))
+	}
+	errs = append(errs, atLeast(c.KeyMetricsLimit, 0, field.NewPath("keyMetricsLimit"))...)
+	errs = append(errs, atLeast(c.KeyWorkers, 1, field.NewPath("keyWorkers"))...)
+	errs = append(errs, greaterThanZero(c.KubeAPIQPS, field.NewPath("kubeAPIQPS"))...)
+	errs = append(errs, atLeast(c.KubeAPIBurst, 1, field.NewPath("kubeAPIBurst"))...)
+	if c.Reveal.BindAddress != "" && len(c.Reveal.Names) == 0 {
+		errs = append(errs, field.Required(field.NewPath("reveal", "names"),
+			"the reveal endpoint's certificate needs the names it is reached by (its Service's DNS names)"))
+	}
+	if c.Webhook.BindAddress != "" && len(c.Webhook.Names) == 0 {
+		errs = append(errs, field.Required(field.NewPath("webhook", "names"),
+			"the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
+	}
+	return errs
+}
+
+// ValidatePanelConfiguration says what is wrong with a defaulted PanelConfiguration, each
+// error naming its field's path; empty when nothing is.
+func ValidatePanelConfiguration(c *configv1alpha1.PanelConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, requiredAddress(c.Listen, field.NewPath("listen"))...)
+	errs = append(errs, nonNegativeDuration(c.ShutdownDelay, field.NewPath("shutdownDelay"))...)
+	errs = append(errs, positiveDuration(c.ShutdownTimeout, field.NewPath("shutdownTimeout"))...)
+	errs = append(errs, trustedProxies(c.TrustedProxies, field.NewPath("trustedProxies"))...)
+	errs = append(errs, validatePanelSettings(&c.PanelSettings, nil)...)
+	return errs
+}
+
+// validatePanelSettings checks the panel's settings under path (nil at the top).
+func validatePanelSettings(s *configv1alpha1.PanelSettings, path *field.Path) field.ErrorList {
+	child := func(name string) *field.Path {
+		if path == nil {
+			return field.NewPath(name)
+		}
+		return path.Child(name)
+	}
+	var errs field.ErrorList
+	errs = append(errs, atLeast(s.MaxSessions, 1, child("maxSessions"))...)
+	errs = append(errs, atLeast(s.MaxSessionsPerUser, 1, child("maxSessionsPerUser"))...)
+	errs = append(errs, greaterThanZero(s.LoginRate, child("loginRate"))...)
+	errs = append(errs, atLeast(s.LoginBurst, 1, child("loginBurst"))...)
+	if o := s.OIDC; o != nil {
+		p := child("oidc")
+		for name, v := range map[string]string{"issuerURL": o.IssuerURL, "clientID": o.ClientID,
+			"clientSecretFile": o.ClientSecretFile, "redirectURL": o.RedirectURL} {
+			if v == "" {
+				errs = append(errs, field.Required(p.Child(name), "single sign-on needs it"))
+			}
+		}
+		if o.Mode != "token" && o.Mode != "impersonate" {
+			errs = append(errs, field.NotSupported(p.Child("mode"), o.Mode, []string{"token", "impersonate"}))
+		}
+	}
+	// Sorted, so that the same mistakes always read the same.
+	return sortErrors(errs)
+}
+
+func requiredAddress(p *string, path *field.Path) field.ErrorList {
+	if p != nil && *p == "" {
+		return field.ErrorList{field.Required(path, "an address to listen on")}
+	}
+	return nil
+}
+
+func keyPrefix(prefix string, path *field.Path) field.ErrorList {
+	if err := apikey.ValidatePrefix(prefix); err != nil {
+		return field.ErrorList{field.Invalid(path, prefix, err.Error())}
+	}
+	return nil
+}
+
+func trustedProxies(ss []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, s := range ss {
+		if _, err := ParsePrefix(s); err != nil {
+			errs = append(errs, field.Invalid(path.Index(i), s, "must be a CIDR or an address"))
+		}
+	}
+	return errs
+}
+
+func atLeast[T int32 | int64 | float64](p *T, least T, path *field.Path) field.ErrorList {
+	if p != nil && *p < least {
+		return field.ErrorList{field.Invalid(path, *p, fmt.Sprintf("must be at least %v", least))}
+	}
+	return nil
+}
+
+func greaterThanZero[T float32 | float64](p *T, path *field.Path) field.ErrorList {
+	if p != nil && *p <= 0 {
+		return field.ErrorList{field.Invalid(path, *p, "must be more than 0")}
+	}
+	return nil
+}
+
+func positiveDuration(d *metav1.Duration, path *field.Path) field.ErrorList {
+	if d != nil && d.Duration <= 0 {
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), "must be more than 0")}
+	}
+	return nil
+}
+
+func nonNegativeDuration(d *metav1.Duration, path *field.Path) field.ErrorList {
+	if d != nil && d.Duration < 0 {
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), "must be 0 (none) or more")}
+	}
+	return nil
+}
+
+func sortErrors(errs field.ErrorList) field.ErrorList {
+	slices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
+	return errs
+}
+

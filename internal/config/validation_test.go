@@ -1,0 +1,143 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+)
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// Each mistake is named by its field's path; the defaults and the disabled spellings (an empty
+// address, a 0 bound) are valid.
+func TestValidateServerConfiguration(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*configv1alpha1.ServerConfiguration)
+		want   string // the error's field path and words; "" for valid
+	}{
+		{name: "defaults", modify: func(*configv1alpha1.ServerConfiguration) {}},
+		{name: "every bound off", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.MaxConnections, c.MaxConnectionsPerClient, c.MaxInFlightBytesPerNamespace = ptr.To[int32](0), ptr.To[int32](0), ptr.To[int64](0)
+			c.Authz.HTTP.MaxConnections, c.AuthFailureLimit.Rate, c.ShutdownDelay = ptr.To[int32](0), ptr.To(0.0), dur(0)
+			c.MetricsBindAddress, c.HealthProbeBindAddress = ptr.To(""), ptr.To("")
+		}},
+		{name: "no listen address", modify: func(c *configv1alpha1.ServerConfiguration) { c.Listen = ptr.To("") }, want: "listen: Required value"},
+		{name: "a bad key prefix", modify: func(c *configv1alpha1.ServerConfiguration) { c.KeyPrefix = "SB" }, want: `keyPrefix: Invalid value: "SB"`},
+		{name: "a bad audience", modify: func(c *configv1alpha1.ServerConfiguration) { c.Audience = "-x" }, want: "audience: Invalid value"},
+		{name: "a bad proxy", modify: func(c *configv1alpha1.ServerConfiguration) { c.TrustedProxies = []string{"10.0.0.0/8", "proxy"} },
+			want: `trustedProxies[1]: Invalid value: "proxy"`},
+		{name: "a negative bound", modify: func(c *configv1alpha1.ServerConfiguration) { c.MaxConnections = ptr.To[int32](-1) },
+			want: "maxConnections: Invalid value: -1: must be at least 0"},
+		{name: "no failure burst", modify: func(c *configv1alpha1.ServerConfiguration) { c.AuthFailureLimit.Burst = ptr.To[int32](0) },
+			want: "authFailureLimit.burst: Invalid value: 0"},
+		{name: "not a Redis URL", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitRedis.URL = "http://u:secret@redis" },
+			want: "rateLimitRedis.url: Invalid value: \"(not shown)\""},
+		{name: "a Redis password file without a URL", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitRedis.PasswordFile = "/p" },
+			want: "rateLimitRedis.passwordFile"},
+		{name: "no Redis timeout", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitRedis.Timeout = dur(0) }, want: "rateLimitRedis.timeout"},
+		{name: "a negative shutdown delay", modify: func(c *configv1alpha1.ServerConfiguration) { c.ShutdownDelay = dur(-time.Second) }, want: "shutdownDelay"},
+		{name: "no drain", modify: func(c *configv1alpha1.ServerConfiguration) { c.ShutdownTimeout = dur(0) }, want: "shutdownTimeout"},
+		{name: "no last-used writes", modify: func(c *configv1alpha1.ServerConfiguration) { c.LastUsed.WritesPerSecond = ptr.To(0.0) }, want: "lastUsed.writesPerSecond"},
+		{name: "a certificate without its key", modify: func(c *configv1alpha1.ServerConfiguration) { c.Authz.GRPC.TLSCertFile = "/c" },
+			want: "authz.grpc.tlsKeyFile: Required value"},
+		{name: "a client CA without TLS", modify: func(c *configv1alpha1.ServerConfiguration) { c.Authz.GRPC.ClientCAFile = "/ca" },
+			want: "authz.grpc.tlsCertFile: Required value"},
+		{name: "a tiny gRPC message", modify: func(c *configv1alpha1.ServerConfiguration) { c.Authz.GRPC.MaxMessageBytes = ptr.To[int32](100) },
+			want: "authz.grpc.maxMessageBytes: Invalid value: 100"},
+		{name: "a panel without sessions", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.Panel = &configv1alpha1.ServerPanel{Listen: ":8083", PanelSettings: configv1alpha1.PanelSettings{MaxSessions: ptr.To[int32](0)}}
+		}, want: "panel.maxSessions: Invalid value: 0"},
+		{name: "a panel's half single sign-on", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.Panel = &configv1alpha1.ServerPanel{Listen: ":8083", PanelSettings: configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{ClientID: "panel"}}}
+		}, want: "panel.oidc.issuerURL: Required value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &configv1alpha1.ServerConfiguration{}
+			tt.modify(c)
+			configv1alpha1.SetDefaults_ServerConfiguration(c)
+			check(t, ValidateServerConfiguration(c).ToAggregate(), tt.want)
+		})
+	}
+}
+
+func TestValidateOperatorConfiguration(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*configv1alpha1.OperatorConfiguration)
+		want   string
+	}{
+		{name: "defaults", modify: func(*configv1alpha1.OperatorConfiguration) {}},
+		{name: "never unused, no renewal floor, no key series", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.UnusedAfter, c.MinRenewalInterval = dur(0), dur(0)
+			c.MinRenewalIntervalPercentage, c.KeyMetricsLimit = ptr.To[int32](0), ptr.To[int32](0)
+		}},
+		{name: "a bad key prefix", modify: func(c *configv1alpha1.OperatorConfiguration) { c.KeyPrefix = "1x" }, want: "keyPrefix: Invalid value"},
+		{name: "no reveal TTL", modify: func(c *configv1alpha1.OperatorConfiguration) { c.RevealTTL = dur(0) }, want: "revealTTL"},
+		{name: "a negative unused period", modify: func(c *configv1alpha1.OperatorConfiguration) { c.UnusedAfter = dur(-time.Hour) }, want: "unusedAfter"},
+		{name: "a percentage past 99", modify: func(c *configv1alpha1.OperatorConfiguration) { c.MinRenewalIntervalPercentage = ptr.To[int32](100) },
+			want: "minRenewalIntervalPercentage: Invalid value: 100: must be at most 99"},
+		{name: "no key workers", modify: func(c *configv1alpha1.OperatorConfiguration) { c.KeyWorkers = ptr.To[int32](0) }, want: "keyWorkers"},
+		{name: "no QPS", modify: func(c *configv1alpha1.OperatorConfiguration) { c.KubeAPIQPS = ptr.To[float32](0) }, want: "kubeAPIQPS"},
+		{name: "a webhook without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhook.BindAddress = ":9443" },
+			want: "webhook.names: Required value"},
+		{name: "a reveal endpoint without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Reveal.BindAddress = ":9445" },
+			want: "reveal.names: Required value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &configv1alpha1.OperatorConfiguration{}
+			tt.modify(c)
+			configv1alpha1.SetDefaults_OperatorConfiguration(c)
+			check(t, ValidateOperatorConfiguration(c).ToAggregate(), tt.want)
+		})
+	}
+}
+
+func TestValidatePanelConfiguration(t *testing.T) {
+	sso := func() *configv1alpha1.OIDC {
+		return &configv1alpha1.OIDC{IssuerURL: "https://idp", ClientID: "panel", ClientSecretFile: "/s", RedirectURL: "https://p/oidc/callback"}
+	}
+	tests := []struct {
+		name   string
+		modify func(*configv1alpha1.PanelConfiguration)
+		want   string
+	}{
+		{name: "defaults", modify: func(*configv1alpha1.PanelConfiguration) {}},
+		{name: "single sign-on", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso() }},
+		{name: "no listen address", modify: func(c *configv1alpha1.PanelConfiguration) { c.Listen = ptr.To("") }, want: "listen: Required value"},
+		{name: "a bad proxy", modify: func(c *configv1alpha1.PanelConfiguration) { c.TrustedProxies = []string{"x"} }, want: "trustedProxies[0]"},
+		{name: "no sign-in rate", modify: func(c *configv1alpha1.PanelConfiguration) { c.LoginRate = ptr.To(0.0) }, want: "loginRate: Invalid value: 0"},
+		{name: "no sessions per user", modify: func(c *configv1alpha1.PanelConfiguration) { c.MaxSessionsPerUser = ptr.To[int32](0) }, want: "maxSessionsPerUser"},
+		{name: "single sign-on without a client secret", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.ClientSecretFile = "" },
+			want: "oidc.clientSecretFile: Required value"},
+		{name: "an unknown mode", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.Mode = "proxy" },
+			want: `oidc.mode: Unsupported value: "proxy"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &configv1alpha1.PanelConfiguration{}
+			tt.modify(c)
+			configv1alpha1.SetDefaults_PanelConfiguration(c)
+			check(t, ValidatePanelConfiguration(c).ToAggregate(), tt.want)
+		})
+	}
+}
+
+func check(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("refused: %v", err)
+	case want != "" && err == nil:
+		t.Fatalf("accepted; want an error saying %q", want)
+	case want != "" && !strings.Contains(err.Error(), want):
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+}
