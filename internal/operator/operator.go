@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
@@ -29,29 +30,29 @@ import (
 // Defaults of Options.
 const (
 	// DefaultRevealTTL is how long an unclaimed reveal Secret lives.
-	DefaultRevealTTL = time.Hour
+	DefaultRevealTTL = configv1alpha1.DefaultRevealTTL
 	// DefaultLeaderElectionID names the Lease the replicas compete for.
 	DefaultLeaderElectionID = "switchboard-operator.switchboard.dev"
 	// DefaultQPS and DefaultBurst raise client-go's 5/10, which throttles a busy operator.
-	DefaultQPS = 50
+	DefaultQPS = configv1alpha1.DefaultKubeAPIQPS
 	// DefaultBurst is the client's burst above DefaultQPS.
-	DefaultBurst = 100
+	DefaultBurst = configv1alpha1.DefaultKubeAPIBurst
 	// DefaultKeyWorkers is how many APIKeys are reconciled at once. Issuing a key is four
 	// sequential API writes, so one worker caps throughput at the API server's round-trip time.
-	DefaultKeyWorkers = 8
+	DefaultKeyWorkers = configv1alpha1.DefaultKeyWorkers
 	// DefaultMetricsBindAddress and DefaultHealthProbeBindAddress are where the command serves
 	// metrics and probes (the Options' zero values disable them, for tests and switchboard dev).
-	DefaultMetricsBindAddress     = ":8080"
-	DefaultHealthProbeBindAddress = ":8081"
+	DefaultMetricsBindAddress     = configv1alpha1.DefaultOperatorMetricsBindAddress
+	DefaultHealthProbeBindAddress = configv1alpha1.DefaultOperatorHealthProbeBindAddress
 	// DefaultExpiryWarning and DefaultUnusedAfter: the ExpiringSoon and Unused conditions.
 	DefaultExpiryWarning = controllers.DefaultExpiryWarning
 	DefaultUnusedAfter   = controllers.DefaultUnusedAfter
 	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
-	DefaultKeyMetricsLimit = 10000
+	DefaultKeyMetricsLimit = configv1alpha1.DefaultKeyMetricsLimit
 	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
-	DefaultRevealBundle = "switchboard-reveal-ca"
+	DefaultRevealBundle = configv1alpha1.DefaultRevealCAConfigMap
 	// DefaultWebhookConfiguration is the webhook configuration of the admission webhook.
-	DefaultWebhookConfiguration = "switchboard-apikey-windows"
+	DefaultWebhookConfiguration = configv1alpha1.DefaultWebhookConfigurationName
 	// EventSource is the reporting controller of the operator's Events.
 	EventSource = "switchboard-operator"
 )

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -38,15 +39,15 @@ const (
 
 // Defaults of OIDCOptions.
 const (
-	DefaultOIDCUsernameClaim  = "sub"
-	DefaultOIDCUsernamePrefix = "oidc:"
-	DefaultOIDCGroupsClaim    = "groups"
-	DefaultOIDCGroupsPrefix   = "oidc:"
+	DefaultOIDCUsernameClaim  = configv1alpha1.DefaultOIDCUsernameClaim
+	DefaultOIDCUsernamePrefix = configv1alpha1.DefaultOIDCUsernamePrefix
+	DefaultOIDCGroupsClaim    = configv1alpha1.DefaultOIDCGroupsClaim
+	DefaultOIDCGroupsPrefix   = configv1alpha1.DefaultOIDCGroupsPrefix
 )
 
 // DefaultOIDCScopes are the scopes asked for when none are configured: "groups" is not a
 // standard scope, but the common providers (Dex, Keycloak with a mapper, zitadel) answer it.
-var DefaultOIDCScopes = []string{oidc.ScopeOpenID, "profile", "email", "groups", oidc.ScopeOfflineAccess}
+var DefaultOIDCScopes = configv1alpha1.DefaultOIDCScopes()
 
 // OIDCOptions configure sign-in with an OpenID Connect provider (Authorization Code flow with
 // PKCE, state and nonce). Pasting a Kubernetes token stays available beside it.

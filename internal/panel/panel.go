@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/loopback"
 	"github.com/switchboard-dev/switchboard/internal/reveal"
 )
@@ -37,10 +38,11 @@ const (
 	DefaultSessionMaxAge      = 8 * time.Hour
 	DefaultRevealTimeout      = 20 * time.Second
 	DefaultPollInterval       = 250 * time.Millisecond
-	DefaultMaxSessions        = 1000
-	DefaultMaxSessionsPerUser = 10
-	DefaultLoginRate          = 0.2
-	DefaultLoginBurst         = 10
+	// The configurable ones have their home in the configuration's defaults.
+	DefaultMaxSessions        = configv1alpha1.DefaultMaxSessions
+	DefaultMaxSessionsPerUser = configv1alpha1.DefaultMaxSessionsPerUser
+	DefaultLoginRate          = configv1alpha1.DefaultLoginRate
+	DefaultLoginBurst         = configv1alpha1.DefaultLoginBurst
 )
 
 // Options configure the panel. The zero value is usable.

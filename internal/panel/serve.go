@@ -12,16 +12,17 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/probes"
 )
 
 // Defaults of ServeOptions.
 const (
-	DefaultListen                 = ":8083"
-	DefaultHealthProbeBindAddress = ":8082"
-	DefaultShutdownDelay          = 5 * time.Second
-	DefaultShutdownTimeout        = 30 * time.Second
+	DefaultListen                 = configv1alpha1.DefaultPanelListen
+	DefaultHealthProbeBindAddress = configv1alpha1.DefaultPanelHealthProbeBindAddress
+	DefaultShutdownDelay          = configv1alpha1.DefaultShutdownDelay
+	DefaultShutdownTimeout        = configv1alpha1.DefaultShutdownTimeout
 )
 
 // ServeOptions configure Serve, the panel as a process of its own (`switchboard panel`).

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/keycheck"
@@ -19,27 +20,27 @@ import (
 // Defaults of the server. They have this one home: Options.Default fills zero fields from
 // them, and `switchboard server` shows them as its flags' defaults.
 const (
-	DefaultListen = ":8080"
+	DefaultListen = configv1alpha1.DefaultServerListen
 	// DefaultMetricsBindAddress and DefaultHealthProbeBindAddress are where the command serves
 	// metrics and probes. An embedded server (Options left empty) serves neither.
-	DefaultMetricsBindAddress     = ":8081"
-	DefaultHealthProbeBindAddress = ":8082"
+	DefaultMetricsBindAddress     = configv1alpha1.DefaultServerMetricsBindAddress
+	DefaultHealthProbeBindAddress = configv1alpha1.DefaultServerHealthProbeBindAddress
 	DefaultSystemNamespace        = switchboardv1alpha1.DefaultSystemNamespace
 	DefaultKeyPrefix              = keycheck.DefaultKeyPrefix
-	DefaultFailureRate            = 1.0
-	DefaultFailureBurst           = 20
-	DefaultRateLimitClients       = 1 << 16
+	DefaultFailureRate            = configv1alpha1.DefaultAuthFailureRate
+	DefaultFailureBurst           = configv1alpha1.DefaultAuthFailureBurst
+	DefaultRateLimitClients       = configv1alpha1.DefaultAuthFailureClients
 	DefaultRateLimitRedisTimeout  = keycheck.DefaultRedisTimeout
-	DefaultLastUsedInterval       = time.Minute
+	DefaultLastUsedInterval       = configv1alpha1.DefaultLastUsedInterval
 	DefaultLastUsedFlush          = 10 * time.Second
-	DefaultLastUsedWriteRate      = 20.0
+	DefaultLastUsedWriteRate      = configv1alpha1.DefaultLastUsedWritesPerSecond
 	// DefaultMaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses
 	// being written at once by a replica (internal/v1api).
-	DefaultMaxInFlightBytesPerNamespace = 16 << 20
-	// DefaultAudience is the audience of the server's own /v1 (--audience).
-	DefaultAudience        = "connections"
-	DefaultShutdownDelay   = 5 * time.Second
-	DefaultShutdownTimeout = 30 * time.Second
+	DefaultMaxInFlightBytesPerNamespace = configv1alpha1.DefaultMaxInFlightBytesPerNamespace
+	// DefaultAudience is the audience of the server's own /v1.
+	DefaultAudience        = configv1alpha1.DefaultAudience
+	DefaultShutdownDelay   = configv1alpha1.DefaultShutdownDelay
+	DefaultShutdownTimeout = configv1alpha1.DefaultShutdownTimeout
 )
 
 // The connection bounds' defaults are the front door's table (frontdoor.Doors says why these).

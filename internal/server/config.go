@@ -1,0 +1,67 @@
+package server
+
+import (
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
+)
+
+// OptionsFromConfig turns a defaulted, validated ServerConfiguration into Options: the one
+// translation from the configuration's spelling of "disabled" (an empty address, a 0 bound) to
+// the Options' ("0", negative). The panel (c.Panel), the Redis password and what only a
+// process has (listeners, clock) are left to the caller.
+func OptionsFromConfig(c *configv1alpha1.ServerConfiguration) (Options, error) {
+	proxies, err := config.ParsePrefixes(c.TrustedProxies)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{
+		Listen:                           *c.Listen,
+		MetricsBindAddress:               address(*c.MetricsBindAddress),
+		MetricsSecure:                    *c.MetricsSecure,
+		Pprof:                            c.Pprof,
+		HealthProbeBindAddress:           address(*c.HealthProbeBindAddress),
+		SystemNamespace:                  c.SystemNamespace,
+		KeyPrefix:                        c.KeyPrefix,
+		TrustedProxies:                   proxies,
+		PeersAreProxies:                  c.PeersAreProxies,
+		FailureRate:                      orNone(*c.AuthFailureLimit.Rate),
+		FailureBurst:                     int(*c.AuthFailureLimit.Burst),
+		RateLimitClients:                 int(*c.AuthFailureLimit.Clients),
+		RateLimitRedis:                   c.RateLimitRedis.URL,
+		RateLimitRedisTimeout:            c.RateLimitRedis.Timeout.Duration,
+		MaxInFlightBytesPerNamespace:     orNone(*c.MaxInFlightBytesPerNamespace),
+		MaxConnections:                   int(orNone(*c.MaxConnections)),
+		MaxConnectionsPerClient:          int(orNone(*c.MaxConnectionsPerClient)),
+		AuthzHTTPMaxConnections:          int(orNone(*c.Authz.HTTP.MaxConnections)),
+		AuthzHTTPMaxConnectionsPerClient: int(orNone(*c.Authz.HTTP.MaxConnectionsPerClient)),
+		LastUsedInterval:                 c.LastUsed.Interval.Duration,
+		LastUsedWriteRate:                *c.LastUsed.WritesPerSecond,
+		ShutdownDelay:                    orNone(c.ShutdownDelay.Duration),
+		ShutdownTimeout:                  c.ShutdownTimeout.Duration,
+		Audience:                         c.Audience,
+		AuthzGRPCListen:                  c.Authz.GRPC.Listen,
+		AuthzGRPCTLSCertFile:             c.Authz.GRPC.TLSCertFile,
+		AuthzGRPCTLSKeyFile:              c.Authz.GRPC.TLSKeyFile,
+		AuthzGRPCClientCAFile:            c.Authz.GRPC.ClientCAFile,
+		AuthzGRPCMaxMessageBytes:         int(*c.Authz.GRPC.MaxMessageBytes),
+		AuthzStripAuthorization:          c.Authz.GRPC.StripAuthorization,
+		AuthzHTTPListen:                  c.Authz.HTTP.Listen,
+	}, nil
+}
+
+// address is an Options address: the configuration's "" (none) is "0".
+func address(a string) string {
+	if a == "" {
+		return "0"
+	}
+	return a
+}
+
+// orNone is an Options bound: the configuration's 0 (none) is -1, as Options' zero means the
+// default.
+func orNone[T ~int32 | ~int64 | ~float64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
