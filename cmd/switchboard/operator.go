@@ -2,19 +2,21 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/switchboard-dev/switchboard/internal/apikey"
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/operator"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		opts      operator.Options
+		cf        *configFlags
+		flags     *overrides[configv1alpha1.OperatorConfiguration]
 		newLogger func() logr.Logger
 	)
 	cmd := &cobra.Command{
@@ -22,11 +24,23 @@ func newOperatorCommand() *cobra.Command {
 		Short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
 		Long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
 generated, hashed into a Secret of the system namespace, revealed once through a one-time Secret
-(or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader.`,
+(or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader. Its
+configuration is an OperatorConfiguration (--config), which the flags given override.`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := &configv1alpha1.OperatorConfiguration{}
+			done, err := complete(cf, c, func(c *configv1alpha1.OperatorConfiguration) {
+				flags.apply(c)
+				if c.SystemNamespace == "" {
+					c.SystemNamespace = podNamespace()
+				}
+			}, configv1alpha1.SetDefaults_OperatorConfiguration, config.ValidateOperatorConfiguration, cmd.OutOrStdout())
+			if done || err != nil {
+				return err
+			}
+			opts := operator.OptionsFromConfig(c)
 			opts.Logger = newLogger()
-			// The flags are checked before the API server is looked for; Run checks them too.
+			// The configuration is checked before the API server is looked for; Run checks it too.
 			opts.Default()
 			if err := opts.Validate(); err != nil {
 				return err
@@ -40,26 +54,51 @@ generated, hashed into a Secret of the system namespace, revealed once through a
 	}
 	f := cmd.Flags()
 	newLogger = bindLogFlags(f)
-	f.StringVar(&opts.SystemNamespace, "system-namespace", podNamespace(), "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set")
-	f.StringVar(&opts.KeyPrefix, "key-prefix", apikey.DefaultPrefix, "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter")
-	f.DurationVar(&opts.RevealTTL, "reveal-ttl", operator.DefaultRevealTTL, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)")
-	f.DurationVar(&opts.ExpiryWarning, "expiry-warning", operator.DefaultExpiryWarning, "how long before a key's end that nothing will renew its ExpiringSoon condition turns True (with a Warning Event)")
-	f.DurationVar(&opts.UnusedAfter, "unused-after", operator.DefaultUnusedAfter, "how long without a use (counting from creation) makes a key's Unused condition True; negative: never")
-	f.DurationVar(&opts.MinRenewalInterval, "min-renewal-interval", renewalinterval.Default.Floor, "least interval between two automatic renewals of a key: the admission webhook refuses lifecycles that renew more often, and keys stored before renew at this interval; negative: no floor")
-	f.Int32Var(&opts.MinRenewalIntervalPercentage, "min-renewal-interval-percentage", renewalinterval.Default.Percentage, "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none")
-	f.IntVar(&opts.KeyMetricsLimit, "key-metrics-limit", operator.DefaultKeyMetricsLimit, "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none")
-	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
-	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", operator.DefaultMetricsBindAddress, `address of the Prometheus metrics; "0" disables them`)
-	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)")
-	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", operator.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
-	f.StringVar(&opts.RevealBindAddress, "reveal-bind-address", "0", `address of the reveal endpoint, through which the panel in impersonate mode claims keys for people (HTTPS, callers RBAC allows to post /reveal); "0" disables it`)
-	f.StringVar(&opts.RevealBundle, "reveal-ca-configmap", operator.DefaultRevealBundle, "ConfigMap in the system namespace where each replica publishes the reveal endpoint's certificate")
-	f.StringSliceVar(&opts.RevealNames, "reveal-names", nil, "DNS names (or IP addresses) of the reveal endpoint's certificate: its Service's")
-	f.StringVar(&opts.WebhookBindAddress, "webhook-bind-address", "0", `address of the APIKey admission webhook, which refuses renewal windows that cannot open in time and lifecycles that renew too often (HTTPS); "0" disables it`)
-	f.StringVar(&opts.WebhookConfiguration, "webhook-configuration", operator.DefaultWebhookConfiguration, "ValidatingWebhookConfiguration whose caBundle each replica adds its certificate to")
-	f.StringSliceVar(&opts.WebhookNames, "webhook-names", nil, "DNS names (or IP addresses) of the webhook's certificate: its Service's")
-	f.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "queries per second to the Kubernetes API server (client-go's default is 5)")
-	f.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)")
-	f.IntVar(&opts.KeyWorkers, "key-workers", operator.DefaultKeyWorkers, "APIKeys reconciled concurrently")
+	cf = bindConfigFlags(f, "OperatorConfiguration")
+	// The flags show the configuration's defaults: they have one home.
+	def := &configv1alpha1.OperatorConfiguration{}
+	configv1alpha1.SetDefaults_OperatorConfiguration(def)
+	flags = newOverrides[configv1alpha1.OperatorConfiguration](f)
+	type oc = configv1alpha1.OperatorConfiguration
+	flags.String("system-namespace", podNamespace(), "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set",
+		func(c *oc, v string) { c.SystemNamespace = v })
+	flags.String("key-prefix", def.KeyPrefix, "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter",
+		func(c *oc, v string) { c.KeyPrefix = v })
+	flags.Duration("reveal-ttl", def.RevealTTL.Duration, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)",
+		func(c *oc, v time.Duration) { c.RevealTTL = period(v) })
+	flags.Duration("expiry-warning", def.ExpiryWarning.Duration, "how long before a key's end that nothing will renew its ExpiringSoon condition turns True (with a Warning Event)",
+		func(c *oc, v time.Duration) { c.ExpiryWarning = period(v) })
+	flags.Duration("unused-after", def.UnusedAfter.Duration, "how long without a use (counting from creation) makes a key's Unused condition True; negative: never",
+		func(c *oc, v time.Duration) { c.UnusedAfter = periodOrNone(v) })
+	flags.Duration("min-renewal-interval", def.MinRenewalInterval.Duration, "least interval between two automatic renewals of a key: the admission webhook refuses lifecycles that renew more often, and keys stored before renew at this interval; negative: no floor",
+		func(c *oc, v time.Duration) { c.MinRenewalInterval = periodOrNone(v) })
+	flags.Int("min-renewal-interval-percentage", int(*def.MinRenewalIntervalPercentage), "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none",
+		func(c *oc, v int) { c.MinRenewalIntervalPercentage = bound(int32(v)) })
+	flags.Int("key-metrics-limit", int(*def.KeyMetricsLimit), "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none",
+		func(c *oc, v int) { c.KeyMetricsLimit = bound(int32(v)) })
+	flags.Bool("leader-elect", *def.LeaderElect, "elect one active replica through a Lease", func(c *oc, v bool) { c.LeaderElect = &v })
+	flags.String("metrics-bind-address", *def.MetricsBindAddress, `address of the Prometheus metrics; "0" disables them`,
+		func(c *oc, v string) { c.MetricsBindAddress = address(v) })
+	flags.Bool("metrics-secure", *def.MetricsSecure, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
+		func(c *oc, v bool) { c.MetricsSecure = &v })
+	flags.String("health-probe-bind-address", *def.HealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`,
+		func(c *oc, v string) { c.HealthProbeBindAddress = address(v) })
+	flags.String("reveal-bind-address", "0", `address of the reveal endpoint, through which the panel in impersonate mode claims keys for people (HTTPS, callers RBAC allows to post /reveal); "0" disables it`,
+		func(c *oc, v string) { c.Reveal.BindAddress = *address(v) })
+	flags.String("reveal-ca-configmap", def.Reveal.CAConfigMap, "ConfigMap in the system namespace where each replica publishes the reveal endpoint's certificate",
+		func(c *oc, v string) { c.Reveal.CAConfigMap = v })
+	flags.StringSlice("reveal-names", nil, "DNS names (or IP addresses) of the reveal endpoint's certificate: its Service's",
+		func(c *oc, v []string) { c.Reveal.Names = v })
+	flags.String("webhook-bind-address", "0", `address of the APIKey admission webhook, which refuses renewal windows that cannot open in time and lifecycles that renew too often (HTTPS); "0" disables it`,
+		func(c *oc, v string) { c.Webhook.BindAddress = *address(v) })
+	flags.String("webhook-configuration", def.Webhook.ConfigurationName, "ValidatingWebhookConfiguration whose caBundle each replica adds its certificate to",
+		func(c *oc, v string) { c.Webhook.ConfigurationName = v })
+	flags.StringSlice("webhook-names", nil, "DNS names (or IP addresses) of the webhook's certificate: its Service's",
+		func(c *oc, v []string) { c.Webhook.Names = v })
+	flags.Float32("kube-api-qps", *def.KubeAPIQPS, "queries per second to the Kubernetes API server (client-go's default is 5)",
+		func(c *oc, v float32) { c.KubeAPIQPS = orDefault(v) })
+	flags.Int("kube-api-burst", int(*def.KubeAPIBurst), "burst of queries to the Kubernetes API server (client-go's default is 10)",
+		func(c *oc, v int) { c.KubeAPIBurst = orDefault(int32(v)) })
+	flags.Int("key-workers", int(*def.KeyWorkers), "APIKeys reconciled concurrently", func(c *oc, v int) { c.KeyWorkers = orDefault(int32(v)) })
 	return cmd
 }

@@ -2,117 +2,129 @@ package main
 
 import (
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
 func newPanelCommand() *cobra.Command {
 	var (
-		opts           panel.Options
-		serve          panel.ServeOptions
-		trustedProxies []string
-		newLogger      func() logr.Logger
+		cf        *configFlags
+		flags     *overrides[configv1alpha1.PanelConfiguration]
+		newLogger func() logr.Logger
 	)
 	cmd := &cobra.Command{
 		Use:   "panel",
 		Short: "Serve the web panel (\"API keys\") on its own, apart from /v1",
 		Long: `Serve the web panel alone: people sign in with their own Kubernetes token and manage API
-keys with it, or with single sign-on (--oidc-issuer-url: OpenID Connect, Authorization Code
+keys with it, or with single sign-on (oidc.issuerURL: OpenID Connect, Authorization Code
 with PKCE). The process watches nothing and caches nothing; its own identity only creates
-TokenReviews, and in --oidc-mode=impersonate impersonates the signed-in person through
+TokenReviews, and in oidc.mode impersonate impersonates the signed-in person through
 constrained impersonation limited to the panel's resources. Run it apart from "switchboard server" so that a panel failure or overload never
-touches /v1 (the Helm chart does, by default).`,
+touches /v1 (the Helm chart does, by default). Its configuration is a PanelConfiguration
+(--config), which the flags given override.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := finishOIDCFlags(cmd.Flags(), &opts, ""); err != nil {
+			c := &configv1alpha1.PanelConfiguration{}
+			done, err := complete(cf, c, func(c *configv1alpha1.PanelConfiguration) { flags.apply(c) },
+				configv1alpha1.SetDefaults_PanelConfiguration, config.ValidatePanelConfiguration, cmd.OutOrStdout())
+			if done || err != nil {
 				return err
 			}
-			for _, s := range trustedProxies {
-				p, err := parsePrefix(s)
-				if err != nil {
-					return err
-				}
-				opts.TrustedProxies = append(opts.TrustedProxies, p)
+			proxies, err := config.ParsePrefixes(c.TrustedProxies)
+			if err != nil {
+				return err
 			}
 			newLogger()
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("finding the Kubernetes API server: %w", err)
 			}
-			return panel.Serve(ctrl.SetupSignalHandler(), cfg, opts, serve)
+			return panel.Serve(ctrl.SetupSignalHandler(), cfg, panel.OptionsFromConfig(&c.PanelSettings, proxies), panel.ServeOptionsFromConfig(c))
 		},
 	}
 	f := cmd.Flags()
 	newLogger = bindLogFlags(f)
-	f.StringVar(&serve.Listen, "listen", panel.DefaultListen, "address of the panel")
-	f.StringVar(&serve.HealthProbeBindAddress, "health-probe-bind-address", panel.DefaultHealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`)
-	f.DurationVar(&serve.ShutdownDelay, "shutdown-delay", panel.DefaultShutdownDelay, "how long readiness fails before the listener closes")
-	// Named as the server's, whose list it should be: "switchboard server --panel-listen" passes its own.
-	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the panel (e.g. the ingress controller's pods) whose X-Forwarded-For is believed when sign-in attempts are counted per client address; as the server's --trusted-proxies, never a pod-wide CIDR")
-	bindPanelFlags(f, &opts, "")
+	cf = bindConfigFlags(f, "PanelConfiguration")
+	def := &configv1alpha1.PanelConfiguration{}
+	configv1alpha1.SetDefaults_PanelConfiguration(def)
+	flags = newOverrides[configv1alpha1.PanelConfiguration](f)
+	type pc = configv1alpha1.PanelConfiguration
+	flags.String("listen", *def.Listen, "address of the panel", func(c *pc, v string) { c.Listen = &v })
+	flags.String("health-probe-bind-address", *def.HealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`,
+		func(c *pc, v string) { c.HealthProbeBindAddress = address(v) })
+	flags.Duration("shutdown-delay", def.ShutdownDelay.Duration, "how long readiness fails before the listener closes; negative: none",
+		func(c *pc, v time.Duration) { c.ShutdownDelay = periodOrNone(v) })
+	// Named as the server's, whose list it should be.
+	flags.StringSlice("trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the panel (e.g. the ingress controller's pods) whose X-Forwarded-For is believed when sign-in attempts are counted per client address; as the server's --trusted-proxies, never a pod-wide CIDR",
+		func(c *pc, v []string) { c.TrustedProxies = v })
+	bindPanelFlags(flags, "", func(c *pc) *configv1alpha1.PanelSettings { return &c.PanelSettings })
 	return cmd
 }
 
-// bindPanelFlags binds the panel's options to flags named prefix+name: "switchboard panel"
-// uses no prefix, "switchboard server" (which can serve the panel too) uses "panel-".
-func bindPanelFlags(f *pflag.FlagSet, o *panel.Options, prefix string) {
-	f.BoolVar(&o.SecureCookies, prefix+"secure-cookies", false,
-		"mark the panel's cookies Secure and name them __Host-…, for a panel behind a TLS-terminating proxy (always so over TLS)")
-	f.IntVar(&o.MaxSessions, prefix+"max-sessions", panel.DefaultMaxSessions, "sessions the panel holds at most; past it sign-ins are refused")
-	f.IntVar(&o.MaxSessionsPerUser, prefix+"max-sessions-per-user", panel.DefaultMaxSessionsPerUser,
-		"sessions of one user at most; signing in once more ends their least recently used one")
-	f.Float64Var(&o.LoginRate, prefix+"login-rate", panel.DefaultLoginRate, "sign-in attempts per second one client address regains (each is a TokenReview)")
-	f.IntVar(&o.LoginBurst, prefix+"login-burst", panel.DefaultLoginBurst, "sign-in attempts one client address may make at once before 429")
-	bindOIDCFlags(f, o, prefix)
-}
+// bindPanelFlags binds the panel's settings to flags named prefix+name, writing them into
+// the settings that settings(c) returns: `switchboard panel` uses no prefix, and
+// `switchboard server` the deprecated "panel-", into its configuration's panel section.
+// It returns each flag's name and the field it sets, under section.
+func bindPanelFlags[C any](o *overrides[C], prefix string, settings func(*C) *configv1alpha1.PanelSettings) map[string]string {
+	def := &configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{}}
+	configv1alpha1.SetDefaults_PanelSettings(def)
+	fields := map[string]string{}
+	bind := func(name, field string) string { fields[prefix+name] = field; return prefix + name }
 
-// bindOIDCFlags binds single sign-on's flags into a fresh o.OIDC; finishOIDCFlags drops it
-// again when no issuer is given. The client secret is only ever a file (a mounted Secret):
-// a flag's value would show in the pod spec and in ps.
-func bindOIDCFlags(f *pflag.FlagSet, o *panel.Options, prefix string) {
-	oidc := &panel.OIDCOptions{}
-	o.OIDC = oidc
-	p := prefix + "oidc-"
-	f.StringVar(&oidc.IssuerURL, p+"issuer-url", "", "sign in with this OpenID Connect provider (https); the token paste stays available. Empty: no single sign-on")
-	f.StringVar(&oidc.ClientID, p+"client-id", "", "the panel's client id at the provider (the ID token's audience)")
-	f.StringVar(&oidc.ClientSecretFile, p+"client-secret-file", "", "file holding the client secret (mount it from a Secret)")
-	f.StringSliceVar(&oidc.Scopes, p+"scopes", panel.DefaultOIDCScopes, "scopes to ask for")
-	f.StringVar(&oidc.RedirectURL, p+"redirect-url", "", "the panel's callback as registered at the provider: https://PANEL-HOST/oidc/callback")
-	f.StringVar(&oidc.CAFile, p+"ca-file", "", "PEM CA bundle for the provider's TLS, besides the system roots")
-	f.StringVar((*string)(&oidc.Mode), p+"mode", string(panel.OIDCModeToken),
-		`how the panel acts as the signed-in person: "token" (the API server trusts the issuer) or "impersonate" (constrained impersonation)`)
-	f.StringVar(&oidc.UsernameClaim, p+"username-claim", panel.DefaultOIDCUsernameClaim, "ID token claim naming the user (as claimMappings.username.claim)")
-	f.StringVar(&oidc.UsernamePrefix, p+"username-prefix", panel.DefaultOIDCUsernamePrefix, "prefix of usernames (as claimMappings.username.prefix)")
-	f.StringVar(&oidc.GroupsClaim, p+"groups-claim", panel.DefaultOIDCGroupsClaim, "ID token claim listing groups (as claimMappings.groups.claim)")
-	f.StringVar(&oidc.GroupsPrefix, p+"groups-prefix", panel.DefaultOIDCGroupsPrefix, "prefix of groups (as claimMappings.groups.prefix)")
-	f.BoolVar(&oidc.AllowLegacyImpersonation, p+"allow-legacy-impersonation", false,
-		`impersonate mode: start even when only the legacy, unlimited "impersonate" verb is granted (not recommended)`)
-	f.StringVar(&oidc.RevealURL, p+"reveal-url", "", "impersonate mode: the operator's reveal endpoint (https://HOST:PORT), which claims keys for the signed-in person")
-	f.StringVar(&oidc.RevealBundle, p+"reveal-ca-configmap", "", "impersonate mode: NAMESPACE/NAME of the ConfigMap holding the reveal endpoint's certificates")
-	f.StringVar(&oidc.ProviderName, p+"provider-name", "", `label of the sign-in button ("Sign in with NAME")`)
-}
+	o.Bool(bind("secure-cookies", "secureCookies"), false,
+		"mark the panel's cookies Secure and name them __Host-…, for a panel behind a TLS-terminating proxy (always so over TLS)",
+		func(c *C, v bool) { settings(c).SecureCookies = v })
+	o.Int(bind("max-sessions", "maxSessions"), int(*def.MaxSessions), "sessions the panel holds at most; past it sign-ins are refused",
+		func(c *C, v int) { settings(c).MaxSessions = orDefault(int32(max(v, 0))) })
+	o.Int(bind("max-sessions-per-user", "maxSessionsPerUser"), int(*def.MaxSessionsPerUser),
+		"sessions of one user at most; signing in once more ends their least recently used one",
+		func(c *C, v int) { settings(c).MaxSessionsPerUser = orDefault(int32(max(v, 0))) })
+	o.Float64(bind("login-rate", "loginRate"), *def.LoginRate, "sign-in attempts per second one client address regains (each is a TokenReview)",
+		func(c *C, v float64) { settings(c).LoginRate = orDefault(max(v, 0)) })
+	o.Int(bind("login-burst", "loginBurst"), int(*def.LoginBurst), "sign-in attempts one client address may make at once before 429",
+		func(c *C, v int) { settings(c).LoginBurst = orDefault(int32(max(v, 0))) })
 
-// finishOIDCFlags turns single sign-on off when no issuer was given, and refuses its other
-// flags then: a half-configured sign-in must not pass silently.
-func finishOIDCFlags(f *pflag.FlagSet, o *panel.Options, prefix string) error {
-	if o.OIDC == nil || o.OIDC.IssuerURL != "" {
-		return nil
-	}
-	var set []string
-	f.Visit(func(fl *pflag.Flag) {
-		if strings.HasPrefix(fl.Name, prefix+"oidc-") {
-			set = append(set, "--"+fl.Name)
+	// Single sign-on: any of its flags makes an oidc section, which then needs its issuer.
+	// The client secret is only ever a file (a mounted Secret): a flag's value would show in
+	// the pod spec and in ps.
+	oidc := func(c *C) *configv1alpha1.OIDC {
+		s := settings(c)
+		if s.OIDC == nil {
+			s.OIDC = &configv1alpha1.OIDC{}
 		}
-	})
-	if len(set) > 0 {
-		return fmt.Errorf("%s given without --%soidc-issuer-url", strings.Join(set, ", "), prefix)
+		return s.OIDC
 	}
-	o.OIDC = nil
-	return nil
+	str := func(name, field, def, usage string, to func(*configv1alpha1.OIDC, string)) {
+		o.String(bind("oidc-"+name, "oidc."+field), def, usage, func(c *C, v string) { to(oidc(c), v) })
+	}
+	d := def.OIDC
+	str("issuer-url", "issuerURL", "", "sign in with this OpenID Connect provider (https); the token paste stays available. Empty: no single sign-on",
+		func(s *configv1alpha1.OIDC, v string) { s.IssuerURL = v })
+	str("client-id", "clientID", "", "the panel's client id at the provider (the ID token's audience)", func(s *configv1alpha1.OIDC, v string) { s.ClientID = v })
+	str("client-secret-file", "clientSecretFile", "", "file holding the client secret (mount it from a Secret)", func(s *configv1alpha1.OIDC, v string) { s.ClientSecretFile = v })
+	o.StringSlice(bind("oidc-scopes", "oidc.scopes"), d.Scopes, "scopes to ask for", func(c *C, v []string) { oidc(c).Scopes = v })
+	str("redirect-url", "redirectURL", "", "the panel's callback as registered at the provider: https://PANEL-HOST/oidc/callback", func(s *configv1alpha1.OIDC, v string) { s.RedirectURL = v })
+	str("ca-file", "caFile", "", "PEM CA bundle for the provider's TLS, besides the system roots", func(s *configv1alpha1.OIDC, v string) { s.CAFile = v })
+	str("mode", "mode", d.Mode, `how the panel acts as the signed-in person: "token" (the API server trusts the issuer) or "impersonate" (constrained impersonation)`,
+		func(s *configv1alpha1.OIDC, v string) { s.Mode = v })
+	str("username-claim", "usernameClaim", *d.UsernameClaim, "ID token claim naming the user (as claimMappings.username.claim)", func(s *configv1alpha1.OIDC, v string) { s.UsernameClaim = &v })
+	str("username-prefix", "usernamePrefix", *d.UsernamePrefix, "prefix of usernames (as claimMappings.username.prefix)", func(s *configv1alpha1.OIDC, v string) { s.UsernamePrefix = &v })
+	str("groups-claim", "groupsClaim", *d.GroupsClaim, "ID token claim listing groups (as claimMappings.groups.claim)", func(s *configv1alpha1.OIDC, v string) { s.GroupsClaim = &v })
+	str("groups-prefix", "groupsPrefix", *d.GroupsPrefix, "prefix of groups (as claimMappings.groups.prefix)", func(s *configv1alpha1.OIDC, v string) { s.GroupsPrefix = &v })
+	o.Bool(bind("oidc-allow-legacy-impersonation", "oidc.allowLegacyImpersonation"), false,
+		`impersonate mode: start even when only the legacy, unlimited "impersonate" verb is granted (not recommended)`,
+		func(c *C, v bool) { oidc(c).AllowLegacyImpersonation = v })
+	str("reveal-url", "revealURL", "", "impersonate mode: the operator's reveal endpoint (https://HOST:PORT), which claims keys for the signed-in person",
+		func(s *configv1alpha1.OIDC, v string) { s.RevealURL = v })
+	str("reveal-ca-configmap", "revealCAConfigMap", "", "impersonate mode: NAMESPACE/NAME of the ConfigMap holding the reveal endpoint's certificates",
+		func(s *configv1alpha1.OIDC, v string) { s.RevealCAConfigMap = v })
+	str("provider-name", "providerName", "", `label of the sign-in button ("Sign in with NAME")`, func(s *configv1alpha1.OIDC, v string) { s.ProviderName = v })
+	return fields
 }
