@@ -11,20 +11,20 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/devenv"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 )
 
 func newDevCommand() *cobra.Command {
 	opts := devenv.Options{
-		StateDir:        devenv.DefaultStateDir,
-		Listen:          devenv.DefaultListen,
-		PanelListen:     devenv.DefaultPanelListen,
-		Assets:          devenv.DefaultAssets(),
-		SystemNamespace: switchboardv1alpha1.DefaultSystemNamespace,
-		KeyPrefix:       apikey.DefaultPrefix,
+		StateDir:    devenv.DefaultStateDir,
+		Listen:      devenv.DefaultListen,
+		PanelListen: devenv.DefaultPanelListen,
+		Assets:      devenv.DefaultAssets(),
+		// The components' own defaults, as their configurations have them.
+		SystemNamespace: configv1alpha1.DefaultSystemNamespace,
+		KeyPrefix:       configv1alpha1.DefaultKeyPrefix,
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",

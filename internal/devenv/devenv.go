@@ -17,10 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/loopback"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/panel"
@@ -151,11 +155,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 			panelURL = "http://" + opts.PanelListen + "/"
 		}
 	}
-	panelOpts := panel.Options{}
+	var ssoOpts *panel.OIDCOptions
 	if sso != nil {
-		panelOpts.OIDC = ssoOptions(sso.Provider, panelURL)
+		ssoOpts = ssoOptions(sso.Provider, panelURL)
 	}
-	comps := startComponents(ctx, cp.config, opts, panelOpts)
+	comps := startComponents(ctx, cp.config, opts, ssoOpts)
 	defer func() {
 		comps.stop()
 		_, _ = fmt.Fprintln(out, "switchboard dev: stopped the operator and the API server"+map[bool]string{true: " and the panel"}[enabled(opts.PanelListen)])
@@ -274,7 +278,10 @@ type components struct {
 
 var errStopping = errors.New("switchboard dev is stopping")
 
-func startComponents(parent context.Context, cfg *rest.Config, opts Options, panelOpts panel.Options) *components {
+// startComponents runs the operator and the API server (with the panel) from their
+// configurations, built from the same types and defaults as the commands': only what a
+// single local process needs differs (no Lease, no metrics or probes, no drain delay).
+func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso *panel.OIDCOptions) *components {
 	ctx, cancel := context.WithCancelCause(parent)
 	comps := &components{ctx: ctx, cancel: cancel}
 	run := func(name string, fn func(context.Context) error) {
@@ -298,34 +305,52 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, pan
 		if err != nil {
 			return err
 		}
-		return operator.Run(ctx, rest.CopyConfig(cfg), operator.Options{
+		c := &configv1alpha1.OperatorConfiguration{
 			SystemNamespace: opts.SystemNamespace,
 			KeyPrefix:       opts.KeyPrefix,
 			// One replica in one process: no Lease, and no extra listeners to collide.
-			LeaderElection:         false,
-			MetricsBindAddress:     "0",
-			HealthProbeBindAddress: "0",
-			WebhookBindAddress:     webhookAddr,
-			WebhookNames:           []string{"127.0.0.1"},
-		})
+			LeaderElect:            ptr.To(false),
+			MetricsBindAddress:     ptr.To(""),
+			HealthProbeBindAddress: ptr.To(""),
+			Webhook:                configv1alpha1.WebhookEndpoint{BindAddress: webhookAddr, Names: []string{"127.0.0.1"}},
+		}
+		configv1alpha1.SetDefaults_OperatorConfiguration(c)
+		if errs := config.ValidateOperatorConfiguration(c); len(errs) > 0 {
+			return errs.ToAggregate()
+		}
+		return operator.Run(ctx, rest.CopyConfig(cfg), operator.OptionsFromConfig(c))
 	})
 	run("the API server", func(ctx context.Context) error {
-		serverOpts := server.Options{
-			Listen:                 opts.Listen,
+		c := &configv1alpha1.ServerConfiguration{
+			Listen:                 ptr.To(opts.Listen),
 			SystemNamespace:        opts.SystemNamespace,
 			KeyPrefix:              opts.KeyPrefix,
-			MetricsBindAddress:     "0",
-			HealthProbeBindAddress: "0",
+			MetricsBindAddress:     ptr.To(""),
+			HealthProbeBindAddress: ptr.To(""),
 			// No load balancer to drain from: Ctrl-C stops at once.
-			ShutdownDelay:   -1,
-			ShutdownTimeout: 5 * time.Second,
+			ShutdownDelay:   &metav1.Duration{},
+			ShutdownTimeout: &metav1.Duration{Duration: 5 * time.Second},
 		}
 		if enabled(opts.PanelListen) {
+			c.Panel = &configv1alpha1.ServerPanel{Listen: opts.PanelListen}
+		}
+		configv1alpha1.SetDefaults_ServerConfiguration(c)
+		if errs := config.ValidateServerConfiguration(c); len(errs) > 0 {
+			return errs.ToAggregate()
+		}
+		serverOpts, err := server.OptionsFromConfig(c)
+		if err != nil {
+			return err
+		}
+		if c.Panel != nil {
+			panelOpts := panel.OptionsFromConfig(&c.Panel.PanelSettings, nil)
+			// The local provider's client secret and CA are in memory, not files.
+			panelOpts.OIDC = sso
 			handler, err := panel.NewHandler(rest.CopyConfig(cfg), panelOpts)
 			if err != nil {
 				return fmt.Errorf("the panel: %w", err)
 			}
-			serverOpts.PanelListen, serverOpts.Panel = opts.PanelListen, handler
+			serverOpts.PanelListen, serverOpts.Panel = c.Panel.Listen, handler
 		}
 		return server.Run(ctx, rest.CopyConfig(cfg), serverOpts)
 	})
