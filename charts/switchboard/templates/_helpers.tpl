@@ -96,17 +96,6 @@ seccompProfile:
 {{- end -}}
 {{- end -}}
 
-{{/* The panel's own flags, the same for `switchboard panel` and for `switchboard server`
-(which takes them with the "panel-" prefix): call with (dict "ctx" $ "prefix" "panel-"). */}}
-{{- define "switchboard.panelArgs" -}}
-{{- $p := .ctx.Values.panel -}}
-- --{{ .prefix }}secure-cookies={{ $p.secureCookies }}
-- --{{ .prefix }}max-sessions={{ $p.maxSessions }}
-- --{{ .prefix }}max-sessions-per-user={{ $p.maxSessionsPerUser }}
-- --{{ .prefix }}login-rate={{ $p.loginRate }}
-- --{{ .prefix }}login-burst={{ $p.loginBurst }}
-{{- end -}}
-
 {{/*
 The operator's reveal endpoint runs when the panel signs people in with impersonation: the
 panel then claims each key it shows through the operator (internal/reveal), with no right of
