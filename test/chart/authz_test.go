@@ -4,6 +4,7 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -59,13 +61,25 @@ func number(t *testing.T, v any) int64 {
 	return 0
 }
 
-// authzArgs returns the server's args that concern the audience and the authz listeners.
-func authzArgs(args []string) []string {
-	var out []string
-	for _, a := range args {
-		if strings.HasPrefix(a, "--authz-") || strings.HasPrefix(a, "--audience") {
-			out = append(out, a)
+// authzArgs spells the server configuration's audience and authz listeners as the flags that
+// set them, in the order the chart once passed them.
+func authzArgs(c *configv1alpha1.ServerConfiguration) []string {
+	out := []string{"--audience=" + c.Audience}
+	if g := c.Authz.GRPC; g.Listen != "" {
+		out = append(out, "--authz-grpc-listen="+g.Listen, fmt.Sprintf("--authz-grpc-max-message-bytes=%d", *g.MaxMessageBytes))
+		if g.StripAuthorization {
+			out = append(out, "--authz-strip-authorization")
 		}
+		if g.TLSCertFile != "" {
+			out = append(out, "--authz-grpc-tls-cert-file="+g.TLSCertFile, "--authz-grpc-tls-key-file="+g.TLSKeyFile)
+		}
+		if g.ClientCAFile != "" {
+			out = append(out, "--authz-grpc-client-ca-file="+g.ClientCAFile)
+		}
+	}
+	if h := c.Authz.HTTP; h.Listen != "" {
+		out = append(out, "--authz-http-listen="+h.Listen, fmt.Sprintf("--authz-http-max-connections=%d", *h.MaxConnections),
+			fmt.Sprintf("--authz-http-max-connections-per-client=%d", *h.MaxConnectionsPerClient))
 	}
 	return out
 }
@@ -173,9 +187,8 @@ func TestHelmAuthzListeners(t *testing.T) {
 			containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 			c := containers[0].(map[string]any)
 
-			args, _, _ := unstructured.NestedStringSlice(c, "args")
-			if got := authzArgs(args); !slices.Equal(got, tt.args) {
-				t.Errorf("audience and authz args: %q, want %q", got, tt.args)
+			if got := authzArgs(serverConfig(t, objs)); !slices.Equal(got, tt.args) {
+				t.Errorf("audience and authz configuration: %q, want %q", got, tt.args)
 			}
 
 			ports, _, _ := unstructured.NestedSlice(c, "ports")
@@ -221,6 +234,9 @@ func TestHelmAuthzListeners(t *testing.T) {
 			gotMounts := map[string]string{}
 			for _, m := range mounts {
 				mm := m.(map[string]any)
+				if mm["name"] == "config" {
+					continue // the configuration's, checked by serverConfig
+				}
 				gotMounts[mm["name"].(string)] = mm["mountPath"].(string)
 				if mm["readOnly"] != true {
 					t.Errorf("volume %s is mounted writable", mm["name"])
@@ -230,6 +246,9 @@ func TestHelmAuthzListeners(t *testing.T) {
 			gotSecrets := map[string]string{}
 			for _, v := range volumes {
 				vm := v.(map[string]any)
+				if vm["name"] == "config" {
+					continue
+				}
 				name, _, _ := unstructured.NestedString(vm, "secret", "secretName")
 				gotSecrets[vm["name"].(string)] = name
 			}
@@ -302,13 +321,8 @@ func TestHelmAuthzPolicyTemplateFailsClosed(t *testing.T) {
 // that its sign-in limiter counts each person behind the ingress by the address the ingress
 // forwards, not all of them as the ingress's one address.
 func TestPanelTrustsTheServersProxies(t *testing.T) {
-	deploy := find(render(t, []string{"server.trustedProxies={10.0.0.0/24,10.0.1.0/24}"}), "Deployment", "switchboard-panel")
-	if deploy == nil {
-		t.Fatal("no panel Deployment")
-	}
-	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
-	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
-	if !slices.Contains(args, "--trusted-proxies=10.0.0.0/24,10.0.1.0/24") {
-		t.Fatalf("the panel's arguments %q do not pass the trusted proxies", args)
+	c := panelConfig(t, render(t, []string{"server.trustedProxies={10.0.0.0/24,10.0.1.0/24}"}))
+	if !slices.Equal(c.TrustedProxies, []string{"10.0.0.0/24", "10.0.1.0/24"}) {
+		t.Fatalf("the panel's configuration has trusted proxies %q", c.TrustedProxies)
 	}
 }

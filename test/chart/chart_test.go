@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -299,8 +301,10 @@ func TestKustomizeServerSideDryRun(t *testing.T) {
 }
 
 // TestContainerArgsParse runs the switchboard binary with each container's args from both
-// renderings (plus --help, which parses every flag and its value but starts nothing), so that a
-// renamed flag or a badly formatted value fails here and not in a CrashLoopBackOff.
+// renderings, reading the chart's configuration files from their ConfigMaps, with
+// --print-config (which parses every flag, decodes, defaults and validates the configuration,
+// but starts nothing), so that a renamed flag, an unknown field or a bad value fails here and
+// not in a CrashLoopBackOff.
 func TestContainerArgsParse(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "switchboard")
 	if out, err := run(t, "go", "build", "-o", bin, "./cmd/switchboard"); err != nil {
@@ -325,7 +329,16 @@ func TestContainerArgsParse(t *testing.T) {
 			for _, c := range containers {
 				args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
 				seen++
-				if out, err := run(t, bin, append(args, "--help")...); err != nil {
+				if i := slices.Index(args, "--config="+configPath); i >= 0 {
+					// The file the pod mounts, from the rendered ConfigMap.
+					component := strings.TrimPrefix(o.GetName(), "switchboard-")
+					file := filepath.Join(t.TempDir(), "config.yaml")
+					if err := os.WriteFile(file, []byte(configData(t, decode(t, stream), component)), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					args = append(slices.Clone(args[:i]), append([]string{"--config=" + file}, args[i+1:]...)...)
+				}
+				if out, err := run(t, bin, append(args, "--print-config")...); err != nil {
 					t.Errorf("%s: %s: the binary refuses its args: %v\n%s", source, o.GetName(), err, out)
 				}
 			}

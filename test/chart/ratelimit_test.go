@@ -4,6 +4,7 @@ package chart
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -28,31 +29,20 @@ func serverContainer(t *testing.T, sets []string) map[string]any {
 	return nil
 }
 
-// TestHelmRateLimitRedis: without a URL the server keeps budgets in memory (no Redis flag); with
-// one, it gets the URL and timeout as flags and the password only from the Secret.
+// TestHelmRateLimitRedis: without a URL the server keeps budgets in memory (no Redis in its
+// configuration); with one, its configuration gets the URL and timeout, and the password comes
+// only from the Secret.
 func TestHelmRateLimitRedis(t *testing.T) {
-	c := serverContainer(t, nil)
-	args, _, _ := unstructured.NestedStringSlice(c, "args")
-	for _, a := range args {
-		if len(a) > 18 && a[:18] == "--rate-limit-redis" {
-			t.Errorf("by default the server has %s", a)
-		}
+	if c := serverConfig(t, render(t, nil)); c.RateLimitRedis.URL != "" {
+		t.Errorf("by default the server uses Redis %s", c.RateLimitRedis.URL)
 	}
 
-	c = serverContainer(t, []string{"server.rateLimit.redis.url=rediss://switchboard@redis.cache.svc:6380/2",
-		"server.rateLimit.redis.passwordSecret.name=redis-auth", "server.rateLimit.redis.passwordSecret.key=pw", "server.rateLimit.redis.timeout=80ms"})
-	args, _, _ = unstructured.NestedStringSlice(c, "args")
-	want := map[string]bool{"--rate-limit-redis=rediss://switchboard@redis.cache.svc:6380/2": false, "--rate-limit-redis-timeout=80ms": false}
-	for _, a := range args {
-		if _, ok := want[a]; ok {
-			want[a] = true
-		}
+	sets := []string{"server.rateLimit.redis.url=rediss://switchboard@redis.cache.svc:6380/2",
+		"server.rateLimit.redis.passwordSecret.name=redis-auth", "server.rateLimit.redis.passwordSecret.key=pw", "server.rateLimit.redis.timeout=80ms"}
+	if r := serverConfig(t, render(t, sets)).RateLimitRedis; r.URL != "rediss://switchboard@redis.cache.svc:6380/2" || r.Timeout.Duration != 80*time.Millisecond {
+		t.Errorf("the server's Redis: %+v", r)
 	}
-	for a, seen := range want {
-		if !seen {
-			t.Errorf("the server lacks %s (args %v)", a, args)
-		}
-	}
+	c := serverContainer(t, sets)
 	env, _, _ := unstructured.NestedSlice(c, "env")
 	found := false
 	for _, e := range env {

@@ -222,6 +222,9 @@ func TestPanelIdentityOnlyReviewsTokens(t *testing.T) {
 						t.Errorf("%s: %s runs the panel as %q, want switchboard-panel", source, o.GetName(), sa)
 					}
 				}
+				if len(args) > 0 && args[0] == "server" && source == "chart" && serverConfig(t, objs).Panel != nil {
+					t.Errorf("%s: %s still serves the panel beside /v1", source, o.GetName())
+				}
 				for _, a := range args {
 					if strings.HasPrefix(a, "--panel-listen") {
 						t.Errorf("%s: %s still serves the panel beside /v1 (%s)", source, o.GetName(), a)

@@ -28,23 +28,23 @@ func TestHelmServerMemoryAndClientAddress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := serverContainer(t, tt.sets)
-			args, _, _ := unstructured.NestedStringSlice(c, "args")
-			if got := slices.Contains(args, "--peers-are-proxies"); got != tt.peersAreProxy {
-				t.Errorf("--peers-are-proxies in the args: %v, want %v (%v)", got, tt.peersAreProxy, args)
+			cfg := serverConfig(t, render(t, tt.sets))
+			if cfg.PeersAreProxies != tt.peersAreProxy {
+				t.Errorf("peersAreProxies: %v, want %v", cfg.PeersAreProxies, tt.peersAreProxy)
 			}
-			want := "--max-in-flight-bytes-per-namespace=16777216"
+			want := int64(16777216)
 			if slices.Contains(tt.sets, "server.maxInFlightBytesPerNamespace=1048576") {
-				want = "--max-in-flight-bytes-per-namespace=1048576"
+				want = 1048576
 			}
-			if !slices.Contains(args, want) || !slices.Contains(args, "--max-connections=1024") {
-				t.Errorf("the args lack %s or --max-connections=1024: %v", want, args)
+			if *cfg.MaxInFlightBytesPerNamespace != want || *cfg.MaxConnections != 1024 {
+				t.Errorf("maxInFlightBytesPerNamespace %d, maxConnections %d; want %d, 1024", *cfg.MaxInFlightBytesPerNamespace, *cfg.MaxConnections, want)
 			}
-			perClient := "--max-connections-per-client=256"
+			perClient := int32(256)
 			if slices.Contains(tt.sets, "server.maxConnectionsPerClient=16") {
-				perClient = "--max-connections-per-client=16"
+				perClient = 16
 			}
-			if !slices.Contains(args, perClient) {
-				t.Errorf("the args lack %s: %v", perClient, args)
+			if *cfg.MaxConnectionsPerClient != perClient {
+				t.Errorf("maxConnectionsPerClient %d, want %d", *cfg.MaxConnectionsPerClient, perClient)
 			}
 			env, _, _ := unstructured.NestedSlice(c, "env")
 			found := false
