@@ -12,13 +12,18 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 )
 
 // release is the Helm release's name; with it the chart's objects are named switchboard-*.
@@ -94,6 +99,7 @@ func testPodsAsDeclared(t *testing.T) {
 					t.Errorf("pod %s: the process's /proc status lacks %q:\n%s", pod.Name, want, status)
 				}
 			}
+			checkConfigFile(t, pod.Name, component, pid, proc("cmdline"))
 			if opts := rootMountOptions(proc("mountinfo")); !strings.Contains(","+opts+",", ",ro,") {
 				t.Errorf("pod %s: the root file system is mounted %q, want read-only", pod.Name, opts)
 			}
@@ -107,6 +113,47 @@ func testPodsAsDeclared(t *testing.T) {
 				t.Errorf("pod %s: cpu.shares is %d, want %d for the chart's request of %s", pod.Name, got, shares, spec.Resources.Requests.Cpu())
 			}
 		}
+	}
+}
+
+// checkConfigFile checks that the process runs from its configuration file (the chart's
+// ConfigMap, mounted): it was started with --config, and the file it sees, read through its own
+// root, decodes strictly as its component's configuration and validates.
+func checkConfigFile(t *testing.T, pod, component string, pid int, cmdline string) {
+	t.Helper()
+	const path = "/etc/switchboard/config/config.yaml"
+	if !slices.Contains(strings.Split(cmdline, "\x00"), "--config="+path) {
+		t.Errorf("pod %s: the process was not started with --config=%s: %q", pod, path, cmdline)
+		return
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", pid, path))
+	if err != nil {
+		t.Errorf("pod %s: %v", pod, err)
+		return
+	}
+	var errs field.ErrorList
+	switch component {
+	case "server":
+		c := &configv1alpha1.ServerConfiguration{}
+		if err = config.Decode(data, c); err == nil {
+			configv1alpha1.SetDefaults_ServerConfiguration(c)
+			errs = config.ValidateServerConfiguration(c)
+		}
+	case "operator":
+		c := &configv1alpha1.OperatorConfiguration{}
+		if err = config.Decode(data, c); err == nil {
+			configv1alpha1.SetDefaults_OperatorConfiguration(c)
+			errs = config.ValidateOperatorConfiguration(c)
+		}
+	default:
+		c := &configv1alpha1.PanelConfiguration{}
+		if err = config.Decode(data, c); err == nil {
+			configv1alpha1.SetDefaults_PanelConfiguration(c)
+			errs = config.ValidatePanelConfiguration(c)
+		}
+	}
+	if err != nil || len(errs) > 0 {
+		t.Errorf("pod %s: its configuration file: %v %v\n%s", pod, err, errs.ToAggregate(), data)
 	}
 }
 
