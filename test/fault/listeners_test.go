@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,9 +77,15 @@ func TestEveryListenerIsBounded(t *testing.T) {
 		"--webhook-configuration="+webhookConfiguration, "--reveal-bind-address="+opPorts[3].addr, "--reveal-names=127.0.0.1")
 	srvPorts := []port{free("api", false, false), free("forward-auth", false, false), free("ext-authz", false, true),
 		free("panel", false, false), free("metrics", false, false), free("probes", false, false)}
-	server := start(t, "server", kc, "server", "--system-namespace="+systemNamespace, "--shutdown-delay=-1s",
+	// The panel beside /v1 is a section of the server's configuration file.
+	serverConfig := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(serverConfig, []byte("apiVersion: config.switchboard.dev/v1alpha1\nkind: ServerConfiguration\npanel:\n  listen: \""+
+		srvPorts[3].addr+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := start(t, "server", kc, "server", "--config="+serverConfig, "--system-namespace="+systemNamespace, "--shutdown-delay=-1s",
 		"--listen="+srvPorts[0].addr, "--authz-http-listen="+srvPorts[1].addr, "--authz-grpc-listen="+srvPorts[2].addr,
-		"--panel-listen="+srvPorts[3].addr, "--metrics-bind-address="+srvPorts[4].addr, "--metrics-secure=false",
+		"--metrics-bind-address="+srvPorts[4].addr, "--metrics-secure=false",
 		"--health-probe-bind-address="+srvPorts[5].addr)
 	panelPorts := []port{free("panel", false, false), free("probes", false, false)}
 	panel := start(t, "panel", kc, "panel", "--listen="+panelPorts[0].addr, "--health-probe-bind-address="+panelPorts[1].addr, "--shutdown-delay=0s")
