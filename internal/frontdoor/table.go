@@ -60,7 +60,7 @@ var Doors = []Door{
 		Attack: "TestForwardAuthBoundsHeldConnections"},
 	{Name: "ext-authz", Flags: "server --authz-grpc-listen", Reach: "Envoy (ext_authz)", GRPC: &DefaultGRPCLimits,
 		Note: "only Authorization/Check and Health/Check", Attack: "TestExtAuthzWithstandsAnonymousFloods"},
-	{Name: "panel", Flags: "panel --listen, server --panel-listen", Reach: "people, through the ingress", HTTP: &PanelLimits,
+	{Name: "panel", Flags: "panel --listen, server panel.listen", Reach: "people, through the ingress", HTTP: &PanelLimits,
 		Note: "sign-in limited per client", Attack: "TestEveryListenerIsBounded"},
 	{Name: "probes", Flags: "server, operator, panel --health-probe-bind-address", Reach: "the kubelet", HTTP: &ProbeLimits,
 		Attack: "TestEveryListenerIsBounded"},
