@@ -89,8 +89,8 @@ func (o *overrides[C]) Bool(name string, def bool, usage string, to func(*C, boo
 	o.set[name] = func(c *C) { to(c, *p) }
 }
 
-func (o *overrides[C]) Int(name string, def int, usage string, to func(*C, int)) {
-	p := o.fs.Int(name, def, usage)
+func (o *overrides[C]) Int32(name string, def int32, usage string, to func(*C, int32)) {
+	p := o.fs.Int32(name, def, usage)
 	o.set[name] = func(c *C) { to(c, *p) }
 }
 

@@ -72,10 +72,10 @@ configuration is an OperatorConfiguration (--config), which the flags given over
 		func(c *oc, v time.Duration) { c.UnusedAfter = periodOrNone(v) })
 	flags.Duration("min-renewal-interval", def.MinRenewalInterval.Duration, "least interval between two automatic renewals of a key: the admission webhook refuses lifecycles that renew more often, and keys stored before renew at this interval; negative: no floor",
 		func(c *oc, v time.Duration) { c.MinRenewalInterval = periodOrNone(v) })
-	flags.Int("min-renewal-interval-percentage", int(*def.MinRenewalIntervalPercentage), "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none",
-		func(c *oc, v int) { c.MinRenewalIntervalPercentage = bound(int32(v)) })
-	flags.Int("key-metrics-limit", int(*def.KeyMetricsLimit), "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none",
-		func(c *oc, v int) { c.KeyMetricsLimit = bound(int32(v)) })
+	flags.Int32("min-renewal-interval-percentage", *def.MinRenewalIntervalPercentage, "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none",
+		func(c *oc, v int32) { c.MinRenewalIntervalPercentage = bound(v) })
+	flags.Int32("key-metrics-limit", *def.KeyMetricsLimit, "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none",
+		func(c *oc, v int32) { c.KeyMetricsLimit = bound(v) })
 	flags.Bool("leader-elect", *def.LeaderElect, "elect one active replica through a Lease", func(c *oc, v bool) { c.LeaderElect = &v })
 	flags.String("metrics-bind-address", *def.MetricsBindAddress, `address of the Prometheus metrics; "0" disables them`,
 		func(c *oc, v string) { c.MetricsBindAddress = address(v) })
@@ -97,8 +97,8 @@ configuration is an OperatorConfiguration (--config), which the flags given over
 		func(c *oc, v []string) { c.Webhook.Names = v })
 	flags.Float32("kube-api-qps", *def.KubeAPIQPS, "queries per second to the Kubernetes API server (client-go's default is 5)",
 		func(c *oc, v float32) { c.KubeAPIQPS = orDefault(v) })
-	flags.Int("kube-api-burst", int(*def.KubeAPIBurst), "burst of queries to the Kubernetes API server (client-go's default is 10)",
-		func(c *oc, v int) { c.KubeAPIBurst = orDefault(int32(v)) })
-	flags.Int("key-workers", int(*def.KeyWorkers), "APIKeys reconciled concurrently", func(c *oc, v int) { c.KeyWorkers = orDefault(int32(v)) })
+	flags.Int32("kube-api-burst", *def.KubeAPIBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)",
+		func(c *oc, v int32) { c.KubeAPIBurst = orDefault(v) })
+	flags.Int32("key-workers", *def.KeyWorkers, "APIKeys reconciled concurrently", func(c *oc, v int32) { c.KeyWorkers = orDefault(v) })
 	return cmd
 }

@@ -81,15 +81,15 @@ func bindPanelFlags[C any](o *overrides[C], prefix string, settings func(*C) *co
 	o.Bool(bind("secure-cookies", "secureCookies"), false,
 		"mark the panel's cookies Secure and name them __Host-…, for a panel behind a TLS-terminating proxy (always so over TLS)",
 		func(c *C, v bool) { settings(c).SecureCookies = v })
-	o.Int(bind("max-sessions", "maxSessions"), int(*def.MaxSessions), "sessions the panel holds at most; past it sign-ins are refused",
-		func(c *C, v int) { settings(c).MaxSessions = orDefault(int32(max(v, 0))) })
-	o.Int(bind("max-sessions-per-user", "maxSessionsPerUser"), int(*def.MaxSessionsPerUser),
+	o.Int32(bind("max-sessions", "maxSessions"), *def.MaxSessions, "sessions the panel holds at most; past it sign-ins are refused",
+		func(c *C, v int32) { settings(c).MaxSessions = orDefault(max(v, 0)) })
+	o.Int32(bind("max-sessions-per-user", "maxSessionsPerUser"), *def.MaxSessionsPerUser,
 		"sessions of one user at most; signing in once more ends their least recently used one",
-		func(c *C, v int) { settings(c).MaxSessionsPerUser = orDefault(int32(max(v, 0))) })
+		func(c *C, v int32) { settings(c).MaxSessionsPerUser = orDefault(max(v, 0)) })
 	o.Float64(bind("login-rate", "loginRate"), *def.LoginRate, "sign-in attempts per second one client address regains (each is a TokenReview)",
 		func(c *C, v float64) { settings(c).LoginRate = orDefault(max(v, 0)) })
-	o.Int(bind("login-burst", "loginBurst"), int(*def.LoginBurst), "sign-in attempts one client address may make at once before 429",
-		func(c *C, v int) { settings(c).LoginBurst = orDefault(int32(max(v, 0))) })
+	o.Int32(bind("login-burst", "loginBurst"), *def.LoginBurst, "sign-in attempts one client address may make at once before 429",
+		func(c *C, v int32) { settings(c).LoginBurst = orDefault(max(v, 0)) })
 
 	// Single sign-on: any of its flags makes an oidc section, which then needs its issuer.
 	// The client secret is only ever a file (a mounted Secret): a flag's value would show in

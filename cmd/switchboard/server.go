@@ -98,20 +98,20 @@ web panel from this process too.`,
 		func(c *sc, v bool) { c.PeersAreProxies = v })
 	flags.Int64("max-in-flight-bytes-per-namespace", *def.MaxInFlightBytesPerNamespace, "most bytes of one namespace's list responses this replica writes at once (slow readers hold theirs); past it, 429 TOO_MANY_CONCURRENT_REQUESTS unless none is in flight; negative: no bound",
 		func(c *sc, v int64) { c.MaxInFlightBytesPerNamespace = bound(v) })
-	flags.Int("max-connections", int(*def.MaxConnections), "most open connections of the /v1 listener (each costs up to about 150 KiB); at the bound one not being answered, of the client holding the most, is closed for a new one, else new ones wait; negative: no bound",
-		func(c *sc, v int) { c.MaxConnections = bound(int32(v)) })
-	flags.Int("max-connections-per-client", int(*def.MaxConnectionsPerClient), "most open connections of one client address (an IPv6 client by its /64) on the /v1 listener, but for --trusted-proxies peers; one more is closed as it is accepted; negative: no bound",
-		func(c *sc, v int) { c.MaxConnectionsPerClient = bound(int32(v)) })
-	flags.Int("authz-http-max-connections", int(*def.Authz.HTTP.MaxConnections), "most open connections of the forward-auth listener; at the bound one not being answered, of the client holding the most, is closed for a new one, else new ones wait; negative: no bound",
-		func(c *sc, v int) { c.Authz.HTTP.MaxConnections = bound(int32(v)) })
-	flags.Int("authz-http-max-connections-per-client", int(*def.Authz.HTTP.MaxConnectionsPerClient), "most open connections of one client address (an IPv6 client by its /64) on the forward-auth listener, but for --trusted-proxies peers; one more is closed as it is accepted; negative: no bound",
-		func(c *sc, v int) { c.Authz.HTTP.MaxConnectionsPerClient = bound(int32(v)) })
+	flags.Int32("max-connections", *def.MaxConnections, "most open connections of the /v1 listener (each costs up to about 150 KiB); at the bound one not being answered, of the client holding the most, is closed for a new one, else new ones wait; negative: no bound",
+		func(c *sc, v int32) { c.MaxConnections = bound(v) })
+	flags.Int32("max-connections-per-client", *def.MaxConnectionsPerClient, "most open connections of one client address (an IPv6 client by its /64) on the /v1 listener, but for --trusted-proxies peers; one more is closed as it is accepted; negative: no bound",
+		func(c *sc, v int32) { c.MaxConnectionsPerClient = bound(v) })
+	flags.Int32("authz-http-max-connections", *def.Authz.HTTP.MaxConnections, "most open connections of the forward-auth listener; at the bound one not being answered, of the client holding the most, is closed for a new one, else new ones wait; negative: no bound",
+		func(c *sc, v int32) { c.Authz.HTTP.MaxConnections = bound(v) })
+	flags.Int32("authz-http-max-connections-per-client", *def.Authz.HTTP.MaxConnectionsPerClient, "most open connections of one client address (an IPv6 client by its /64) on the forward-auth listener, but for --trusted-proxies peers; one more is closed as it is accepted; negative: no bound",
+		func(c *sc, v int32) { c.Authz.HTTP.MaxConnectionsPerClient = bound(v) })
 	flags.Float64("auth-failure-rate", *def.AuthFailureLimit.Rate, "failed authentications per second an address regains; negative disables the limit",
 		func(c *sc, v float64) { c.AuthFailureLimit.Rate = bound(v) })
-	flags.Int("auth-failure-burst", int(*def.AuthFailureLimit.Burst), "failed authentications an address may make at once; after them its failures get 429 (valid keys are always served)",
-		func(c *sc, v int) { c.AuthFailureLimit.Burst = orDefault(int32(v)) })
-	flags.Int("rate-limit-clients", int(*def.AuthFailureLimit.Clients), "how many client addresses the failure limiter remembers",
-		func(c *sc, v int) { c.AuthFailureLimit.Clients = orDefault(int32(v)) })
+	flags.Int32("auth-failure-burst", *def.AuthFailureLimit.Burst, "failed authentications an address may make at once; after them its failures get 429 (valid keys are always served)",
+		func(c *sc, v int32) { c.AuthFailureLimit.Burst = orDefault(v) })
+	flags.Int32("rate-limit-clients", *def.AuthFailureLimit.Clients, "how many client addresses the failure limiter remembers",
+		func(c *sc, v int32) { c.AuthFailureLimit.Clients = orDefault(v) })
 	flags.String("rate-limit-redis", "", "redis:// or rediss:// URL of a Redis that keeps keys' rate-limit budgets, exact across replicas\n(password: $"+redisPasswordEnv+"); empty keeps them in memory, per replica",
 		func(c *sc, v string) { c.RateLimitRedis.URL = v })
 	flags.Duration("rate-limit-redis-timeout", def.RateLimitRedis.Timeout.Duration, "longest wait for Redis per request; past it (or when Redis is down) the request is decided in memory, per replica",
@@ -133,8 +133,8 @@ web panel from this process too.`,
 	flags.String("authz-grpc-tls-key-file", "", "private key of --authz-grpc-tls-cert-file", func(c *sc, v string) { c.Authz.GRPC.TLSKeyFile = v })
 	flags.String("authz-grpc-client-ca-file", "", "CA certificates the gateways' client certificates must chain to (mutual TLS); needs the TLS flags",
 		func(c *sc, v string) { c.Authz.GRPC.ClientCAFile = v })
-	flags.Int("authz-grpc-max-message-bytes", int(*def.Authz.GRPC.MaxMessageBytes), "largest CheckRequest the ext_authz listener reads, in bytes (4096 to 512 KiB): Envoy's headers (60 KiB by default) plus any body with_request_body forwards; a larger one is an RPC error, on which a gateway must not fail open",
-		func(c *sc, v int) { c.Authz.GRPC.MaxMessageBytes = orDefault(int32(v)) })
+	flags.Int32("authz-grpc-max-message-bytes", *def.Authz.GRPC.MaxMessageBytes, "largest CheckRequest the ext_authz listener reads, in bytes (4096 to 512 KiB): Envoy's headers (60 KiB by default) plus any body with_request_body forwards; a larger one is an RPC error, on which a gateway must not fail open",
+		func(c *sc, v int32) { c.Authz.GRPC.MaxMessageBytes = orDefault(v) })
 	flags.Bool("authz-strip-authorization", false, "ext_authz: remove the Authorization field before an allowed request goes upstream, so backends never see keys",
 		func(c *sc, v bool) { c.Authz.GRPC.StripAuthorization = v })
 	flags.String("authz-http-listen", "", "address of the forward-auth endpoints (/authz/<audience>) for Traefik, Caddy and NGINX (Envoy: --authz-grpc-listen); empty serves none",
@@ -168,7 +168,7 @@ func redisPassword(file string) (string, error) {
 	if file == "" {
 		return os.Getenv(redisPasswordEnv), nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := os.ReadFile(file) //nolint:gosec // G304: the file the configuration names, on purpose
 	if err != nil {
 		return "", fmt.Errorf("rateLimitRedis.passwordFile: %w", err)
 	}

@@ -28,7 +28,7 @@ type Object interface {
 // LoadFile reads the configuration file at path into into, strictly (Decode). Errors name the
 // file.
 func LoadFile[T Object](path string, into T) error {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // G304: the file --config names, on purpose
 	if err != nil {
 		return fmt.Errorf("reading the configuration: %w", err)
 	}

@@ -205,4 +205,3 @@ func sortErrors(errs field.ErrorList) field.ErrorList {
 	slices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
 	return errs
 }
-
