@@ -286,3 +286,20 @@ func equalOIDC(a, b configv1alpha1.OIDC) bool {
 		*a.UsernameClaim == *b.UsernameClaim && *a.UsernamePrefix == *b.UsernamePrefix &&
 		*a.GroupsClaim == *b.GroupsClaim && *a.GroupsPrefix == *b.GroupsPrefix
 }
+
+// The Redis password comes from the file the configuration names, else from the environment;
+// a named file that cannot be read stops the server with the field's name.
+func TestRedisPassword(t *testing.T) {
+	t.Setenv(redisPasswordEnv, "from-env")
+	file := writeFile(t, "from-file\n")
+	for _, tt := range []struct{ file, want, wantErr string }{
+		{file: "", want: "from-env"},
+		{file: file, want: "from-file"},
+		{file: filepath.Join(t.TempDir(), "missing"), wantErr: "rateLimitRedis.passwordFile"},
+	} {
+		got, err := redisPassword(tt.file)
+		if got != tt.want || (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("redisPassword(%q) = %q, %v; want %q, %q", tt.file, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

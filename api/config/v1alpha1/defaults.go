@@ -5,13 +5,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
 // The defaults of the configurations: their one home. SetDefaults_* apply them, the commands
 // show them as their flags' defaults, and `switchboard dev` starts from them.
 const (
 	// DefaultSystemNamespace holds the hash Secrets when the command runs outside a pod.
-	DefaultSystemNamespace = "switchboard-system"
+	DefaultSystemNamespace = switchboardv1alpha1.DefaultSystemNamespace
 	// DefaultKeyPrefix begins every key.
 	DefaultKeyPrefix = "sb"
 
