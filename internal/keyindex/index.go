@@ -30,7 +30,8 @@ const (
 	Unknown
 	// Orphaned: a hash Secret holds it but its APIKey (same UID) is not in the cache.
 	Orphaned
-	// Revoked: spec.revoked is true, or the APIKey is being deleted.
+	// Revoked: spec.revoked is true, the APIKey is being deleted, or its hash Secret records
+	// the operator's own revocation (spec.revokeWhenUnusedFor).
 	Revoked
 	// Expired: spec.expiresAt has passed.
 	Expired
@@ -126,6 +127,8 @@ type hashRef struct {
 	// key's lifetime (zero: it does not end on its own).
 	validUntil time.Time
 	previous   bool
+	// revoked: the hash Secret records the operator's revocation of the key.
+	revoked bool
 	// others are the refs of other hash Secrets that hold the same hash. While there are any,
 	// the hash authenticates nobody (Duplicate); when they go, the remaining one counts again.
 	others []hashRef
@@ -170,7 +173,7 @@ func (x *Index) Lookup(h *apikey.Hash, now time.Time) (*Key, Result) {
 		return nil, Duplicate
 	case key == nil:
 		return nil, Orphaned
-	case key.Revoked:
+	case key.Revoked || ref.revoked:
 		return key, Revoked
 	case !key.ExpiresAt.IsZero() && !now.Before(key.ExpiresAt):
 		return key, Expired

@@ -38,6 +38,13 @@ func hashSecret(uid types.UID, current, previous string, until time.Time) *corev
 	return s
 }
 
+// revokedByOperator records in hash Secret s the operator's revocation of its key.
+func revokedByOperator(s *corev1.Secret) *corev1.Secret {
+	s.Data[keysecret.DataRevokedAt] = []byte(now.Add(-time.Hour).Format(time.RFC3339))
+	s.Data[keysecret.DataRevokedReason] = []byte(switchboardv1alpha1.ReasonUnusedRevoked)
+	return s
+}
+
 // withNotAfter records the current key's lifetime end in hash Secret s.
 func withNotAfter(s *corev1.Secret, t time.Time) *corev1.Secret {
 	s.Data[keysecret.DataNotAfter] = []byte(t.UTC().Format(time.RFC3339))
@@ -83,6 +90,8 @@ func TestLookup(t *testing.T) {
 		{"within its lifetime", withNotAfter(hashSecret("u1", current, "", time.Time{}), now.Add(time.Hour)), apiKey("u1", nil), current, now, OK},
 		{"at its lifetime's end", withNotAfter(hashSecret("u1", current, "", time.Time{}), now.Add(time.Hour)), apiKey("u1", nil), current, now.Add(time.Hour), LifetimeEnded},
 		{"previous within grace, current's lifetime unaffected", withNotAfter(hashSecret("u1", current, previous, now.Add(time.Minute)), now.Add(time.Hour)), apiKey("u1", nil), previous, now, OK},
+		{"revoked by the operator's record", revokedByOperator(hashSecret("u1", current, "", time.Time{})), apiKey("u1", nil), current, now, Revoked},
+		{"revoked by the operator's record, previous key too", revokedByOperator(hashSecret("u1", current, previous, now.Add(time.Minute))), apiKey("u1", nil), previous, now, Revoked},
 		{"revoked beats grace", hashSecret("u1", current, previous, now.Add(time.Minute)), apiKey("u1", func(k *switchboardv1alpha1.APIKey) { k.Spec.Revoked = true }), previous, now, Revoked},
 	}
 	for _, tt := range tests {

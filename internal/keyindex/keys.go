@@ -40,9 +40,9 @@ func ReadHashSecret(s *corev1.Secret) *HashSecret {
 	if err != nil {
 		return &HashSecret{name: s.Name, err: errorf("%v", err)}
 	}
-	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter}}}}
+	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked}}}}
 	if h.HasPrevious { // never the current hash: ParseHash says so
-		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil}})
+		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil, revoked: h.Revoked}})
 	}
 	return out
 }
@@ -116,7 +116,9 @@ func (x *Index) removeSecretLocked(name string) {
 		// The refs of every Secret holding h but this one.
 		var rest []hashRef
 		if ref.secret != name {
-			rest = append(rest, hashRef{uid: ref.uid, secret: ref.secret, validUntil: ref.validUntil, previous: ref.previous})
+			own := ref
+			own.others = nil
+			rest = append(rest, own)
 		}
 		for _, o := range ref.others {
 			if o.secret != name {

@@ -30,6 +30,9 @@ type Hashes struct {
 	PreviousValidUntil time.Time
 	// NotAfter is when Current stops being accepted (its lifetime's end); zero: never.
 	NotAfter time.Time
+	// Revoked says the operator revoked the key (DataRevokedAt): no hash of the Secret is
+	// accepted any more.
+	Revoked bool
 }
 
 // ParseHash reads a hash Secret strictly: anything it does not fully understand is an error,
@@ -55,6 +58,8 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 			return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataNotAfter, err)
 		}
 	}
+	// Any value, even one that does not parse, revokes: a revocation is never half-understood.
+	h.Revoked = len(s.Data[DataRevokedAt]) > 0
 	prev := s.Data[DataPreviousHash]
 	if len(prev) == 0 {
 		return h, nil
@@ -124,11 +129,19 @@ type Issued struct {
 	IssuedAt time.Time
 	// NotAfter is when the key stops being accepted, its lifetime's end (zero: never).
 	NotAfter time.Time
+	// RevokedAt is when the operator revoked the key for a reason of its own (zero: it did
+	// not), and RevokedReason that reason (SetRevoked). Final: SetIssued never clears them.
+	RevokedAt     time.Time
+	RevokedReason string
 }
+
+// Revoked says the operator revoked the key of the record (SetRevoked).
+func (rec *Issued) Revoked() bool { return !rec.RevokedAt.IsZero() }
 
 // SetIssued records in hash Secret s the issue of its current key: its hint, the rotation it
 // carried out, when its unclaimed reveal ends (zero: no reveal) and where it was delivered ("":
-// nowhere). SetCurrent records the generation; rec.Generation is not written here.
+// nowhere). SetCurrent records the generation; rec.Generation is not written here, and neither
+// is a revocation (SetRevoked), which nothing undoes.
 func SetIssued(s *corev1.Secret, rec Issued) {
 	if s.Data == nil {
 		s.Data = map[string][]byte{}
@@ -186,7 +199,30 @@ func IssuedOf(s *corev1.Secret) (Issued, bool) {
 		}
 		rec.NotAfter = t
 	}
+	if raw := s.Data[DataRevokedAt]; len(raw) > 0 {
+		// One that does not parse still revokes (ParseHash): read it as the earliest instant.
+		t, err := time.Parse(time.RFC3339, string(raw))
+		if err != nil {
+			t = time.Unix(1, 0)
+		}
+		rec.RevokedAt, rec.RevokedReason = t, string(s.Data[DataRevokedReason])
+	}
 	return rec, true
+}
+
+// SetRevoked records in hash Secret s that the operator revoked its key at at, for reason (a
+// Ready condition reason), and drops the previous key's hash. A revocation already recorded
+// stands as it is: the first one is the one that counts.
+func SetRevoked(s *corev1.Secret, at time.Time, reason string) {
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	DropPrevious(s)
+	if len(s.Data[DataRevokedAt]) > 0 {
+		return
+	}
+	s.Data[DataRevokedAt] = []byte(at.UTC().Format(time.RFC3339))
+	s.Data[DataRevokedReason] = []byte(reason)
 }
 
 // DropPrevious removes the previous key's hash from hash Secret s: its grace period ended.

@@ -93,6 +93,13 @@ const (
 	// refuses the current key from DataNotAfter on.
 	DataIssuedAt = "issuedAt"
 	DataNotAfter = "notAfter"
+	// DataRevokedAt and DataRevokedReason record, in a hash Secret, that the operator revoked
+	// the key for a reason of its own (spec.revokeWhenUnusedFor), rather than writing the
+	// user's spec.revoked: the API server refuses every key of such a hash Secret, and the
+	// operator never removes the entry nor issues another key under it. The reason is a Ready
+	// condition reason (RevokedWhenUnused).
+	DataRevokedAt     = "revokedAt"
+	DataRevokedReason = "revoked.reason"
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"
 	// DataHint holds the key's hint in reveal, delivery and hash Secrets.

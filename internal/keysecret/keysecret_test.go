@@ -90,6 +90,10 @@ func TestParseHash(t *testing.T) {
 			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current}},
 		{name: "previous equal to current is dropped", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataPreviousHash] = []byte(current.String()) },
 			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current}},
+		{name: "revoked by the operator", mutate: func(s *corev1.Secret) { keysecret.SetRevoked(s, until, "RevokedWhenUnused") },
+			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current, Revoked: true}},
+		{name: "a revocation that does not parse still revokes", mutate: func(s *corev1.Secret) { s.Data[keysecret.DataRevokedAt] = []byte("yesterday") },
+			want: keysecret.Hashes{UID: "uid-1", Generation: 2, Current: current, HasPrevious: true, Previous: previous, PreviousValidUntil: until, Revoked: true}},
 		{name: "wrong type", mutate: func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }, wantErr: "has type"},
 		{name: "no UID label", mutate: func(s *corev1.Secret) { delete(s.Labels, keysecret.LabelAPIKeyUID) }, wantErr: "no switchboard.dev/apikey-uid label"},
 		{name: "UID label of another APIKey", mutate: func(s *corev1.Secret) { s.Labels[keysecret.LabelAPIKeyUID] = "uid-2" }, wantErr: "whose hash Secret is apikey-uid-2"},
@@ -199,6 +203,30 @@ func TestIssuedOf(t *testing.T) {
 	// The record is no part of what the server authenticates against.
 	if _, err := keysecret.ParseHash(recorded("sb_live_AbCd…wxyz", "r1")); err != nil {
 		t.Fatalf("a hash Secret with a record does not parse: %v", err)
+	}
+}
+
+// TestSetRevoked: the operator's revocation is recorded once, drops the previous key, and no
+// later record of issuance takes it back.
+func TestSetRevoked(t *testing.T) {
+	key := testKey()
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	s := keysecret.NewHash(key, "system", 1, apikey.Sum("1"))
+	keysecret.SetCurrent(s, key, 2, apikey.Sum("2"), at.Add(time.Hour))
+	keysecret.SetIssued(s, keysecret.Issued{Hint: "sb_live_AbCd…wxyz"})
+	keysecret.SetRevoked(s, at, "RevokedWhenUnused")
+	keysecret.SetRevoked(s, at.Add(time.Hour), "Other")
+	keysecret.SetIssued(s, keysecret.Issued{Hint: "sb_live_AbCd…wxyz"})
+	rec, ok := keysecret.IssuedOf(s)
+	if !ok || !rec.Revoked() || !rec.RevokedAt.Equal(at) || rec.RevokedReason != "RevokedWhenUnused" {
+		t.Fatalf("IssuedOf = %+v, %t; want revoked at %s for RevokedWhenUnused", rec, ok, at)
+	}
+	if _, kept := keysecret.PreviousValidUntil(s); kept {
+		t.Fatal("the previous key's hash survived the revocation")
+	}
+	s.Data[keysecret.DataRevokedAt] = []byte("yesterday")
+	if rec, _ := keysecret.IssuedOf(s); !rec.Revoked() {
+		t.Fatal("a revocation that does not parse was read as none")
 	}
 }
 
