@@ -46,7 +46,7 @@ func (r *APIKeyReconciler) act(ctx context.Context, s *keyState, next *step) err
 	case stepRecordLife:
 		return r.recordLife(ctx, s, next)
 	case stepRevokeUnused:
-		return r.revokeUnused(ctx, s, next.found.life.lastActivity)
+		return r.revokeUnused(ctx, s, next)
 	case stepApplyTemplate:
 		// The cache trims labels and annotations: patch from the Secret as it is.
 		live := &corev1.Secret{}
@@ -97,11 +97,15 @@ func (r *APIKeyReconciler) act(ctx context.Context, s *keyState, next *step) err
 	return nil
 }
 
-// revoke removes the hash, so the server refuses the key, and every reveal Secret.
+// revoke removes every reveal Secret of a revoked key, and for spec.revoked its hash, so the
+// server refuses the key. A hash Secret that records the operator's own revocation stays: the
+// server refuses the key from that record, and without it a new key would be issued.
 func (r *APIKeyReconciler) revoke(ctx context.Context, s *keyState, next *step) error {
 	key := s.key
-	if err := r.deleteHash(ctx, key); err != nil {
-		return err
+	if key.Spec.Revoked {
+		if err := r.deleteHash(ctx, key); err != nil {
+			return err
+		}
 	}
 	if err := r.deleteRevealSecrets(ctx, s); err != nil {
 		return err

@@ -68,6 +68,13 @@ func (r *APIKeyReconciler) confirmReads(ctx context.Context, s *keyState, kind s
 			return false, err
 		}
 		return true, r.liveHash(ctx, s)
+	case stepRevokeUnused:
+		// Revoked for want of use by a status.lastUsedAt the cache may not have caught up with
+		// yet: the APIKey as the API server has it decides, and the record it is written to.
+		if err := r.liveKey(ctx, s); err != nil {
+			return false, err
+		}
+		return true, r.liveHash(ctx, s)
 	case stepDeleteOrphans:
 		// An orphan is deleted only when the API server confirms that no APIKey of its UID
 		// exists under that name.

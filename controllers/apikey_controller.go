@@ -191,17 +191,22 @@ func (r *APIKeyReconciler) params() planParams {
 func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) {
 	key := s.key
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
-	mirrorLife(key, s.record(), r.params().minRenewal)
+	rec := s.record()
+	mirrorLife(key, rec, r.params().minRenewal)
 	switch {
 	case key.Spec.Revoked:
 		if key.Status.RevokedAt == nil {
 			key.Status.RevokedAt = timePtr(s.now)
 		}
 		return
+	case rec != nil && rec.Revoked():
+		// The operator's own revocation: the status shows the instant its record holds.
+		key.Status.RevokedAt = timePtr(rec.RevokedAt)
+		return
 	case key.Status.RevokedAt != nil:
 		// Written by someone else (the API server refuses it on a key not revoked since issue
 		// 18, so it is older than that): the key is not revoked, and the status says so again.
-		log.FromContext(ctx).Info("status.revokedAt is set but spec.revoked is not; the key is not revoked, restoring the status")
+		log.FromContext(ctx).Info("status.revokedAt is set but the key is not revoked; restoring the status")
 		key.Status.RevokedAt = nil
 		next.found.restored = true
 	}
@@ -232,7 +237,7 @@ func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) 
 // (or spec.expiresAt, if sooner) and its automatic renewal, no sooner than least allows.
 func mirrorLife(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, least renewalinterval.Minimum) {
 	key.Status.KeyIssuedAt, key.Status.KeyNotAfter, key.Status.RenewalTime = nil, nil, nil
-	if rec == nil || key.Spec.Revoked {
+	if rec == nil || key.Spec.Revoked || rec.Revoked() {
 		return
 	}
 	if !rec.IssuedAt.IsZero() {

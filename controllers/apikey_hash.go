@@ -43,6 +43,10 @@ func (r *APIKeyReconciler) ensureHash(ctx context.Context, key *switchboardv1alp
 			return nil, fmt.Errorf("reading hash Secret %s/%s: %w", r.SystemNamespace, name, err)
 		}
 	}
+	if rec, ok := keysecret.IssuedOf(existing); ok && rec.Revoked() {
+		return nil, fmt.Errorf("hash Secret %s/%s records the key revoked at %s; switchboard issues no new key for this APIKey",
+			r.SystemNamespace, name, rec.RevokedAt.UTC().Format(time.RFC3339))
+	}
 	switch current := keysecret.Generation(existing); {
 	case current == gen && string(existing.Data[keysecret.DataHash]) == sum.String():
 		// An interrupted run of this very issue got this far.

@@ -20,7 +20,7 @@ import (
 // the key from then on), a delivered key is renewed spec.renewBefore ahead of its end (the old
 // key stays valid until its own end), a key that cannot be renewed without a person is warned
 // about (ExpiringSoon), a key nobody uses is noticed (Unused) and, with
-// spec.revokeWhenUnusedFor, revoked. Every decision here is made from the record switchboard
+// spec.revokeWhenUnusedFor, revoked in its hash Secret (never in the user's spec). Every decision here is made from the record switchboard
 // wrote in the hash Secret, the spec, metadata.creationTimestamp and status.lastUsedAt, which
 // only the API server may write and only forwards (an admission policy).
 
@@ -134,7 +134,8 @@ func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planPara
 			next.at(l.lastActivity.Add(p.unusedAfter).Sub(now))
 		}
 	}
-	if d := key.Spec.RevokeWhenUnusedFor; d != nil {
+	if d := key.Spec.RevokeWhenUnusedFor; d != nil && s.hash != nil {
+		// Recorded in the hash Secret: without one the key is refused anyway (planUpkeep).
 		at := l.lastActivity.Add(d.Duration)
 		if !now.Before(at) {
 			l.revokedUnused = true
@@ -227,17 +228,23 @@ func (r *APIKeyReconciler) recordLife(ctx context.Context, s *keyState, next *st
 	return nil
 }
 
-// revokeUnused revokes the key for good (spec.revoked, which cannot be undone) once it went
-// unused for spec.revokeWhenUnusedFor; the next reconcile removes its hash.
-func (r *APIKeyReconciler) revokeUnused(ctx context.Context, s *keyState, lastActivity time.Time) error {
-	key := s.key
-	before := key.DeepCopy()
-	key.Spec.Revoked = true
-	if err := r.Client.Patch(ctx, key, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("revoking the unused key: %w", err)
+// revokeUnused revokes the key for good once it went unused for spec.revokeWhenUnusedFor. The
+// operator decided it, so it records it where it alone writes: the key's hash Secret (the
+// server refuses the key from then on), never the user's spec, which a GitOps tool would see
+// drift. Nothing takes the record back; the next reconcile removes the reveal Secrets.
+func (r *APIKeyReconciler) revokeUnused(ctx context.Context, s *keyState, next *step) error {
+	key, hash := s.key, s.hash
+	rec := *issuedRecord(key, hash) // a hash Secret of an older switchboard gets its record too
+	before := hash.DeepCopy()
+	keysecret.SetIssued(hash, rec)
+	keysecret.SetRevoked(hash, s.now, switchboardv1alpha1.ReasonUnusedRevoked)
+	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the revocation of the unused key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
 	}
+	lastActivity := next.found.life.lastActivity
+	revoked, _ := keysecret.IssuedOf(hash)
+	next.found = keyFindings{revoked: true, revokedAt: revoked.RevokedAt}
 	log.FromContext(ctx).Info("revoked the key: unused for spec.revokeWhenUnusedFor", "hint", key.Status.KeyHint)
-	// Now, not with the status: the next reconcile, which removes the hash, sees a revoked key.
 	r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, switchboardv1alpha1.ReasonUnusedRevoked, "RevokeKey",
 		"revoked key %s: unused since %s, longer than spec.revokeWhenUnusedFor", hintOf(key), lastActivity.UTC().Format(time.RFC3339))
 	return nil
@@ -246,7 +253,7 @@ func (r *APIKeyReconciler) revokeUnused(ctx context.Context, s *keyState, lastAc
 // lifeNow fills next.found.life from s as it stands after next was carried out, for the
 // conditions; what planLife would do next is left to the next reconcile, which it wakes.
 func lifeNow(s *keyState, next *step, p planParams) {
-	if s.key.Spec.Revoked || next.found.expired {
+	if s.key.Spec.Revoked || next.found.revoked || next.found.expired {
 		return
 	}
 	var wake requeue

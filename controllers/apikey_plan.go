@@ -30,7 +30,8 @@ const (
 	stepCleanUp
 	// stepAddFinalizer comes before any hash exists, so that no hash outlives its APIKey.
 	stepAddFinalizer
-	// stepRevoke deletes the hash and every reveal Secret of a revoked key.
+	// stepRevoke deletes every reveal Secret of a revoked key, and its hash unless the
+	// operator's own revocation is recorded there.
 	stepRevoke
 	// stepIssue issues key generation gen: a first key, a rotation, or a redelivery.
 	stepIssue
@@ -46,7 +47,7 @@ const (
 	stepSweep
 	// stepRecordLife records the current key's issue time and lifetime end in its hash Secret.
 	stepRecordLife
-	// stepRevokeUnused revokes a key unused for spec.revokeWhenUnusedFor.
+	// stepRevokeUnused revokes a key unused for spec.revokeWhenUnusedFor, in its hash Secret.
 	stepRevokeUnused
 	// stepApplyTemplate gives the delivery Secret spec.secretTemplate's labels and annotations.
 	stepApplyTemplate
@@ -115,8 +116,18 @@ func plan(s *keyState, p planParams) step {
 		}
 		return step{found: found}
 	}
-	found := keyFindings{expired: key.Spec.ExpiresAt != nil && !s.now.Before(key.Spec.ExpiresAt.Time)}
 	rec := s.record()
+	if rec != nil && rec.Revoked() {
+		// The operator revoked the key itself (revokeWhenUnusedFor): its record says so for
+		// good, the server refuses the key, and nothing is issued under that record again, a
+		// rotation included. The hash Secret stays: without it a new key would be issued.
+		found := keyFindings{revoked: true, revokedAt: rec.RevokedAt}
+		if len(s.reveals) > 0 || key.Status.RevealSecretName != "" || key.Status.PreviousKeyValidUntil != nil {
+			return step{kind: stepRevoke, found: found}
+		}
+		return step{found: found}
+	}
+	found := keyFindings{expired: key.Spec.ExpiresAt != nil && !s.now.Before(key.Spec.ExpiresAt.Time)}
 	switch action, gen := planKey(key, rec); {
 	case action == publishKey:
 		return step{kind: stepPublish, gen: gen, found: found}

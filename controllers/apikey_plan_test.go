@@ -105,6 +105,18 @@ func TestPlan(t *testing.T) {
 			s.key.Spec.Revoked = true
 			s.hash, s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, nil, ""
 		}), step{found: keyFindings{revoked: true}}},
+		// Revocation the operator recorded itself (revokeWhenUnusedFor): the hash Secret stays.
+		{"revoked by the operator's record, a reveal left: revoke", with(func(s *state) { keysecret.SetRevoked(s.hash, past.Time, switchboardv1alpha1.ReasonUnusedRevoked) }),
+			step{kind: stepRevoke, found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
+		{"revoked by the operator's record and settled: nothing", with(func(s *state) {
+			keysecret.SetRevoked(s.hash, past.Time, switchboardv1alpha1.ReasonUnusedRevoked)
+			s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, ""
+		}), step{found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
+		{"revoked by the operator's record: a rotation issues nothing", with(func(s *state) {
+			keysecret.SetRevoked(s.hash, past.Time, switchboardv1alpha1.ReasonUnusedRevoked)
+			s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, ""
+			s.key.Spec.Rotation.RequestedAt = "r9"
+		}), step{found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
 		{"a status saying revoked does not revoke", with(func(s *state) { s.key.Status.RevokedAt = &past }), step{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
 		// Issue.
 		{"a new APIKey gets its first key", &state{key: planKeyObj(0, false), now: planNow}, step{kind: stepIssue, gen: 1}},

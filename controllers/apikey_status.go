@@ -28,8 +28,12 @@ const (
 // the step did not look, or an error stopped it first, and the condition it decides keeps its
 // value.
 type keyFindings struct {
-	// revoked: spec.revoked (which the API server never lets go back to false).
+	// revoked: spec.revoked (which the API server never lets go back to false), or the
+	// operator's own revocation recorded in the hash Secret (revokedAt), which is final too.
 	revoked bool
+	// revokedAt is when the operator revoked the key for want of use, as its hash Secret
+	// records (zero: it did not).
+	revokedAt time.Time
 	// expired: spec.expiresAt has passed.
 	expired bool
 	// issuing is the key generation an issue started for (0: none).
@@ -59,6 +63,10 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
 	switch {
+	case f.revoked && !f.revokedAt.IsZero() && !key.Spec.Revoked:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonUnusedRevoked,
+			fmt.Sprintf("key %s was revoked at %s: unused for longer than spec.revokeWhenUnusedFor (recorded in hash Secret %s/%s). It is refused for good and a rotation issues no new key; create a new APIKey for one",
+				hintOf(key), f.revokedAt.UTC().Format(time.RFC3339), systemNamespace, keysecret.HashName(key.UID)))
 	case f.revoked:
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked,
 			"the key is revoked (spec.revoked) and refused; create a new APIKey for a new key")

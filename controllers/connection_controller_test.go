@@ -198,7 +198,7 @@ func TestConnectionGeneratedIDCollision(t *testing.T) {
 	taken := "conn_taken" + strings.ToLower(ns[len(ns)-5:])
 	fresh := "conn_fresh" + strings.ToLower(ns[len(ns)-5:])
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(operatorConfig(t), ctrl.Options{
 		Scheme:     env.Scheme,
 		Cache:      operator.CacheOptions(operator.Options{SystemNamespace: ns, Namespaces: []string{ns}}),
 		Metrics:    metricsserver.Options{BindAddress: "0"},

@@ -147,24 +147,69 @@ func TestRevealedKeyWarnsInsteadOfRenewing(t *testing.T) {
 func ptrInt32(v int32) *int32 { return &v }
 
 // TestUnusedKeyIsRevoked: a key unused for spec.revokeWhenUnusedFor (counting from its
-// creation) is Unused and then revoked for good, with an Event; its hash is removed.
+// creation) is revoked for good, with an Event. The operator records that where it alone writes
+// (issue 31): the hash Secret, which stays and makes the server refuse the key, and the status
+// (revokedAt, Ready=False RevokedWhenUnused); spec.revoked stays as the user wrote it. Its reveal
+// Secret goes, and a rotation asked for afterwards issues no new key.
 func TestUnusedKeyIsRevoked(t *testing.T) {
 	kt := newKeyTest(t)
 	key := kt.waitIssued(kt.create("idle", func(k *switchboardv1alpha1.APIKey) {
 		k.Spec.RevokeWhenUnusedFor = durationOf(24 * time.Hour)
 	}), 1)
+	reveal, err := kt.secret(key.Status.RevealSecretName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plaintext := plaintextOf(t, reveal)
 	kt.op.clock.SetTime(key.CreationTimestamp.Add(25 * time.Hour))
 	poke(t, key)
-	key = kt.waitFor(key, "revoked", func(k *switchboardv1alpha1.APIKey) error {
-		if !k.Spec.Revoked {
-			return fmt.Errorf("not revoked")
-		}
-		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked)
-	})
+	key = kt.waitRevokedUnused(key)
 	kt.waitEvent(key, switchboardv1alpha1.ReasonUnusedRevoked, "revokeWhenUnusedFor")
-	eventually(t, "the hash removed", func() error {
-		if _, err := kt.hashSecret(key); err == nil {
-			return fmt.Errorf("the hash Secret is still there")
+	if got := kt.lookupAt(key, plaintext, kt.op.clock.Now()); got != keyindex.Revoked {
+		t.Fatalf("the server's index says %s of the revoked key, want revoked", got)
+	}
+	eventually(t, "the reveal Secret deleted", func() error {
+		if _, err := kt.secret(reveal.Name); err == nil {
+			return fmt.Errorf("reveal Secret %s is still there", reveal.Name)
+		}
+		return nil
+	})
+	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "after-revocation"}
+	})
+	key = kt.waitRevokedUnused(key)
+	if key.Status.KeyGeneration != 1 || key.Status.LastHandledRotationAt != "" {
+		t.Fatalf("a rotation of the revoked key issued generation %d (rotation %q)", key.Status.KeyGeneration, key.Status.LastHandledRotationAt)
+	}
+	if got := kt.lookupAt(key, plaintext, kt.op.clock.Now()); got != keyindex.Revoked {
+		t.Fatalf("after a rotation the server's index says %s of the revoked key, want revoked", got)
+	}
+}
+
+// waitRevokedUnused waits for the operator's own revocation of key for want of use: recorded
+// in its hash Secret, shown in its status, its spec not revoked. It returns the APIKey.
+func (kt *keyTest) waitRevokedUnused(key *switchboardv1alpha1.APIKey) *switchboardv1alpha1.APIKey {
+	kt.t.Helper()
+	return kt.waitFor(key, "revoked for want of use", func(k *switchboardv1alpha1.APIKey) error {
+		if k.Spec.Revoked {
+			return fmt.Errorf("spec.revoked was written: the operator must not write the spec")
+		}
+		if err := hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonUnusedRevoked); err != nil {
+			return err
+		}
+		hash, err := kt.hashSecret(k)
+		if err != nil {
+			return fmt.Errorf("the hash Secret: %w", err)
+		}
+		rec, ok := keysecret.IssuedOf(hash)
+		if !ok || !rec.Revoked() || rec.RevokedReason != switchboardv1alpha1.ReasonUnusedRevoked {
+			return fmt.Errorf("the hash Secret records no revocation: %+v", rec)
+		}
+		if k.Status.RevokedAt == nil || !k.Status.RevokedAt.Time.Equal(rec.RevokedAt) {
+			return fmt.Errorf("status.revokedAt %v, the record says %s", k.Status.RevokedAt, rec.RevokedAt)
+		}
+		if c, _ := condition(k.Status.Conditions, switchboardv1alpha1.ConditionReady); !strings.Contains(c.Message, "a rotation issues no new key") {
+			return fmt.Errorf("Ready's message does not say a rotation issues no key: %s", c.Message)
 		}
 		return nil
 	})

@@ -38,23 +38,32 @@ const shippedServer = "system:serviceaccount:switchboard-system:switchboard-serv
 // shippedPolicy reads a file of config/rbac that holds an admission policy and its binding.
 func shippedPolicy(t *testing.T, file string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
+	policy, binding, err := readShippedPolicy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy, binding
+}
+
+// readShippedPolicy is shippedPolicy outside a test.
+func readShippedPolicy(file string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
 	path := filepath.Join(testenv.RepoRoot(), "config", "rbac", file)
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for _, into := range []any{policy, binding} {
 		if err := dec.Decode(into); err != nil {
-			t.Fatalf("decoding %s: %v", path, err)
+			return nil, nil, fmt.Errorf("decoding %s: %w", path, err)
 		}
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		t.Fatalf("%s holds more than a policy and its binding", path)
+		return nil, nil, fmt.Errorf("%s holds more than a policy and its binding", path)
 	}
-	return policy, binding
+	return policy, binding, nil
 }
 
 // serverStatusPolicy reads config/rbac/server_status_policy.yaml.

@@ -67,7 +67,7 @@ func TestTenantCannotStallTheOperator(t *testing.T) {
 	installTenantRoles(t)
 	attackerNS, victimNS, system := env.Namespace(t, "stall-a"), env.Namespace(t, "stall-b"), env.Namespace(t, "stall-system")
 	requests := &secretRequests{}
-	startOperatorAs(t, requests.wrap(env.Config), nil, system, attackerNS, victimNS)
+	startOperatorAs(t, requests.wrap(operatorConfig(t)), nil, system, attackerNS, victimNS)
 	attacker := actAs(t, attackerNS, "tenant", "edit", attackerNS)
 	victim := actAs(t, victimNS, "tenant", "edit", victimNS)
 

@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -56,9 +59,81 @@ type operatorRun struct {
 
 // startOperator runs the operator's manager until the test ends (or stop is called), watching
 // only the given namespaces so that tests running in parallel do not see each other's objects.
+// It runs as the operator's ServiceAccount under the shipped policy that refuses it any spec
+// write (operatorConfig).
 func startOperator(t *testing.T, clk *clocktesting.FakeClock, system string, namespaces ...string) *operatorRun {
 	t.Helper()
-	return startOperatorAs(t, env.Config, clk, system, namespaces...)
+	return startOperatorAs(t, operatorConfig(t), clk, system, namespaces...)
+}
+
+// shippedOperator is the ServiceAccount config/rbac/operator_spec_policy.yaml names.
+const shippedOperator = "system:serviceaccount:switchboard-system:switchboard-operator"
+
+// operatorSpecRefused is in the message of that policy, when it refuses a spec write.
+const operatorSpecRefused = "never changes the spec of an APIKey or a Connection"
+
+var (
+	operatorIdentity     sync.Once
+	operatorIdentityCfg  *rest.Config
+	operatorIdentityFail string
+)
+
+// operatorConfig is the client configuration every operator of this suite runs with: the user
+// shippedOperator (in system:masters, so RBAC is not what is tested here), with
+// config/rbac/operator_spec_policy.yaml installed and enforced once for the whole suite. Any
+// code path of the operator that changes an APIKey's or a Connection's spec is then refused
+// with the policy's message, and the test that took it fails.
+func operatorConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	operatorIdentity.Do(func() { operatorIdentityCfg, operatorIdentityFail = installOperatorSpecPolicy() })
+	if operatorIdentityFail != "" {
+		t.Fatal(operatorIdentityFail)
+	}
+	return operatorIdentityCfg
+}
+
+// installOperatorSpecPolicy installs the shipped operator spec policy and waits until the API
+// server enforces it on a probe APIKey; it returns the operator's configuration, or why not.
+func installOperatorSpecPolicy() (*rest.Config, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	policy, binding, err := readShippedPolicy("operator_spec_policy.yaml")
+	if err != nil {
+		return nil, err.Error()
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Sprintf("installing %s: %v", obj.GetName(), err)
+		}
+	}
+	cfg, err := env.User(shippedOperator, "system:masters")
+	if err != nil {
+		return nil, err.Error()
+	}
+	as, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, err.Error()
+	}
+	probe := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "operator-spec-policy-probe"}}
+	if err := env.Client.Create(ctx, probe); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Sprintf("creating the probe APIKey: %v", err)
+	}
+	// The API server compiles policies in the background: a refused probe says it is in force.
+	for {
+		patch := fmt.Sprintf(`{"spec":{"description":"probe %d"}}`, time.Now().UnixNano())
+		err := as.Patch(ctx, probe.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		switch {
+		case err != nil && strings.Contains(err.Error(), operatorSpecRefused):
+			return cfg, ""
+		case err != nil && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err):
+			return nil, fmt.Sprintf("probing the operator spec policy: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Sprintf("the operator spec policy was not enforced within a minute (last: %v)", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // startOperatorAs is startOperator with the operator's client configuration cfg.
@@ -91,7 +166,16 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, clk *clocktesting.FakeClock
 			}
 		})
 	}
-	t.Cleanup(run.stop)
+	t.Cleanup(func() {
+		run.stop()
+		// Whatever the test asserted: an operator that tried to change a spec fails it.
+		for _, line := range strings.Split(run.logs.all(), "\n") {
+			if strings.Contains(line, operatorSpecRefused) {
+				t.Errorf("the operator tried to change the spec of an APIKey or a Connection: %s", line)
+				break
+			}
+		}
+	})
 	// Measurements and fake-clock steps start from a running operator with synced caches.
 	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelSync()

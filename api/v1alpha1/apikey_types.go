@@ -171,8 +171,10 @@ type APIKeyStatus struct {
 	LastHandledRotationAt string `json:"lastHandledRotationAt,omitempty"`
 
 	// revokedAt is when the operator first saw the key revoked (spec.revoked, which cannot be
-	// undone). It records, it does not decide: the API server accepts it only on a revoked key,
-	// and the operator removes one that a key not revoked carries from before that rule.
+	// undone), or when it revoked the key itself for want of use (spec.revokeWhenUnusedFor; Ready
+	// reason RevokedWhenUnused), as the key's hash Secret records. It records, it does not
+	// decide: the API server accepts it only on a revoked key, and the operator removes one that
+	// a key not revoked carries from before that rule.
 	// +optional
 	RevokedAt *metav1.Time `json:"revokedAt,omitempty"`
 
@@ -203,7 +205,7 @@ type APIKeyStatus struct {
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="an APIKey name is at most 63 characters"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec) || !has(oldSelf.spec.revoked) || !oldSelf.spec.revoked || (has(self.spec) && has(self.spec.revoked) && self.spec.revoked)",message="a revoked key cannot be un-revoked: create a new APIKey, or rotate this one before revoking it"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.revoked) || !self.spec.revoked || !has(oldSelf.status) || !has(oldSelf.status.revokedAt) || (has(self.status) && has(self.status.revokedAt) && self.status.revokedAt == oldSelf.status.revokedAt)",message="status.revokedAt is set once and never changed: the key stays revoked"
-// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.revokedAt) || (has(self.spec) && has(self.spec.revoked) && self.spec.revoked) || (has(oldSelf.status) && has(oldSelf.status.revokedAt) && oldSelf.status.revokedAt == self.status.revokedAt)",message="status.revokedAt can be set only on a revoked key (spec.revoked: true)"
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.revokedAt) || (has(self.spec) && has(self.spec.revoked) && self.spec.revoked) || (has(self.status.conditions) && self.status.conditions.exists(c, c.type == 'Ready' && c.reason == 'RevokedWhenUnused')) || (has(oldSelf.status) && has(oldSelf.status.revokedAt) && oldSelf.status.revokedAt == self.status.revokedAt)",message="status.revokedAt can be set only on a revoked key (spec.revoked: true, or Ready reason RevokedWhenUnused: the operator's own revocation, recorded in the key's hash Secret)"
 
 // APIKey is a key that authorises listing the Connections of its namespace through /v1.
 type APIKey struct {

@@ -44,7 +44,9 @@ func State(k *switchboardv1alpha1.APIKey, now time.Time) KeyState {
 		return StateActive
 	case ready.Reason == switchboardv1alpha1.ReasonDeliveryConflict:
 		return StateDeliveryConflict
-	case ready.Reason == switchboardv1alpha1.ReasonRevoked:
+	case ready.Reason == switchboardv1alpha1.ReasonRevoked, ready.Reason == switchboardv1alpha1.ReasonUnusedRevoked:
+		// The second: revoked by the operator for want of use, which it records in the hash
+		// Secret and the status, not in the user's spec.
 		return StateRevoked
 	case ready.Reason == switchboardv1alpha1.ReasonExpired:
 		return StateExpired
@@ -54,10 +56,11 @@ func State(k *switchboardv1alpha1.APIKey, now time.Time) KeyState {
 	return KeyState(ready.Reason)
 }
 
-// Live reports that a key can still be used, rotated or revoked: it is neither revoked nor
-// being deleted.
+// Live reports that a key can still be used, rotated or revoked: it is neither revoked (by its
+// spec, or by the operator for want of use) nor being deleted.
 func Live(k *switchboardv1alpha1.APIKey) bool {
-	return !k.Spec.Revoked && k.DeletionTimestamp == nil
+	ready := meta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady)
+	return !k.Spec.Revoked && k.DeletionTimestamp == nil && (ready == nil || ready.Reason != switchboardv1alpha1.ReasonUnusedRevoked)
 }
 
 // CreatedAt is when the APIKey's first key was issued, or when the APIKey was created while

@@ -61,11 +61,17 @@ func TestState(t *testing.T) {
 			cond(switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict),
 		}}}, want: StateDeliveryConflict},
 		{name: "being deleted", key: switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: at(0)}}, want: StateDeleting},
+		{name: "revoked by the operator for want of use", key: switchboardv1alpha1.APIKey{Status: switchboardv1alpha1.APIKeyStatus{Conditions: []metav1.Condition{
+			cond(switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonUnusedRevoked),
+		}}}, want: StateRevoked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := State(&tt.key, now); got != tt.want {
 				t.Fatalf("State = %q, want %q", got, tt.want)
+			}
+			if live := Live(&tt.key); live == (tt.want == StateRevoked || tt.want == StateDeleting) {
+				t.Fatalf("Live = %t in state %s", live, tt.want)
 			}
 		})
 	}

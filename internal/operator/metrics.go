@@ -86,7 +86,7 @@ func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 func keyState(k *switchboardv1alpha1.APIKey) string {
 	ready := meta.FindStatusCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady)
 	switch {
-	case k.Spec.Revoked:
+	case k.Spec.Revoked, ready != nil && ready.Reason == switchboardv1alpha1.ReasonUnusedRevoked:
 		return "revoked"
 	case ready != nil && ready.Status == "True":
 		return "ready"

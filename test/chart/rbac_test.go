@@ -300,6 +300,46 @@ func TestServerStatusPolicyShipped(t *testing.T) {
 	}
 }
 
+// TestOperatorSpecPolicyShipped: both renderings ship the admission policy that refuses any
+// change of an APIKey's or a Connection's spec by the operator, bound, failing closed, with the
+// same validation, naming the very ServiceAccount the operator's Deployment runs as; the chart's
+// operator.specPolicy.enabled=false leaves it out. controllers' suite runs the operator under
+// that policy (every test there fails if a code path writes a spec).
+func TestOperatorSpecPolicyShipped(t *testing.T) {
+	validations := map[string]string{}
+	for source, objs := range renderings(t) {
+		policy, validation := admissionPolicy(t, source, objs, "switchboard-operator-spec")
+		validations[source] = validation
+		operatorSA := ""
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" && o.GetName() == "switchboard-operator" {
+				operatorSA, _, _ = unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName")
+			}
+		}
+		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+		want := "request.userInfo.username == 'system:serviceaccount:" + releaseNamespace + ":" + operatorSA + "'"
+		if operatorSA == "" || len(conds) != 1 || conds[0].(map[string]any)["expression"] != want {
+			t.Errorf("%s: match conditions %v, want the one %q", source, conds, want)
+		}
+		rules, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConstraints", "resourceRules")
+		if len(rules) != 1 {
+			t.Fatalf("%s: %d resource rules", source, len(rules))
+		}
+		resources, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "resources")
+		if !slices.Equal(resources, []string{"apikeys", "connections"}) {
+			t.Errorf("%s: the policy covers %v", source, resources)
+		}
+	}
+	if validations["chart"] != validations["config/default"] {
+		t.Errorf("the chart and config/default validate differently:\n%s\n---\n%s", validations["chart"], validations["config/default"])
+	}
+	for _, o := range render(t, []string{"operator.specPolicy.enabled=false"}) {
+		if strings.HasSuffix(o.GetName(), "-operator-spec") {
+			t.Errorf("operator.specPolicy.enabled=false still renders %s %s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
 // TestTenantMetadataPolicyShipped: both renderings ship the admission policy that bounds the
 // labels of Connections and APIKeys, bound, failing closed, with the same validation, for both
 // kinds. controllers' TestTenantLabelsAreBounded shows what it refuses.
