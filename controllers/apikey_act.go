@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,107 +16,202 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// Act: the last step of a reconcile. It carries out the one step planned (and confirmed) and
-// sets in the status what that step makes true; the next reconcile observes its effect. Every
-// write is made so that a repeat, or a crash between two writes, is harmless: creates fail on
-// what exists, deletes carry the UID (and the resourceVersion seen), patches an optimistic lock.
+// Act: the last step of a reconcile. It carries out the one action decided (and confirmed) and
+// says what it did (an outcome); the status is then set from the observation and that outcome.
+// Every write is made so that a repeat, or a crash between two writes, is harmless: creates fail
+// on what exists, deletes carry the UID (and the resourceVersion seen), patches an optimistic lock.
 
-// act carries out next on s.key, the APIKey as the reconcile will store its status.
-func (r *APIKeyReconciler) act(ctx context.Context, s *keyState, next *step) error {
+// action is what a policy asks a reconcile to do.
+type action interface {
+	// do carries the action out on s (s.key is the APIKey as the reconcile will store its
+	// status) and says what it did.
+	do(ctx context.Context, r *APIKeyReconciler, s *keyState, d decision) (outcome, error)
+}
+
+// confirmer is an action whose decision rests on what the cache could get wrong: confirm reads
+// it from the API server into s (read is false when there was nothing to read) and the plan is
+// asked again.
+type confirmer interface {
+	confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (read bool, err error)
+}
+
+// statusless is an action after which there is no status to write: the APIKey is gone, going,
+// or reconciled again at once (its finalizer's or its orphans' watch events wake it).
+type statusless interface{ statusless() }
+
+// outcome is what act did, for the status: with the observation, all the conditions are set from.
+type outcome struct {
+	// issuing is the key generation an issue started for (0: none); issued says it published
+	// it, published that the status's key fields were written from the record (an issue or a
+	// publication), lostHint the key a lost delivery Secret held.
+	issuing   int64
+	issued    bool
+	published bool
+	lostHint  string
+	// conflict says why the issue cannot go on: a Secret it must write is not the APIKey's.
+	conflict string
+	// restored: the status did not say what the hash Secret records, and was put back.
+	restored bool
+	// hashFound: the hash Secret was read and is the status's.
+	hashFound bool
+	// reveal is what became of the one-time reveal, as a Revealed reason ("" when unchanged).
+	reveal string
+	// revokedAt: the action revoked the key for want of use, at that time.
+	revokedAt time.Time
+	// lifeChanged: the record of the key's life was written; its conditions are read again.
+	lifeChanged bool
+	// after is how soon to look again (0: when the observation says).
+	after time.Duration
+}
+
+// deleteOrphans deletes the hash Secrets labelled for this name whose APIKey is gone.
+type deleteOrphans struct{}
+
+func (deleteOrphans) statusless() {}
+
+// confirm: an orphan is deleted only when the API server confirms that no APIKey of its UID
+// exists under that name.
+func (deleteOrphans) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (bool, error) {
+	if err := r.liveKey(ctx, s); err != nil {
+		return false, err
+	}
+	var live []*corev1.Secret
+	for _, h := range s.orphans {
+		if s.key == nil || types.UID(h.Labels[keysecret.LabelAPIKeyUID]) != s.key.UID {
+			live = append(live, h)
+		}
+	}
+	s.orphans = live
+	return true, nil
+}
+
+func (deleteOrphans) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	return outcome{}, r.deleteOrphans(ctx, s.orphans)
+}
+
+// cleanUp deletes a deleted APIKey's hash and reveal Secrets, then its finalizer.
+type cleanUp struct{}
+
+func (cleanUp) statusless() {}
+
+func (cleanUp) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	return outcome{}, r.cleanUp(ctx, s)
+}
+
+// addFinalizer adds the finalizer, before any hash exists, so that no hash outlives its APIKey.
+type addFinalizer struct{}
+
+func (addFinalizer) statusless() {}
+
+func (addFinalizer) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
 	key := s.key
-	switch next.kind {
-	case stepDeleteOrphans:
-		return r.deleteOrphans(ctx, s.orphans)
-	case stepCleanUp:
-		return r.cleanUp(ctx, s)
-	case stepAddFinalizer:
-		before := key.DeepCopy()
-		controllerutil.AddFinalizer(key, switchboardv1alpha1.FinalizerAPIKey)
-		if err := r.Client.Patch(ctx, key, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("adding the finalizer: %w", err)
-		}
-		return nil
-	case stepRevoke:
-		return r.revoke(ctx, s, next)
-	case stepIssue:
-		return r.issue(ctx, s, next)
-	case stepPublish:
-		return r.publish(ctx, s, next)
-	case stepCompleteRecord:
-		return r.completeRecord(ctx, s)
-	case stepRecordLife:
-		return r.recordLife(ctx, s, next)
-	case stepRevokeUnused:
-		return r.revokeUnused(ctx, s, next)
-	case stepApplyTemplate:
-		// The cache trims labels and annotations: patch from the Secret as it is.
-		live := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.delivery), live); err != nil {
-			return fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, s.delivery.Name, err)
-		}
-		if !keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) {
-			next.after = staleRetry
-			return nil
-		}
-		before := live.DeepCopy()
-		keysecret.SetTemplate(live, key, keysecret.Generation(live))
-		if err := r.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("applying spec.secretTemplate to delivery Secret %s/%s: %w", key.Namespace, s.delivery.Name, err)
-		}
-		return nil
-	case stepDropPrevious:
-		before := s.hash.DeepCopy()
-		keysecret.DropPrevious(s.hash)
-		if err := r.Client.Patch(ctx, s.hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("dropping the previous key's hash: %w", err)
-		}
-		log.FromContext(ctx).Info("the previous key's grace period ended", "hint", key.Status.KeyHint)
-		return nil
-	case stepExpireReveal:
-		uid, rv := s.reveal.UID, s.reveal.ResourceVersion
-		err := r.Client.Delete(ctx, s.reveal, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			// A claimer got there first; the next reconcile sees it gone.
-			next.after = staleRetry
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("deleting the expired reveal Secret %s/%s: %w", key.Namespace, s.reveal.Name, err)
-		}
-		next.found.reveal = switchboardv1alpha1.ReasonRevealExpired
-		return nil
-	case stepSweep:
-		for _, secret := range s.reveals {
-			if keysecret.Generation(secret) < key.Status.KeyGeneration {
-				if err := r.deleteRevealSecret(ctx, secret); err != nil {
-					return err
-				}
+	before := key.DeepCopy()
+	controllerutil.AddFinalizer(key, switchboardv1alpha1.FinalizerAPIKey)
+	if err := r.Client.Patch(ctx, key, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return outcome{}, fmt.Errorf("adding the finalizer: %w", err)
+	}
+	return outcome{}, nil
+}
+
+// applyTemplate gives the delivery Secret spec.secretTemplate's labels and annotations.
+type applyTemplate struct{}
+
+func (applyTemplate) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	key := s.key
+	// The cache trims labels and annotations: patch from the Secret as it is.
+	live := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.delivery), live); err != nil {
+		return outcome{}, fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, s.delivery.Name, err)
+	}
+	if !keysecret.IsOwnedBy(live, key, keysecret.ComponentDelivery) {
+		return outcome{after: staleRetry}, nil
+	}
+	before := live.DeepCopy()
+	keysecret.SetTemplate(live, key, keysecret.Generation(live))
+	if err := r.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return outcome{}, fmt.Errorf("applying spec.secretTemplate to delivery Secret %s/%s: %w", key.Namespace, s.delivery.Name, err)
+	}
+	return outcome{}, nil
+}
+
+// dropPrevious drops the previous key's hash: its grace period ended.
+type dropPrevious struct{}
+
+func (dropPrevious) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	before := s.hash.DeepCopy()
+	keysecret.DropPrevious(s.hash)
+	if err := r.Client.Patch(ctx, s.hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return outcome{}, fmt.Errorf("dropping the previous key's hash: %w", err)
+	}
+	log.FromContext(ctx).Info("the previous key's grace period ended", "hint", s.key.Status.KeyHint)
+	return outcome{}, nil
+}
+
+// expireReveal deletes the unclaimed reveal Secret whose deadline passed.
+type expireReveal struct{}
+
+func (expireReveal) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	uid, rv := s.reveal.UID, s.reveal.ResourceVersion
+	err := r.Client.Delete(ctx, s.reveal, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// A claimer got there first; the next reconcile sees it gone.
+		return outcome{after: staleRetry}, nil
+	}
+	if err != nil {
+		return outcome{}, fmt.Errorf("deleting the expired reveal Secret %s/%s: %w", s.key.Namespace, s.reveal.Name, err)
+	}
+	return outcome{reveal: switchboardv1alpha1.ReasonRevealExpired}, nil
+}
+
+// sweep deletes the reveal Secrets of generations the status no longer publishes.
+type sweep struct{}
+
+func (sweep) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	for _, secret := range s.reveals {
+		if keysecret.Generation(secret) < s.key.Status.KeyGeneration {
+			if err := r.deleteRevealSecret(ctx, secret); err != nil {
+				return outcome{}, err
 			}
 		}
-		return nil
 	}
-	return nil
+	return outcome{}, nil
+}
+
+// completeRecord writes down what a hash Secret of an older switchboard does not record.
+type completeRecord struct{}
+
+func (completeRecord) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	return outcome{}, r.completeRecord(ctx, s)
+}
+
+// revoke deletes every reveal Secret of a revoked key, and its hash unless the operator's own
+// revocation is recorded there.
+type revoke struct{}
+
+func (revoke) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
+	return r.revoke(ctx, s)
 }
 
 // revoke removes every reveal Secret of a revoked key, and for spec.revoked its hash, so the
 // server refuses the key. A hash Secret that records the operator's own revocation stays: the
 // server refuses the key from that record, and without it a new key would be issued.
-func (r *APIKeyReconciler) revoke(ctx context.Context, s *keyState, next *step) error {
+func (r *APIKeyReconciler) revoke(ctx context.Context, s *keyState) (outcome, error) {
 	key := s.key
 	if key.Spec.Revoked {
 		if err := r.deleteHash(ctx, key); err != nil {
-			return err
+			return outcome{}, err
 		}
 	}
 	if err := r.deleteRevealSecrets(ctx, s); err != nil {
-		return err
+		return outcome{}, err
 	}
+	var out outcome
 	if key.Status.RevealSecretName != "" {
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		next.found.reveal = switchboardv1alpha1.ReasonRevoked
+		out.reveal = switchboardv1alpha1.ReasonRevoked
 	}
 	key.Status.PreviousKeyValidUntil = nil
-	return nil
+	return out, nil
 }
 
 // cleanUp removes a deleted APIKey's hash Secret and reveal Secrets, then its finalizer.

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -15,10 +14,11 @@ import (
 )
 
 // Confirm: the third step of a reconcile. The cache may be behind the API server, above all
-// behind the operator's own last writes; before a step writes on a decision the cache could get
-// wrong, confirm reads from the API server what that decision rests on and plans again. A check
-// step becomes the step the confirmed state asks for; any other step must come out the same, or
-// the reconcile is stale: it writes nothing and runs again once the cache has caught up.
+// behind the operator's own last writes; before an action writes on a decision the cache could
+// get wrong, confirm reads from the API server what that decision rests on (each action says,
+// as a confirmer) and plans again. A check action becomes the decision the confirmed state asks
+// for; any other must come out the same (policy and generation), or the reconcile is stale: it
+// writes nothing and runs again once the cache has caught up.
 
 // errStale says the API server holds another version of the APIKey than the one observed.
 var errStale = errors.New("the cache is behind the API server")
@@ -26,82 +26,111 @@ var errStale = errors.New("the cache is behind the API server")
 // maxChecks bounds the checks one reconcile confirms (hash, reveal, delivery: one each).
 const maxChecks = 3
 
-// confirm returns the step to act on, reading what next depends on into s. stale says the
-// cache disagreed with the API server on next's decision.
-func (r *APIKeyReconciler) confirm(ctx context.Context, s *keyState, next step) (confirmed step, stale bool, err error) {
+// confirm returns the decision to act on, reading what d rests on into s (and the facts of s as
+// read). stale says the cache disagreed with the API server on d.
+func (r *APIKeyReconciler) confirm(ctx context.Context, s *keyState, obs *observation, d decision) (*observation, decision, bool, error) {
 	for range maxChecks + 1 {
-		read, err := r.confirmReads(ctx, s, next.kind)
+		c, ok := d.do.(confirmer)
+		if !ok {
+			return obs, d, false, nil
+		}
+		read, err := c.confirm(ctx, r, s)
 		if errors.Is(err, errStale) {
-			return next, true, nil
+			return obs, d, true, nil
 		}
 		if err != nil || !read {
-			return next, false, err
+			return obs, d, false, err
 		}
-		again := plan(s, r.params())
-		if !next.kind.isCheck() {
-			if again.kind != next.kind || again.gen != next.gen {
-				return next, true, nil
+		againObs, again := plan(s, r.params())
+		if _, isCheck := d.do.(check); !isCheck {
+			if again.policy != d.policy || again.gen != d.gen {
+				return obs, d, true, nil
 			}
-			return again, false, nil
+			return againObs, again, false, nil
 		}
-		// A check resolved: what the resolved step rests on is confirmed in turn.
-		next = again
+		// A check resolved: what the resolved decision rests on is confirmed in turn.
+		obs, d = againObs, again
 	}
-	return next, false, fmt.Errorf("APIKey %s: the checks did not settle in %d reads", s.name, maxChecks)
+	return obs, d, false, fmt.Errorf("APIKey %s: the checks did not settle in %d reads", s.name, maxChecks)
 }
 
-// confirmReads reads from the API server what a step of this kind rests on, into s; read is
-// false when it rests on nothing the cache could get wrong.
-func (r *APIKeyReconciler) confirmReads(ctx context.Context, s *keyState, kind stepKind) (read bool, err error) {
-	switch kind {
-	case stepIssue:
-		// A first issue creates its Secrets, and a create fails on what exists: no read. A
-		// rotation must know the generation the API server hashes, or a cache behind the last
-		// rotation would mint a second key for a generation already hashed.
-		if s.hash == nil {
-			return false, nil
-		}
-		return true, r.liveHash(ctx, s)
-	case stepPublish:
-		// The status may be behind our own last patch, or the hash Secret our last write.
-		if err := r.liveKey(ctx, s); err != nil {
-			return false, err
-		}
-		return true, r.liveHash(ctx, s)
-	case stepRevokeUnused:
-		// Revoked for want of use by a status.lastUsedAt the cache may not have caught up with
-		// yet: the APIKey as the API server has it decides, and the record it is written to.
-		if err := r.liveKey(ctx, s); err != nil {
-			return false, err
-		}
-		return true, r.liveHash(ctx, s)
-	case stepDeleteOrphans:
-		// An orphan is deleted only when the API server confirms that no APIKey of its UID
-		// exists under that name.
-		if err := r.liveKey(ctx, s); err != nil {
-			return false, err
-		}
-		var live []*corev1.Secret
-		for _, h := range s.orphans {
-			if s.key == nil || types.UID(h.Labels[keysecret.LabelAPIKeyUID]) != s.key.UID {
-				live = append(live, h)
-			}
-		}
-		s.orphans = live
-		return true, nil
-	case stepCheckHash:
-		return true, r.liveHash(ctx, s)
-	case stepCheckReveal:
-		key := s.key
-		s.reveal, err = r.liveSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: keysecret.RevealName(key.Name, key.Status.KeyGeneration)})
-		s.confirmed.reveal = true
-		return true, err
-	case stepCheckDelivery:
-		s.delivery, err = r.liveSecret(ctx, client.ObjectKey{Namespace: s.key.Namespace, Name: s.key.Spec.SecretName})
-		s.confirmed.delivery = true
-		return true, err
+// check is an action that only reads what the cache cannot tell (confirm), for the plan to be
+// asked again with it; it does nothing itself.
+type check interface {
+	confirmer
+	isCheck()
+}
+
+// checkHash reads the hash Secret: none in the cache (or an older one) for an issued key.
+type checkHash struct{}
+
+func (checkHash) isCheck() {}
+
+func (checkHash) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (bool, error) {
+	return true, r.liveHash(ctx, s)
+}
+
+func (checkHash) do(context.Context, *APIKeyReconciler, *keyState, decision) (outcome, error) {
+	return outcome{}, nil
+}
+
+// checkReveal reads the reveal Secret the status publishes, absent from the cache.
+type checkReveal struct{}
+
+func (checkReveal) isCheck() {}
+
+func (checkReveal) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (read bool, err error) {
+	key := s.key
+	s.reveal, err = r.liveSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: keysecret.RevealName(key.Name, key.Status.KeyGeneration)})
+	s.confirmed.reveal = true
+	return true, err
+}
+
+func (checkReveal) do(context.Context, *APIKeyReconciler, *keyState, decision) (outcome, error) {
+	return outcome{}, nil
+}
+
+// checkDelivery reads the delivery Secret, which does not hold the delivered key in the cache.
+type checkDelivery struct{}
+
+func (checkDelivery) isCheck() {}
+
+func (checkDelivery) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (read bool, err error) {
+	s.delivery, err = r.liveSecret(ctx, client.ObjectKey{Namespace: s.key.Namespace, Name: s.key.Spec.SecretName})
+	s.confirmed.delivery = true
+	return true, err
+}
+
+func (checkDelivery) do(context.Context, *APIKeyReconciler, *keyState, decision) (outcome, error) {
+	return outcome{}, nil
+}
+
+// confirm of an issue: a first issue creates its Secrets, and a create fails on what exists: no
+// read. A rotation must know the generation the API server hashes, or a cache behind the last
+// rotation would mint a second key for a generation already hashed.
+func (issue) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (bool, error) {
+	if s.hash == nil {
+		return false, nil
 	}
-	return false, nil
+	return true, r.liveHash(ctx, s)
+}
+
+// confirm of a publication: the status may be behind our own last patch, or the hash Secret
+// our last write.
+func (publish) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (bool, error) {
+	if err := r.liveKey(ctx, s); err != nil {
+		return false, err
+	}
+	return true, r.liveHash(ctx, s)
+}
+
+// confirm of a revocation for want of use: status.lastUsedAt in the cache may not have caught
+// up yet; the APIKey as the API server has it decides, and the record it is written to.
+func (revokeUnused) confirm(ctx context.Context, r *APIKeyReconciler, s *keyState) (bool, error) {
+	if err := r.liveKey(ctx, s); err != nil {
+		return false, err
+	}
+	return true, r.liveHash(ctx, s)
 }
 
 // liveKey reads the APIKey from the API server into s (nil when it is gone); a version other

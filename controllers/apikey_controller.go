@@ -116,15 +116,17 @@ func hashSecretToAPIKey(_ context.Context, o client.Object) []reconcile.Request 
 }
 
 // Reconcile runs the four steps: observe the APIKey and its Secrets (from the cache), plan the
-// one next step, confirm what it rests on (from the API server, when the cache could be
-// wrong), act. The status is patched once, at the end, with what the step made true.
+// one action (a chain of policies), confirm what it rests on (from the API server, when the
+// cache could be wrong), act. The status is patched once, at the end, from what was observed
+// and what the action did.
 func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	s, err := r.observe(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	next := plan(s, r.params())
-	next, stale, err := r.confirm(ctx, s, next)
+	p := r.params()
+	obs, d := plan(s, p)
+	obs, d, stale, err := r.confirm(ctx, s, obs, d)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -132,24 +134,33 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// The cache is behind: decide again once it has caught up.
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
+	if d.policy != "" {
+		log.FromContext(ctx).V(1).Info("decided", "policy", d.policy, "why", d.why)
+	}
 	key := s.key
-	if key == nil || next.kind == stepDeleteOrphans || next.kind == stepAddFinalizer || next.kind == stepCleanUp {
-		// No status to keep: the APIKey is gone, going, or will be reconciled again at once
-		// (its finalizer's or its orphans' watch events wake it).
-		return ctrl.Result{}, r.act(ctx, s, &next)
+	if _, none := d.do.(statusless); key == nil || none {
+		_, err := act(ctx, r, s, d)
+		return ctrl.Result{}, err
 	}
 	before := key.DeepCopy()
-	err = r.act(ctx, s, &next)
-	if err == nil && next.problem != "" {
-		err = errors.New(next.problem)
+	out, err := act(ctx, r, s, d)
+	if err == nil && d.problem != "" {
+		err = errors.New(d.problem)
 	}
-	r.mirror(ctx, s, &next)
-	if err == nil && (next.kind == stepIssue || next.kind == stepPublish) && !next.found.life.known {
-		// A first key (or a restored status) gets its life's conditions now, from the record
-		// just written, rather than in a second status patch when the hash Secret's event comes.
-		lifeNow(s, &next, r.params())
+	wake := obs.wake
+	wake.at(out.after)
+	life := obs.life
+	if i, isIssue := d.do.(issue); err == nil && out.lifeChanged && !obs.revoked && !obs.expired && (!isIssue || !i.renewal) {
+		// The record of the key's life was just written: its conditions come from it now,
+		// rather than in a second status patch when the hash Secret's event comes. A renewal
+		// reports the life of the key it replaced (until when that one stays valid).
+		life = lifeOf(s, s.record(), p, &wake)
 	}
-	if next.found.life.renewal {
+	f := findingsOf(obs, d, out, life)
+	if r.mirror(ctx, s, d, f) {
+		f.restored = true
+	}
+	if f.life.renewal {
 		// Counted from the last status, for people and alerts only: nothing is decided from it;
 		// the back-off is the controller's, on the error.
 		if err != nil {
@@ -158,7 +169,7 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			key.Status.FailedRenewalAttempts = 0
 		}
 	}
-	setKeyConditions(key, &next.found, r.SystemNamespace)
+	setKeyConditions(key, &f, r.SystemNamespace)
 	if err == nil {
 		// Only a reconcile that ran to its end has seen this generation of the spec.
 		key.Status.ObservedGeneration = key.Generation
@@ -166,8 +177,23 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if perr := patchStatus(ctx, r.Client, before, key); perr != nil {
 		return ctrl.Result{}, kerrors.NewAggregate([]error{err, perr})
 	}
-	r.recordTransitions(before, key, &next.found)
-	return ctrl.Result{RequeueAfter: next.after}, err
+	r.recordTransitions(before, key, &f)
+	return ctrl.Result{RequeueAfter: wake.after}, err
+}
+
+// keyPublisher is an action that writes the status's key fields itself (generation, hint, the
+// previous key's grace, the reveal), which mirror then leaves alone.
+type keyPublisher interface{ publishesKey() }
+
+func (issue) publishesKey()   {}
+func (publish) publishesKey() {}
+
+// act carries out the decision's action, if any, and says what it did.
+func act(ctx context.Context, r *APIKeyReconciler, s *keyState, d decision) (outcome, error) {
+	if d.do == nil {
+		return outcome{}, nil
+	}
+	return d.do.do(ctx, r, s, d)
 }
 
 // params are the settings plan decides with.
@@ -186,9 +212,10 @@ func (r *APIKeyReconciler) params() planParams {
 }
 
 // mirror sets the status fields that only show what the spec and the hash Secret's record say,
-// whatever the step: the expiry, the revocation, and for an issued key that no step rewrote, the
-// previous key's grace and the unclaimed reveal. A field someone else changed is put back.
-func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) {
+// whatever the action: the expiry, the revocation, and for an issued key whose status the action
+// did not write, the previous key's grace and the unclaimed reveal (f says what the reconcile
+// found of them). A field someone else changed is put back; restored says so.
+func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, d decision, f keyFindings) (restored bool) {
 	key := s.key
 	key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
 	rec := s.record()
@@ -198,31 +225,31 @@ func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) 
 		if key.Status.RevokedAt == nil {
 			key.Status.RevokedAt = timePtr(s.now)
 		}
-		return
+		return false
 	case rec != nil && rec.Revoked():
 		// The operator's own revocation: the status shows the instant its record holds.
 		key.Status.RevokedAt = timePtr(rec.RevokedAt)
-		return
+		return false
 	case key.Status.RevokedAt != nil:
 		// Written by someone else (the API server refuses it on a key not revoked since issue
 		// 18, so it is older than that): the key is not revoked, and the status says so again.
 		log.FromContext(ctx).Info("status.revokedAt is set but the key is not revoked; restoring the status")
 		key.Status.RevokedAt = nil
-		next.found.restored = true
+		restored = true
 	}
-	if next.kind == stepIssue || next.kind == stepPublish {
-		return
+	if _, own := d.do.(keyPublisher); own {
+		return restored
 	}
-	if next.found.hash == hashFound {
+	if f.hash == hashFound {
 		key.Status.PreviousKeyValidUntil = previousValidUntil(s.hash)
 	}
-	switch next.found.reveal {
+	switch f.reveal {
 	case switchboardv1alpha1.ReasonRevealClaimed, switchboardv1alpha1.ReasonRevealExpired:
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		return
+		return restored
 	}
 	if key.Status.RevealSecretName == "" {
-		return
+		return restored
 	}
 	if want := keysecret.RevealName(key.Name, key.Status.KeyGeneration); key.Status.RevealSecretName != want {
 		// The operator publishes no other name: someone else wrote this one into the status.
@@ -231,6 +258,7 @@ func (r *APIKeyReconciler) mirror(ctx context.Context, s *keyState, next *step) 
 		key.Status.RevealSecretName = want
 	}
 	key.Status.RevealExpiresAt = timePtr(revealDeadline(key, s.record(), s.now, r.RevealTTL))
+	return restored
 }
 
 // mirrorLife shows the current key's life as the hash Secret records it: its issue, its end

@@ -19,23 +19,29 @@ import (
 // The issue of a key: the protocol that writes a new key generation, the Secrets that hold its
 // plaintext (reveal or delivery), and the publication of what the hash Secret records.
 
-// issue issues key generation next.gen in the protocol's order: (1) the reveal or delivery
-// Secret with the plaintext, (2) the hash Secret from that plaintext, with the record of
-// issuance, (3) the status that publishes it. Each write accepts the work of an interrupted
-// earlier run as done. The key it replaces, if any, stays valid for next.grace.
-func (r *APIKeyReconciler) issue(ctx context.Context, s *keyState, next *step) error {
-	key, gen, now := s.key, next.gen, s.now
-	next.found.issuing = gen
-	next.found.lostHint = next.lostHint
+// issue issues key generation d.gen: a first key, a rotation, a redelivery into a delivery
+// Secret that lost its key (lostHint), or a renewal. The key it replaces, if any, stays valid
+// for grace.
+type issue struct {
+	grace    time.Duration
+	lostHint string
+	renewal  bool
+}
+
+// do issues the key in the protocol's order: (1) the reveal or delivery Secret with the
+// plaintext, (2) the hash Secret from that plaintext, with the record of issuance, (3) the
+// status that publishes it. Each write accepts the work of an interrupted earlier run as done.
+func (i issue) do(ctx context.Context, r *APIKeyReconciler, s *keyState, d decision) (outcome, error) {
+	key, gen, now := s.key, d.gen, s.now
+	out := outcome{issuing: gen, lostHint: i.lostHint}
 	plaintext, err := r.ensureKeySecret(ctx, key, gen)
 	var conflict *conflictError
 	if errors.As(err, &conflict) {
-		next.found.conflict = conflict.Error()
-		next.after = conflictRetry
-		return nil
+		out.conflict, out.after = conflict.Error(), conflictRetry
+		return out, nil
 	}
 	if err != nil {
-		return err
+		return out, err
 	}
 	rec := keysecret.Issued{Hint: apikey.Hint(plaintext), RotationHandled: key.Status.LastHandledRotationAt}
 	if old := s.record(); old != nil {
@@ -51,11 +57,12 @@ func (r *APIKeyReconciler) issue(ctx context.Context, s *keyState, next *step) e
 	}
 	rec.IssuedAt = now.Truncate(time.Second)
 	rec.NotAfter, _ = wantNotAfter(key, rec.IssuedAt)
-	hash, err := r.ensureHash(ctx, key, s.hash, gen, plaintext, rec, now, next.grace)
+	hash, err := r.ensureHash(ctx, key, s.hash, gen, plaintext, rec, now, i.grace)
 	if err != nil {
-		return err
+		return out, err
 	}
 	s.hash = hash
+	out.published, out.lifeChanged = true, true
 
 	key.Status.KeyGeneration = gen
 	key.Status.KeyHint = apikey.Hint(plaintext)
@@ -69,22 +76,24 @@ func (r *APIKeyReconciler) issue(ctx context.Context, s *keyState, next *step) e
 	key.Status.PreviousKeyValidUntil = previousValidUntil(hash)
 	if key.Spec.SecretName != "" {
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		next.found.reveal = switchboardv1alpha1.ReasonDelivered
+		out.reveal = switchboardv1alpha1.ReasonDelivered
 	} else {
 		key.Status.RevealSecretName = keysecret.RevealName(key.Name, gen)
 		// An interrupted run of this issue may have recorded its deadline already: it stands.
 		key.Status.RevealExpiresAt = timePtr(revealDeadline(key, issuedRecord(key, hash), now, r.RevealTTL))
-		next.found.reveal = switchboardv1alpha1.ReasonRevealPending
+		out.reveal = switchboardv1alpha1.ReasonRevealPending
 	}
-	next.found.issued = true
+	out.issued = true
 	log.FromContext(ctx).Info("issued key", "hint", key.Status.KeyHint, "keyGeneration", gen)
-	return nil
+	return out, nil
 }
 
 // publish puts the status back in line with the hash Secret's record, which confirm read from
 // the API server: an issue interrupted before its status patch, or a status someone else
 // rewrote. It writes no Secret: the key the hash Secret hashes stays the key.
-func (r *APIKeyReconciler) publish(ctx context.Context, s *keyState, next *step) error {
+type publish struct{}
+
+func (publish) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
 	key, hash, now := s.key, s.hash, s.now
 	rec := s.record()
 	gen, published := rec.Generation, key.Status.KeyGeneration
@@ -95,10 +104,9 @@ func (r *APIKeyReconciler) publish(ctx context.Context, s *keyState, next *step)
 	if key.Status.CreatedAt == nil {
 		key.Status.CreatedAt = timePtr(now)
 	}
-	next.found.hash = hashFound
-	next.found.restored = true
+	out := outcome{published: true, lifeChanged: true, hashFound: true, restored: true}
 	if published == gen {
-		return nil
+		return out, nil
 	}
 	// A generation the status never showed: an issue that stopped after writing the hash, or a
 	// status rewritten to another generation. Whether the key Secret of gen still holds the
@@ -110,11 +118,11 @@ func (r *APIKeyReconciler) publish(ctx context.Context, s *keyState, next *step)
 	}
 	holder, err := r.getSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading Secret %s/%s: %w", key.Namespace, name, err)
+		return out, fmt.Errorf("reading Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	holds := err == nil && keysecret.IsOwnedBy(holder, key, component) && keysecret.Generation(holder) == gen
 	if holds && published < gen {
-		next.found.restored, next.found.issued = false, true
+		out.restored, out.issued = false, true
 		if gen > 1 {
 			key.Status.RotatedAt = timePtr(now)
 		}
@@ -123,18 +131,18 @@ func (r *APIKeyReconciler) publish(ctx context.Context, s *keyState, next *step)
 	case key.Spec.SecretName != "":
 		// A Secret that no longer holds gen is redelivered by a later reconcile.
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		next.found.reveal = switchboardv1alpha1.ReasonDelivered
+		out.reveal = switchboardv1alpha1.ReasonDelivered
 	case holds:
 		// The status's deadline, if any, was another generation's.
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = name, nil
 		key.Status.RevealExpiresAt = timePtr(revealDeadline(key, rec, now, r.RevealTTL))
-		next.found.reveal = switchboardv1alpha1.ReasonRevealPending
+		out.reveal = switchboardv1alpha1.ReasonRevealPending
 	default:
 		// Someone took the reveal Secret of gen: that is a claim.
 		key.Status.RevealSecretName, key.Status.RevealExpiresAt = "", nil
-		next.found.reveal = switchboardv1alpha1.ReasonRevealClaimed
+		out.reveal = switchboardv1alpha1.ReasonRevealClaimed
 	}
-	return nil
+	return out, nil
 }
 
 // ensureKeySecret makes sure the plaintext of key generation gen sits in the reveal Secret

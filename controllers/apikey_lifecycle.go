@@ -30,15 +30,18 @@ const (
 	DefaultUnusedAfter   = 90 * 24 * time.Hour
 )
 
-// life is what plan found out about the current key's life, for the status and conditions.
+// life is what the observation says of the current key's life, for the policies, the status
+// and the conditions.
 type life struct {
-	// known: the key is issued and neither revoked nor expired, so the rest was decided.
+	// known: the key is neither revoked nor expired, so the rest was read.
 	known bool
 	// issuedAt, notAfter: from the record (zero: not recorded, or no end); end is notAfter or
 	// spec.expiresAt, whichever comes first.
 	issuedAt, notAfter, end time.Time
-	// renewAt is when the key is renewed into its delivery Secret (zero: it is not).
+	// renewAt is when the key is renewed (zero: it is not); renews says it renews itself,
+	// into its delivery Secret (otherwise renewAt only warns).
 	renewAt time.Time
+	renews  bool
 	// limited is the RenewalLimited message when the platform's minimum interval between
 	// renewals held renewAt back ("" when it did not).
 	limited string
@@ -47,10 +50,8 @@ type life struct {
 	// unused: no use for unusedAfter; lastActivity is the latest use, or the creation.
 	unused       bool
 	lastActivity time.Time
-	// renewal: this reconcile's issue is an automatic renewal.
+	// renewal: this reconcile's issue is an automatic renewal (set from the decision).
 	renewal bool
-	// revokedUnused: this reconcile revokes the key for want of use.
-	revokedUnused bool
 	// ended: the current key's lifetime is over; the API server refuses it.
 	ended bool
 }
@@ -119,9 +120,9 @@ func delivered(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued) bool {
 	return key.Spec.SecretName != "" && rec != nil && rec.Delivery == key.Spec.SecretName
 }
 
-// planLife decides what the life of s's current key asks for: a step (decided), or nothing,
-// with what it found in found.life and the next time it changes in next.
-func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planParams, next *requeue) (step, bool) {
+// lifeOf reads the life of s's current key from its record rec: its issue and end, its renewal,
+// the warnings, its use; wake gets the next time one of them changes.
+func lifeOf(s *keyState, rec *keysecret.Issued, p planParams, wake *requeue) life {
 	key, now := s.key, s.now
 	l := life{known: true}
 	l.lastActivity = key.CreationTimestamp.Time
@@ -131,31 +132,18 @@ func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planPara
 	if p.unusedAfter > 0 {
 		l.unused = !now.Before(l.lastActivity.Add(p.unusedAfter))
 		if !l.unused {
-			next.at(l.lastActivity.Add(p.unusedAfter).Sub(now))
+			wake.at(l.lastActivity.Add(p.unusedAfter).Sub(now))
 		}
 	}
-	if d := key.Spec.RevokeWhenUnusedFor; d != nil && s.hash != nil {
-		// Recorded in the hash Secret: without one the key is refused anyway (planUpkeep).
-		at := l.lastActivity.Add(d.Duration)
-		if !now.Before(at) {
-			l.revokedUnused = true
-			found.life = l
-			return step{kind: stepRevokeUnused, found: *found}, true
-		}
-		next.at(at.Sub(now))
+	if d := key.Spec.RevokeWhenUnusedFor; d != nil {
+		wake.at(l.lastActivity.Add(d.Duration).Sub(now))
 	}
 	if rec != nil {
 		l.issuedAt, l.notAfter = rec.IssuedAt, rec.NotAfter
-		want, ok := wantNotAfter(key, rec.IssuedAt)
-		if !ok || !want.Equal(rec.NotAfter) {
-			// A lifetime set, changed or removed after the key was issued applies to it too.
-			found.life = l
-			return step{kind: stepRecordLife, found: *found}, true
-		}
 	}
 	l.ended = !l.notAfter.IsZero() && !now.Before(l.notAfter)
 	if !l.ended && !l.notAfter.IsZero() {
-		next.at(l.notAfter.Sub(now))
+		wake.at(l.notAfter.Sub(now))
 	}
 	l.end = l.notAfter
 	if exp := key.Spec.ExpiresAt; exp != nil && (l.end.IsZero() || exp.Time.Before(l.end)) {
@@ -163,39 +151,36 @@ func planLife(s *keyState, rec *keysecret.Issued, found *keyFindings, p planPara
 	}
 	renewAt, limited := renewalTime(key, l.issuedAt, l.notAfter, earliestRenewal(key, rec, p.minRenewal))
 	l.renewAt = renewAt
-	renews := !l.renewAt.IsZero() && delivered(key, rec)
-	if renews && limited {
+	l.renews = !l.renewAt.IsZero() && delivered(key, rec)
+	if l.renews && limited {
 		l.limited = limitedMessage(key, p.minRenewal, l.renewAt, l.notAfter)
 	}
 	switch {
-	case renews && !now.Before(l.renewAt):
-		l.renewal = true
-		found.life = l
-		return step{kind: stepIssue, gen: rec.Generation + 1, grace: max(l.notAfter.Sub(now), 0), found: *found}, true
-	case renews:
-		next.at(l.renewAt.Sub(now))
+	case l.renews && !now.Before(l.renewAt):
+		return l // due: RenewalDue renews it
+	case l.renews:
+		wake.at(l.renewAt.Sub(now))
 	case !l.renewAt.IsZero() && !now.Before(l.renewAt):
 		l.expiring = switchboardv1alpha1.ReasonRenewalNeedsHuman
 		l.expiringMessage = fmt.Sprintf("key %s should have been renewed at %s, but it is only revealed, not delivered: rotate it (kubectl switchboard key rotate %s) before it ends at %s, or set spec.secretName so that it renews itself",
 			key.Status.KeyHint, l.renewAt.UTC().Format(time.RFC3339), key.Name, l.end.UTC().Format(time.RFC3339))
 	case !l.renewAt.IsZero():
-		next.at(l.renewAt.Sub(now))
+		wake.at(l.renewAt.Sub(now))
 	}
-	if l.expiring == "" && !l.end.IsZero() && (!renews || !l.renewAt.Before(l.end)) {
+	if l.expiring == "" && !l.end.IsZero() && (!l.renews || !l.renewAt.Before(l.end)) {
 		warnAt := l.end.Add(-p.expiryWarning)
 		if !now.Before(warnAt) {
 			l.expiring = switchboardv1alpha1.ReasonEndsSoon
 			l.expiringMessage = fmt.Sprintf("key %s ends at %s and nothing will replace it on its own", key.Status.KeyHint, l.end.UTC().Format(time.RFC3339))
-			if renews {
+			if l.renews {
 				l.expiringMessage = fmt.Sprintf("key %s ends at %s, before its renewal at %s (see RenewalLimited)", key.Status.KeyHint,
 					l.end.UTC().Format(time.RFC3339), l.renewAt.UTC().Format(time.RFC3339))
 			}
 		} else {
-			next.at(warnAt.Sub(now))
+			wake.at(warnAt.Sub(now))
 		}
 	}
-	found.life = l
-	return step{}, false
+	return l
 }
 
 // limitedMessage says, for the RenewalLimited condition, that key's lifecycle renews it more
@@ -210,7 +195,9 @@ func limitedMessage(key *switchboardv1alpha1.APIKey, least renewalinterval.Minim
 
 // recordLife writes the current key's issue time (now, when the record lacks one) and its end
 // into its hash Secret: the server refuses the key from that end on.
-func (r *APIKeyReconciler) recordLife(ctx context.Context, s *keyState, next *step) error {
+type recordLife struct{}
+
+func (recordLife) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
 	key, hash := s.key, s.hash
 	rec := *issuedRecord(key, hash)
 	if rec.IssuedAt.IsZero() {
@@ -220,46 +207,34 @@ func (r *APIKeyReconciler) recordLife(ctx context.Context, s *keyState, next *st
 	before := hash.DeepCopy()
 	keysecret.SetIssued(hash, rec)
 	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("recording the lifetime of key generation %d in the hash Secret: %w", rec.Generation, err)
+		return outcome{}, fmt.Errorf("recording the lifetime of key generation %d in the hash Secret: %w", rec.Generation, err)
 	}
-	next.found.life.issuedAt, next.found.life.notAfter = rec.IssuedAt, rec.NotAfter
-	next.after = staleRetry // decide the renewal and the warnings from the record as written
 	log.FromContext(ctx).Info("recorded the key's lifetime", "hint", key.Status.KeyHint, "notAfter", rec.NotAfter)
-	return nil
+	// Decide the renewal and the warnings from the record as written.
+	return outcome{lifeChanged: true, after: staleRetry}, nil
 }
 
 // revokeUnused revokes the key for good once it went unused for spec.revokeWhenUnusedFor. The
 // operator decided it, so it records it where it alone writes: the key's hash Secret (the
 // server refuses the key from then on), never the user's spec, which a GitOps tool would see
 // drift. Nothing takes the record back; the next reconcile removes the reveal Secrets.
-func (r *APIKeyReconciler) revokeUnused(ctx context.Context, s *keyState, next *step) error {
+type revokeUnused struct {
+	// lastActivity is the key's last use, or its creation.
+	lastActivity time.Time
+}
+
+func (u revokeUnused) do(ctx context.Context, r *APIKeyReconciler, s *keyState, _ decision) (outcome, error) {
 	key, hash := s.key, s.hash
 	rec := *issuedRecord(key, hash) // a hash Secret of an older switchboard gets its record too
 	before := hash.DeepCopy()
 	keysecret.SetIssued(hash, rec)
 	keysecret.SetRevoked(hash, s.now, switchboardv1alpha1.ReasonUnusedRevoked)
 	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("recording the revocation of the unused key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
+		return outcome{}, fmt.Errorf("recording the revocation of the unused key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
 	}
-	lastActivity := next.found.life.lastActivity
 	revoked, _ := keysecret.IssuedOf(hash)
-	next.found = keyFindings{revoked: true, revokedAt: revoked.RevokedAt}
 	log.FromContext(ctx).Info("revoked the key: unused for spec.revokeWhenUnusedFor", "hint", key.Status.KeyHint)
 	r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, switchboardv1alpha1.ReasonUnusedRevoked, "RevokeKey",
-		"revoked key %s: unused since %s, longer than spec.revokeWhenUnusedFor", hintOf(key), lastActivity.UTC().Format(time.RFC3339))
-	return nil
-}
-
-// lifeNow fills next.found.life from s as it stands after next was carried out, for the
-// conditions; what planLife would do next is left to the next reconcile, which it wakes.
-func lifeNow(s *keyState, next *step, p planParams) {
-	if s.key.Spec.Revoked || next.found.revoked || next.found.expired {
-		return
-	}
-	var wake requeue
-	found := next.found
-	planLife(s, s.record(), &found, p, &wake)
-	next.found.life = found.life
-	wake.at(next.after)
-	next.after = wake.after
+		"revoked key %s: unused since %s, longer than spec.revokeWhenUnusedFor", hintOf(key), u.lastActivity.UTC().Format(time.RFC3339))
+	return outcome{revokedAt: revoked.RevokedAt}, nil
 }

@@ -16,7 +16,7 @@ import (
 
 // Observe: the first step of a reconcile. Everything an APIKey's reconcile decides from is read
 // here, once, from the cache, into a keyState; confirm replaces parts of it with what the API
-// server says, when a step depends on them.
+// server says, when a decision depends on them.
 
 // keyState is what a reconcile knows of an APIKey and the Secrets around it.
 type keyState struct {

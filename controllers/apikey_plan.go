@@ -5,82 +5,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
-// Plan: the second step of a reconcile. plan is a pure function from what was observed
-// (keyState) to the one thing to do next; every decision of the APIKey reconciler is in it, and
-// TestPlan covers each. The decisions rest on what switchboard wrote where tenants and the
-// server cannot write (the hash Secret's record of issuance, owner references with UIDs) and on
-// the tenant's spec; a status field is never a reason to write anything.
-
-// stepKind is what a step does.
-type stepKind int
-
-const (
-	// stepNone writes nothing but the status.
-	stepNone stepKind = iota
-	// stepDeleteOrphans deletes the hash Secrets labelled for this name whose APIKey is gone.
-	stepDeleteOrphans
-	// stepCleanUp deletes a deleted APIKey's hash and reveal Secrets, then its finalizer.
-	stepCleanUp
-	// stepAddFinalizer comes before any hash exists, so that no hash outlives its APIKey.
-	stepAddFinalizer
-	// stepRevoke deletes every reveal Secret of a revoked key, and its hash unless the
-	// operator's own revocation is recorded there.
-	stepRevoke
-	// stepIssue issues key generation gen: a first key, a rotation, or a redelivery.
-	stepIssue
-	// stepPublish puts the status back to what the hash Secret records.
-	stepPublish
-	// stepCompleteRecord writes down what a hash Secret of an older switchboard does not record.
-	stepCompleteRecord
-	// stepDropPrevious drops the previous key's hash: its grace period ended.
-	stepDropPrevious
-	// stepExpireReveal deletes the unclaimed reveal Secret whose deadline passed.
-	stepExpireReveal
-	// stepSweep deletes the reveal Secrets of generations the status no longer publishes.
-	stepSweep
-	// stepRecordLife records the current key's issue time and lifetime end in its hash Secret.
-	stepRecordLife
-	// stepRevokeUnused revokes a key unused for spec.revokeWhenUnusedFor, in its hash Secret.
-	stepRevokeUnused
-	// stepApplyTemplate gives the delivery Secret spec.secretTemplate's labels and annotations.
-	stepApplyTemplate
-	// The checks: a decision needs what the cache does not show (it may be behind); confirm
-	// reads it from the API server and plans again.
-	stepCheckHash     // no hash Secret (or an older one) for an issued key
-	stepCheckReveal   // no reveal Secret where the status publishes one
-	stepCheckDelivery // the delivery Secret does not hold the delivered key
-)
-
-var stepNames = [...]string{"none", "delete orphan hashes", "clean up", "add finalizer", "revoke", "issue", "publish",
-	"complete record", "drop previous", "expire reveal", "sweep", "record life", "revoke unused", "apply template", "check hash", "check reveal", "check delivery"}
-
-func (k stepKind) String() string { return stepNames[k] }
-
-// isCheck says the step only asks confirm to read something.
-func (k stepKind) isCheck() bool { return k >= stepCheckHash }
-
-// step is the plan's answer: what to do, and what the status says of it.
-type step struct {
-	kind stepKind
-	// gen and grace: the generation stepIssue issues, and how long the key it replaces stays
-	// valid; lostHint is the key a lost delivery Secret held (a redelivery).
-	gen      int64
-	grace    time.Duration
-	lostHint string
-	// found is what the status says, as far as the plan can tell (act adds what it learns).
-	found keyFindings
-	// problem is a state the operator cannot repair; the reconcile fails with it.
-	problem string
-	// after is when time alone changes the plan (0: never).
-	after time.Duration
-}
+// Plan: the second step of a reconcile, and a pure function of what was observed (keyState).
+// It reads the facts the status reports (an observation: revoked, expired, the hash Secret, the
+// reveal, the key's life) and asks a chain of named policies, in order, what to do; the first
+// policy that decides ends the chain, and says why (apikey_policies.go; as cert-manager's
+// certificates trigger does). The decisions rest on what switchboard wrote where tenants and
+// the server cannot write (the hash Secret's record of issuance, owner references with UIDs) and
+// on the tenant's spec; a status field is never a reason to write anything.
 
 // planParams are the operator's settings that decisions depend on.
 type planParams struct {
@@ -91,65 +28,166 @@ type planParams struct {
 	minRenewal renewalinterval.Minimum
 }
 
-// plan decides the next step for s.
-func plan(s *keyState, p planParams) step {
-	if len(s.orphans) > 0 {
-		return step{kind: stepDeleteOrphans}
+// input is what a policy decides from: the observed state, the facts read from it, the settings.
+type input struct {
+	s   *keyState
+	obs *observation
+	p   planParams
+}
+
+// policyFunc decides one thing: whether it settles this reconcile (decided), and with what
+// decision (an action, or none when nothing is to be done). A policy that has nothing to say
+// returns false and the chain goes on.
+type policyFunc func(in input) (d decision, decided bool)
+
+// policy is a named policyFunc: its name says what it decides, in logs and in the tests.
+type policy struct {
+	name   string
+	decide policyFunc
+}
+
+// chain is a list of policies evaluated in order; the first that decides wins.
+type chain []policy
+
+// evaluate returns the decision of the first policy that decides, named after it; none when no
+// policy does.
+func (c chain) evaluate(in input) decision {
+	for _, p := range c {
+		if d, ok := p.decide(in); ok {
+			d.policy = p.name
+			return d
+		}
 	}
+	return decision{}
+}
+
+// decision is what the plan asks of a reconcile, and why.
+type decision struct {
+	// policy names the policy that decided ("" when none did).
+	policy string
+	// why says, for the log, what the policy saw.
+	why string
+	// do is the action to carry out (nil: none; the status is still written).
+	do action
+	// gen is the key generation an issue issues, or a publication publishes.
+	gen int64
+	// problem is a state the operator cannot repair; the reconcile fails with it.
+	problem string
+}
+
+// observation is what the status reports of an APIKey, read from the observed state alone: the
+// facts the policies decide from and the conditions are set from (with what act did).
+type observation struct {
+	// revoked: spec.revoked, or the operator's own revocation recorded in the hash Secret
+	// (revokedAt: when; zero for spec.revoked).
+	revoked   bool
+	revokedAt time.Time
+	// expired: spec.expiresAt has passed.
+	expired bool
+	// rec is the hash Secret's record of issuance (nil: none).
+	rec *keysecret.Issued
+	// conflict says why a delivered key cannot be written to spec.secretName: the Secret there
+	// is someone else's.
+	conflict string
+	// hash is the state of the current key's hash Secret.
+	hash hashState
+	// reveal is what became of the one-time reveal, as a Revealed reason ("" when unchanged).
+	reveal string
+	// revealDeadline is when the published unclaimed reveal is deleted (zero: none published).
+	revealDeadline time.Time
+	// life is the current key's life (apikey_lifecycle.go); known only for a key neither
+	// revoked nor expired.
+	life life
+	// wake is the soonest time alone changes a fact or a decision.
+	wake requeue
+}
+
+// observe reads the facts of s (nil key: none).
+func observeFacts(s *keyState, p planParams) *observation {
 	key := s.key
+	obs := &observation{}
+	if key == nil {
+		return obs
+	}
+	obs.rec = s.record()
 	switch {
-	case key == nil:
-		return step{}
-	case !key.DeletionTimestamp.IsZero():
-		if controllerutil.ContainsFinalizer(key, switchboardv1alpha1.FinalizerAPIKey) {
-			return step{kind: stepCleanUp}
-		}
-		return step{}
-	case !controllerutil.ContainsFinalizer(key, switchboardv1alpha1.FinalizerAPIKey):
-		return step{kind: stepAddFinalizer}
 	case key.Spec.Revoked:
-		// The API server keeps spec.revoked true for good: the spec alone decides. Revoked and
-		// settled once nothing of the key is left.
-		found := keyFindings{revoked: true}
-		if s.hash != nil || len(s.reveals) > 0 || key.Status.RevealSecretName != "" || key.Status.PreviousKeyValidUntil != nil {
-			return step{kind: stepRevoke, found: found}
-		}
-		return step{found: found}
+		obs.revoked = true
+		return obs
+	case obs.rec != nil && obs.rec.Revoked():
+		obs.revoked, obs.revokedAt = true, obs.rec.RevokedAt
+		return obs
 	}
-	rec := s.record()
-	if rec != nil && rec.Revoked() {
-		// The operator revoked the key itself (revokeWhenUnusedFor): its record says so for
-		// good, the server refuses the key, and nothing is issued under that record again, a
-		// rotation included. The hash Secret stays: without it a new key would be issued.
-		found := keyFindings{revoked: true, revokedAt: rec.RevokedAt}
-		if len(s.reveals) > 0 || key.Status.RevealSecretName != "" || key.Status.PreviousKeyValidUntil != nil {
-			return step{kind: stepRevoke, found: found}
+	obs.expired = key.Spec.ExpiresAt != nil && !s.now.Before(key.Spec.ExpiresAt.Time)
+	if !obs.expired {
+		obs.conflict = deliveryConflictOf(s, obs.rec)
+		if obs.conflict != "" {
+			obs.wake.at(conflictRetry)
 		}
-		return step{found: found}
+		obs.life = lifeOf(s, obs.rec, p, &obs.wake)
 	}
-	found := keyFindings{expired: key.Spec.ExpiresAt != nil && !s.now.Before(key.Spec.ExpiresAt.Time)}
-	switch action, gen := planKey(key, rec); {
-	case action == publishKey:
-		return step{kind: stepPublish, gen: gen, found: found}
-	case action == issueKey && !found.expired:
-		return step{kind: stepIssue, gen: gen, grace: gracePeriod(key, rec, s.now), found: found}
-	case action == issueKey && gen == 1:
-		// Expired before its first key: none is ever issued.
-		return step{found: found}
-	}
-	var wake requeue
-	if !found.expired {
-		if next, decided := planDelivery(s, rec, &found); decided {
-			return next
-		}
-		if next, decided := planLife(s, rec, &found, p, &wake); decided {
-			return next
+	obs.hash = hashStateOf(s)
+	if obs.hash == hashFound {
+		if until, ok := keysecret.PreviousValidUntil(s.hash); ok && s.now.Before(until) {
+			obs.wake.at(until.Sub(s.now))
 		}
 	}
-	next := planUpkeep(s, rec, found, p)
-	wake.at(next.after)
-	next.after = wake.after
-	return next
+	if key.Status.RevealSecretName != "" {
+		obs.revealDeadline = revealDeadline(key, obs.rec, s.now, p.revealTTL)
+		obs.reveal = revealOf(s, obs.revealDeadline)
+		if obs.reveal == "" && s.now.Before(obs.revealDeadline) {
+			obs.wake.at(obs.revealDeadline.Sub(s.now))
+		}
+	}
+	if !obs.expired && obs.hash == hashFound && key.Spec.ExpiresAt != nil {
+		obs.wake.at(key.Spec.ExpiresAt.Sub(s.now))
+	}
+	return obs
+}
+
+// deliveryConflictOf says why the delivered key of rec cannot be written to spec.secretName:
+// the Secret there is someone else's ("" when it is not).
+func deliveryConflictOf(s *keyState, rec *keysecret.Issued) string {
+	key := s.key
+	if key.Spec.SecretName == "" || rec == nil || rec.Delivery == "" || s.delivery == nil ||
+		keysecret.IsOwnedBy(s.delivery, key, keysecret.ComponentDelivery) {
+		return ""
+	}
+	return deliveryConflict(key)
+}
+
+// hashStateOf says what the observed hash Secret is to the status's key generation: found, or
+// missing (read from the API server, which says it is gone), or unknown (not confirmed yet, or
+// behind the status).
+func hashStateOf(s *keyState) hashState {
+	switch {
+	case s.hash == nil && s.confirmed.hash:
+		return hashMissing
+	case s.hash == nil, keysecret.Generation(s.hash) < s.key.Status.KeyGeneration:
+		return hashUnknown
+	}
+	return hashFound
+}
+
+// revealOf says what became of the published unclaimed reveal: "" while its Secret is there
+// (or its absence is only the cache's), claimed when it went before deadline, expired after.
+func revealOf(s *keyState, deadline time.Time) string {
+	switch r := s.reveal; {
+	case r != nil && keysecret.IsOwnedBy(r, s.key, keysecret.ComponentReveal), !s.confirmed.reveal:
+		return ""
+	case !s.now.Before(deadline):
+		// Gone (or someone else's under that name), and the deadline passed.
+		return switchboardv1alpha1.ReasonRevealExpired
+	default:
+		// Gone before the deadline: someone claimed it.
+		return switchboardv1alpha1.ReasonRevealClaimed
+	}
+}
+
+// plan reads the facts of s and asks the chain of policies what to do.
+func plan(s *keyState, p planParams) (*observation, decision) {
+	obs := observeFacts(s, p)
+	return obs, apiKeyPolicies.evaluate(input{s: s, obs: obs, p: p})
 }
 
 // keyAction is what the record of issuance asks of a reconcile.
@@ -189,99 +227,6 @@ func planKey(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued) (keyAction,
 		return publishKey, rec.Generation
 	}
 	return keepKey, rec.Generation
-}
-
-// planDelivery follows a delivered key: when the Secret spec.secretName names no longer holds
-// it (deleted, or moved to a free name), a new key is issued into it, as cert-manager does with
-// a deleted certificate Secret, and pods that still hold the old one keep working for a while.
-// Someone else's Secret under that name is never touched: found.conflict says so and the key
-// keeps working where it is. decided is false when delivery asks nothing of this reconcile.
-func planDelivery(s *keyState, rec *keysecret.Issued, found *keyFindings) (next step, decided bool) {
-	key := s.key
-	if key.Spec.SecretName == "" || rec == nil || rec.Delivery == "" {
-		return step{}, false
-	}
-	d := s.delivery
-	switch {
-	case d != nil && !keysecret.IsOwnedBy(d, key, keysecret.ComponentDelivery):
-		found.conflict = deliveryConflict(key)
-		return step{}, false
-	case d != nil && keysecret.Generation(d) == rec.Generation && !keysecret.TemplateApplied(d, key):
-		return step{kind: stepApplyTemplate, found: *found}, true
-	case d != nil && keysecret.Generation(d) == rec.Generation:
-		return step{}, false
-	case !s.confirmed.delivery:
-		// Absent from the cache (which keeps only Secrets labelled as switchboard's), or of
-		// another generation there: the API server says which.
-		return step{kind: stepCheckDelivery, found: *found}, true
-	}
-	return step{kind: stepIssue, gen: rec.Generation + 1, grace: RedeliveryGrace, lostHint: rec.Hint, found: *found}, true
-}
-
-// planUpkeep keeps an issued key's Secrets in line with its record: the hash Secret's record
-// and grace period, the unclaimed reveal and its deadline, and reveal Secrets of older
-// generations. The first of them that needs a write is the step.
-func planUpkeep(s *keyState, rec *keysecret.Issued, found keyFindings, p planParams) step {
-	key, now := s.key, s.now
-	var next requeue
-	if found.conflict != "" {
-		next.at(conflictRetry)
-	}
-	done := func(kind stepKind) step {
-		return step{kind: kind, found: found, after: next.after}
-	}
-	switch {
-	case s.hash == nil && !s.confirmed.hash:
-		return done(stepCheckHash)
-	case s.hash == nil:
-		// Deleted by hand: the key is refused until a rotation issues a new one.
-		found.hash = hashMissing
-	case keysecret.Generation(s.hash) < key.Status.KeyGeneration && !s.confirmed.hash:
-		// The cache has not caught up with the rotation just made.
-		return done(stepCheckHash)
-	case keysecret.Generation(s.hash) < key.Status.KeyGeneration:
-		next := done(stepNone)
-		next.problem = fmt.Sprintf("hash Secret %s hashes key generation %d, the status says %d", s.hash.Name, keysecret.Generation(s.hash), key.Status.KeyGeneration)
-		return next
-	default:
-		found.hash = hashFound
-		if recordIncomplete(s.hash, key) {
-			return done(stepCompleteRecord)
-		}
-		if until, ok := keysecret.PreviousValidUntil(s.hash); ok {
-			if !now.Before(until) {
-				return done(stepDropPrevious)
-			}
-			next.at(until.Sub(now))
-		}
-	}
-	if key.Status.RevealSecretName != "" {
-		deadline := revealDeadline(key, rec, now, p.revealTTL)
-		expired := !now.Before(deadline)
-		switch r := s.reveal; {
-		case r != nil && keysecret.IsOwnedBy(r, key, keysecret.ComponentReveal) && expired:
-			return done(stepExpireReveal)
-		case r != nil && keysecret.IsOwnedBy(r, key, keysecret.ComponentReveal):
-			next.at(deadline.Sub(now))
-		case !s.confirmed.reveal:
-			return done(stepCheckReveal)
-		case expired:
-			// Gone (or someone else's under that name), and the deadline passed.
-			found.reveal = switchboardv1alpha1.ReasonRevealExpired
-		default:
-			// Gone before the deadline: someone claimed it.
-			found.reveal = switchboardv1alpha1.ReasonRevealClaimed
-		}
-	}
-	for _, r := range s.reveals {
-		if keysecret.Generation(r) < key.Status.KeyGeneration {
-			return done(stepSweep)
-		}
-	}
-	if !found.expired && found.hash == hashFound && key.Spec.ExpiresAt != nil {
-		next.at(key.Spec.ExpiresAt.Sub(now))
-	}
-	return done(stepNone)
 }
 
 // recordIncomplete says hash, of the status's generation, lacks what the record of issuance
@@ -329,6 +274,11 @@ func gracePeriod(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, now tim
 		grace = min(grace, max(rec.NotAfter.Sub(now), 0))
 	}
 	return grace
+}
+
+// problemf is a decision to fail the reconcile with a state the operator cannot repair.
+func problemf(format string, args ...any) decision {
+	return decision{problem: fmt.Sprintf(format, args...)}
 }
 
 // requeue keeps the soonest of several wake-up delays.

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +62,47 @@ func planHash(key *switchboardv1alpha1.APIKey, gen int64, reveal bool) *corev1.S
 	return h
 }
 
+// planned is what plan decided, in the terms the tables write: the action (by its type's name,
+// "none" for none), its generation, grace and lost hint, the facts, the wake-up and the policy.
+type planned struct {
+	do       string
+	gen      int64
+	grace    time.Duration
+	lostHint string
+	found    keyFindings
+	after    time.Duration
+	problem  string
+	policy   string
+}
+
+// planOf runs plan on s and says what it decided.
+func planOf(s *keyState, p planParams) planned {
+	obs, d := plan(s, p)
+	got := planned{do: "none", gen: d.gen, after: obs.wake.after, problem: d.problem, policy: d.policy}
+	if d.do != nil {
+		got.do = strings.TrimPrefix(fmt.Sprintf("%T", d.do), "controllers.")
+	}
+	if i, ok := d.do.(issue); ok {
+		got.grace, got.lostHint = i.grace, i.lostHint
+	}
+	got.found = findingsOf(obs, d, outcome{}, obs.life)
+	return got
+}
+
+// matches says got is want: the same action, generation, grace and lost hint, revoked and
+// expired alike, the facts want names (conflict, hash, reveal), and its wake-up if it names one.
+func (got planned) matches(want planned) bool {
+	if want.do == "" {
+		want.do = "none"
+	}
+	f, w := got.found, want.found
+	return got.do == want.do && got.gen == want.gen && got.grace == want.grace && got.lostHint == want.lostHint &&
+		got.problem == want.problem && f.revoked == w.revoked && f.revokedAt.Equal(w.revokedAt) && f.expired == w.expired &&
+		(w.conflict == "" || f.conflict == w.conflict) && (w.hash == hashUnknown || f.hash == w.hash) &&
+		(w.reveal == "" || f.reveal == w.reveal) && (want.after == 0 || got.after == want.after)
+}
+
+// TestPlan: the chain as a whole, on the transitions of the APIKey reconciler.
 func TestPlan(t *testing.T) {
 	p := planParams{revealTTL: planTTL}
 	type state = keyState
@@ -89,121 +132,117 @@ func TestPlan(t *testing.T) {
 	tests := []struct {
 		name string
 		s    *state
-		want step
+		want planned
 	}{
 		// Lifecycle.
-		{"an orphan hash Secret of a deleted namesake goes first", with(func(s *state) { s.orphans = []*corev1.Secret{{}} }), step{kind: stepDeleteOrphans}},
-		{"no APIKey, no orphan: nothing", &state{now: planNow}, step{}},
-		{"deleted with the finalizer: clean up", with(func(s *state) { s.key.DeletionTimestamp = &past }), step{kind: stepCleanUp}},
-		{"deleted without the finalizer: nothing", with(func(s *state) { s.key.DeletionTimestamp = &past; s.key.Finalizers = nil }), step{}},
-		{"the finalizer before anything", with(func(s *state) { s.key.Finalizers = nil }), step{kind: stepAddFinalizer}},
+		{"an orphan hash Secret of a deleted namesake goes first", with(func(s *state) { s.orphans = []*corev1.Secret{{}} }), planned{do: "deleteOrphans"}},
+		{"no APIKey, no orphan: nothing", &state{now: planNow}, planned{}},
+		{"deleted with the finalizer: clean up", with(func(s *state) { s.key.DeletionTimestamp = &past }), planned{do: "cleanUp"}},
+		{"deleted without the finalizer: nothing", with(func(s *state) { s.key.DeletionTimestamp = &past; s.key.Finalizers = nil }), planned{}},
+		{"the finalizer before anything", with(func(s *state) { s.key.Finalizers = nil }), planned{do: "addFinalizer"}},
 		// Revocation: decided by the spec alone.
-		{"revoked with a hash: revoke", with(func(s *state) { s.key.Spec.Revoked = true }), step{kind: stepRevoke, found: keyFindings{revoked: true}}},
+		{"revoked with a hash: revoke", with(func(s *state) { s.key.Spec.Revoked = true }), planned{do: "revoke", found: keyFindings{revoked: true}}},
 		{"revoked, only a reveal Secret left: revoke", with(func(s *state) { s.key.Spec.Revoked = true; s.hash = nil; s.key.Status.RevealSecretName = "" }),
-			step{kind: stepRevoke, found: keyFindings{revoked: true}}},
+			planned{do: "revoke", found: keyFindings{revoked: true}}},
 		{"revoked and settled: nothing", with(func(s *state) {
 			s.key.Spec.Revoked = true
 			s.hash, s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, nil, ""
-		}), step{found: keyFindings{revoked: true}}},
+		}), planned{found: keyFindings{revoked: true}}},
 		// Revocation the operator recorded itself (revokeWhenUnusedFor): the hash Secret stays.
 		{"revoked by the operator's record, a reveal left: revoke", with(func(s *state) { keysecret.SetRevoked(s.hash, past.Time, switchboardv1alpha1.ReasonUnusedRevoked) }),
-			step{kind: stepRevoke, found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
+			planned{do: "revoke", found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
 		{"revoked by the operator's record and settled: nothing", with(func(s *state) {
 			keysecret.SetRevoked(s.hash, past.Time, switchboardv1alpha1.ReasonUnusedRevoked)
 			s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, ""
-		}), step{found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
+		}), planned{found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
 		{"revoked by the operator's record: a rotation issues nothing", with(func(s *state) {
 			keysecret.SetRevoked(s.hash, past.Time, switchboardv1alpha1.ReasonUnusedRevoked)
 			s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, ""
 			s.key.Spec.Rotation.RequestedAt = "r9"
-		}), step{found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
-		{"a status saying revoked does not revoke", with(func(s *state) { s.key.Status.RevokedAt = &past }), step{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
+		}), planned{found: keyFindings{revoked: true, revokedAt: past.Truncate(time.Second)}}},
+		{"a status saying revoked does not revoke", with(func(s *state) { s.key.Status.RevokedAt = &past }), planned{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
 		// Issue.
-		{"a new APIKey gets its first key", &state{key: planKeyObj(0, false), now: planNow}, step{kind: stepIssue, gen: 1}},
+		{"a new APIKey gets its first key", &state{key: planKeyObj(0, false), now: planNow}, planned{do: "issue", gen: 1}},
 		{"expired before its first key: none, ever", &state{key: func() *switchboardv1alpha1.APIKey {
 			k := planKeyObj(0, false)
 			k.Spec.ExpiresAt = &past
 			return k
-		}(), now: planNow}, step{found: keyFindings{expired: true}}},
+		}(), now: planNow}, planned{found: keyFindings{expired: true}}},
 		{"a rotation the record has not carried out", with(func(s *state) { s.key.Spec.Rotation.RequestedAt = "r9" }),
-			step{kind: stepIssue, gen: 3, grace: time.Hour}},
+			planned{do: "issue", gen: 3, grace: time.Hour}},
 		{"an expired key is not rotated", with(func(s *state) { s.key.Spec.Rotation.RequestedAt = "r9"; s.key.Spec.ExpiresAt = &past }),
-			step{found: keyFindings{expired: true, hash: hashFound}, after: 30 * time.Minute}},
+			planned{found: keyFindings{expired: true, hash: hashFound}, after: 30 * time.Minute}},
 		{"no hash and a rotation: it replaces the lost hash", with(func(s *state) { s.hash = nil; s.key.Spec.Rotation.RequestedAt = "r9" }),
-			step{kind: stepIssue, gen: 3, grace: time.Hour}},
+			planned{do: "issue", gen: 3, grace: time.Hour}},
 		// Publish: the status is put back to the record, never the reverse.
-		{"a forged lastHandledRotationAt", with(func(s *state) { s.key.Status.LastHandledRotationAt = "forged" }), step{kind: stepPublish, gen: 2}},
-		{"a forged keyGeneration 0", with(func(s *state) { s.key.Status.KeyGeneration = 0 }), step{kind: stepPublish, gen: 2}},
-		{"a generation behind the record (an issue stopped before its status)", with(func(s *state) { s.key.Status.KeyGeneration = 1 }), step{kind: stepPublish, gen: 2}},
-		{"a forged hint", with(func(s *state) { s.key.Status.KeyHint = "other" }), step{kind: stepPublish, gen: 2}},
+		{"a forged lastHandledRotationAt", with(func(s *state) { s.key.Status.LastHandledRotationAt = "forged" }), planned{do: "publish", gen: 2}},
+		{"a forged keyGeneration 0", with(func(s *state) { s.key.Status.KeyGeneration = 0 }), planned{do: "publish", gen: 2}},
+		{"a generation behind the record (an issue stopped before its status)", with(func(s *state) { s.key.Status.KeyGeneration = 1 }), planned{do: "publish", gen: 2}},
+		{"a forged hint", with(func(s *state) { s.key.Status.KeyHint = "other" }), planned{do: "publish", gen: 2}},
 		// Delivery.
-		{"delivered and held: nothing", delivered(nil), step{found: keyFindings{hash: hashFound}}},
-		{"delivery Secret not in the cache: check", delivered(func(s *state) { s.delivery = nil }), step{kind: stepCheckDelivery}},
+		{"delivered and held: nothing", delivered(nil), planned{found: keyFindings{hash: hashFound}}},
+		{"delivery Secret not in the cache: check", delivered(func(s *state) { s.delivery = nil }), planned{do: "checkDelivery"}},
 		{"delivery Secret gone: redeliver, the old key valid for RedeliveryGrace", delivered(func(s *state) { s.delivery, s.confirmed.delivery = nil, true }),
-			step{kind: stepIssue, gen: 3, grace: RedeliveryGrace, lostHint: "h2"}},
+			planned{do: "issue", gen: 3, grace: RedeliveryGrace, lostHint: "h2"}},
 		{"delivery Secret of this key holding another generation: redeliver", delivered(func(s *state) {
 			s.delivery, s.confirmed.delivery = keysecret.NewDelivery(s.key, 1, "k1"), true
-		}), step{kind: stepIssue, gen: 3, grace: RedeliveryGrace, lostHint: "h2"}},
+		}), planned{do: "issue", gen: 3, grace: RedeliveryGrace, lostHint: "h2"}},
 		{"someone else's Secret under spec.secretName: conflict, the key stays", delivered(func(s *state) {
 			s.delivery = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-key", Labels: keysecret.Selector(keysecret.ComponentDelivery)}}
-		}), step{found: keyFindings{hash: hashFound, conflict: deliveryConflict(delivered(nil).key)}, after: conflictRetry}},
+		}), planned{found: keyFindings{hash: hashFound, conflict: deliveryConflict(delivered(nil).key)}, after: conflictRetry}},
 		{"spec.secretName set after a reveal: delivery starts with the next key", with(func(s *state) { s.key.Spec.SecretName = "app-key" }),
-			step{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
+			planned{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
 		// The hash Secret.
-		{"no hash in the cache: check", with(func(s *state) { s.hash = nil }), step{kind: stepCheckHash}},
+		{"no hash in the cache: check", with(func(s *state) { s.hash = nil }), planned{do: "checkHash"}},
 		{"no hash at the API server: refused until rotated", with(func(s *state) { s.hash, s.confirmed.hash = nil, true }),
-			step{found: keyFindings{hash: hashMissing}, after: 30 * time.Minute}},
+			planned{found: keyFindings{hash: hashMissing}, after: 30 * time.Minute}},
 		{"a hash of an older switchboard: complete its record", with(func(s *state) {
 			s.hash = keysecret.NewHash(s.key, "system", 2, apikey.Sum("h2"))
-		}), step{kind: stepCompleteRecord, found: keyFindings{hash: hashFound}}},
+		}), planned{do: "completeRecord", found: keyFindings{hash: hashFound}}},
 		{"a record without the deadline of a pending reveal: complete it", with(func(s *state) {
 			keysecret.SetIssued(s.hash, keysecret.Issued{Hint: "h2", RotationHandled: "r1"})
-		}), step{kind: stepCompleteRecord, found: keyFindings{hash: hashFound}}},
+		}), planned{do: "completeRecord", found: keyFindings{hash: hashFound}}},
 		{"the previous key's grace runs", with(func(s *state) {
 			keysecret.SetCurrent(s.hash, s.key, 2, apikey.Sum("h2"), time.Time{})
 			s.hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())
 			s.hash.Data[keysecret.DataPreviousValidUntil] = []byte(planNow.Add(10 * time.Minute).Format(time.RFC3339))
-		}), step{found: keyFindings{hash: hashFound}, after: 10 * time.Minute}},
+		}), planned{found: keyFindings{hash: hashFound}, after: 10 * time.Minute}},
 		{"the previous key's grace ended: drop it", with(func(s *state) {
 			s.hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())
 			s.hash.Data[keysecret.DataPreviousValidUntil] = []byte(planNow.Add(-time.Second).Format(time.RFC3339))
-		}), step{kind: stepDropPrevious, found: keyFindings{hash: hashFound}}},
+		}), planned{do: "dropPrevious", found: keyFindings{hash: hashFound}}},
 		// The one-time reveal.
-		{"reveal pending: wake at its recorded deadline", with(nil), step{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
+		{"reveal pending: wake at its recorded deadline", with(nil), planned{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
 		{"a forged later deadline in the status changes nothing", with(func(s *state) { s.key.Status.RevealExpiresAt = &future }),
-			step{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
+			planned{found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
 		{"the recorded deadline passed: expire the reveal", with(func(s *state) { s.now = planNow.Add(time.Hour) }),
-			step{kind: stepExpireReveal, found: keyFindings{hash: hashFound}}},
-		{"reveal Secret not in the cache: check", with(func(s *state) { s.reveal, s.reveals = nil, nil }), step{kind: stepCheckReveal, found: keyFindings{hash: hashFound}}},
+			planned{do: "expireReveal", found: keyFindings{hash: hashFound}}},
+		{"reveal Secret not in the cache: check", with(func(s *state) { s.reveal, s.reveals = nil, nil }), planned{do: "checkReveal", found: keyFindings{hash: hashFound}}},
 		{"reveal Secret gone before the deadline: claimed", with(func(s *state) { s.reveal, s.reveals, s.confirmed.reveal = nil, nil, true }),
-			step{found: keyFindings{hash: hashFound, reveal: switchboardv1alpha1.ReasonRevealClaimed}}},
+			planned{found: keyFindings{hash: hashFound, reveal: switchboardv1alpha1.ReasonRevealClaimed}}},
 		{"reveal Secret gone after the deadline: expired", with(func(s *state) {
 			s.reveal, s.reveals, s.confirmed.reveal, s.now = nil, nil, true, planNow.Add(time.Hour)
-		}), step{found: keyFindings{hash: hashFound, reveal: switchboardv1alpha1.ReasonRevealExpired}}},
+		}), planned{found: keyFindings{hash: hashFound, reveal: switchboardv1alpha1.ReasonRevealExpired}}},
 		{"someone else's Secret under the reveal name is no reveal", with(func(s *state) {
 			s.reveal = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: keysecret.RevealName("ci", 2)}}
 			s.reveals, s.confirmed.reveal = nil, true
-		}), step{found: keyFindings{hash: hashFound, reveal: switchboardv1alpha1.ReasonRevealClaimed}}},
+		}), planned{found: keyFindings{hash: hashFound, reveal: switchboardv1alpha1.ReasonRevealClaimed}}},
 		{"reveal Secrets of older generations: sweep", with(func(s *state) {
 			s.reveals = append(s.reveals, keysecret.NewReveal(s.key, 1, "k1"))
-		}), step{kind: stepSweep, found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
+		}), planned{do: "sweep", found: keyFindings{hash: hashFound}, after: 30 * time.Minute}},
 		// Time.
 		{"wake at expiry", with(func(s *state) {
 			e := metav1.NewTime(planNow.Add(5 * time.Minute))
 			s.key.Spec.ExpiresAt = &e
-		}), step{found: keyFindings{hash: hashFound}, after: 5 * time.Minute}},
+		}), planned{found: keyFindings{hash: hashFound}, after: 5 * time.Minute}},
 		{"expired: no wake-up for the expiry", with(func(s *state) { s.key.Spec.ExpiresAt = &past }),
-			step{found: keyFindings{expired: true, hash: hashFound}, after: 30 * time.Minute}},
+			planned{found: keyFindings{expired: true, hash: hashFound}, after: 30 * time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := plan(tt.s, p)
-			got.found.life = life{} // TestPlanLife's
-			if got.kind != tt.want.kind || got.gen != tt.want.gen || got.grace != tt.want.grace || got.lostHint != tt.want.lostHint ||
-				got.found != tt.want.found || got.after != tt.want.after || got.problem != "" {
-				t.Fatalf("plan = %s gen %d grace %s lost %q found %+v after %s problem %q;\\nwant %s gen %d grace %s lost %q found %+v after %s",
-					got.kind, got.gen, got.grace, got.lostHint, got.found, got.after, got.problem,
-					tt.want.kind, tt.want.gen, tt.want.grace, tt.want.lostHint, tt.want.found, tt.want.after)
+			got := planOf(tt.s, p)
+			if !got.matches(tt.want) {
+				t.Fatalf("plan = %+v;\nwant %+v", got, tt.want)
 			}
 		})
 	}

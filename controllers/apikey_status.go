@@ -21,12 +21,11 @@ const (
 	hashMissing // deleted by hand: the key is refused
 )
 
-// keyFindings is what one reconcile of an APIKey found and did: plan fills in what the
-// observation shows, act what carrying out the step showed. The conditions are then set from
-// it, once, in setKeyConditions, and the Events of the transitions from comparing the status
-// before and after (recordTransitions). A field left at its zero value means "not found out":
-// the step did not look, or an error stopped it first, and the condition it decides keeps its
-// value.
+// keyFindings is what one reconcile of an APIKey found and did, as the status reports it: read
+// by findingsOf from the observation and the outcome of the action. The conditions are then
+// set from it, once, in setKeyConditions, and the Events of the transitions from comparing the
+// status before and after (recordTransitions). A field left at its zero value means "not found
+// out": an error stopped the reconcile first, and the condition it decides keeps its value.
 type keyFindings struct {
 	// revoked: spec.revoked (which the API server never lets go back to false), or the
 	// operator's own revocation recorded in the hash Secret (revokedAt), which is final too.
@@ -51,8 +50,37 @@ type keyFindings struct {
 	lostHint string
 	// restored: the status did not say what the hash Secret records, and was put back.
 	restored bool
-	// life is what plan found of the current key's life (apikey_lifecycle.go).
+	// life is the current key's life (apikey_lifecycle.go).
 	life life
+}
+
+// findingsOf is what the status reports of an APIKey observed as obs after decision d was
+// carried out with outcome out: what the action found replaces what was observed. life is the
+// key's life, read again when the action wrote its record (an issue, a publication, a recorded
+// lifetime).
+func findingsOf(obs *observation, d decision, out outcome, life life) keyFindings {
+	f := keyFindings{
+		revoked: obs.revoked || !out.revokedAt.IsZero(), revokedAt: obs.revokedAt, expired: obs.expired,
+		issuing: out.issuing, issued: out.issued, lostHint: out.lostHint, restored: out.restored,
+		conflict: obs.conflict, hash: obs.hash, reveal: obs.reveal, life: life,
+	}
+	if !out.revokedAt.IsZero() {
+		f.revokedAt = out.revokedAt
+	}
+	if out.published || out.issuing > 0 {
+		// The action wrote the key (or tried): what it found replaces what was observed.
+		f.conflict, f.hash = out.conflict, hashUnknown
+	}
+	if out.hashFound {
+		f.hash = hashFound
+	}
+	if out.reveal != "" {
+		f.reveal = out.reveal
+	}
+	if i, ok := d.do.(issue); ok && i.renewal {
+		f.life.renewal = true
+	}
+	return f
 }
 
 // setKeyConditions sets Ready and Revealed from what the reconcile found. It is the only place
