@@ -12,7 +12,6 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
-COPY controllers/ controllers/
 COPY internal/ internal/
 # test/dockerfile_test.go runs this very command, so keep it on one line.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags nodev -ldflags "-s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=${VERSION}" -o /out/switchboard ./cmd/switchboard

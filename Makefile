@@ -64,8 +64,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and controllers/.
-	$(CONTROLLER_GEN) rbac:roleName=switchboard-operator crd:allowDangerousTypes=false paths="./api/..." paths="./controllers/..." \
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and internal/controller/.
+	$(CONTROLLER_GEN) rbac:roleName=switchboard-operator crd:allowDangerousTypes=false paths="./api/..." paths="./internal/controller/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@rm -rf internal/crds/bases && mkdir -p internal/crds/bases && cp config/crd/bases/*.yaml internal/crds/bases/
 	@mkdir -p charts/switchboard/crds && cp config/crd/bases/*.yaml charts/switchboard/crds/

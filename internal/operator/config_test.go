@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/controllers"
+	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
@@ -27,7 +27,7 @@ func TestOptionsFromDefaultConfigAreTheCommandsDefaults(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("from the default configuration:\n%+v\nthe command's defaults:\n%+v", got, want)
 	}
-	if controllers.DefaultExpiryWarning != configv1alpha1.DefaultExpiryWarning || controllers.DefaultUnusedAfter != configv1alpha1.DefaultUnusedAfter ||
+	if apikeyctrl.DefaultExpiryWarning != configv1alpha1.DefaultExpiryWarning || apikeyctrl.DefaultUnusedAfter != configv1alpha1.DefaultUnusedAfter ||
 		renewalinterval.Default.Floor != configv1alpha1.DefaultMinRenewalInterval || renewalinterval.Default.Percentage != configv1alpha1.DefaultMinRenewalIntervalPercentage {
 		t.Error("the controllers' defaults differ from the configuration's")
 	}

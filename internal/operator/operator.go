@@ -20,8 +20,9 @@ import (
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/controllers"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
+	"github.com/switchboard-dev/switchboard/internal/controller/connection"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -45,8 +46,8 @@ const (
 	DefaultMetricsBindAddress     = configv1alpha1.DefaultOperatorMetricsBindAddress
 	DefaultHealthProbeBindAddress = configv1alpha1.DefaultOperatorHealthProbeBindAddress
 	// DefaultExpiryWarning and DefaultUnusedAfter: the ExpiringSoon and Unused conditions.
-	DefaultExpiryWarning = controllers.DefaultExpiryWarning
-	DefaultUnusedAfter   = controllers.DefaultUnusedAfter
+	DefaultExpiryWarning = apikeyctrl.DefaultExpiryWarning
+	DefaultUnusedAfter   = apikeyctrl.DefaultUnusedAfter
 	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
 	DefaultKeyMetricsLimit = configv1alpha1.DefaultKeyMetricsLimit
 	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
@@ -321,13 +322,13 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 	if opts.SkipControllerNameValidation {
 		ctrlOpts.SkipNameValidation = ptr.To(true)
 	}
-	conns := &controllers.ConnectionReconciler{Client: mgr.GetClient(), ControllerOptions: ctrlOpts}
+	conns := &connection.Reconciler{Client: mgr.GetClient(), ControllerOptions: ctrlOpts}
 	if err := conns.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the Connection controller: %w", err)
 	}
 	keyCtrlOpts := ctrlOpts
 	keyCtrlOpts.MaxConcurrentReconciles = opts.KeyWorkers
-	keys := &controllers.APIKeyReconciler{
+	keys := &apikeyctrl.Reconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder(EventSource),

@@ -1,0 +1,261 @@
+package apikey
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// hashState is what a reconcile learnt about the hash Secret of the current key.
+type hashState int
+
+const (
+	hashUnknown hashState = iota // not looked at, or the look failed
+	hashFound
+	hashMissing // deleted by hand: the key is refused
+)
+
+// keyFindings is what one reconcile of an APIKey found and did, as the status reports it: read
+// by findingsOf from the observation and the outcome of the action. The conditions are then
+// set from it, once, in setKeyConditions, and the Events of the transitions from comparing the
+// status before and after (recordTransitions). A field left at its zero value means "not found
+// out": an error stopped the reconcile first, and the condition it decides keeps its value.
+type keyFindings struct {
+	// revoked: spec.revoked (which the API server never lets go back to false), or the
+	// operator's own revocation recorded in the hash Secret (revokedAt), which is final too.
+	revoked bool
+	// revokedAt is when the operator revoked the key for want of use, as its hash Secret
+	// records (zero: it did not).
+	revokedAt time.Time
+	// expired: spec.expiresAt has passed.
+	expired bool
+	// issuing is the key generation an issue started for (0: none).
+	issuing int64
+	// conflict says why that issue cannot go on: a Secret it must write is not the APIKey's.
+	conflict string
+	// issued: this reconcile published a new key generation.
+	issued bool
+	// hash is the state of the current key's hash Secret.
+	hash hashState
+	// reveal is what became of the one-time reveal, as a Revealed reason ("" when unchanged).
+	reveal string
+	// lostHint is the hint of a delivered key whose Secret no longer held it; a new key was
+	// issued into the Secret.
+	lostHint string
+	// restored: the status did not say what the hash Secret records, and was put back.
+	restored bool
+	// life is the current key's life (apikey_lifecycle.go).
+	life life
+}
+
+// findingsOf is what the status reports of an APIKey observed as obs after decision d was
+// carried out with outcome out: what the action found replaces what was observed. life is the
+// key's life, read again when the action wrote its record (an issue, a publication, a recorded
+// lifetime).
+func findingsOf(obs *observation, d decision, out outcome, life life) keyFindings {
+	f := keyFindings{
+		revoked: obs.revoked || !out.revokedAt.IsZero(), revokedAt: obs.revokedAt, expired: obs.expired,
+		issuing: out.issuing, issued: out.issued, lostHint: out.lostHint, restored: out.restored,
+		conflict: obs.conflict, hash: obs.hash, reveal: obs.reveal, life: life,
+	}
+	if !out.revokedAt.IsZero() {
+		f.revokedAt = out.revokedAt
+	}
+	if out.published || out.issuing > 0 {
+		// The action wrote the key (or tried): what it found replaces what was observed.
+		f.conflict, f.hash = out.conflict, hashUnknown
+	}
+	if out.hashFound {
+		f.hash = hashFound
+	}
+	if out.reveal != "" {
+		f.reveal = out.reveal
+	}
+	if i, ok := d.do.(issue); ok && i.renewal {
+		f.life.renewal = true
+	}
+	return f
+}
+
+// setKeyConditions sets Ready and Revealed from what the reconcile found. It is the only place
+// that sets them.
+func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNamespace string) {
+	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
+		controller.SetCondition(&key.Status.Conditions, key.Generation, condType, status, reason, message)
+	}
+	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
+	switch {
+	case f.revoked && !f.revokedAt.IsZero() && !key.Spec.Revoked:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonUnusedRevoked,
+			fmt.Sprintf("key %s was revoked at %s: unused for longer than spec.revokeWhenUnusedFor (recorded in hash Secret %s/%s). It is refused for good and a rotation issues no new key; create a new APIKey for one",
+				hintOf(key), f.revokedAt.UTC().Format(time.RFC3339), systemNamespace, keysecret.HashName(key.UID)))
+	case f.revoked:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked,
+			"the key is revoked (spec.revoked) and refused; create a new APIKey for a new key")
+	case f.expired:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
+			fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
+	case f.conflict != "":
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict, f.conflict)
+	case f.life.ended && !f.issued && f.life.limited != "":
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
+			fmt.Sprintf("key %s reached the end of its lifetime at %s (spec.lifetime) and is refused until its renewal at %s, held back by the platform's minimum interval between renewals (RenewalLimited)",
+				key.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339), f.life.renewAt.UTC().Format(time.RFC3339)))
+	case f.life.ended && !f.issued:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
+			fmt.Sprintf("key %s reached the end of its lifetime at %s (spec.lifetime) and is refused; rotate it for a new key", key.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339)))
+	case f.issued || f.hash == hashFound:
+		set(ready, metav1.ConditionTrue, switchboardv1alpha1.ReasonKeyIssued,
+			fmt.Sprintf("key %s (generation %d) is valid", key.Status.KeyHint, key.Status.KeyGeneration))
+	case f.hash == hashMissing:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonHashMissing,
+			fmt.Sprintf("the hash Secret %s/%s of key %s is missing, so the key is refused; rotate the key to issue a new one",
+				systemNamespace, keysecret.HashName(key.UID), key.Status.KeyHint))
+	case f.issuing > 0 && key.Status.KeyGeneration == 0:
+		// A rotation under way leaves Ready alone: the current key works until it is replaced.
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonIssuing, fmt.Sprintf("issuing key generation %d", f.issuing))
+	}
+
+	setLifeConditions(key, f)
+
+	switch f.reveal {
+	case switchboardv1alpha1.ReasonRevealPending:
+		set(revealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevealPending,
+			fmt.Sprintf("claim key %s from Secret %s before %s (kubectl switchboard reveal %s)", key.Status.KeyHint,
+				key.Status.RevealSecretName, key.Status.RevealExpiresAt.UTC().Format(time.RFC3339), key.Name))
+	case switchboardv1alpha1.ReasonRevealClaimed:
+		set(revealed, metav1.ConditionTrue, switchboardv1alpha1.ReasonRevealClaimed,
+			fmt.Sprintf("key %s was claimed; it is not stored anywhere else", key.Status.KeyHint))
+	case switchboardv1alpha1.ReasonRevealExpired:
+		set(revealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevealExpired,
+			fmt.Sprintf("nobody claimed key %s in time and its reveal Secret was deleted; the key stays valid: rotate it to get one you can see", key.Status.KeyHint))
+	case switchboardv1alpha1.ReasonDelivered:
+		set(revealed, metav1.ConditionTrue, switchboardv1alpha1.ReasonDelivered,
+			fmt.Sprintf("key %s is kept in Secret %s", key.Status.KeyHint, key.Spec.SecretName))
+	case switchboardv1alpha1.ReasonRevoked:
+		set(revealed, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked,
+			fmt.Sprintf("key %s was revoked before anyone claimed it; its reveal Secret was deleted", key.Status.KeyHint))
+	}
+}
+
+// setLifeConditions sets ExpiringSoon and Unused from what plan found of the key's life; a
+// revoked or expired key has neither.
+func setLifeConditions(key *switchboardv1alpha1.APIKey, f *keyFindings) {
+	const expiring, unused, limited = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
+	if f.revoked || f.expired {
+		meta.RemoveStatusCondition(&key.Status.Conditions, expiring)
+		meta.RemoveStatusCondition(&key.Status.Conditions, unused)
+		meta.RemoveStatusCondition(&key.Status.Conditions, limited)
+		return
+	}
+	l := &f.life
+	if !l.known {
+		return
+	}
+	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
+		controller.SetCondition(&key.Status.Conditions, key.Generation, condType, status, reason, message)
+	}
+	if l.limited != "" {
+		set(limited, metav1.ConditionTrue, switchboardv1alpha1.ReasonRenewsTooOften, l.limited)
+	} else {
+		meta.RemoveStatusCondition(&key.Status.Conditions, limited)
+	}
+	switch {
+	case l.renewal || f.issued && f.issuing > 1:
+		set(expiring, metav1.ConditionFalse, switchboardv1alpha1.ReasonRenewed, fmt.Sprintf("key %s replaced the previous one", key.Status.KeyHint))
+	case l.expiring != "":
+		set(expiring, metav1.ConditionTrue, l.expiring, l.expiringMessage)
+	default:
+		msg := "the key does not end on its own"
+		switch {
+		case key.Status.RenewalTime != nil:
+			msg = fmt.Sprintf("key %s renews itself at %s", key.Status.KeyHint, key.Status.RenewalTime.UTC().Format(time.RFC3339))
+		case key.Status.KeyNotAfter != nil:
+			msg = fmt.Sprintf("key %s ends at %s", key.Status.KeyHint, key.Status.KeyNotAfter.UTC().Format(time.RFC3339))
+		}
+		set(expiring, metav1.ConditionFalse, switchboardv1alpha1.ReasonNotEndingSoon, msg)
+	}
+	since := l.lastActivity.UTC().Format(time.RFC3339)
+	if l.unused {
+		set(unused, metav1.ConditionTrue, switchboardv1alpha1.ReasonUnused, fmt.Sprintf("the key has not been used since %s (last use, or creation)", since))
+	} else {
+		set(unused, metav1.ConditionFalse, switchboardv1alpha1.ReasonUsed, fmt.Sprintf("last used, or created, at %s", since))
+	}
+}
+
+// recordTransitions emits the Events of what changed between the status before and after a
+// reconcile, once that status is stored. Events carry hints, never keys.
+func (r *Reconciler) recordTransitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings) {
+	event := func(eventType, reason, action, note string, args ...any) {
+		r.Recorder.Eventf(after, nil, eventType, reason, action, note, args...)
+	}
+	if f.restored {
+		event(corev1.EventTypeWarning, ReasonStatusRestored, "RestoreStatus",
+			"the status did not match switchboard's record of key %s (generation %d); it was put back and no key was issued",
+			after.Status.KeyHint, after.Status.KeyGeneration)
+	} else if gen := after.Status.KeyGeneration; gen > before.Status.KeyGeneration {
+		if gen == 1 {
+			event(corev1.EventTypeNormal, "KeyCreated", "IssueKey", "issued key %s", after.Status.KeyHint)
+		} else {
+			event(corev1.EventTypeNormal, "KeyRotated", "RotateKey", "rotated to key %s (generation %d)", after.Status.KeyHint, gen)
+		}
+		if f.lostHint != "" {
+			event(corev1.EventTypeWarning, ReasonDeliverySecretLost, "RedeliverKey",
+				"Secret %s no longer held key %s; issued key %s into it, the old one stays valid for %s",
+				after.Spec.SecretName, f.lostHint, after.Status.KeyHint, RedeliveryGrace)
+		}
+	}
+	if f.life.renewal && after.Status.KeyGeneration > before.Status.KeyGeneration {
+		event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
+			after.Spec.SecretName, after.Status.KeyHint, after.Status.KeyGeneration, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
+	}
+	const expiringSoon, unusedCond, limitedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
+	if was, is := controller.ConditionStatus(before.Status.Conditions, expiringSoon), controller.ConditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {
+		event(corev1.EventTypeWarning, "KeyExpiringSoon", "WarnExpiry", "%s", f.life.expiringMessage)
+	}
+	if was, is := controller.ConditionStatus(before.Status.Conditions, limitedCond), controller.ConditionStatus(after.Status.Conditions, limitedCond); was != is && is == metav1.ConditionTrue {
+		event(corev1.EventTypeWarning, switchboardv1alpha1.ConditionRenewalLimited, "LimitRenewal", "%s", f.life.limited)
+	}
+	if was, is := controller.ConditionStatus(before.Status.Conditions, unusedCond), controller.ConditionStatus(after.Status.Conditions, unusedCond); was != is && is == metav1.ConditionTrue {
+		event(corev1.EventTypeWarning, "KeyUnused", "WarnUnused", "key %s has not been used since %s", hintOf(after), f.life.lastActivity.UTC().Format(time.RFC3339))
+	}
+	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
+	if was, is := controller.ConditionReason(before.Status.Conditions, ready), controller.ConditionReason(after.Status.Conditions, ready); was != is {
+		switch is {
+		case switchboardv1alpha1.ReasonRevoked:
+			event(corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", hintOf(after))
+		case switchboardv1alpha1.ReasonExpired:
+			end := f.life.notAfter
+			if after.Spec.ExpiresAt != nil && (end.IsZero() || after.Spec.ExpiresAt.Time.Before(end)) {
+				end = after.Spec.ExpiresAt.Time
+			}
+			event(corev1.EventTypeNormal, "KeyExpired", "ExpireKey", "key %s expired at %s", hintOf(after), end.UTC().Format(time.RFC3339))
+		case switchboardv1alpha1.ReasonDeliveryConflict:
+			event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonDeliveryConflict, "DeliverKey", "%s", f.conflict)
+		}
+	}
+	if was, is := controller.ConditionReason(before.Status.Conditions, revealed), controller.ConditionReason(after.Status.Conditions, revealed); was != is {
+		switch is {
+		case switchboardv1alpha1.ReasonRevealClaimed:
+			event(corev1.EventTypeNormal, "KeyClaimed", "ClaimKey", "key %s was claimed from its reveal Secret", after.Status.KeyHint)
+		case switchboardv1alpha1.ReasonRevealExpired:
+			event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonRevealExpired, "ExpireReveal",
+				"nobody claimed key %s in time; its reveal Secret was deleted. The key stays valid: rotate it to get one you can see", after.Status.KeyHint)
+		}
+	}
+}
+
+// hintOf names the APIKey's key for people: its hint, or a word when none was issued.
+func hintOf(key *switchboardv1alpha1.APIKey) string {
+	if key.Status.KeyHint == "" {
+		return "(none issued yet)"
+	}
+	return key.Status.KeyHint
+}

@@ -1,0 +1,22 @@
+package controller
+
+// The operator's permissions, collected by `make manifests` into config/rbac/role.yaml.
+//
+// controller-gen can only emit a ClusterRole. Every verb is one the code uses. Secrets: get,
+// list and watch (the cache and the live reads), create (reveal, delivery and hash Secrets),
+// patch (delivery and hash Secrets) and delete (expired, claimed-over, superseded and replaced
+// reveal Secrets, and hash Secrets). APIKeys are patched (the finalizer) and their status too,
+// never updated; apikeys/finalizers update is what lets the reveal and delivery Secrets name
+// their APIKey as an owner that blocks deletion. Events: the reconciler's recorder writes
+// events.k8s.io Events on APIKeys in every tenant namespace. The leader-election Lease, and
+// the core Events its elector records on it, are granted by a Role in the system namespace
+// alone (config/rbac/leader_election_role.yaml), not here. The admission webhook
+// (internal/keyadmission): each replica adds its certificate to the caBundle of its one
+// ValidatingWebhookConfiguration, by name.
+//
+// +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/status,verbs=patch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=switchboard-apikey-windows,verbs=get;update
