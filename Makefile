@@ -43,7 +43,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=$(VERSION)
 
-# The image `make image` builds without Docker (the Dockerfile's, see internal/image), and the
+# The image `make image` builds without Docker (the Dockerfile's, see internal/local/image), and the
 # pause image the test cluster's containerd runs as every pod's sandbox.
 IMAGE_DIR ?= $(LOCALBIN)/image
 IMAGE_REPO ?= localhost/switchboard
@@ -67,7 +67,7 @@ help: ## Show this help.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and internal/controller/.
 	$(CONTROLLER_GEN) rbac:roleName=switchboard-operator crd:allowDangerousTypes=false paths="./api/..." paths="./internal/controller/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	@rm -rf internal/crds/bases && mkdir -p internal/crds/bases && cp config/crd/bases/*.yaml internal/crds/bases/
+	@rm -rf internal/local/devenv/crds/bases && mkdir -p internal/local/devenv/crds/bases && cp config/crd/bases/*.yaml internal/local/devenv/crds/bases/
 	@mkdir -p charts/switchboard/crds && cp config/crd/bases/*.yaml charts/switchboard/crds/
 
 .PHONY: generate
@@ -112,7 +112,7 @@ test-unit: ## Run every test that needs no control plane, in well under a minute
 	go test $(GO_TEST_FLAGS) -tags unit ./...
 
 .PHONY: test-cluster
-test-cluster: build image pause-image consumer-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/cluster).
+test-cluster: build image pause-image consumer-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/local/cluster).
 	HELM=$(HELM) hack/test-cluster.sh
 
 .PHONY: test-e2e

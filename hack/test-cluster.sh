@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cluster suite: test/cluster on a one-node cluster that internal/cluster builds from parts
+# The cluster suite: test/cluster on a one-node cluster that internal/local/cluster builds from parts
 # (needs root). `make test-cluster` builds its binaries and images first.
 set -euo pipefail
 cd "$(dirname "$0")/.."

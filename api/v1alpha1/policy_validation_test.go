@@ -255,7 +255,7 @@ func TestRenewalWindowsThatOpenInTime(t *testing.T) {
 		{"one of two windows opens in time", 30 * time.Hour, 0, []switchboardv1alpha1.APIKeyRenewalWindow{
 			window([]switchboardv1alpha1.Weekday{"Sunday"}, time.Hour), window(nil, 8*time.Hour)}},
 		{"25% of 30 days, Mondays", 0, 25, []switchboardv1alpha1.APIKeyRenewalWindow{window([]switchboardv1alpha1.Weekday{"Monday"}, time.Hour)}},
-		// CEL leaves cron windows to the operator's webhook (internal/keyadmission), not
+		// CEL leaves cron windows to the operator's webhook (internal/operator/keyadmission), not
 		// installed here: the schema admits a well-formed expression.
 		{"a cron window, checked by the webhook only", 24 * time.Hour, 0, []switchboardv1alpha1.APIKeyRenewalWindow{
 			{Cron: "0 2 * * 1-5", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Paris"}}},

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/devenv"
+	"github.com/switchboard-dev/switchboard/internal/local/devenv"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 )
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/loadgen"
+	"github.com/switchboard-dev/switchboard/hack/bench/loadgen"
 )
 
 // The "forwardauth" part: what switchboard's HTTP forward-auth costs behind a real gateway. One
@@ -266,7 +266,7 @@ func (r *report) writeForwardAuth(p printer) {
 	p("| Caddy + forward_auth → switchboard, then upstream | %.0f | %.2f | %s |", auth, auth/plain, floats(res.authRPS))
 	p("| switchboard `/authz/bench` alone | %.0f | %.2f | %s |", direct, direct/plain, floats(res.directRPS))
 	p("")
-	p("Latency, open loop at %d/s for 10 s through each site (`internal/loadgen`, 16 connections):", lightRate)
+	p("Latency, open loop at %d/s for 10 s through each site (`hack/bench/loadgen`, 16 connections):", lightRate)
 	p("")
 	writeLatencyRows(p, "site", []latencyRow{{"Caddy → upstream", res.plain}, {"Caddy + forward_auth", res.auth}})
 	p("")

@@ -7,7 +7,7 @@
 //
 // It starts a real control plane (internal/testenv), runs bin/switchboard operator and
 // bin/switchboard server as separate processes, and drives them from this process with
-// internal/loadgen, everything on loopback. `make bench` runs it.
+// hack/bench/loadgen, everything on loopback. `make bench` runs it.
 package main
 
 import (

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/loadgen"
+	"github.com/switchboard-dev/switchboard/hack/bench/loadgen"
 )
 
 // The "policy" part: what a key's rate limit costs on the request path. Throughput (wrk, the
@@ -46,7 +46,7 @@ type policyResult struct {
 
 // Functions whose share of the server's CPU the policy part reports.
 const (
-	fnPolicy      = "internal/ratelimit.(*Limiter).Allow"
+	fnPolicy      = "internal/server/ratelimit.(*Limiter).Allow"
 	fnWriteHeader = "net/http.(*chunkWriter).writeHeader"
 )
 
@@ -338,7 +338,7 @@ func (r *report) writePolicy(p printer) {
 	p("The limiter and the two fields cost little on the server; the rest of the gap is writing and parsing two more")
 	p("header fields on every response, by the server and by `wrk`, which shares the same %d cores.", r.cores)
 	p("")
-	p("Latency on the Redis-backed server, open loop at %d/s for 10 s (`internal/loadgen`, 16 connections):", lightRate)
+	p("Latency on the Redis-backed server, open loop at %d/s for 10 s (`hack/bench/loadgen`, 16 connections):", lightRate)
 	p("")
 	writeLatencyRows(p, "key", []latencyRow{{"without a policy", res.redisOpen}, {"rate-limited (one Redis round trip)", res.redisLimited}})
 	p("")

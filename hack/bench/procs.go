@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	childproc "github.com/switchboard-dev/switchboard/internal/proc"
+	childproc "github.com/switchboard-dev/switchboard/internal/local/proc"
 )
 
 // proc is a child process whose output goes to a log file, and whose Go runtime GC trace

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/loadgen"
+	"github.com/switchboard-dev/switchboard/hack/bench/loadgen"
 )
 
 // latencyRun is one open-loop rate, measured on both handlers.
@@ -213,7 +213,7 @@ func (r *report) write(path string) error {
 	p("- Smaller or longer runs: `go run ./hack/bench -duration 10s -rounds 5 -scale-connections 10000 -scale-namespaces 100 -scale-keys 1000 -scale-largest 1000 -revoke-keys 50`.")
 	p("- The CPU and heap profiles behind sections 1 and 4 are kept, with the processes' logs, in the temporary directory the")
 	p("  bench prints first (`go tool pprof -top <file>`); `switchboard server --pprof` serves them on the metrics port.")
-	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/keyindex/ ./internal/keycheck/ ./internal/v1api/ ./internal/indexfeed/`.")
+	p("- Hot path only: `go test -run '^$' -bench . -benchmem ./internal/apikey/ ./internal/server/keyindex/ ./internal/server/keycheck/ ./internal/server/v1api/ ./internal/server/indexfeed/`.")
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (r *report) writeHeader(p printer) {
 	p("")
 	p("Everything runs on this one machine over loopback: a control plane built from source (etcd + kube-apiserver),")
 	p("`bin/switchboard operator` and `bin/switchboard server` as separate processes, and the load generators (`wrk`, and")
-	p("`internal/loadgen` in the bench process). They share the cores with the server, so absolute figures are lower than")
+	p("`hack/bench/loadgen` in the bench process). They share the cores with the server, so absolute figures are lower than")
 	p("with a dedicated client machine; ratios compare runs made side by side, interleaved.")
 	p("")
 	p("Nothing stops other jobs on the machine from running during a bench, so the report says how busy it was: the load")
@@ -381,8 +381,8 @@ func (r *report) writeThroughput(p printer) {
 	p("")
 	a, u, h, b := r.authProf, r.unlimitedProf, r.headedProf, r.bareProf
 	const (
-		keycheckPkg = "github.com/switchboard-dev/switchboard/internal/keycheck."
-		v1apiPkg    = "github.com/switchboard-dev/switchboard/internal/v1api."
+		keycheckPkg = "github.com/switchboard-dev/switchboard/internal/server/keycheck."
+		v1apiPkg    = "github.com/switchboard-dev/switchboard/internal/server/v1api."
 	)
 	rows := []struct {
 		what string
@@ -444,7 +444,7 @@ func (r *report) writeThroughput(p printer) {
 	}
 	p("## 2. Latency under open-loop load")
 	p("")
-	p("From the in-repo generator (`internal/loadgen`, 16 connections), which saturates itself far below `wrk`, so it runs")
+	p("From the in-repo generator (`hack/bench/loadgen`, 16 connections), which saturates itself far below `wrk`, so it runs")
 	p("only at rates it sustains. Open loop for 10 s at each rate, every connection sending on its own schedule. A request whose connection")
 	p("was still busy at its scheduled start is measured from that start, so a stall is not hidden by the client")
 	p("waiting for it (coordinated omission); a request whose connection was free is measured from when its")

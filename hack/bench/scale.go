@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/hack/bench/loadgen"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/loadgen"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 

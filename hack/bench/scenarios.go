@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/hack/bench/loadgen"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/loadgen"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -408,7 +408,7 @@ func (r *rig) pageLatency(ctx context.Context, key string, n int) (time.Duration
 
 func (r *rig) hotPath(ctx context.Context, _ options) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1",
-		"./internal/apikey/", "./internal/keyindex/", "./internal/keycheck/", "./internal/v1api/", "./internal/indexfeed/")
+		"./internal/apikey/", "./internal/server/keyindex/", "./internal/server/keycheck/", "./internal/server/v1api/", "./internal/server/indexfeed/")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,4 +1,4 @@
-// Command cluster starts and stops the one-node cluster of internal/cluster for people who
+// Command cluster starts and stops the one-node cluster of internal/local/cluster for people who
 // want to try the chart by hand (`make cluster`, `make cluster-down`).
 //
 //	go run ./hack/cluster up -dir bin/cluster -image bin/image/switchboard.tar -pause bin/image/pause.tar
@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/cluster"
-	"github.com/switchboard-dev/switchboard/internal/image"
+	"github.com/switchboard-dev/switchboard/internal/local/cluster"
+	"github.com/switchboard-dev/switchboard/internal/local/image"
 	"github.com/switchboard-dev/switchboard/internal/version"
 )
 

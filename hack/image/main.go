@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/switchboard-dev/switchboard/internal/image"
+	"github.com/switchboard-dev/switchboard/internal/local/image"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
 // The bounds of authz.grpc.maxMessageBytes: one largest request decoded may take 40 MiB of the

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/fairqueue"
+	"github.com/switchboard-dev/switchboard/internal/controller/fairqueue"
 )
 
 // What wakes a reconcile. A tenant may update its objects as often as it likes; an update that
@@ -55,7 +55,7 @@ var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) boo
 }}
 
 // FairOptions returns opts with a work queue that is fair between namespaces
-// (internal/fairqueue), unless the caller chose a queue.
+// (internal/controller/fairqueue), unless the caller chose a queue.
 func FairOptions(opts controller.Options) controller.Options {
 	if opts.NewQueue == nil {
 		opts.NewQueue = fairqueue.NewRateLimitingQueue

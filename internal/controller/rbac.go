@@ -11,7 +11,7 @@ package controller
 // events.k8s.io Events on APIKeys in every tenant namespace. The leader-election Lease, and
 // the core Events its elector records on it, are granted by a Role in the system namespace
 // alone (config/rbac/leader_election_role.yaml), not here. The admission webhook
-// (internal/keyadmission): each replica adds its certificate to the caBundle of its one
+// (internal/operator/keyadmission): each replica adds its certificate to the caBundle of its one
 // ValidatingWebhookConfiguration, by name.
 //
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys,verbs=get;list;watch;patch

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
 )
 
 // GRPCLimits bound a gRPC listener.

@@ -18,7 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
 )
 
 // The HTTP door. Each open connection costs the process memory whoever opened it and whatever

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
 )
 
 // connRefused counts the connections closed at accept because their client held its share.

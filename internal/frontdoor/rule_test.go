@@ -23,10 +23,10 @@ import (
 // allowed are the files and folders (ending in /) that may open or serve sockets themselves,
 // relative to the module's root, each with why.
 var allowed = map[string]string{
-	"internal/frontdoor/": "the front door itself",
-	"internal/testenv/":   "test support: free ports for the tests, the /v1 listener a test system hands to server.Run (which serves it through the door)",
-	"internal/oidcop/":    "the tests' OpenID Provider, never part of a switchboard process",
-	"internal/devenv/devenv.go": "checkListen and freeLoopbackAddr open and close a port at once, to fail early on one in use " +
+	"internal/frontdoor/":    "the front door itself",
+	"internal/testenv/":      "test support: free ports for the tests, the /v1 listener a test system hands to server.Run (which serves it through the door)",
+	"internal/local/oidcop/": "the tests' OpenID Provider, never part of a switchboard process",
+	"internal/local/devenv/devenv.go": "checkListen and freeLoopbackAddr open and close a port at once, to fail early on one in use " +
 		"and to choose free ones for etcd and the webhook; the operator and server then serve theirs through the door",
 	"hack/": "development tools and benchmarks, not the product",
 }

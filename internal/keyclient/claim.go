@@ -82,7 +82,7 @@ func belongsTo(secret *corev1.Secret, apiKey *switchboardv1alpha1.APIKey) error 
 
 // Claimer claims a key's one-time reveal for a Client. The default reads and deletes the
 // reveal Secret with the Client's own identity (Claim); the panel in impersonate mode asks the
-// operator to, so that it needs no right on Secrets (internal/reveal).
+// operator to, so that it needs no right on Secrets (internal/operator/reveal).
 type Claimer interface {
 	Claim(ctx context.Context, apiKey *switchboardv1alpha1.APIKey) (Revealed, error)
 }

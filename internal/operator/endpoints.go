@@ -2,7 +2,7 @@ package operator
 
 // The operator's HTTPS endpoints besides metrics: the reveal endpoint (the panel in impersonate
 // mode) and the APIKey admission webhook (renewal windows), both served on every replica with
-// one in-memory certificate published where their callers trust it (internal/servingcert), and
+// one in-memory certificate published where their callers trust it (internal/operator/servingcert), and
 // through the front door's doors (frontdoor.Doors: reveal, webhook).
 
 import (
@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/keyadmission"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
+	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
+	"github.com/switchboard-dev/switchboard/internal/operator/servingcert"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
-	"github.com/switchboard-dev/switchboard/internal/servingcert"
 )
 
 // newKeeper returns the keeper of the serving certificate of the operator's HTTPS endpoints

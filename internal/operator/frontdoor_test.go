@@ -12,8 +12,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 

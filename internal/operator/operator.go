@@ -93,11 +93,11 @@ type Options struct {
 	// MetricsBindAddress serves Prometheus metrics; "" or "0" disables it.
 	MetricsBindAddress string
 	// MetricsSecure serves them over HTTPS to authenticated callers RBAC allows to get /metrics
-	// (internal/metricsauth), as the chart and config/ run the operator.
+	// (internal/frontdoor/metricsauth), as the chart and config/ run the operator.
 	MetricsSecure bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
 	HealthProbeBindAddress string
-	// RevealBindAddress serves the reveal endpoint (internal/reveal), through which the panel in
+	// RevealBindAddress serves the reveal endpoint (internal/operator/reveal), through which the panel in
 	// impersonate mode claims keys for people; "" or "0" disables it.
 	RevealBindAddress string
 	// RevealBundle names the ConfigMap, in SystemNamespace, where each replica publishes the
@@ -106,7 +106,7 @@ type Options struct {
 	// RevealNames are the DNS names (or IP addresses) of the endpoint's certificates: its
 	// Service's.
 	RevealNames []string
-	// WebhookBindAddress serves the APIKey admission webhook (internal/keyadmission), which
+	// WebhookBindAddress serves the APIKey admission webhook (internal/operator/keyadmission), which
 	// checks renewal windows and the interval between renewals; "" or "0" disables it.
 	WebhookBindAddress string
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose caBundle each replica

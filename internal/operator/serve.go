@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/metricsauth"
-	"github.com/switchboard-dev/switchboard/internal/probes"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 )
 
 // drain bounds how long the operator's listeners wait for open requests once told to stop.

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
 )
 
 // ImpersonationRule is one grant the panel's ServiceAccount needs in impersonate mode, with the
@@ -30,7 +30,7 @@ type ImpersonationRule struct {
 // ImpersonationRules are the panel's whole impersonation grant. The panel reads and changes
 // APIKeys, lists Connections, lists namespaces for its selector and asks
 // SelfSubjectAccessReviews to explain a refusal. Nothing else: no other resource (a key's
-// one-time reveal Secret is claimed by the operator for the person, internal/reveal), no
+// one-time reveal Secret is claimed by the operator for the person, internal/operator/reveal), no
 // ServiceAccount or node, no "impersonate" verb.
 var ImpersonationRules = []ImpersonationRule{
 	{Group: "authentication.k8s.io", Resources: []string{"users", "groups"}, Verbs: []string{"impersonate:user-info"}},

@@ -85,7 +85,7 @@ type OIDCOptions struct {
 	// ProviderName labels the sign-in button ("Sign in with NAME"; default "single sign-on").
 	ProviderName string
 	// RevealURL (https://HOST:PORT) is the operator's reveal endpoint, through which impersonate
-	// mode claims a key's one-time reveal for the person (internal/reveal), and RevealBundle
+	// mode claims a key's one-time reveal for the person (internal/operator/reveal), and RevealBundle
 	// ("namespace/name") the ConfigMap of its certificates. Required in impersonate mode: the
 	// panel's ServiceAccount is granted nothing on Secrets, as anyone.
 	RevealURL    string

@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/loopback"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
+	"github.com/switchboard-dev/switchboard/internal/panel/loopback"
 )
 
 // Defaults of Options.
@@ -262,7 +262,7 @@ func fromBrowser(r *http.Request) bool { return r.Header.Get("Sec-Fetch-Mode") !
 
 // toPrivateHost sends a browser that reached the panel on a host every local web app shares
 // (127.0.0.1 or localhost, as through a port-forward) to a host of its own, a new random name
-// under .localhost on the same port (internal/loopback): browsers scope cookies by host, not by
+// under .localhost on the same port (internal/panel/loopback): browsers scope cookies by host, not by
 // port, so a session cookie set on 127.0.0.1 would be sent to every other local app the person
 // visits. Each redirect picks a new name, so another local app that asks cannot learn the one a
 // person uses. Anything but a page load is refused: no form of the panel is served on a shared

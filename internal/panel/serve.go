@@ -14,7 +14,7 @@ import (
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/probes"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 )
 
 // Defaults of ServeOptions.

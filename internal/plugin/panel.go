@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/loopback"
+	"github.com/switchboard-dev/switchboard/internal/panel/loopback"
 )
 
 // PanelServiceName is the Service of the web panel in the release namespace.

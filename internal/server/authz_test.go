@@ -22,11 +22,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apierror"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/authz"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/authz"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
 
 // authzServer is a server with both authorization listeners, and a gRPC client of its Check.

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 

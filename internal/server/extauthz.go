@@ -17,12 +17,12 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
-	"github.com/switchboard-dev/switchboard/internal/authz"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/authz"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
-// The gRPC endpoint of Envoy's external authorization (--authz-grpc-listen): internal/authz's
+// The gRPC endpoint of Envoy's external authorization (--authz-grpc-listen): internal/server/authz's
 // Authorization service, with gRPC health beside it, behind frontdoor's gRPC door and, when
 // asked, over TLS.
 

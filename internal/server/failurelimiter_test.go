@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 )
 
 // TestRateLimitedAfterRepeatedFailures: an address that keeps failing gets 429 with

@@ -12,15 +12,15 @@ import (
 
 // TestHostsOnly: the server wires its parts and hosts them; it decides nothing. Its code (tests
 // aside) imports none of what the decision is made with, so that a protocol cannot grow a
-// decision of its own here: the decision is internal/keycheck's, and the protocols are
-// adapters over it (internal/v1api, internal/authz).
+// decision of its own here: the decision is internal/server/keycheck's, and the protocols are
+// adapters over it (internal/server/v1api, internal/server/authz).
 func TestHostsOnly(t *testing.T) {
 	const module = "github.com/switchboard-dev/switchboard/"
 	forbidden := map[string]string{
-		module + "internal/keyindex":  "the index: internal/indexfeed fills it, internal/keycheck and internal/v1api read it",
-		module + "internal/ratelimit": "the rate limiter: internal/keycheck decides with it",
-		module + "internal/apikey":    "the key format: internal/keycheck parses and checks keys",
-		module + "internal/bearer":    "the Authorization field's format: internal/keycheck parses it",
+		module + "internal/server/keyindex":  "the index: internal/server/indexfeed fills it, internal/server/keycheck and internal/server/v1api read it",
+		module + "internal/server/ratelimit": "the rate limiter: internal/server/keycheck decides with it",
+		module + "internal/apikey":           "the key format: internal/server/keycheck parses and checks keys",
+		module + "internal/bearer":           "the Authorization field's format: internal/server/keycheck parses it",
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

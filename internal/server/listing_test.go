@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 )
 
 // TestNamespaceIsolation is a property test: for random namespaces, Connections and keys, every

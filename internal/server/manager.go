@@ -14,15 +14,15 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/indexfeed"
-	"github.com/switchboard-dev/switchboard/internal/metricsauth"
-	"github.com/switchboard-dev/switchboard/internal/probes"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/metricsauth"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
+	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
 )
 
 // newManager builds the manager of the server's client (the last-use writer's). Every replica
 // serves: no leader election. Its own cache stays empty: the index's informers are
-// internal/indexfeed's. Its probe and metrics listeners are off: Run serves both through the
+// internal/server/indexfeed's. Its probe and metrics listeners are off: Run serves both through the
 // front door (probeAndMetricsEndpoints).
 func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
 	return ctrl.NewManager(cfg, ctrl.Options{

@@ -4,11 +4,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/switchboard-dev/switchboard/internal/authz"
-	"github.com/switchboard-dev/switchboard/internal/indexfeed"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
-	"github.com/switchboard-dev/switchboard/internal/lastused"
-	"github.com/switchboard-dev/switchboard/internal/v1api"
+	"github.com/switchboard-dev/switchboard/internal/server/authz"
+	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/lastused"
+	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 )
 
 // Every metric of the server is registered here, once, with controller-runtime's registry, so

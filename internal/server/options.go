@@ -14,7 +14,7 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
 // Defaults of the server. They have this one home: Options.Default fills zero fields from
@@ -35,7 +35,7 @@ const (
 	DefaultLastUsedFlush          = 10 * time.Second
 	DefaultLastUsedWriteRate      = configv1alpha1.DefaultLastUsedWritesPerSecond
 	// DefaultMaxInFlightBytesPerNamespace bounds the bytes of one namespace's list responses
-	// being written at once by a replica (internal/v1api).
+	// being written at once by a replica (internal/server/v1api).
 	DefaultMaxInFlightBytesPerNamespace = configv1alpha1.DefaultMaxInFlightBytesPerNamespace
 	// DefaultAudience is the audience of the server's own /v1.
 	DefaultAudience        = configv1alpha1.DefaultAudience
@@ -64,7 +64,7 @@ type Options struct {
 	// MetricsBindAddress serves Prometheus metrics; "0" (or empty) disables it.
 	MetricsBindAddress string
 	// MetricsSecure serves them over HTTPS to authenticated callers RBAC allows to get /metrics
-	// (internal/metricsauth), as the chart and config/ run the server.
+	// (internal/frontdoor/metricsauth), as the chart and config/ run the server.
 	MetricsSecure bool
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, for profiling
 	// (it exposes the process's internals: keep the metrics port private). Its answers may
@@ -141,7 +141,7 @@ type Options struct {
 	// it gets 403 AUDIENCE_NOT_ALLOWED there.
 	Audience string
 	// AuthzGRPCListen, when set, serves Envoy's external authorization (gRPC
-	// envoy.service.auth.v3.Authorization/Check) and gRPC health on this address (internal/authz).
+	// envoy.service.auth.v3.Authorization/Check) and gRPC health on this address (internal/server/authz).
 	AuthzGRPCListen string
 	// AuthzGRPCListener, when set, is used instead of listening on AuthzGRPCListen (tests).
 	AuthzGRPCListener net.Listener
@@ -156,7 +156,7 @@ type Options struct {
 	// default) plus what with_request_body forwards. A larger one is an RPC error
 	// (ResourceExhausted), which a gateway must not be configured to fail open on.
 	AuthzGRPCMaxMessageBytes int
-	// AuthzHTTPListen, when set, serves the forward-auth endpoints (internal/authz) on this
+	// AuthzHTTPListen, when set, serves the forward-auth endpoints (internal/server/authz) on this
 	// address, for Traefik, Caddy, NGINX and Envoy's HTTP ext_authz.
 	AuthzHTTPListen string
 	// AuthzHTTPListener, when set, is used instead of listening on AuthzHTTPListen (tests).

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 

@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 )
 
 func rateLimited(requests int32, period time.Duration) switchboardv1alpha1.APIKeySpec {

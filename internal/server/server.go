@@ -1,13 +1,13 @@
 // Package server hosts the API server: it wires the parts and serves them until told to stop.
 // It decides nothing and lists nothing itself:
 //
-//   - internal/indexfeed fills the in-memory index (package keyindex) from informers;
-//   - internal/keycheck decides every request (the key, its state, audience, source ranges, the
+//   - internal/server/indexfeed fills the in-memory index (package keyindex) from informers;
+//   - internal/server/keycheck decides every request (the key, its state, audience, source ranges, the
 //     failure limiter and the rate limit);
-//   - internal/v1api serves the API port (/v1 and /openapi.yaml), and internal/authz the
+//   - internal/server/v1api serves the API port (/v1 and /openapi.yaml), and internal/server/authz the
 //     gateways' checks (Envoy's ext_authz over gRPC, forward-auth over HTTP), each an adapter
 //     over the decision;
-//   - internal/lastused writes keys' lastUsedAt back.
+//   - internal/server/lastused writes keys' lastUsedAt back.
 //
 // Run builds them from Options and hosts them: listeners behind their front doors, the manager
 // of metrics and probes, readiness until the index has synced, the gRPC server of ext_authz
@@ -29,15 +29,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	"github.com/switchboard-dev/switchboard/internal/apierror"
-	"github.com/switchboard-dev/switchboard/internal/authz"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/indexfeed"
-	"github.com/switchboard-dev/switchboard/internal/keycheck"
-	"github.com/switchboard-dev/switchboard/internal/lastused"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 	"github.com/switchboard-dev/switchboard/internal/logging"
-	"github.com/switchboard-dev/switchboard/internal/probes"
-	"github.com/switchboard-dev/switchboard/internal/v1api"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/authz"
+	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/lastused"
+	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 )
 
 // Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests

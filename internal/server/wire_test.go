@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
-	"github.com/switchboard-dev/switchboard/internal/v1api"
 )
 
 // TestConnectionJSONIsBounded builds the Connection whose /v1 JSON is the largest the CRD's

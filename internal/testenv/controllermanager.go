@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/proc"
+	"github.com/switchboard-dev/switchboard/internal/local/proc"
 )
 
 // StartControllerManager runs kube-controller-manager (built by `make envtest-tests` beside

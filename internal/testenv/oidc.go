@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/switchboard-dev/switchboard/internal/oidcop"
+	"github.com/switchboard-dev/switchboard/internal/local/oidcop"
 )
 
-// OIDCUser is a person of the tests' OpenID Provider (internal/oidcop).
+// OIDCUser is a person of the tests' OpenID Provider (internal/local/oidcop).
 type OIDCUser = oidcop.User
 
 // OIDCProviderOptions shape StartOIDCProvider.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/proc"
+	"github.com/switchboard-dev/switchboard/internal/local/proc"
 )
 
 // Redis is a real redis-server (Debian's package; .ci/run installs it) on a loopback port,

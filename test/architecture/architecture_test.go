@@ -61,15 +61,15 @@ func TestNamedPaths(t *testing.T) {
 		text string
 		want []string
 	}{
-		{"a package in a code span", "see `internal/keycheck`.", []string{"internal/keycheck"}},
-		{"a package in a diagram label", `k["the decision<br/>internal/keycheck"]`, []string{"internal/keycheck"}},
-		{"a file", "in `internal/keycheck/policy.go`, then", []string{"internal/keycheck/policy.go"}},
+		{"a package in a code span", "see `internal/server/keycheck`.", []string{"internal/server/keycheck"}},
+		{"a package in a diagram label", `k["the decision<br/>internal/server/keycheck"]`, []string{"internal/server/keycheck"}},
+		{"a file", "in `internal/server/keycheck/policy.go`, then", []string{"internal/server/keycheck/policy.go"}},
 		{"a directory", "the suites in `test/`, the tools in `hack/`", []string{"test/", "hack/"}},
 		{"named twice, listed once", "internal/apikey and internal/apikey", []string{"internal/apikey"}},
 		{"a top-level package in a code span", "the reconcilers (`controllers`)", []string{"controllers"}},
 		{"the bare word in prose is not a name", "the controllers and the tests", nil},
 		{"inside a longer path", "docs/api/x, https://example.com/internal/x, /openapi.yaml", nil},
-		{"a sentence's full stop is not part of it", "lives in internal/proc.", []string{"internal/proc"}},
+		{"a sentence's full stop is not part of it", "lives in internal/local/proc.", []string{"internal/local/proc"}},
 		{"a code span not of a package", "`keycheck` and `cmd`", nil},
 	}
 	for _, tt := range tests {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
-	"github.com/switchboard-dev/switchboard/internal/keyadmission"
+	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/switchboard-dev/switchboard/internal/cluster"
-	"github.com/switchboard-dev/switchboard/internal/image"
+	"github.com/switchboard-dev/switchboard/internal/local/cluster"
+	"github.com/switchboard-dev/switchboard/internal/local/image"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )

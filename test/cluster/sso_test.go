@@ -24,7 +24,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/reveal"
+	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
 )
 
 // testPanelSSO upgrades the release with single sign-on in impersonate mode, as docs/keys.md

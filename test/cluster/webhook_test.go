@@ -14,7 +14,7 @@ import (
 // than the minimum interval the suite installs (renewalMinInterval) is refused with its numbers
 // (issue 29), though it has no window. The webhook runs on the
 // chart's real clock, so the test asserts what holds on every day: the refusal and the renewal
-// period it names, not the gap, which is the first one from now (internal/keyadmission checks
+// period it names, not the gap, which is the first one from now (internal/operator/keyadmission checks
 // the gaps at named instants on an injected clock).
 func testRenewalWindowWebhook(t *testing.T) {
 	ns := "windows"

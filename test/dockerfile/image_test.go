@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-dev/switchboard/internal/image"
+	"github.com/switchboard-dev/switchboard/internal/local/image"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/proc"
+	"github.com/switchboard-dev/switchboard/internal/local/proc"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 

@@ -37,8 +37,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/local/proc"
 	"github.com/switchboard-dev/switchboard/internal/operator"
-	"github.com/switchboard-dev/switchboard/internal/proc"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 

@@ -98,7 +98,7 @@ seccompProfile:
 
 {{/*
 The operator's reveal endpoint runs when the panel signs people in with impersonation: the
-panel then claims each key it shows through the operator (internal/reveal), with no right of
+panel then claims each key it shows through the operator (internal/operator/reveal), with no right of
 its own on Secrets. "true" or "".
 */}}
 {{- define "switchboard.revealEnabled" -}}

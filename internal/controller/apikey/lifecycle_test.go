@@ -12,9 +12,9 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
-	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex/keyindextest"
 )
 
 // lookupAt is what the /v1 server would say of plaintext at t, from what the API server holds.

@@ -26,9 +26,9 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/keyindex"
-	"github.com/switchboard-dev/switchboard/internal/keyindex/keyindextest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex/keyindextest"
 )
 
 // tenantWorld is one namespace with a running operator and a tenant bound to `edit` in it.

@@ -20,8 +20,8 @@ import (
 	"github.com/go-logr/logr"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )

@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins the Kubernetes commands this module builds: the control plane envtest
-// runs, and the node components of the test cluster (internal/cluster).
+// runs, and the node components of the test cluster (internal/local/cluster).
 package tools
 
 import (

@@ -1,0 +1,121 @@
+// Package reveal lets a component that acts for people, but may not read Secrets itself, claim
+// a key's one-time reveal Secret for the person it acts for: the web panel in impersonate mode.
+//
+// The operator serves POST /reveal over HTTPS (Server). Its caller must present a token that
+// RBAC allows to "post" the non-resource URL /reveal (TokenReview, then SubjectAccessReview:
+// controller-runtime's metrics filter). The request names the person and the reveal Secret;
+// the operator asks the API server whether that person may get and delete that very Secret
+// (SubjectAccessReview), and only then claims it with its own identity, exactly as the person
+// would have (keyclient.Claim: owner by UID, then delete with UID and resourceVersion
+// preconditions, so exactly one claimer ever gets the key).
+//
+// So the caller's reach shrinks from every Secret a person may read to switchboard's reveal
+// Secrets, and no Secret can be read at all for a name under "system:" (a ServiceAccount, a
+// node, system:masters): those are refused before any review, as constrained impersonation
+// refuses them.
+//
+// Each operator replica signs its own serving certificate in memory (internal/operator/servingcert: the
+// private key is never written anywhere) and adds the certificate to a CA bundle ConfigMap,
+// which callers trust (Client re-reads it when a replica presents one it does not know yet).
+package reveal
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Path is the endpoint's only path, and the non-resource URL RBAC grants ("post").
+const Path = "/reveal"
+
+// Bounds of a request: a caller is trusted to be who it is, not to be well-behaved.
+const (
+	maxRequestBytes = 16 << 10
+	maxGroups       = 256
+	maxNameLength   = 512
+)
+
+// Request asks for the reveal Secret SecretName of APIKey Namespace/Name (by UID) on behalf
+// of User and Groups, as the API server would know them under impersonation.
+type Request struct {
+	Namespace  string    `json:"namespace"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid"`
+	SecretName string    `json:"secretName"`
+	User       string    `json:"user"`
+	Groups     []string  `json:"groups,omitempty"`
+}
+
+// Response is a claimed key. Key is shown once and never logged.
+type Response struct {
+	Key        string `json:"key"`
+	Hint       string `json:"hint"`
+	Generation int64  `json:"generation"`
+}
+
+// Problem is every refusal's body: callers branch on Code.
+type Problem struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Missing lists the verbs on the Secret the person lacks ("get", "delete"), for Forbidden.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// The codes of Problem.
+const (
+	CodeBadRequest       = "BadRequest"
+	CodeForbidden        = "Forbidden"
+	CodeAlreadyClaimed   = "AlreadyClaimed"
+	CodeNotARevealSecret = "NotARevealSecret"
+	CodeUnavailable      = "Unavailable"
+)
+
+// validate says what is wrong with r, or "" when nothing is.
+func (r *Request) validate() string {
+	var problems []string
+	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
+		problems = append(problems, "namespace: "+errs[0])
+	}
+	for _, n := range []struct{ field, value string }{{"name", r.Name}, {"secretName", r.SecretName}} {
+		if errs := validation.IsDNS1123Subdomain(n.value); len(errs) > 0 {
+			problems = append(problems, n.field+": "+errs[0])
+		}
+	}
+	if r.UID == "" || len(r.UID) > 64 {
+		problems = append(problems, "uid: must be the APIKey's UID")
+	}
+	if msg := checkName("user", r.User); msg != "" {
+		problems = append(problems, msg)
+	}
+	if len(r.Groups) > maxGroups {
+		problems = append(problems, fmt.Sprintf("groups: at most %d", maxGroups))
+	} else {
+		for _, g := range r.Groups {
+			if msg := checkName("group", g); msg != "" {
+				problems = append(problems, msg)
+				break
+			}
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+// checkName refuses empty, overlong and "system:" names: a reveal is never made for a
+// ServiceAccount, a node or a system group, whose rights a caller could otherwise borrow.
+func checkName(what, name string) string {
+	switch {
+	case name == "":
+		return what + ": must not be empty"
+	case len(name) > maxNameLength:
+		return fmt.Sprintf("%s: longer than %d characters", what, maxNameLength)
+	case strings.HasPrefix(name, "system:"):
+		return what + " " + name + ": names under \"system:\" are never acted for"
+	}
+	return ""
+}
+
+// errNoToken is returned by NewClient for an identity without a bearer token.
+var errNoToken = errors.New("the reveal endpoint authenticates its callers by bearer token, and this identity has none (run as a ServiceAccount)")

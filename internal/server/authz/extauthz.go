@@ -1,0 +1,187 @@
+package authz
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/go-logr/logr"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
+)
+
+// Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization/Check): the
+// decision for Envoy, Envoy Gateway, Istio and kgateway. The server serves it on a listener of
+// its own (--authz-grpc-listen) with gRPC health beside it.
+//
+// The route's audience is the context extension AudienceExtension, which the gateway's route
+// configuration sets (Envoy's per-route check_settings, Envoy Gateway's and kgateway's
+// contextExtensions); a route without it names no audience, which only keys without audiences
+// may use. The client's address is the one Envoy saw (attributes.source.address), or, when
+// that is a --trusted-proxies address, the X-Forwarded-For walk /v1 does.
+//
+// Envoy answers every denial 403 unless told otherwise, so each denial sets its status: 401,
+// 403, 429 as on /v1, and 503 while the index has not synced — as a denial, not an RPC error,
+// so a gateway configured to fail open still fails closed. An allowed request goes upstream
+// with the key's identity (HeaderKey, HeaderKeyUID, HeaderKeyHint, replacing any a client
+// sent) and the same facts in dynamic metadata (namespace "switchboard.dev") for later filters
+// and access logs.
+
+// AudienceExtension is the context extension that names a route's audience.
+const AudienceExtension = "switchboard.dev/audience"
+
+// MetadataNamespace is the dynamic metadata namespace of an allowed check's facts.
+const MetadataNamespace = "switchboard.dev"
+
+// ExtAuthz serves Authorization/Check.
+type ExtAuthz struct {
+	authv3.UnimplementedAuthorizationServer
+	checker *keycheck.Checker
+	// stripAuthorization removes Authorization before the request goes upstream.
+	stripAuthorization bool
+	log                logr.Logger
+}
+
+// ExtAuthzOptions configure ExtAuthz.
+type ExtAuthzOptions struct {
+	// StripAuthorization removes the Authorization field before an allowed request goes
+	// upstream, so backends never see keys.
+	StripAuthorization bool
+	// Logger receives a line per check at verbosity 1.
+	Logger logr.Logger
+}
+
+// NewExtAuthz returns the Authorization service of checker's decision.
+func NewExtAuthz(checker *keycheck.Checker, o ExtAuthzOptions) *ExtAuthz {
+	return &ExtAuthz{checker: checker, stripAuthorization: o.StripAuthorization, log: o.Logger}
+}
+
+// Check decides one request Envoy is about to route.
+func (s *ExtAuthz) Check(ctx context.Context, in *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	start := time.Now()
+	attrs := in.GetAttributes()
+	h := attrs.GetRequest().GetHttp()
+	req := keycheck.Request{
+		Authorization: headerValues(h, "authorization"),
+		Audience:      attrs.GetContextExtensions()[AudienceExtension],
+		Now:           s.checker.Now(start),
+	}
+	if peer := socketAddress(attrs.GetSource()); peer.IsValid() {
+		req.Addr, req.AddrKnown = s.checker.ClientAddressFrom(peer, headerValues(h, "x-forwarded-for")), true
+	}
+	v := s.checker.Decide(ctx, &req)
+	resp := s.response(&v)
+	countCheck(protocolGRPC, &v, time.Since(start))
+	if log := s.log.V(1); log.Enabled() {
+		log.Info("check", "audience", req.Audience, "status", v.Status, "code", v.Code, "key", v.Hint(), "client", req.Addr.String())
+	}
+	return resp, nil
+}
+
+// response is v as Envoy's CheckResponse.
+func (s *ExtAuthz) response(v *keycheck.Verdict) *authv3.CheckResponse {
+	var rateLimit []*corev3.HeaderValueOption
+	if policy, current, ok := v.RateLimitFields(); ok {
+		rateLimit = []*corev3.HeaderValueOption{setHeader(ratelimit.FieldPolicy, policy), setHeader(ratelimit.FieldRateLimit, current)}
+	}
+	if v.Allowed() {
+		key := v.Key()
+		id, uid, hint := key.Namespace+"/"+key.Name, string(key.UID), v.Hint()
+		ok := &authv3.OkHttpResponse{
+			Headers:              []*corev3.HeaderValueOption{setHeader(HeaderKey, id), setHeader(HeaderKeyUID, uid), setHeader(HeaderKeyHint, hint)},
+			ResponseHeadersToAdd: rateLimit,
+		}
+		if s.stripAuthorization {
+			ok.HeadersToRemove = []string{"authorization"}
+		}
+		return &authv3.CheckResponse{
+			Status:       &rpcstatus.Status{Code: int32(codes.OK)},
+			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok},
+			DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+				MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+					"namespace": structpb.NewStringValue(key.Namespace),
+					"name":      structpb.NewStringValue(key.Name),
+					"uid":       structpb.NewStringValue(uid),
+					"hint":      structpb.NewStringValue(hint),
+				}}),
+			}},
+		}
+	}
+	headers := make([]*corev3.HeaderValueOption, 0, len(rateLimit)+5)
+	headers = append(headers, rateLimit...)
+	headers = append(headers,
+		setHeader("Content-Type", "application/json"),
+		setHeader("Cache-Control", "no-store"),
+		setHeader(HeaderCode, v.Code))
+	if ra := v.RetryAfter(); ra != "" {
+		headers = append(headers, setHeader("Retry-After", ra))
+	}
+	if v.Challenge != "" {
+		headers = append(headers, setHeader("WWW-Authenticate", v.Challenge))
+	}
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status)), Message: v.Code}, //nolint:gosec // gRPC codes are below 17
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(v.Status)}, //nolint:gosec // an HTTP status, below 600
+			Headers: headers,
+			Body:    string(apierror.JSON(v.Code, v.Message)),
+		}},
+	}
+}
+
+// grpcCode is the gRPC status of a denial: Envoy only tells OK from the rest, but logs and
+// other ext_authz clients read it.
+func grpcCode(status int) codes.Code {
+	switch status {
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case http.StatusServiceUnavailable:
+		return codes.Unavailable
+	}
+	return codes.PermissionDenied
+}
+
+func setHeader(name, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: name, Value: value},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// headerValues are the values of the lower-case header name in an ext_authz request: from the
+// headers map (where Envoy joins repeated fields with ","), or from header_map when the gateway
+// sends raw headers (encode_raw_headers), where each field is its own entry.
+func headerValues(h *authv3.AttributeContext_HttpRequest, name string) []string {
+	if v, ok := h.GetHeaders()[name]; ok {
+		return []string{v}
+	}
+	var values []string
+	for _, hv := range h.GetHeaderMap().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), name) {
+			if raw := hv.GetRawValue(); raw != nil {
+				values = append(values, string(raw))
+			} else {
+				values = append(values, hv.GetValue())
+			}
+		}
+	}
+	return values
+}
+
+// socketAddress is the address of an ext_authz peer; the zero Addr when it has none.
+func socketAddress(p *authv3.AttributeContext_Peer) netip.Addr {
+	return clientaddr.Parse(p.GetAddress().GetSocketAddress().GetAddress())
+}

@@ -1,0 +1,221 @@
+// Package keycheck decides whether a request's API key lets it through. It is the one decision
+// every protocol shares: /v1 (internal/server/v1api), Envoy's ext_authz and the forward-auth endpoints
+// (internal/server/authz) each turn their request into a Request and the Verdict into their answer, and
+// decide nothing themselves, so that a key, a rate limit, a source range, an audience and a
+// revocation behave the same on every route of the platform.
+//
+// The steps, in order:
+//
+//	ready gate → strict Bearer parse → checksum → SHA-256 → one index lookup → failure limiter
+//	(failures only) → audience → source ranges → rate limit
+//
+// Authentication comes before the failure limiter so that a valid key is answered whatever
+// others sharing its address have done (docs/security.md, section 3), and before the policy so
+// that only the key's holder learns what the key may do. The audience comes first among the
+// policy: a key used where it may not be takes nothing from its budget.
+//
+// A decision makes no API call; the index is fed from informers elsewhere (internal/server/indexfeed).
+package keycheck
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
+)
+
+const (
+	// DefaultKeyPrefix begins every valid key unless the server is told otherwise.
+	DefaultKeyPrefix = apikey.DefaultPrefix
+	// DefaultRedisTimeout bounds one rate-limit decision in Redis; past it, memory decides.
+	DefaultRedisTimeout = ratelimit.DefaultRedisTimeout
+)
+
+// ValidatePrefix says what is wrong with a key prefix, so that a server is never started with
+// one no key can have; nil when nothing is.
+func ValidatePrefix(prefix string) error { return apikey.ValidatePrefix(prefix) }
+
+// Config is what a Checker decides with.
+type Config struct {
+	// Index is where keys are looked up (internal/server/indexfeed fills it). Required.
+	Index *keyindex.Index
+	// Ready says the index has synced. Until it has, every decision is 503 NOT_READY: a key
+	// must never be judged against a partial index. Required.
+	Ready *atomic.Bool
+	// KeyPrefix begins every valid key (DefaultKeyPrefix when empty).
+	KeyPrefix string
+	// Clock decides expiry, grace and the keys' rate limits; the real clock when nil.
+	Clock clock.PassiveClock
+
+	// TrustedProxies are the peers whose X-Forwarded-For is believed to find the client address.
+	TrustedProxies []netip.Prefix
+	// PeersAreProxies says that the peers are proxies: one outside TrustedProxies gives no
+	// client address at all, so a key with allowed source ranges is refused rather than judged
+	// by the proxy's address.
+	PeersAreProxies bool
+
+	// FailureRate is how many failed authentications per second an address regains; ≤ 0
+	// disables the failure limiter.
+	FailureRate float64
+	// FailureBurst is how many failures an address may make at once.
+	FailureBurst int
+	// FailureClients bounds how many addresses the failure limiter remembers.
+	FailureClients int
+
+	// RateLimitRedis, when set, is the redis:// (or rediss://) URL of the Redis that keeps the
+	// budgets of keys' rate limits, shared by every replica; empty keeps them in memory.
+	RateLimitRedis string
+	// RateLimitRedisPassword, when set, replaces the URL's password.
+	RateLimitRedisPassword string
+	// RateLimitRedisTimeout bounds one decision in Redis (DefaultRedisTimeout when zero).
+	RateLimitRedisTimeout time.Duration
+	// Logger receives the rate limiter's lines about Redis.
+	Logger logr.Logger
+}
+
+// Checker makes the decision. It is safe for concurrent use.
+type Checker struct {
+	index    *keyindex.Index
+	prefix   string
+	clock    clock.PassiveClock
+	ready    *atomic.Bool
+	failures *failureLimiter
+	// keys decides keys' rate limits; only consulted for a key that has one.
+	keys            *ratelimit.Limiter
+	trusted         []netip.Prefix
+	peersAreProxies bool
+}
+
+// New returns the Checker of c, or what is wrong with c.
+func New(c Config) (*Checker, error) {
+	if c.Index == nil || c.Ready == nil {
+		return nil, errors.New("keycheck: an index and its readiness are required")
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	keys, err := newKeyLimiter(&c)
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{
+		index: c.Index, prefix: c.KeyPrefix, clock: c.Clock, ready: c.Ready,
+		failures: newFailureLimiter(c.FailureRate, c.FailureBurst, c.FailureClients),
+		keys:     keys, trusted: c.TrustedProxies, peersAreProxies: c.PeersAreProxies,
+	}, nil
+}
+
+// Run keeps the keys' rate limiter until ctx is done (it sweeps the budgets held in memory).
+func (c *Checker) Run(ctx context.Context) { c.keys.Run(ctx) }
+
+// Degraded reports whether keys' rate limits are being decided in memory, per replica, because
+// the configured Redis failed.
+func (c *Checker) Degraded() bool { return c.keys.Degraded() }
+
+// Collectors are the decision's metrics (its rate limiter's), for the server to register.
+func Collectors() []prometheus.Collector { return ratelimit.Collectors() }
+
+// Request is what a decision needs, gathered by each protocol from its own request.
+type Request struct {
+	// Authorization are the values of the Authorization field (more than one is malformed).
+	Authorization []string
+	// The client's address: read from HTTP by the trusted-proxy rules when it is set (lazily:
+	// only decisions that need it pay for it), else Addr. AddrKnown is false when it cannot be
+	// known (the peer is a proxy this server does not trust), which keys with source ranges
+	// fail closed on.
+	HTTP      *http.Request
+	Addr      netip.Addr
+	AddrKnown bool
+	// Audience is the route's audience, from the server's configuration or the gateway's,
+	// never from anything the client sends.
+	Audience string
+	// Now is the time the key is judged at (Checker.Now of the request's start).
+	Now time.Time
+}
+
+// Now is the time a request that began at start is judged at: start itself on the real clock
+// (a clock read costs as much as a tenth of the rest of the request), else the injected
+// clock's time.
+func (c *Checker) Now(start time.Time) time.Time {
+	if _, real := c.clock.(clock.RealClock); real {
+		return start
+	}
+	return c.clock.Now()
+}
+
+// Decide decides req. It makes no API call and does not allocate.
+func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
+	if !c.ready.Load() {
+		// Never judge a key against a cache that has not synced: fail closed.
+		return Verdict{Status: http.StatusServiceUnavailable, Code: apierror.CodeNotReady, Message: msgNotReady, retryAfter: time.Second}
+	}
+	auth := authenticate(c.index, c.prefix, req.Authorization, req.Now)
+	if auth.code != "" {
+		client, _ := c.clientOf(req)
+		return c.refusal(auth, client, req.Now)
+	}
+	key := auth.key
+	key.Usage().Touch(req.Now)
+	if !key.AllowsAudience(req.Audience) {
+		return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeAudienceNotAllowed, Message: msgAudienceNotAllowed}
+	}
+	if key.SourcesRestricted {
+		client, known := c.clientOf(req)
+		if !known {
+			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeSourceNotAllowed, Message: msgSourceUnknown}
+		}
+		if !key.AllowsSource(client) {
+			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeSourceNotAllowed, Message: msgSourceNotAllowed}
+		}
+	}
+	if key.RateLimit == nil {
+		return Verdict{auth: auth, Status: http.StatusOK}
+	}
+	d := c.keys.Allow(ctx, key.RateLimit)
+	v := Verdict{auth: auth, Status: http.StatusOK, policy: key.RateLimit, result: d.Result}
+	if !d.Allowed {
+		v.Status, v.Code, v.Message, v.retryAfter = http.StatusTooManyRequests, apierror.CodeKeyRateLimited, msgKeyRateLimited, d.RetryAfter
+	}
+	return v
+}
+
+// refusal decides a request whose authentication failed: 429 when its address has no failure
+// left, else 401, counting the failure.
+func (c *Checker) refusal(auth authOutcome, client netip.Addr, now time.Time) Verdict {
+	if blocked, wait := c.failures.blocked(client, now); blocked {
+		return Verdict{auth: auth, Status: http.StatusTooManyRequests, Code: apierror.CodeRateLimited, Message: msgLimited, retryAfter: wait}
+	}
+	c.failures.fail(client, now)
+	v := Verdict{auth: auth, Status: http.StatusUnauthorized, Code: auth.code}
+	switch {
+	case auth.code == apierror.CodeAPIKeyInvalid:
+		v.Message, v.Challenge = msgInvalid, realm+`, error="invalid_token"`
+	case auth.headerPresent:
+		v.Message, v.Challenge = msgMissing, realm+`, error="invalid_request"`
+	default:
+		v.Message, v.Challenge = msgMissing, realm
+	}
+	return v
+}
+
+// clientOf is req's client address, and whether it can be known.
+func (c *Checker) clientOf(req *Request) (netip.Addr, bool) {
+	if req.HTTP != nil {
+		return c.ClientAddress(req.HTTP), c.clientKnown(req.HTTP)
+	}
+	return req.Addr, req.AddrKnown
+}

@@ -1,0 +1,255 @@
+// Package lastused writes APIKeys' status.lastUsedAt from the index's record of use, in
+// batches and within a write budget, off the request path: a request only stores a timestamp
+// in memory (keyindex.Usage.Touch).
+package lastused
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+)
+
+// Writer writes APIKey status.lastUsedAt in batches, off the request path: requests only
+// store a timestamp in memory (keyindex.Usage.Touch); every tick this loop patches the keys used
+// since their last write, each at most once per interval, and never more than rate writes a
+// second. A slow or failing API server delays these writes and nothing else.
+//
+// The budget bounds the load one replica puts on the API server whatever the number of keys in
+// use: past rate×interval active keys, the stalest keys are written first, so every key's
+// lastUsedAt is still written, only less often (every active/rate seconds instead of every
+// interval). Nothing queues: each flush recomputes what is due from the index, so the backlog
+// is at most the number of keys and the writer cannot fall further behind than one round of them.
+type Writer struct {
+	index    *keyindex.Index
+	clock    clock.PassiveClock
+	interval time.Duration // at most one write per key per interval
+	tick     time.Duration
+	rate     float64       // writes per second, the budget
+	timeout  time.Duration // per patch
+	log      logr.Logger
+	// write stores at as the key's status.lastUsedAt (patchLastUsed in production).
+	write func(ctx context.Context, k *keyindex.Key, at time.Time) error
+	// seed breaks ties between equally stale keys differently on each replica, so that
+	// replicas over budget do not all pick the same keys.
+	seed maphash.Seed
+}
+
+// Options configure a Writer.
+type Options struct {
+	// Clock is the time of the schedule; the real clock when nil.
+	Clock clock.PassiveClock
+	// Interval is the least time between two writes of one key's lastUsedAt.
+	Interval time.Duration
+	// Flush is how often used keys are looked for.
+	Flush time.Duration
+	// WriteRate bounds the writes per second. With more keys in use than WriteRate×Interval,
+	// the stalest are written first and each key less often.
+	WriteRate float64
+	// Logger receives the writes that failed (at verbosity 1; they are retried).
+	Logger logr.Logger
+}
+
+// New returns a Writer of the use idx records, patching through c.
+func New(idx *keyindex.Index, c client.Client, o Options) *Writer {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	u := &Writer{
+		index: idx, clock: o.Clock, log: o.Logger, seed: maphash.MakeSeed(),
+		interval: o.Interval, tick: o.Flush, rate: o.WriteRate, timeout: 10 * time.Second,
+	}
+	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time) error {
+		return patchLastUsed(ctx, c, k, at)
+	}
+	return u
+}
+
+// Run writes until ctx is done.
+func (u *Writer) Run(ctx context.Context) {
+	t := time.NewTicker(u.tick)
+	defer t.Stop()
+	// One write's worth of burst: writes are spread evenly over the tick, not sent in a spike.
+	limit := rate.NewLimiter(rate.Limit(u.rate), 1)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			u.flush(ctx, limit)
+		}
+	}
+}
+
+// budget is how many writes one flush may make.
+func (u *Writer) budget() int {
+	return max(1, int(u.rate*u.tick.Seconds()))
+}
+
+// flush writes lastUsedAt for the stalest keys that need it, at most one tick's budget of them,
+// paced by limit. Writes are second-granular, like every metav1.Time. A flush ends at the next
+// tick even if the API server is slow: what it did not write is due again at the next one.
+func (u *Writer) flush(ctx context.Context, limit *rate.Limiter) {
+	now := u.clock.Now()
+	plan := u.schedule(u.index.Keys(), now)
+	lastUsedBacklog.Set(float64(plan.backlog))
+	lastUsedStaleness.Set(plan.staleness.Seconds())
+	ctx, cancel := context.WithTimeout(ctx, u.tick)
+	defer cancel()
+	for _, d := range plan.batch {
+		if limit != nil && limit.Wait(ctx) != nil {
+			return
+		}
+		u.writeOne(ctx, d)
+	}
+}
+
+func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	err := u.write(ctx, d.key, d.at)
+	usage := d.key.Usage()
+	switch {
+	case err == nil:
+		usage.MarkWritten(d.used, u.clock.Now())
+		lastUsedWrites.WithLabelValues("ok").Inc()
+	case apierrors.IsNotFound(err):
+		// Deleted since: nothing to record.
+		usage.MarkWritten(d.used, u.clock.Now())
+		lastUsedWrites.WithLabelValues("gone").Inc()
+	default:
+		lastUsedWrites.WithLabelValues("error").Inc()
+		u.log.V(1).Info("writing lastUsedAt failed; will retry", "namespace", d.key.Namespace, "name", d.key.Name, "error", err.Error())
+	}
+}
+
+// dueWrite is one key whose status.lastUsedAt should be written.
+type dueWrite struct {
+	key  *keyindex.Key
+	used time.Time // the use to record
+	at   time.Time // used, truncated to the second: the value written
+	// stored is the newest lastUsedAt known to be in the API server (from the cache or this
+	// replica's own last write); zero when none is.
+	stored time.Time
+	tie    uint64
+}
+
+// writePlan is what one flush writes, and what it leaves.
+type writePlan struct {
+	batch []dueWrite
+	// backlog counts the due keys left for a later flush.
+	backlog int
+	// staleness is the age at now of the oldest stored lastUsedAt among the due keys (of the
+	// oldest unwritten use, for a key that has none).
+	staleness time.Duration
+}
+
+// schedule picks, from keys, the ones due for a write at now and orders them stalest first:
+// never written, then by the age of their stored lastUsedAt (counted in whole intervals, so
+// that replicas break ties differently), and keeps one flush's budget of them.
+func (u *Writer) schedule(keys []*keyindex.Key, now time.Time) writePlan {
+	due := make([]dueWrite, 0, len(keys))
+	var plan writePlan
+	for _, k := range keys {
+		d, ok := u.due(k, now)
+		if !ok {
+			continue
+		}
+		oldest := d.stored
+		if oldest.IsZero() {
+			oldest = d.used
+		}
+		plan.staleness = max(plan.staleness, now.Sub(oldest))
+		due = append(due, d)
+	}
+	slices.SortFunc(due, func(a, b dueWrite) int {
+		// Zero (never written) sorts first; then whole intervals of age, oldest first.
+		if c := cmp.Compare(u.bucket(a.stored), u.bucket(b.stored)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.tie, b.tie)
+	})
+	n := min(len(due), u.budget())
+	plan.batch, plan.backlog = due[:n], len(due)-n
+	return plan
+}
+
+// bucket is t in whole intervals since the epoch; zero for the zero time.
+func (u *Writer) bucket(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()/int64(u.interval) + 1
+}
+
+// due says whether k's last use should be written at now: it was used after what this replica
+// last wrote, this replica has not written it within the interval, and the API server does not
+// hold a use (from any replica) within the interval before it.
+func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
+	usage := k.Usage()
+	used := usage.LastUsed()
+	written := usage.LastWritten()
+	if used.IsZero() || !used.After(written) {
+		return dueWrite{}, false
+	}
+	if at := usage.WrittenAt(); !at.IsZero() && now.Sub(at) < u.interval {
+		return dueWrite{}, false
+	}
+	at := used.Truncate(time.Second)
+	// Another replica (or this one, before a restart) may have written it recently.
+	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval {
+		return dueWrite{}, false
+	}
+	stored := k.LastUsedAt
+	if written.After(stored) {
+		stored = written.Truncate(time.Second)
+	}
+	return dueWrite{key: k, used: used, at: at, stored: stored, tie: maphash.String(u.seed, string(k.UID))}, true
+}
+
+// patchLastUsed merges status.lastUsedAt and nothing else. The status subresource ignores
+// metadata, so the patch cannot carry a UID precondition: the writer only patches keys the
+// index still holds by UID, which leaves a window of one informer event for an APIKey deleted
+// and re-created under the same name to receive its predecessor's last use.
+func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time) error {
+	stamp := metav1.NewTime(at).UTC().Format(time.RFC3339)
+	body := fmt.Appendf(nil, `{"status":{"lastUsedAt":%q}}`, stamp)
+	obj := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+	return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
+}
+
+// The writer's metrics: how far it is behind, so that a budget too small for the number of keys
+// in use shows on a dashboard instead of as silently stale lastUsedAt.
+var (
+	lastUsedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_last_used_writes_total",
+		Help: "Writes of APIKey status.lastUsedAt by result.",
+	}, []string{"result"})
+	lastUsedBacklog = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_last_used_backlog",
+		Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget).",
+	})
+	lastUsedStaleness = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_api_last_used_staleness_seconds",
+		Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval.",
+	})
+)
+
+// Collectors are the package's metrics, for the server to register with its own.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{lastUsedWrites, lastUsedBacklog, lastUsedStaleness}
+}
