@@ -35,7 +35,7 @@ var apiKeyPolicies = chain{
 	// Upkeep: the hash Secret's record and grace period, the unclaimed reveal, old reveals.
 	{"HashUnconfirmed", hashUnconfirmed},
 	{"HashBehindStatus", hashBehindStatus},
-	{"RecordIncomplete", recordIncompleteP},
+	{"RecordIncomplete", recordToComplete},
 	{"GraceEnded", graceEnded},
 	{"RevealDeadlinePassed", revealDeadlinePassed},
 	{"RevealUnconfirmed", revealUnconfirmed},
@@ -215,9 +215,9 @@ func hashBehindStatus(in input) (decision, bool) {
 	return problemf("hash Secret %s hashes key generation %d, the status says %d", s.hash.Name, keysecret.Generation(s.hash), s.key.Status.KeyGeneration), true
 }
 
-// recordIncompleteP: a hash Secret of an older switchboard gets what the record of issuance
+// recordToComplete: a hash Secret of an older switchboard gets what the record of issuance
 // keeps written down, once.
-func recordIncompleteP(in input) (decision, bool) {
+func recordToComplete(in input) (decision, bool) {
 	if in.obs.hash != hashFound || !recordIncomplete(in.s.hash, in.s.key) {
 		return decision{}, false
 	}
