@@ -3,10 +3,12 @@ package testenv
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,17 +43,34 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-// FreeLoopback is FreeAddr for callers without a test (internal/testenv/system's TestMain).
+// handedOut holds every address FreeLoopback returned in this process: the kernel may give a
+// port it just freed to the next listener on port 0, and two listeners of one child process
+// (the forward-auth and metrics ports of one server, say) must not be handed the same one.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// FreeLoopback is FreeAddr for callers without a test (internal/testenv/system's TestMain). It
+// never returns an address it returned before.
 func FreeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().String()
+		if err := l.Close(); err != nil {
+			return "", err
+		}
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr, nil
+		}
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return "", err
-	}
-	return addr, nil
+	return "", errors.New("no loopback port that this process was not handed already, in 100 tries")
 }
 
 // HeaderBlockStatus sends addr's listener (over TLS, unverified, with useTLS) a GET of path
