@@ -53,7 +53,7 @@ func (o *versionOptions) run(ctx context.Context) error {
 	if err := checkListOutput(o.output); err != nil {
 		return err
 	}
-	v := versions{ClientVersion: version.Get()}
+	v := versions{ClientVersion: clientVersion()}
 	var readErr error
 	if !o.client {
 		var server version.Info
@@ -92,6 +92,9 @@ func (o *versionOptions) run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// clientVersion is the plugin's own build; tests stand in another.
+var clientVersion = version.Get
 
 // errNoVersion is a version ConfigMap the operator has not written yet.
 var errNoVersion = errors.New("it carries no version yet: the operator has not started since switchboard was installed")
