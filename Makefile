@@ -40,8 +40,11 @@ export CADDY
 # A test binary may take 30 minutes, not go test's 10: test/dockerfile compiles the whole product
 # with -trimpath, from a cold cache on a fresh machine, beside the other packages on 2 cores.
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
+# The version (`git describe`: the tag, or how far past it) and commit every binary and the image
+# say they are (`switchboard version`, `kubectl switchboard version`, the image's OCI labels).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=$(VERSION) -X github.com/switchboard-dev/switchboard/internal/version.Commit=$(REVISION)
 
 # The image `make image` builds without Docker (the Dockerfile's, see internal/local/image), and the
 # pause image the test cluster's containerd runs as every pod's sandbox.
@@ -146,7 +149,7 @@ cluster-down: ## Stop `make cluster`'s cluster and remove everything it made.
 image: ## Build the image the Dockerfile describes, without Docker, into bin/image/switchboard.tar (OCI layout).
 	@mkdir -p $(IMAGE_DIR)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -tags nodev -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/switchboard ./cmd/switchboard
-	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -out $(IMAGE_DIR)/switchboard.tar
+	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -revision $(REVISION) -out $(IMAGE_DIR)/switchboard.tar
 
 .PHONY: consumer-image
 consumer-image: ## Build the test cluster's client of a delivered key (hack/consumer) into bin/image/consumer.tar.

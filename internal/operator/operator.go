@@ -261,7 +261,8 @@ func (o Options) complete() (Options, error) {
 }
 
 // NewManager returns a manager with the operator's controllers, not started yet. Started, it
-// also serves the probes and metrics opts ask for, through the front door (frontdoorManager).
+// also serves the probes and metrics opts ask for, through the front door (frontdoorManager),
+// and, leading, publishes its version in the system namespace (PublishVersion).
 func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	opts, err := opts.complete()
 	if err != nil {
@@ -301,6 +302,9 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, err
 	}
 	if err := addEndpoints(cfg, mgr, opts, keeper); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(versionPublisher{mgr: mgr, opts: opts}); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
 var env *testenv.Env
@@ -42,7 +43,8 @@ func startManager(t *testing.T, opts operator.Options) manager.Manager {
 }
 
 // TestRun runs the operator as `switchboard operator` does: leader election, probes, metrics;
-// it takes the Lease, serves the probes and metrics, issues keys, and stops when told.
+// it takes the Lease, serves the probes and metrics, publishes its version, issues keys, and
+// stops when told.
 func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -84,6 +86,18 @@ func TestRun(t *testing.T) {
 			return nil
 		})
 	}
+
+	// The leader publishes the build it runs, for `kubectl switchboard version`.
+	testenv.Eventually(t, 30*time.Second, "the version ConfigMap", func() error {
+		var cm corev1.ConfigMap
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: version.ConfigMap}, &cm); err != nil {
+			return err
+		}
+		if got, ok := version.FromData(cm.Data); !ok || got != version.Get() {
+			return fmt.Errorf("it says %v, want %+v", cm.Data, version.Get())
+		}
+		return nil
+	})
 
 	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "run"}}
 	if err := env.Client.Create(ctx, key); err != nil {

@@ -78,7 +78,7 @@ func newRootCommand(o *Options) *cobra.Command {
 		newKeyRotateCommand(o), newKeyRevokeCommand(o), newKeyPolicyCommand(o), newKeyStatusCommand(o))
 	conn := &cobra.Command{Use: "connection", Aliases: []string{"connections", "conn"}, Short: "List Connections"}
 	conn.AddCommand(newConnectionListCommand(o))
-	root.AddCommand(key, conn, newPanelCommand(o))
+	root.AddCommand(key, conn, newPanelCommand(o), newVersionCommand(o))
 	return root
 }
 

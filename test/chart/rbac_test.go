@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
 // renderings returns the objects of the chart (default values) and of config/default.
@@ -150,8 +151,8 @@ func grants(rules []rbacv1.PolicyRule) []string {
 // permissions, each one a call its code (or controller-runtime's leader election) makes: no
 // update of APIKeys or statuses (it patches), no Lease list, watch, patch or delete (client-go's
 // elector gets, creates and updates), core Events only beside its Lease (the elector's), and
-// events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces), and its
-// one webhook configuration by name (its caBundle).
+// events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces), its
+// one webhook configuration by name (its caBundle), and its version ConfigMap by name.
 func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantCluster := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "patch"}},
@@ -166,6 +167,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantElection := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{version.ConfigMap}, Verbs: []string{"get", "update"}},
 	})
 	for source, objs := range renderings(t) {
 		if got := grants(rolesOf(t, objs, "ClusterRole")["switchboard-operator"].Rules); !slices.Equal(got, wantCluster) {

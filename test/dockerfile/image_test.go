@@ -15,10 +15,14 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/local/image"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
-// testVersion is the VERSION both builds are given.
-const testVersion = "v0.0.0-dockerfile-test"
+// testVersion and testRevision are the VERSION and REVISION both builds are given.
+const (
+	testVersion  = "v0.0.0-dockerfile-test"
+	testRevision = "0123456789abcdef0123456789abcdef01234567"
+)
 
 // expand replaces ${NAME} and $NAME with vars, failing on a name vars lacks.
 func expand(t *testing.T, s string, vars map[string]string) string {
@@ -35,7 +39,7 @@ func expand(t *testing.T, s string, vars map[string]string) string {
 // makeBuildLine is the go build command `make image` runs (make -n prints it).
 func makeBuildLine(t *testing.T, root, imageDir string) string {
 	t.Helper()
-	cmd := exec.Command("make", "-n", "image", "VERSION="+testVersion, "IMAGE_DIR="+imageDir)
+	cmd := exec.Command("make", "-n", "image", "VERSION="+testVersion, "REVISION="+testRevision, "IMAGE_DIR="+imageDir)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -59,13 +63,13 @@ func TestImageMatchesDockerfile(t *testing.T) {
 	d := parse(t, filepath.Join(root, "Dockerfile"))
 	imageDir := t.TempDir()
 
-	vars := map[string]string{"TARGETOS": "linux", "TARGETARCH": runtime.GOARCH, "VERSION": testVersion}
+	vars := map[string]string{"TARGETOS": "linux", "TARGETARCH": runtime.GOARCH, "VERSION": testVersion, "REVISION": testRevision}
 	want := strings.Replace(expand(t, d.buildLine, vars), "-o /out/switchboard", "-o "+filepath.Join(imageDir, "switchboard"), 1)
 	if got := makeBuildLine(t, root, imageDir); got != want {
 		t.Errorf("make image and the Dockerfile build differently:\n make:       %s\n Dockerfile: %s", got, want)
 	}
 
-	cmd := exec.Command("make", "image", "VERSION="+testVersion, "IMAGE_DIR="+imageDir)
+	cmd := exec.Command("make", "image", "VERSION="+testVersion, "REVISION="+testRevision, "IMAGE_DIR="+imageDir)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
@@ -122,6 +126,11 @@ func TestImageMatchesDockerfile(t *testing.T) {
 	}
 	if out, err := exec.Command(exe, "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), testVersion) {
 		t.Errorf("the image's /%s --version: %v %s, want it to say %s", bin, err, out, testVersion)
+	}
+	var info version.Info
+	if out, err := exec.Command(exe, "version", "-o", "json").Output(); err != nil || json.Unmarshal(out, &info) != nil ||
+		info.Version != testVersion || info.Commit != testRevision {
+		t.Errorf("the image's /%s version -o json: %v %s, want version %s and commit %s", bin, err, out, testVersion, testRevision)
 	}
 	// Pods run it on a read-only root file system with no volume: it must start without any
 	// writable directory (envtest, linked by `switchboard dev`, panics at init without one).

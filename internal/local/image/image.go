@@ -38,7 +38,14 @@ const (
 	LabelSource = "org.opencontainers.image.source"
 	// LabelTitle is the OCI label with the image's title.
 	LabelTitle = "org.opencontainers.image.title"
+	// LabelRevision is the OCI label with the git commit the image is built from.
+	LabelRevision = "org.opencontainers.image.revision"
+	// LabelLicenses is the OCI label with the SPDX expression of the image's license.
+	LabelLicenses = "org.opencontainers.image.licenses"
 )
+
+// License is switchboard's license (LICENSE at the repository's root), as an SPDX identifier.
+const License = "Apache-2.0"
 
 // Source is the repository the image is built from (its org.opencontainers.image.source).
 const Source = "https://github.com/switchboard-dev/switchboard"
@@ -69,8 +76,9 @@ type Spec struct {
 	Created time.Time
 }
 
-// Switchboard is the spec of switchboard's image, as the Dockerfile describes it.
-func Switchboard(binary, name, version, caCerts string) Spec {
+// Switchboard is the spec of switchboard's image, as the Dockerfile describes it: version and
+// revision are the build's (git describe, git commit).
+func Switchboard(binary, name, version, revision, caCerts string) Spec {
 	return Spec{
 		Name:       name,
 		Binary:     binary,
@@ -79,9 +87,11 @@ func Switchboard(binary, name, version, caCerts string) Spec {
 		Distroless: true,
 		CACerts:    caCerts,
 		Labels: map[string]string{
-			LabelTitle:   "switchboard",
-			LabelSource:  Source,
-			LabelVersion: version,
+			LabelTitle:    "switchboard",
+			LabelSource:   Source,
+			LabelVersion:  version,
+			LabelRevision: revision,
+			LabelLicenses: License,
 		},
 	}
 }

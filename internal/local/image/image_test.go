@@ -1,6 +1,7 @@
 package image
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,14 +53,16 @@ func TestBuild(t *testing.T) {
 		files      []string
 		absent     []string
 		workDir    string
+		labels     map[string]string // when set, the image's labels
 	}{
 		{
-			name: "switchboard", spec: Switchboard(bin, "localhost/switchboard:v1", "v1", certs),
+			name: "switchboard", spec: Switchboard(bin, "localhost/switchboard:v1", "v1", "0123abc", certs),
 			user: "65532:65532", entrypoint: "/switchboard", workDir: "/home/nonroot",
-			files: []string{"switchboard", "etc/passwd", "etc/group", "etc/nsswitch.conf", "etc/ssl/certs/ca-certificates.crt", "tmp", "home/nonroot"},
+			labels: map[string]string{LabelTitle: "switchboard", LabelSource: Source, LabelVersion: "v1", LabelRevision: "0123abc", LabelLicenses: "Apache-2.0"},
+			files:  []string{"switchboard", "etc/passwd", "etc/group", "etc/nsswitch.conf", "etc/ssl/certs/ca-certificates.crt", "tmp", "home/nonroot"},
 		},
 		{
-			name: "switchboard without CA certificates", spec: Switchboard(bin, "localhost/switchboard:v1", "v1", ""),
+			name: "switchboard without CA certificates", spec: Switchboard(bin, "localhost/switchboard:v1", "v1", "0123abc", ""),
 			user: "65532:65532", entrypoint: "/switchboard", workDir: "/home/nonroot",
 			files: []string{"switchboard", "etc/passwd"}, absent: []string{"etc/ssl/certs/ca-certificates.crt"},
 		},
@@ -82,6 +85,9 @@ func TestBuild(t *testing.T) {
 			if cf.Config.User != tt.user || !slices.Equal(cf.Config.Entrypoint, []string{tt.entrypoint}) || cf.Config.WorkingDir != tt.workDir {
 				t.Errorf("config: user %q, entrypoint %q, workdir %q; want %q, [%s], %q",
 					cf.Config.User, cf.Config.Entrypoint, cf.Config.WorkingDir, tt.user, tt.entrypoint, tt.workDir)
+			}
+			if tt.labels != nil && !maps.Equal(cf.Config.Labels, tt.labels) {
+				t.Errorf("labels %v, want %v", cf.Config.Labels, tt.labels)
 			}
 			if cf.OS != "linux" || !cf.Created.IsZero() {
 				t.Errorf("config: os %q, created %s; want linux and no time (reproducible)", cf.OS, cf.Created)
@@ -111,11 +117,11 @@ func TestBuild(t *testing.T) {
 // unchanged binary does not make a new image.
 func TestBuildIsReproducible(t *testing.T) {
 	bin := fakeBinary(t)
-	a, err := Build(Switchboard(bin, "localhost/switchboard:v1", "v1", ""))
+	a, err := Build(Switchboard(bin, "localhost/switchboard:v1", "v1", "0123abc", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Build(Switchboard(bin, "localhost/switchboard:v1", "v1", ""))
+	b, err := Build(Switchboard(bin, "localhost/switchboard:v1", "v1", "0123abc", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
