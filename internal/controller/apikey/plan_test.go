@@ -105,27 +105,7 @@ func (got planned) matches(want planned) bool {
 func TestPlan(t *testing.T) {
 	p := planParams{revealTTL: planTTL}
 	type state = keyState
-	with := func(f func(s *state)) *state {
-		key := planKeyObj(2, true)
-		s := &state{key: key, now: planNow, hash: planHash(key, 2, true), reveal: keysecret.NewReveal(key, 2, "k2")}
-		s.reveals = []*corev1.Secret{s.reveal}
-		if f != nil {
-			f(s)
-		}
-		return s
-	}
-	delivered := func(f func(s *state)) *state {
-		return with(func(s *state) {
-			s.key.Spec.SecretName = "app-key"
-			s.key.Status.RevealSecretName = ""
-			s.hash = planHash(s.key, 2, false)
-			s.reveal, s.reveals = nil, nil
-			s.delivery = keysecret.NewDelivery(s.key, 2, "k2")
-			if f != nil {
-				f(s)
-			}
-		})
-	}
+	with, delivered := policyState, deliveredPolicyState
 	past := metav1.NewTime(planNow.Add(-time.Minute))
 	future := metav1.NewTime(planNow.Add(48 * time.Hour))
 	tests := []struct {
