@@ -16,7 +16,7 @@ COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
 # test/dockerfile_test.go runs this very command, so keep it on one line.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags nodev -ldflags "-s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=${VERSION}" -o /out/switchboard ./cmd/switchboard
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags nodev -ldflags "-s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=${VERSION} -X github.com/switchboard-dev/switchboard/internal/version.Commit=${REVISION}" -o /out/switchboard ./cmd/switchboard
 
 # `make image` assembles the same image without Docker (internal/local/image); test/dockerfile keeps
 # the two in agreement: this stage's labels, user and entrypoint, and the build line above.
