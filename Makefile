@@ -21,6 +21,9 @@ HELM_VERSION ?= v3.22.0
 # it must be the version hack/tools/promtool/go.mod requires.
 PROMETHEUS_VERSION ?= v0.316.0
 CADDY_VERSION ?= v2.11.9
+# sigs.k8s.io/krew, whose validate-krew-manifest checks the release's krew manifest; it must be
+# the version hack/tools/krew/go.mod requires.
+KREW_VERSION ?= v0.4.3
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -36,6 +39,9 @@ export PROMTOOL PROMQL_METRICS
 # test/gateways puts Caddy in front of the forward-auth listener (hack/tools/caddy pins it).
 CADDY ?= $(LOCALBIN)/caddy-$(CADDY_VERSION)
 export CADDY
+# hack/release's test checks the krew manifest with it, as `make release` does.
+VALIDATE_KREW_MANIFEST ?= $(LOCALBIN)/validate-krew-manifest-$(KREW_VERSION)
+export VALIDATE_KREW_MANIFEST
 
 # A test binary may take 30 minutes, not go test's 10: test/dockerfile compiles the whole product
 # with -trimpath, from a cold cache on a fresh machine, beside the other packages on 2 cores.
@@ -53,6 +59,10 @@ IMAGE_REPO ?= localhost/switchboard
 GOARCH ?= $(shell go env GOARCH)
 PAUSE_IMAGE ?= localhost/pause:1.0
 CONSUMER_IMAGE ?= localhost/consumer:1.0
+# `make release`'s output, and the registry it pushes the image, its SBOM and the chart to (none
+# when empty; plain HTTP on a loopback address).
+RELEASE_DIR ?= $(LOCALBIN)/release
+RELEASE_REGISTRY ?=
 # `make cluster`'s state: the kubeconfig, logs, and what `make cluster-down` removes.
 CLUSTER_DIR ?= $(LOCALBIN)/cluster
 
@@ -105,7 +115,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest-tests $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
+test: manifests generate envtest-tests $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) $(VALIDATE_KREW_MANIFEST) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, e2e, cluster).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e
 	$(MAKE) test-cluster
@@ -150,6 +160,10 @@ image: ## Build the image the Dockerfile describes, without Docker, into bin/ima
 	@mkdir -p $(IMAGE_DIR)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -tags nodev -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/switchboard ./cmd/switchboard
 	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -revision $(REVISION) -out $(IMAGE_DIR)/switchboard.tar
+
+.PHONY: release
+release: $(HELM) $(VALIDATE_KREW_MANIFEST) ## Cut release VERSION=vX.Y.Z into RELEASE_DIR: archives, checksums, image index, SBOM, chart, notes, krew manifest (pushed to RELEASE_REGISTRY when set; docs/developing.md).
+	go run ./hack/release -version "$(VERSION)" -dir "$(RELEASE_DIR)" -registry "$(RELEASE_REGISTRY)" -helm "$(HELM)" -validate-krew-manifest "$(VALIDATE_KREW_MANIFEST)"
 
 .PHONY: consumer-image
 consumer-image: ## Build the test cluster's client of a delivered key (hack/consumer) into bin/image/consumer.tar.
@@ -207,6 +221,16 @@ $(PROMTOOL):
 $(PROMQL_METRICS):
 	@$(PROMTOOL_MODULE_CHECK)
 	cd hack/tools/promtool && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o $@.tmp ./promql-metrics
+	mv $@.tmp $@
+
+.PHONY: validate-krew-manifest
+validate-krew-manifest: $(VALIDATE_KREW_MANIFEST) ## Build krew's manifest checker into bin/ (only when missing).
+
+# hack/tools/krew/go.mod must require krew $(KREW_VERSION); its go.sum is the trust root.
+$(VALIDATE_KREW_MANIFEST):
+	@grep -qE '^(require)?[[:space:]]*sigs.k8s.io/krew $(KREW_VERSION)$$' hack/tools/krew/go.mod || \
+		{ echo "hack/tools/krew/go.mod does not require sigs.k8s.io/krew $(KREW_VERSION) (KREW_VERSION): change both together" >&2; exit 1; }
+	cd hack/tools/krew && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/krew/cmd/validate-krew-manifest
 	mv $@.tmp $@
 
 # hack/tools/caddy/go.mod must require caddy $(CADDY_VERSION); its go.sum is the trust root.

@@ -74,6 +74,9 @@ type Spec struct {
 	// Created is the time stamped on the image and its files; the zero time keeps builds
 	// reproducible.
 	Created time.Time
+	// Arch is the image's GOARCH, which must be the binary's; empty: this machine's (a release
+	// builds one image per architecture of its index).
+	Arch string
 }
 
 // Switchboard is the spec of switchboard's image, as the Dockerfile describes it: version and
@@ -245,7 +248,10 @@ func Build(s Spec) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.OS, cf.Architecture = "linux", s.Arch
+	if cf.Architecture == "" {
+		cf.Architecture = runtime.GOARCH
+	}
 	cf.Created = v1.Time{Time: s.Created}
 	cf.Config = cfg
 	return mutate.ConfigFile(img, cf)

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+
+	"github.com/switchboard-dev/switchboard/internal/local/image"
+)
+
+// linuxArches are the architectures of switchboard's binaries and of its image index.
+var linuxArches = []string{"amd64", "arm64"}
+
+// pluginPlatforms are the GOOS/GOARCH the kubectl plugin is released for.
+var pluginPlatforms = [][2]string{
+	{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}, {"windows", "amd64"},
+}
+
+// release is one `make release`: what it is built from and where it goes.
+type release struct {
+	// root is the repository's working tree; the binaries, chart, LICENSE and README come from it.
+	root string
+	// dir is where the artifacts are written (RELEASE_DIR).
+	dir string
+	// version is vX.Y.Z.
+	version string
+	// commit is the git revision released (org.opencontainers.image.revision).
+	commit string
+	// created is SOURCE_DATE_EPOCH: every time stamp in the artifacts.
+	created time.Time
+	// changelog is CHANGELOG.md's path, which must have a section for version.
+	changelog string
+	// registry (host[:port][/path]) receives the image, its SBOM and the chart; empty: none.
+	registry string
+	// imageRepo is the image's repository the chart and annotations name.
+	imageRepo string
+	// helm is the helm binary that packages and pushes the chart.
+	helm string
+	// krewBaseURL is where the krew manifest says the plugin's archives are downloaded from.
+	krewBaseURL string
+	// validateKrew is krew's validate-krew-manifest, which checks the krew manifest.
+	validateKrew string
+	// caCerts is the CA bundle the image carries, as `make image`'s.
+	caCerts string
+	// out receives the progress lines.
+	out io.Writer
+}
+
+// imageRef is the image's tag reference.
+func (r *release) imageRef() string { return r.imageRepo + ":" + r.version }
+
+// imageAnnotations are the OCI annotations of the index, also its images' labels.
+func (r *release) imageAnnotations() map[string]string {
+	return map[string]string{
+		image.LabelTitle:    "switchboard",
+		image.LabelVersion:  r.version,
+		image.LabelSource:   image.Source,
+		image.LabelRevision: r.commit,
+		image.LabelLicenses: image.License,
+		annotationCreated:   r.created.UTC().Format(time.RFC3339),
+	}
+}
+
+// run builds every artifact into r.dir, pushing to r.registry when set.
+func (r *release) run() error {
+	if err := checkVersion(r.version); err != nil {
+		return err
+	}
+	cl, err := os.ReadFile(filepath.Clean(r.changelog))
+	if err != nil {
+		return err
+	}
+	section, err := changelogSection(string(cl), r.version)
+	if err != nil {
+		return err
+	}
+	changes, err := changesAnnotation(section)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.dir, 0o750); err != nil {
+		return err
+	}
+	build, err := os.MkdirTemp("", "switchboard-release-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(build) }()
+
+	var artifacts []string
+	sbomBins := map[string]string{}
+	// switchboard: the binary users run themselves keeps `switchboard dev`; the image's is
+	// built -tags nodev, as `make image` and the Dockerfile build it.
+	for _, arch := range linuxArches {
+		bin := filepath.Join(build, "switchboard-linux-"+arch)
+		if err := r.goBuild(bin, "linux", arch, "./cmd/switchboard"); err != nil {
+			return err
+		}
+		sbomBins["switchboard linux/"+arch] = bin
+		a, err := r.archive("switchboard", "linux", arch, bin)
+		if err != nil {
+			return err
+		}
+		artifacts = append(artifacts, a)
+	}
+	var plugins []pluginArchive
+	for _, p := range pluginPlatforms {
+		bin := filepath.Join(build, "kubectl-switchboard-"+p[0]+"-"+p[1])
+		if err := r.goBuild(bin, p[0], p[1], "./cmd/kubectl-switchboard"); err != nil {
+			return err
+		}
+		sbomBins["kubectl-switchboard "+p[0]+"/"+p[1]] = bin
+		a, err := r.archive("kubectl-switchboard", p[0], p[1], bin)
+		if err != nil {
+			return err
+		}
+		sum, err := fileSHA256(filepath.Join(r.dir, a))
+		if err != nil {
+			return err
+		}
+		artifacts = append(artifacts, a)
+		plugins = append(plugins, pluginArchive{goos: p[0], goarch: p[1], file: a, sha256: sum})
+	}
+	imageBins := map[string]string{}
+	for _, arch := range linuxArches {
+		bin := filepath.Join(build, "image", arch, "switchboard")
+		if err := r.goBuild(bin, "linux", arch, "./cmd/switchboard", "-tags", "nodev"); err != nil {
+			return err
+		}
+		imageBins[arch] = bin
+		sbomBins["image linux/"+arch] = bin
+	}
+
+	doc, err := sbom(r.version, r.created, sbomBins)
+	if err != nil {
+		return err
+	}
+	sbomFile := "switchboard_" + r.version + "_sbom.cdx.json"
+	if err := os.WriteFile(filepath.Join(r.dir, sbomFile), doc, 0o600); err != nil {
+		return err
+	}
+	artifacts = append(artifacts, sbomFile)
+
+	idx, err := imageIndex(r, imageBins)
+	if err != nil {
+		return err
+	}
+	idxDesc, err := partial.Descriptor(idx)
+	if err != nil {
+		return err
+	}
+	sbomMf, sbomBlobs, err := sbomManifest(*idxDesc, doc, r.created.UTC().Format(time.RFC3339))
+	if err != nil {
+		return err
+	}
+	layoutDir := filepath.Join(r.dir, "image")
+	if err := os.RemoveAll(layoutDir); err != nil {
+		return err
+	}
+	if err := writeLayout(layoutDir, r.version, idx, sbomMf, sbomBlobs); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.out, "release: image index %s@%s (OCI layout in %s)\n", r.imageRef(), idxDesc.Digest, layoutDir)
+
+	chart, err := packageChart(r, changes)
+	if err != nil {
+		return err
+	}
+	artifacts = append(artifacts, chart)
+
+	sums, err := checksums(r.dir, artifacts)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "checksums.txt"), []byte(sums), 0o600); err != nil {
+		return err
+	}
+	krew, err := krewManifest(r.version, r.krewBaseURL, plugins)
+	if err != nil {
+		return err
+	}
+	krewFile := filepath.Join(r.dir, "switchboard.yaml")
+	if err := os.WriteFile(krewFile, krew, 0o600); err != nil {
+		return err
+	}
+	// -skip-install: installing each platform downloads its archive from where the release
+	// is not uploaded yet.
+	if b, err := exec.Command(r.validateKrew, "-manifest", krewFile, "-skip-install").CombinedOutput(); err != nil { //nolint:gosec // the checker the Makefile names
+		return fmt.Errorf("validate-krew-manifest %s: %w: %s", krewFile, err, b)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "notes.md"), []byte(notes(r, section, idxDesc.Digest.String())), 0o600); err != nil {
+		return err
+	}
+
+	if r.registry != "" {
+		if err := push(r.registry, r.version, idx, sbomMf, sbomBlobs); err != nil {
+			return err
+		}
+		if err := pushChart(r, chart); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.out, "release: pushed %s@%s, its SBOM, and oci://%s/charts/switchboard:%s\n",
+			r.imageRef(), idxDesc.Digest, r.registry, strings.TrimPrefix(r.version, "v"))
+	}
+	fmt.Fprintf(r.out, "release: %s in %s (not signed: signing is not built yet)\n", r.version, r.dir)
+	return nil
+}
+
+// notes are the release notes: the changelog's section and how to install.
+func notes(r *release, section, digest string) string {
+	v := strings.TrimPrefix(r.version, "v")
+	return "# switchboard " + r.version + "\n\n" + section + "\n\n## Install\n\n" +
+		"```sh\nhelm install switchboard oci://" + chartRegistry(r) + "/charts/switchboard --version " + v +
+		" --namespace switchboard --create-namespace\n```\n\n" +
+		"The image is `" + r.imageRepo + "@" + digest + "` (linux/amd64, linux/arm64), with its CycloneDX SBOM attached. " +
+		"`checksums.txt` lists the SHA-256 of every archive.\n"
+}
+
+// chartRegistry is where the notes say the chart is: the release's registry, else the image's.
+func chartRegistry(r *release) string {
+	if r.registry != "" {
+		return r.registry
+	}
+	return strings.TrimSuffix(r.imageRepo, "/switchboard")
+}
+
+// goBuild cross-compiles pkg into out, reproducibly: no cgo, -trimpath, no VCS stamp, the
+// version and commit in internal/version, as the Makefile's LDFLAGS set them.
+func (r *release) goBuild(out, goos, goarch, pkg string, extra ...string) error {
+	args := append([]string{"build", "-trimpath", "-buildvcs=false",
+		"-ldflags", "-s -w -X github.com/switchboard-dev/switchboard/internal/version.Version=" + r.version +
+			" -X github.com/switchboard-dev/switchboard/internal/version.Commit=" + r.commit,
+		"-o", out}, extra...)
+	cmd := exec.Command("go", append(args, pkg)...) //nolint:gosec // fixed arguments
+	cmd.Dir = r.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	start := time.Now()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s for %s/%s: %w: %s", pkg, goos, goarch, err, b)
+	}
+	fmt.Fprintf(r.out, "release: built %s for %s/%s %v in %s\n", pkg, goos, goarch, extra, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// archive writes the binary's archive into r.dir (zip for Windows, else tar.gz) and returns its name.
+func (r *release) archive(name, goos, goarch, bin string) (string, error) {
+	inArchive, ext, pack := name, ".tar.gz", tarGz
+	if goos == "windows" {
+		inArchive, ext, pack = name+".exe", ".zip", zipArchive
+	}
+	ms, err := members(bin, inArchive, r.root)
+	if err != nil {
+		return "", err
+	}
+	b, err := pack(ms, r.created)
+	if err != nil {
+		return "", err
+	}
+	file := fmt.Sprintf("%s_%s_%s_%s%s", name, r.version, goos, goarch, ext)
+	return file, os.WriteFile(filepath.Join(r.dir, file), b, 0o600)
+}
+
+func fileSHA256(file string) (string, error) {
+	b, err := os.ReadFile(filepath.Clean(file))
+	if err != nil {
+		return "", err
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:]), nil
+}
