@@ -454,3 +454,40 @@ func checkKrew(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestKrewManifestValidates checks a krew manifest of this package with krew's own checker,
+// and that the checker refuses one whose platforms overlap.
+func TestKrewManifestValidates(t *testing.T) {
+	validateKrew := os.Getenv("VALIDATE_KREW_MANIFEST")
+	if validateKrew == "" {
+		validateKrew = filepath.Join(testenv.RepoRoot(), "bin", "validate-krew-manifest-v0.4.3")
+	}
+	var archives []pluginArchive
+	for _, p := range pluginPlatforms {
+		archives = append(archives, pluginArchive{goos: p[0], goarch: p[1], file: "kubectl-switchboard_" + p[0] + "_" + p[1] + ".tar.gz",
+			sha256: strings.Repeat("ab", 32)})
+	}
+	for _, tc := range []struct {
+		name     string
+		archives []pluginArchive
+		ok       bool
+	}{
+		{"every platform once", archives, true},
+		{"linux/amd64 twice", append(slices.Clone(archives), archives[0]), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := krewManifest(testVersion, "https://example.test/", tc.archives)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "switchboard.yaml")
+			if err := os.WriteFile(file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(validateKrew, "-manifest", file, "-skip-install").CombinedOutput() //nolint:gosec // the test's checker
+			if (err == nil) != tc.ok {
+				t.Errorf("validate-krew-manifest: %v, want ok %v:\n%s\n%s", err, tc.ok, out, b)
+			}
+		})
+	}
+}
