@@ -86,7 +86,7 @@ func configure(r *release) error {
 }
 
 func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
+	cmd := exec.Command("git", args...) //nolint:gosec // fixed git subcommands
 	cmd.Dir = dir
 	b, err := cmd.Output()
 	if err != nil {
