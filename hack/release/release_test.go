@@ -106,7 +106,13 @@ func TestRelease(t *testing.T) {
 	t.Run("reproducible", func(t *testing.T) { checkSame(t, first, second) })
 	idxDigest := ""
 	t.Run("image", func(t *testing.T) { idxDigest = checkImage(t, first) })
-	t.Run("registry", func(t *testing.T) { checkRegistry(t, reg, idxDigest) })
+	t.Run("registry", func(t *testing.T) {
+		mods := checkRegistry(t, reg, idxDigest)
+		if !strings.Contains(mods["sigs.k8s.io/controller-runtime"], "image linux/arm64") ||
+			!strings.Contains(mods["github.com/spf13/cobra"], "kubectl-switchboard windows/amd64") {
+			t.Errorf("the SBOM misses modules the binaries link: %v", mods)
+		}
+	})
 	t.Run("chart", func(t *testing.T) { checkChart(t, r, reg) })
 	t.Run("krew", func(t *testing.T) { checkKrew(t, first) })
 	t.Run("notes", func(t *testing.T) {
@@ -125,7 +131,7 @@ var wantArchives = []string{
 	"switchboard_v0.1.0_linux_amd64.tar.gz", "switchboard_v0.1.0_linux_arm64.tar.gz",
 }
 
-func readFile(t *testing.T, file string) string {
+func readFile(t testing.TB, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Clean(file))
 	if err != nil {
@@ -135,7 +141,7 @@ func readFile(t *testing.T, file string) string {
 }
 
 // sums parses checksums.txt: file → SHA-256.
-func sums(t *testing.T, dir string) map[string]string {
+func sums(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	for line := range strings.SplitSeq(strings.TrimSpace(readFile(t, filepath.Join(dir, "checksums.txt"))), "\n") {
@@ -148,7 +154,7 @@ func sums(t *testing.T, dir string) map[string]string {
 	return m
 }
 
-func checkChecksums(t *testing.T, dir string) {
+func checkChecksums(t testing.TB, dir string) {
 	got := sums(t, dir)
 	want := append(slices.Clone(wantArchives), "switchboard-0.1.0.tgz", "switchboard_v0.1.0_sbom.cdx.json")
 	files := make([]string, 0, len(got))
@@ -170,7 +176,7 @@ func checkChecksums(t *testing.T, dir string) {
 }
 
 // checkArchives opens every archive: the binary, LICENSE and README.md, stamped with the epoch.
-func checkArchives(t *testing.T, dir string) {
+func checkArchives(t testing.TB, dir string) {
 	license := readFile(t, filepath.Join(testenv.RepoRoot(), "LICENSE"))
 	for _, a := range wantArchives {
 		bin := strings.SplitN(a, "_", 2)[0]
@@ -234,7 +240,7 @@ func checkArchives(t *testing.T, dir string) {
 }
 
 // checkSame compares two releases of the same commit: the same checksums, the same index.
-func checkSame(t *testing.T, a, b string) {
+func checkSame(t testing.TB, a, b string) {
 	if sa, sb := readFile(t, filepath.Join(a, "checksums.txt")), readFile(t, filepath.Join(b, "checksums.txt")); sa != sb {
 		t.Errorf("two releases of one commit differ:\n%s\n%s", sa, sb)
 	}
@@ -246,7 +252,7 @@ func checkSame(t *testing.T, a, b string) {
 // checkImage reads the OCI layout: an index for linux/amd64 and linux/arm64 with the
 // release's annotations, images labelled alike, and the SBOM artifact referring to it. It
 // returns the index's digest.
-func checkImage(t *testing.T, dir string) string {
+func checkImage(t testing.TB, dir string) string {
 	p, err := layout.FromPath(filepath.Join(dir, "image"))
 	if err != nil {
 		t.Fatal(err)
@@ -329,9 +335,10 @@ func checkImage(t *testing.T, dir string) string {
 }
 
 // checkRegistry reads the pushed index and finds the SBOM among its referrers.
-func checkRegistry(t *testing.T, reg, digest string) {
+// It returns the SBOM's modules: path → the binaries linking it.
+func checkRegistry(t testing.TB, reg, digest string) map[string]string {
 	if digest == "" {
-		t.Skip("no index")
+		t.Fatal("no index")
 	}
 	ref, err := name.NewTag(reg+"/switchboard:"+testVersion, name.Insecure)
 	if err != nil {
@@ -380,22 +387,40 @@ func checkRegistry(t *testing.T, reg, digest string) {
 		t.Fatal(err)
 	}
 	found := map[string]string{}
+	binaries := map[string]bool{}
 	for _, c := range bom.Components {
 		for _, p := range c.Properties {
-			if p.Name == "linked-into" {
+			switch p.Name {
+			case "linked-into":
 				found[c.Name] = p.Value
+			case "platform":
+				if len(c.Hashes) == 1 && c.Hashes[0].Alg == "SHA-256" && len(c.Hashes[0].Content) == 64 {
+					binaries[c.Name+" "+p.Value] = true
+				}
 			}
 		}
 	}
-	if bom.BOMFormat != "CycloneDX" || bom.Metadata.Component.Version != testVersion ||
-		!strings.Contains(found["sigs.k8s.io/controller-runtime"], "image linux/arm64") ||
-		!strings.Contains(found["github.com/spf13/cobra"], "kubectl-switchboard windows/amd64") {
-		t.Errorf("the SBOM does not describe the release's binaries and image: %+v, modules %v", bom.Metadata, found)
+	// Every binary of the release, with its SHA-256.
+	var want []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		want = append(want, "switchboard linux/"+arch, "image linux/"+arch)
 	}
+	for _, p := range pluginPlatforms {
+		want = append(want, "kubectl-switchboard "+p[0]+"/"+p[1])
+	}
+	for _, w := range want {
+		if !binaries[w] {
+			t.Errorf("the SBOM does not describe %s", w)
+		}
+	}
+	if bom.BOMFormat != "CycloneDX" || bom.Metadata.Component.Version != testVersion {
+		t.Errorf("the SBOM is no CycloneDX document of %s: %+v", testVersion, bom.Metadata)
+	}
+	return found
 }
 
 // checkChart pulls the chart back with helm and reads its Chart.yaml.
-func checkChart(t *testing.T, r *release, reg string) {
+func checkChart(t testing.TB, r *release, reg string) {
 	dir := t.TempDir()
 	if b, err := exec.Command(r.helm, "pull", "oci://"+reg+"/charts/switchboard", "--version", "0.1.0", //nolint:gosec // the test's helm
 		"--plain-http", "--destination", dir).CombinedOutput(); err != nil {
@@ -438,7 +463,7 @@ func checkChart(t *testing.T, r *release, reg string) {
 }
 
 // checkKrew reads the krew manifest: one platform per plugin archive, with its checksum.
-func checkKrew(t *testing.T, dir string) {
+func checkKrew(t testing.TB, dir string) {
 	var p krewPlugin
 	if err := yaml.UnmarshalStrict([]byte(readFile(t, filepath.Join(dir, "switchboard.yaml"))), &p); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,12 @@ type (
 		Name       string        `json:"name"`
 		Version    string        `json:"version"`
 		PURL       string        `json:"purl,omitempty"`
+		Hashes     []cdxHash     `json:"hashes,omitempty"`
 		Properties []cdxProperty `json:"properties,omitempty"`
+	}
+	cdxHash struct {
+		Alg     string `json:"alg"`
+		Content string `json:"content"`
 	}
 	cdxProperty struct {
 		Name  string `json:"name"`
@@ -41,9 +46,10 @@ type (
 	}
 )
 
-// sbom is the CycloneDX JSON of the release's binaries (the image's included): one component
-// per module any of them links, with the go.sum hash it was built with and the binaries that
-// link it. A module replaced in go.mod is listed at its replacement.
+// sbom is the CycloneDX JSON of the release's binaries (label "name os/arch" → file; the
+// image's included): one component per binary with its SHA-256, and one per module any of them
+// links, with the go.sum hash it was built with and the binaries that link it. A module
+// replaced in go.mod is listed at its replacement.
 func sbom(version string, created time.Time, binaries map[string]string) ([]byte, error) {
 	type mod struct {
 		path, version, sum string
@@ -51,7 +57,16 @@ func sbom(version string, created time.Time, binaries map[string]string) ([]byte
 	}
 	mods := map[string]*mod{}
 	goVersion := ""
+	var bins []cdxComponent
 	for label, file := range binaries {
+		sum, err := fileSHA256(file)
+		if err != nil {
+			return nil, err
+		}
+		binName, platform, _ := strings.Cut(label, " ")
+		bins = append(bins, cdxComponent{Type: "application", BOMRef: "binary:" + label, Name: binName, Version: version,
+			Hashes:     []cdxHash{{Alg: "SHA-256", Content: sum}},
+			Properties: []cdxProperty{{Name: "platform", Value: platform}}})
 		bi, err := buildinfo.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("SBOM: reading the build information of %s: %w", file, err)
@@ -94,6 +109,7 @@ func sbom(version string, created time.Time, binaries map[string]string) ([]byte
 		c.Properties = append(c.Properties, cdxProperty{Name: "linked-into", Value: strings.Join(in, " ")})
 		bom.Components = append(bom.Components, c)
 	}
+	bom.Components = append(bom.Components, bins...)
 	sort.Slice(bom.Components, func(i, j int) bool { return bom.Components[i].BOMRef < bom.Components[j].BOMRef })
 	return json.MarshalIndent(bom, "", "  ")
 }
