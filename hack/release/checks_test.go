@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -186,18 +185,7 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 		}},
 		{"image: the SBOM refers to nothing", func(t testing.TB) {
 			dir := copyOf(good.dir)
-			p, err := layout.FromPath(filepath.Join(dir, "image"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			idx, err := p.ImageIndex()
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := idx.IndexManifest()
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, _, m := readLayout(t, dir)
 			for _, d := range m.Manifests {
 				if d.ArtifactType == SBOMMediaType {
 					mf, err := p.Bytes(d.Digest)
@@ -214,14 +202,7 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 		}},
 		{"registry: the index without its SBOM", func(t testing.TB) {
 			other := newRegistry()
-			p, err := layout.FromPath(filepath.Join(good.dir, "image"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			top, err := p.ImageIndex()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, top, _ := readLayout(t, good.dir)
 			h, err := v1.NewHash(digest)
 			if err != nil {
 				t.Fatal(err)

@@ -249,10 +249,10 @@ func checkSame(t testing.TB, a, b string) {
 	}
 }
 
-// checkImage reads the OCI layout: an index for linux/amd64 and linux/arm64 with the
-// release's annotations, images labelled alike, and the SBOM artifact referring to it. It
-// returns the index's digest.
-func checkImage(t testing.TB, dir string) string {
+// readLayout opens the release's OCI layout in dir/image: the layout, its top index (index.json)
+// and that index's manifest.
+func readLayout(t testing.TB, dir string) (layout.Path, v1.ImageIndex, *v1.IndexManifest) {
+	t.Helper()
 	p, err := layout.FromPath(filepath.Join(dir, "image"))
 	if err != nil {
 		t.Fatal(err)
@@ -261,10 +261,18 @@ func checkImage(t testing.TB, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := top.IndexManifest()
+	m, err := top.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, top, m
+}
+
+// checkImage reads the OCI layout: an index for linux/amd64 and linux/arm64 with the
+// release's annotations, images labelled alike, and the SBOM artifact referring to it. It
+// returns the index's digest.
+func checkImage(t testing.TB, dir string) string {
+	p, top, tm := readLayout(t, dir)
 	var idxDesc, sbomDesc *v1.Descriptor
 	for i, d := range tm.Manifests {
 		switch {
