@@ -211,6 +211,10 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		// 0 would be the operator's default, not "none": the schema says to write -1.
 		{name: "minimum renewal interval percentage of zero", set: "operator.minRenewalIntervalPercentage=0", want: "/operator/minRenewalIntervalPercentage"},
 		{name: "unknown top-level value", set: "replicaCount=3", want: "replicaCount"},
+		// A digest is the algorithm and the whole hex: a tag or a short digest is not one.
+		{name: "image digest without its algorithm", set: "image.digest=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: "/image/digest"},
+		{name: "image digest cut short", set: "image.digest=sha256:0123abcd", want: "/image/digest"},
+		{name: "image digest a tag", set: "image.digest=v0.1.0", want: "/image/digest"},
 		{name: "bad service type", set: "server.service.type=Internal", want: "/server/service/type"},
 		{name: "trusted proxy not a CIDR", set: "server.trustedProxies[0]=proxy.local", want: "/server/trustedProxies/0"},
 		{name: "unknown log level", set: "server.logLevel=verbose", want: "/server/logLevel"},

@@ -38,8 +38,17 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/*
+The image of every switchboard container: repository@digest when image.digest is set (the tag is
+then dropped, as cert-manager's chart does, so that the reference names one thing, the image
+that was signed and verified), else repository:tag.
+*/}}
 {{- define "switchboard.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "switchboard.operatorServiceAccount" -}}
