@@ -81,7 +81,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ 
 	$(CONTROLLER_GEN) rbac:roleName=switchboard-operator crd:allowDangerousTypes=false paths="./api/..." paths="./internal/controller/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@rm -rf internal/local/devenv/crds/bases && mkdir -p internal/local/devenv/crds/bases && cp config/crd/bases/*.yaml internal/local/devenv/crds/bases/
-	@mkdir -p charts/switchboard/crds && cp config/crd/bases/*.yaml charts/switchboard/crds/
+	@rm -rf charts/switchboard/files/crds && mkdir -p charts/switchboard/files/crds && cp config/crd/bases/*.yaml charts/switchboard/files/crds/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.

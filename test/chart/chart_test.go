@@ -118,7 +118,8 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 	}{
 		{
 			name: "defaults",
-			want: []string{"Deployment/switchboard-operator", "Deployment/switchboard-server", "Service/switchboard-api", "Service/switchboard-panel",
+			want: []string{"CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev",
+				"Deployment/switchboard-operator", "Deployment/switchboard-server", "Service/switchboard-api", "Service/switchboard-panel",
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
 				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel"},
@@ -155,9 +156,10 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 				"ClusterRole/switchboard-panel-reveal", "Role/switchboard-panel-reveal", "Service/switchboard-reveal", "ConfigMap/switchboard-reveal-ca"},
 		},
 		{
-			name: "panel and metrics off",
-			sets: []string{"panel.enabled=false", "metrics.enabled=false", "server.podDisruptionBudget.enabled=false"},
-			not:  []string{"Service/switchboard-panel", "Deployment/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget"},
+			name: "panel, metrics and CRDs off",
+			sets: []string{"panel.enabled=false", "metrics.enabled=false", "server.podDisruptionBudget.enabled=false", "crds.enabled=false"},
+			not: []string{"Service/switchboard-panel", "Deployment/switchboard-panel", "Service/switchboard-server-metrics", "PodDisruptionBudget",
+				"CustomResourceDefinition"},
 		},
 	}
 	for _, tt := range tests {
@@ -211,6 +213,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		// 0 would be the operator's default, not "none": the schema says to write -1.
 		{name: "minimum renewal interval percentage of zero", set: "operator.minRenewalIntervalPercentage=0", want: "/operator/minRenewalIntervalPercentage"},
 		{name: "unknown top-level value", set: "replicaCount=3", want: "replicaCount"},
+		{name: "CRDs switched on by a string", set: "crds.enabled=yes", want: "/crds/enabled"},
+		{name: "unknown CRD value", set: "crds.upgrade=true", want: "/crds"},
 		// A digest is the algorithm and the whole hex: a tag or a short digest is not one.
 		{name: "image digest without its algorithm", set: "image.digest=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: "/image/digest"},
 		{name: "image digest cut short", set: "image.digest=sha256:0123abcd", want: "/image/digest"},

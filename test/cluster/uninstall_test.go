@@ -64,7 +64,7 @@ func testUninstall(t *testing.T) {
 	for _, o := range s.objects(t, strings.Join(clusterScoped, ",")) {
 		switch {
 		case o.kind == "CustomResourceDefinition" && strings.HasSuffix(o.name, ".switchboard.dev"):
-			crds++ // kept, as Helm keeps the CRDs of crds/
+			crds++ // kept: the chart's CRDs carry helm.sh/resource-policy: keep (crds.keep, on by default)
 		case o.kind == "Namespace" && o.name == systemNamespace:
 			// made by --create-namespace, which Helm never deletes
 		case o.kind == "APIService" && o.name == "v1alpha1.switchboard.dev":
@@ -74,7 +74,7 @@ func testUninstall(t *testing.T) {
 		}
 	}
 	if crds != 2 {
-		t.Errorf("%d switchboard CRDs after the uninstall, want the 2 Helm keeps", crds)
+		t.Errorf("%d switchboard CRDs after the uninstall, want the 2 that crds.keep keeps", crds)
 	}
 }
 
