@@ -84,8 +84,15 @@ func (a AlertRef) ID() string { return a.Repository + "#" + strconv.FormatInt(a.
 // https://docs.github.com/en/webhooks/webhook-events-and-payloads#secret_scanning_alert
 var actions = map[string]bool{"created": true, "reopened": true, "publicly_leaked": true}
 
-// repositoryName is what a repository's full name may look like (it is put in API paths).
+// repositoryName is what a repository's full name may look like.
 var repositoryName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$`)
+
+// validRepository says whether name is a repository's full name, "owner/name", safe to put in
+// an API path as it is: nothing to escape, no "." or ".." segment.
+func validRepository(name string) bool {
+	owner, repo, _ := strings.Cut(name, "/")
+	return repositoryName.MatchString(name) && owner != "." && owner != ".." && repo != "." && repo != ".."
+}
 
 // Read verifies r's X-Hub-Signature-256 over its raw body and returns the delivery. It refuses
 // a body over the bound (ErrTooLarge), a missing or wrong signature (ErrUnauthenticated), and
@@ -145,7 +152,7 @@ func parseAlertEvent(ev AlertEvent, body []byte) (AlertEvent, error) {
 	if p.Alert == nil || p.Alert.Number <= 0 {
 		return ev, fmt.Errorf("%w: secret_scanning_alert without alert.number", ErrMalformed)
 	}
-	if p.Repository == nil || !repositoryName.MatchString(p.Repository.FullName) {
+	if p.Repository == nil || !validRepository(p.Repository.FullName) {
 		return ev, fmt.Errorf("%w: secret_scanning_alert without a repository.full_name of the form owner/name", ErrMalformed)
 	}
 	ev.Alert = AlertRef{Repository: p.Repository.FullName, RepositoryURL: p.Repository.HTMLURL, Number: p.Alert.Number}

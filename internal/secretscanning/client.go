@@ -119,14 +119,13 @@ type location struct {
 // (a token without the permission gets 403 or 404), ErrMalformed when it answered something
 // else than an alert with its secret.
 func (c *AlertClient) Fetch(ctx context.Context, ref AlertRef) (Alert, error) {
-	owner, name, ok := strings.Cut(ref.Repository, "/")
-	if !ok || !repositoryName.MatchString(ref.Repository) || slices.Contains([]string{".", ".."}, owner) || slices.Contains([]string{".", ".."}, name) || ref.Number <= 0 {
+	if !validRepository(ref.Repository) || ref.Number <= 0 {
 		return Alert{}, fmt.Errorf("%w: alert %q is not owner/name#number", ErrMalformed, ref.ID())
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	// repositoryName and the checks above leave nothing to escape in owner and name.
-	path := "/repos/" + owner + "/" + name + "/secret-scanning/alerts/" + strconv.FormatInt(ref.Number, 10)
+	// validRepository leaves nothing to escape.
+	path := "/repos/" + ref.Repository + "/secret-scanning/alerts/" + strconv.FormatInt(ref.Number, 10)
 
 	var a alertBody
 	if err := c.get(ctx, path, nil, &a); err != nil {
