@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +59,7 @@ func TestPartnerRead(t *testing.T) {
 		`{"token":%q,"type":"switchboard_api_key","url":"https://gist.github.com/x","source":"gist_content"}]`, ours, foreign, badChecksum)
 	sig := sign(t, key, body)
 	rawSig, _ := base64.StdEncoding.DecodeString(sig)
-	big := append(body[:len(body):len(body)], bytes.Repeat([]byte(" "), 1024)...)
+	big := slices.Concat(body, bytes.Repeat([]byte(" "), 1024))
 	batch := fmt.Appendf(nil, "[%s]", strings.TrimSuffix(strings.Repeat(fmt.Sprintf(`{"token":%q,"type":"t"},`, foreign), 4), ","))
 	notArray := []byte(`{"token":"x"}`)
 	noToken := []byte(`[{"type":"t"}]`)
