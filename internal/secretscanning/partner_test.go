@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -145,15 +146,33 @@ func TestPartnerRead(t *testing.T) {
 	}
 }
 
-// TestPartnerReadRefusesOversizedBodyUnread shows the body bound is kept with a Content-Length
-// too: the keys are not even fetched.
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// TestPartnerReadRefusesOversizedBodyUnread shows that a body announced larger than the bound
+// is refused before a byte of it is read, and the keys are not fetched.
 func TestPartnerReadRefusesOversizedBodyUnread(t *testing.T) {
 	f := newFakeKeys(t)
 	f.add(t, keyID, elliptic.P256())
 	p := newTestPartner(t, f, 100, 0)
-	_, err := p.Read(partnerRequest(make([]byte, 101), keyID, "c2ln"))
+	r := partnerRequest(nil, keyID, "c2ln")
+	body := &countingReader{r: bytes.NewReader(make([]byte, 101))}
+	r.Body, r.ContentLength = io.NopCloser(body), 101
+	_, err := p.Read(r)
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Read() = %v, want ErrTooLarge", err)
+	}
+	if body.n != 0 {
+		t.Errorf("Read() read %d bytes of a body announced too large", body.n)
 	}
 	if n := f.fetches.Load(); n != 0 {
 		t.Errorf("the keys were fetched %d times for a request refused for its size", n)
