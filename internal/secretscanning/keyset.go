@@ -33,6 +33,8 @@ const (
 	DefaultMaxKeysBody = 64 << 10
 	// maxIdentifier bounds a key identifier (GitHub's are 64 hex characters).
 	maxIdentifier = 256
+	// fetchTimeout bounds a fetch of the keys, whatever the client's timeout.
+	fetchTimeout = 10 * time.Second
 )
 
 // KeySetOptions configure a KeySet.
@@ -146,7 +148,11 @@ func (k *KeySet) key(ctx context.Context, identifier string) (*ecdsa.PublicKey, 
 	now := k.opts.Clock.Now()
 	if !k.fetched || now.Sub(k.lastFetch) >= k.opts.RefreshInterval {
 		k.fetched, k.lastFetch = true, now
-		k.lastErr = k.fetch(ctx)
+		// The fetch serves every request waiting for it and counts against the interval: the
+		// request that started it hanging up must not cancel it.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		k.lastErr = k.fetch(fctx)
+		cancel()
 		if key, ok := k.lookup(identifier); ok {
 			return key.usable(identifier)
 		}

@@ -108,9 +108,8 @@ func parsePartner(body []byte, prefix string, maxBatch int) ([]Report, error) {
 	return reports, nil
 }
 
-// jsonError describes err without the input it quotes: encoding/json's type errors name the
-// offending value's type and offset only, but a syntax error in a token could quote nothing
-// either, so only the offset is kept.
+// jsonError describes a JSON error by its kind and offset only: encoding/json's syntax errors
+// quote the offending character, which could be part of a token.
 func jsonError(err error) string {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
