@@ -1,0 +1,204 @@
+package webhookdelivery
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// EventType is the type of a key event, "apikey.<what happened>": the specification's
+// full-stop delimited type, which names the schema of the payload's data.
+type EventType string
+
+// The key events a tenant can subscribe to.
+const (
+	// KeyCreated: an APIKey's first key was issued.
+	KeyCreated EventType = "apikey.created"
+	// KeyRevealed: a key's plaintext was claimed (by a person, or delivered to a Secret).
+	KeyRevealed EventType = "apikey.revealed"
+	// KeyRotated: a new key replaced the previous one on request (manual, or after a leak).
+	KeyRotated EventType = "apikey.rotated"
+	// KeyRenewed: a new key replaced the previous one because the lifecycle said it was due.
+	KeyRenewed EventType = "apikey.renewed"
+	// KeyExpiring: a key ends soon and nothing will renew it.
+	KeyExpiring EventType = "apikey.expiring"
+	// KeyUnused: a key has not been used for the configured time.
+	KeyUnused EventType = "apikey.unused"
+	// KeyRevoked: a key was revoked before its end.
+	KeyRevoked EventType = "apikey.revoked"
+	// KeyExpired: a key reached its end.
+	KeyExpired EventType = "apikey.expired"
+	// KeyLeaked: a verified report found a key where it should not be (data.url).
+	KeyLeaked EventType = "apikey.leaked"
+)
+
+// EventTypes lists every EventType, in the order of a key's life.
+var EventTypes = []EventType{
+	KeyCreated, KeyRevealed, KeyRotated, KeyRenewed, KeyExpiring, KeyUnused, KeyRevoked, KeyExpired, KeyLeaked,
+}
+
+// Event is the payload of a delivery, in the shape the specification recommends. A
+// receiver reads data by type; each type's schema is Schema(type).
+type Event struct {
+	// Type is what happened.
+	Type EventType `json:"type"`
+	// Timestamp is when it happened (not when it is delivered: that is webhook-timestamp).
+	Timestamp time.Time `json:"timestamp"`
+	// Data is the key it happened to and the details.
+	Data KeyData `json:"data"`
+}
+
+// KeyData is what an event says about the key: enough for the receiver to find it and to know
+// which key of the APIKey is meant, never the key itself.
+type KeyData struct {
+	// Namespace and Name are the APIKey's.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// KeyGeneration is the APIKey's status.keyGeneration of the key meant: 1 for the first key,
+	// +1 per rotation or renewal (for rotated and renewed: the new key's).
+	KeyGeneration int64 `json:"keyGeneration"`
+	// KeyHint is that key's status.keyHint, e.g. "sb_live_AbCd…wxyz": recognisable, not usable.
+	KeyHint string `json:"keyHint"`
+	// PreviousKeyHint is the replaced key's hint (rotated and renewed).
+	PreviousKeyHint string `json:"previousKeyHint,omitempty"`
+	// Reason says why, in words: who rotated or revoked, what the leak report was.
+	Reason string `json:"reason,omitempty"`
+	// URL is where a leaked key was found (leaked only).
+	URL string `json:"url,omitempty"`
+	// LastUsedAt is when the key was last used, if ever.
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	// ExpiresAt is when the key ends (expiring and expired).
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Message is one delivery's content: the same on every attempt, so that a receiver that
+// verified and processed it once recognises it by ID.
+type Message struct {
+	// ID is the webhook-id.
+	ID string
+	// Body is the event's JSON, exactly as signed and sent.
+	Body []byte
+}
+
+// MaxBodyBytes bounds a message's body: the specification recommends payloads under 20 KB.
+const MaxBodyBytes = 20 << 10
+
+// Bounds of the free-text fields, the schemas' maxLength.
+const (
+	maxReasonChars = 1024
+	maxURLChars    = 2048
+)
+
+// hintPattern is what a key hint looks like (apikey.Hint): a prefix, "_live_", four characters,
+// "…", four characters. A whole key never matches it, so a payload that passes cannot carry one.
+var hintPattern = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}_live_[0-9A-Za-z]{4}…[0-9A-Za-z]{4}$`)
+
+// namePattern is what a Kubernetes namespace or object name looks like (DNS subdomain).
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+// NewMessage checks e against its type's rules (those of its schema) and encodes it as the
+// message id sends.
+func NewMessage(id string, e Event) (Message, error) {
+	if err := ValidateID(id); err != nil {
+		return Message{}, err
+	}
+	if err := e.Validate(); err != nil {
+		return Message{}, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return Message{}, fmt.Errorf("event %s: %w", e.Type, err)
+	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(body) > MaxBodyBytes {
+		return Message{}, fmt.Errorf("event %s: %d bytes encoded, more than %d", e.Type, len(body), MaxBodyBytes)
+	}
+	return Message{ID: id, Body: body}, nil
+}
+
+// Validate says what makes e an event no receiver should get, or nil: the rules of its type's
+// schema, so that what NewMessage encodes validates against it.
+func (e Event) Validate() error {
+	var errs []error
+	if !e.Type.Known() {
+		return fmt.Errorf("event type %q is none of switchboard's", e.Type)
+	}
+	if e.Timestamp.IsZero() {
+		errs = append(errs, errors.New("no timestamp"))
+	}
+	d := e.Data
+	if !namePattern.MatchString(d.Namespace) || !namePattern.MatchString(d.Name) {
+		errs = append(errs, fmt.Errorf("namespace %q, name %q: not a Kubernetes object's", d.Namespace, d.Name))
+	}
+	if d.KeyGeneration < 1 {
+		errs = append(errs, fmt.Errorf("keyGeneration %d: at least 1", d.KeyGeneration))
+	}
+	// The hints are checked by shape and never quoted: something that is not a hint may be a key.
+	if !hintPattern.MatchString(d.KeyHint) {
+		errs = append(errs, errors.New("keyHint is not a key hint (sb_live_AbCd…wxyz)"))
+	}
+	switch e.Type {
+	case KeyRotated, KeyRenewed:
+		if d.PreviousKeyHint != "" && !hintPattern.MatchString(d.PreviousKeyHint) {
+			errs = append(errs, errors.New("previousKeyHint is not a key hint (sb_live_AbCd…wxyz)"))
+		}
+	default:
+		if d.PreviousKeyHint != "" {
+			errs = append(errs, fmt.Errorf("previousKeyHint: only in %s and %s", KeyRotated, KeyRenewed))
+		}
+	}
+	if n := utf8.RuneCountInString(d.Reason); n > maxReasonChars {
+		errs = append(errs, fmt.Errorf("reason: %d characters, more than %d", n, maxReasonChars))
+	}
+	if e.Type == KeyLeaked {
+		if u, err := url.Parse(d.URL); err != nil || !u.IsAbs() || u.Host == "" || len(d.URL) > maxURLChars {
+			errs = append(errs, fmt.Errorf("url: where the key was found, an absolute URL of at most %d characters", maxURLChars))
+		}
+	} else if d.URL != "" {
+		errs = append(errs, fmt.Errorf("url: only in %s", KeyLeaked))
+	}
+	switch e.Type {
+	case KeyExpiring, KeyExpired:
+		if d.ExpiresAt == nil {
+			errs = append(errs, errors.New("expiresAt: when the key ends"))
+		}
+	default:
+		if d.ExpiresAt != nil {
+			errs = append(errs, fmt.Errorf("expiresAt: only in %s and %s", KeyExpiring, KeyExpired))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("event %s: %w", e.Type, err)
+	}
+	return nil
+}
+
+// Known says whether t is one of EventTypes.
+func (t EventType) Known() bool {
+	return slices.Contains(EventTypes, t)
+}
+
+//go:embed schema/*.json
+var schemas embed.FS
+
+// Schema returns the JSON Schema (Draft 2020-12) of t's payloads, for receivers and docs, or
+// nil when t is not Known.
+func Schema(t EventType) []byte {
+	if !t.Known() {
+		return nil
+	}
+	b, err := schemas.ReadFile("schema/" + string(t) + ".json")
+	if err != nil {
+		panic(fmt.Sprintf("the schema of %s is not embedded: %v", t, err)) // a test checks every type's
+	}
+	return b
+}
