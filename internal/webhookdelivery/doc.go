@@ -30,7 +30,9 @@
 // outbox in the system namespace with its webhook-id (fixed when the event is recorded, the
 // same on every attempt) and its attempt number, calls Send when the attempt is due, and
 // records the Result: it removes a Delivered one, reschedules at RetryAt, and on Disable or
-// GiveUp writes the subscription's status. Fairness between tenants (one tenant's slow endpoint
+// GiveUp writes the subscription's status (Result.Err says why, naming the endpoint by scheme
+// and host only). Result.StatusCode lets it slow down an endpoint that answers 429, 502 or 504,
+// as the specification recommends. Fairness between tenants (one tenant's slow endpoint
 // never delays another's), the outbox's bounds and at-least-once delivery across restarts are
 // the wiring's; Send takes the context that bounds a worker's attempt. Policy's fields are the
 // operator configuration's (api/config/v1alpha1) to be: the networks denied (the cluster's

@@ -179,7 +179,8 @@ func NewSender(o Options) (*Sender, error) {
 		// A redirect is not followed: the specification counts a 3xx as a failure (the tenant
 		// updates its URL), and its target would be a request nobody checked in advance.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Timeout:       s.timeout,
+		// The attempt's bound, from dialling to the answer's last byte read.
+		Timeout: s.timeout,
 	}
 	return s, nil
 }
@@ -210,8 +211,6 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, m Message, attempt int) 
 	}
 	target := u.Scheme + "://" + u.Host
 
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	now := s.now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(m.Body))
 	if err != nil {
