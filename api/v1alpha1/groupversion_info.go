@@ -24,7 +24,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &Connection{}, &ConnectionList{}, &APIKey{}, &APIKeyList{})
+	scheme.AddKnownTypes(GroupVersion, &Connection{}, &ConnectionList{}, &APIKey{}, &APIKeyList{}, &LeakReport{}, &LeakReportList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

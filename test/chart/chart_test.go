@@ -118,7 +118,7 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 	}{
 		{
 			name: "defaults",
-			want: []string{"CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev",
+			want: []string{"CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev", "CustomResourceDefinition/leakreports.switchboard.dev",
 				"Deployment/switchboard-operator", "Deployment/switchboard-server", "Service/switchboard-api", "Service/switchboard-panel",
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
@@ -293,7 +293,7 @@ func TestKustomizeServerSideDryRun(t *testing.T) {
 			t.Errorf("%s/%s is in namespace %q, not %s", o.GetKind(), o.GetName(), ns, releaseNamespace)
 		}
 	}
-	for _, k := range []string{"Namespace/switchboard-system", "CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev",
+	for _, k := range []string{"Namespace/switchboard-system", "CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev", "CustomResourceDefinition/leakreports.switchboard.dev",
 		"ClusterRole/switchboard-operator", "ClusterRole/switchboard-server", "ClusterRole/switchboard-panel", "Deployment/switchboard-operator",
 		"Deployment/switchboard-server", "Deployment/switchboard-panel", "Service/switchboard-panel", "Service/switchboard-api",
 		"PodDisruptionBudget/switchboard-server", "PodDisruptionBudget/switchboard-panel"} {
