@@ -24,6 +24,9 @@ CADDY_VERSION ?= v2.11.9
 # sigs.k8s.io/krew, whose validate-krew-manifest checks the release's krew manifest; it must be
 # the version hack/tools/krew/go.mod requires.
 KREW_VERSION ?= v0.4.3
+# github.com/sigstore/cosign/v2, which signs the release (`make release`) and verifies it in
+# hack/release's tests; it must be the version hack/tools/cosign/go.mod requires.
+COSIGN_VERSION ?= v2.6.5
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -42,6 +45,9 @@ export CADDY
 # hack/release's test checks the krew manifest with it, as `make release` does.
 VALIDATE_KREW_MANIFEST ?= $(LOCALBIN)/validate-krew-manifest-$(KREW_VERSION)
 export VALIDATE_KREW_MANIFEST
+# `make release` signs with it; hack/release's tests sign with throwaway keys and verify.
+COSIGN ?= $(LOCALBIN)/cosign-$(COSIGN_VERSION)
+export COSIGN
 
 # A test binary may take 30 minutes, not go test's 10: test/dockerfile compiles the whole product
 # with -trimpath, from a cold cache on a fresh machine, beside the other packages on 2 cores.
@@ -63,6 +69,11 @@ CONSUMER_IMAGE ?= localhost/consumer:1.0
 # when empty; plain HTTP on a loopback address).
 RELEASE_DIR ?= $(LOCALBIN)/release
 RELEASE_REGISTRY ?=
+# `make release` signs with cosign and the private key COSIGN_KEY (a file, or env://VAR; its
+# password COSIGN_PASSWORD), which must be COSIGN_PUB's private half; SIGN=false: an unsigned dry
+# run (docs/developing.md, "Cutting a release").
+SIGN ?= true
+COSIGN_PUB ?= $(CURDIR)/cosign.pub
 # `make cluster`'s state: the kubeconfig, logs, and what `make cluster-down` removes.
 CLUSTER_DIR ?= $(LOCALBIN)/cluster
 
@@ -115,7 +126,7 @@ cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when mi
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test
-test: manifests generate envtest-tests $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) $(VALIDATE_KREW_MANIFEST) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, release, e2e, cluster).
+test: manifests generate envtest-tests $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_METRICS) $(OIDC_OP) $(VALIDATE_KREW_MANIFEST) $(COSIGN) ## Run every test against a real kube-apiserver + etcd (unit, envtest, chart, alerting rules, fuzz seeds, release, e2e, cluster).
 	go test $(GO_TEST_FLAGS) -skip '^TestRelease$$' ./...
 	$(MAKE) test-release
 	$(MAKE) test-e2e
@@ -125,7 +136,7 @@ test: manifests generate envtest-tests $(HELM) $(CADDY) $(PROMTOOL) $(PROMQL_MET
 # Alone, not beside the other packages: it cross-compiles nine binaries twice (darwin and windows
 # from a cold build cache take over ten minutes on 2 cores), which go test's 30 minutes per test
 # binary would not always cover on a busy machine.
-test-release: $(HELM) $(VALIDATE_KREW_MANIFEST) ## Run hack/release's TestRelease: cut a release twice into a registry on loopback and inspect it.
+test-release: $(HELM) $(VALIDATE_KREW_MANIFEST) $(COSIGN) ## Run hack/release's TestRelease: cut a signed release twice into a registry on loopback and inspect it.
 	go test -count=1 -timeout 60m -run '^TestRelease$$' ./hack/release/
 
 .PHONY: test-unit
@@ -170,8 +181,9 @@ image: ## Build the image the Dockerfile describes, without Docker, into bin/ima
 	go run ./hack/image -binary $(IMAGE_DIR)/switchboard -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -revision $(REVISION) -out $(IMAGE_DIR)/switchboard.tar
 
 .PHONY: release
-release: $(HELM) $(VALIDATE_KREW_MANIFEST) ## Cut release VERSION=vX.Y.Z into RELEASE_DIR: archives, checksums, image index, SBOM, chart, notes, krew manifest (pushed to RELEASE_REGISTRY when set; docs/developing.md).
-	go run ./hack/release -version "$(VERSION)" -dir "$(RELEASE_DIR)" -registry "$(RELEASE_REGISTRY)" -helm "$(HELM)" -validate-krew-manifest "$(VALIDATE_KREW_MANIFEST)"
+release: $(HELM) $(VALIDATE_KREW_MANIFEST) $(COSIGN) ## Cut release VERSION=vX.Y.Z into RELEASE_DIR, signed with COSIGN_KEY: archives, checksums, image index, SBOM, chart, notes, krew manifest (pushed to RELEASE_REGISTRY when set; docs/developing.md).
+	go run ./hack/release -version "$(VERSION)" -dir "$(RELEASE_DIR)" -registry "$(RELEASE_REGISTRY)" -helm "$(HELM)" -validate-krew-manifest "$(VALIDATE_KREW_MANIFEST)" \
+		-sign="$(SIGN)" -cosign "$(COSIGN)" -cosign-pub "$(COSIGN_PUB)"
 
 .PHONY: consumer-image
 consumer-image: ## Build the test cluster's client of a delivered key (hack/consumer) into bin/image/consumer.tar.
@@ -239,6 +251,19 @@ $(VALIDATE_KREW_MANIFEST):
 	@grep -qE '^(require)?[[:space:]]*sigs.k8s.io/krew $(KREW_VERSION)$$' hack/tools/krew/go.mod || \
 		{ echo "hack/tools/krew/go.mod does not require sigs.k8s.io/krew $(KREW_VERSION) (KREW_VERSION): change both together" >&2; exit 1; }
 	cd hack/tools/krew && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/krew/cmd/validate-krew-manifest
+	mv $@.tmp $@
+
+.PHONY: cosign
+cosign: $(COSIGN) ## Build sigstore's cosign into bin/ (only when missing).
+
+# hack/tools/cosign/go.mod must require cosign $(COSIGN_VERSION); its go.sum is the trust root.
+# The version ldflag is cosign's own (its Makefile's), so `cosign version` says which it is.
+$(COSIGN):
+	@grep -qE '^(require)?[[:space:]]*github.com/sigstore/cosign/v2 $(COSIGN_VERSION)$$' hack/tools/cosign/go.mod || \
+		{ echo "hack/tools/cosign/go.mod does not require github.com/sigstore/cosign/v2 $(COSIGN_VERSION) (COSIGN_VERSION): change both together" >&2; exit 1; }
+	cd hack/tools/cosign && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath \
+		-ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)" \
+		-o $@.tmp github.com/sigstore/cosign/v2/cmd/cosign
 	mv $@.tmp $@
 
 # hack/tools/caddy/go.mod must require caddy $(CADDY_VERSION); its go.sum is the trust root.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-dev/switchboard/internal/local/image"
@@ -134,17 +135,30 @@ func restamp(file string, mtime time.Time) error {
 	return os.WriteFile(filepath.Clean(file), buf.Bytes(), 0o600)
 }
 
-// pushChart pushes the packaged chart to oci://REGISTRY/charts.
-func pushChart(r *release, pkg string) error {
+// pushChart pushes the packaged chart to oci://REGISTRY/charts and returns the digest helm
+// says it pushed, which the release signs.
+func pushChart(r *release, pkg string) (string, error) {
 	args := []string{"push", filepath.Join(r.dir, pkg), "oci://" + r.registry + "/charts"}
 	if len(nameOptions(r.registry)) > 0 {
 		args = append(args, "--plain-http")
 	}
 	out, err := r.helmCmd(args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("helm push: %w: %s", err, out)
+		return "", fmt.Errorf("helm push: %w: %s", err, out)
 	}
-	return nil
+	return pushedDigest(string(out))
+}
+
+// pushedDigest reads the "Digest: sha256:…" line of helm push's output.
+func pushedDigest(out string) (string, error) {
+	for line := range strings.SplitSeq(out, "\n") {
+		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "Digest: "); ok {
+			if h, err := v1.NewHash(d); err == nil {
+				return h.String(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("helm push said no digest: %s", out)
 }
 
 func (r *release) helmCmd(args ...string) *exec.Cmd {

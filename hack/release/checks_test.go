@@ -228,7 +228,7 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := pushChart(&r, pkg); err != nil {
+			if _, err := pushChart(&r, pkg); err != nil {
 				t.Fatal(err)
 			}
 			checkChart(t, &r, other)

@@ -8,9 +8,15 @@
 //     OCI annotations (version, revision, source, licenses, created);
 //   - a CycloneDX SBOM of every binary, attached to the index as an OCI 1.1 referrer;
 //   - the Helm chart at version X.Y.Z, appVersion vX.Y.Z, with Artifact Hub's annotations;
-//   - notes.md from CHANGELOG.md's section for the version, and the plugin's krew manifest.
+//   - notes.md from CHANGELOG.md's section for the version, and the plugin's krew manifest;
+//   - checksums.txt.sig, cosign's signature of checksums.txt, and cosign.pub, the release key's
+//     public half it verifies with.
 //
-// With -registry it pushes the index, its SBOM and the chart (oci://REGISTRY/charts) there.
+// With -registry it pushes the index, its SBOM and the chart (oci://REGISTRY/charts) there,
+// and cosign's signatures of the index and of the chart beside them. It signs with the private
+// key COSIGN_KEY (a file, or env://VAR) and its password COSIGN_PASSWORD, key-based and offline
+// (no transparency log), and refuses to run without that key or with one that is not
+// -cosign-pub's private half; -sign=false cuts an unsigned release, which its notes say.
 package main
 
 import (
@@ -35,7 +41,16 @@ func main() {
 	flag.StringVar(&r.caCerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle the image carries, as `make image`'s")
 	flag.StringVar(&r.root, "root", ".", "the repository's working tree")
 	flag.StringVar(&r.validateKrew, "validate-krew-manifest", "", "krew's validate-krew-manifest, to check the krew manifest with (required)")
+	sign := flag.Bool("sign", true, "sign with cosign and the key COSIGN_KEY (password COSIGN_PASSWORD); false: an unsigned dry run")
+	s := &signer{key: os.Getenv("COSIGN_KEY"), password: os.Getenv("COSIGN_PASSWORD")}
+	flag.StringVar(&s.cosign, "cosign", "", "the cosign binary, to sign with (required unless -sign=false; `make cosign` builds it)")
+	flag.StringVar(&s.pub, "cosign-pub", "cosign.pub", "the release key's public half, which COSIGN_KEY must match; copied into the release")
 	flag.Parse()
+	if *sign {
+		r.signer = s
+	} else {
+		fmt.Fprintln(os.Stderr, "release: WARNING: -sign=false: this release will NOT be signed")
+	}
 	if err := configure(r); err == nil {
 		err = r.run()
 		if err != nil {

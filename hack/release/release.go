@@ -50,6 +50,9 @@ type release struct {
 	validateKrew string
 	// caCerts is the CA bundle the image carries, as `make image`'s.
 	caCerts string
+	// signer signs checksums.txt, and the image index and the chart when pushed; nil: the
+	// release is not signed (SIGN=false), and its notes say so.
+	signer *signer
 	// out receives the progress lines.
 	out io.Writer
 	// compile builds a binary (goBuild unless a test puts something faster in its place).
@@ -87,6 +90,12 @@ func (r *release) run() error {
 	changes, err := changesAnnotation(section)
 	if err != nil {
 		return err
+	}
+	// Refuse a key that is missing or is not cosign.pub's before building anything.
+	if r.signer != nil {
+		if err := r.signer.check(); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(r.dir, 0o750); err != nil {
 		return err
@@ -188,6 +197,9 @@ func (r *release) run() error {
 	if err := os.WriteFile(filepath.Join(r.dir, "checksums.txt"), []byte(sums), 0o600); err != nil {
 		return err
 	}
+	if err := r.signChecksums(); err != nil {
+		return err
+	}
 	krew, err := krewManifest(r.version, r.krewBaseURL, plugins)
 	if err != nil {
 		return err
@@ -201,32 +213,92 @@ func (r *release) run() error {
 	if b, err := exec.Command(r.validateKrew, "-manifest", krewFile, "-skip-install").CombinedOutput(); err != nil { //nolint:gosec // the checker the Makefile names
 		return fmt.Errorf("validate-krew-manifest %s: %w: %s", krewFile, err, b)
 	}
-	if err := os.WriteFile(filepath.Join(r.dir, "notes.md"), []byte(notes(r, section, idxDesc.Digest.String())), 0o600); err != nil {
-		return err
-	}
 
+	chartDigest := ""
 	if r.registry != "" {
 		if err := push(r.registry, r.version, idx, sbomMf, sbomBlobs); err != nil {
 			return err
 		}
-		if err := pushChart(r, chart); err != nil {
+		if chartDigest, err = pushChart(r, chart); err != nil {
 			return err
 		}
-		fmt.Fprintf(r.out, "release: pushed %s@%s, its SBOM, and oci://%s/charts/switchboard:%s\n",
-			r.imageRef(), idxDesc.Digest, r.registry, strings.TrimPrefix(r.version, "v"))
+		fmt.Fprintf(r.out, "release: pushed %s@%s, its SBOM, and oci://%s@%s\n",
+			r.imageRef(), idxDesc.Digest, r.chartRef(), chartDigest)
+		if r.signer != nil {
+			plainHTTP := len(nameOptions(r.registry)) > 0
+			for _, ref := range []string{r.imageRepo + "@" + idxDesc.Digest.String(), r.chartRef() + "@" + chartDigest} {
+				if err := r.signer.signImage(ref, plainHTTP); err != nil {
+					return fmt.Errorf("signing %s: %w", ref, err)
+				}
+				fmt.Fprintf(r.out, "release: signed %s\n", ref)
+			}
+		}
 	}
-	fmt.Fprintf(r.out, "release: %s in %s (not signed: signing is not built yet)\n", r.version, r.dir)
+	if err := os.WriteFile(filepath.Join(r.dir, "notes.md"), []byte(notes(r, section, idxDesc.Digest.String(), chartDigest)), 0o600); err != nil {
+		return err
+	}
+	switch {
+	case r.signer == nil:
+		fmt.Fprintf(r.out, "release: %s in %s\nrelease: WARNING: NOT SIGNED (SIGN=false): this release is a dry run, not one to publish; notes.md says so\n", r.version, r.dir)
+	case r.registry == "":
+		fmt.Fprintf(r.out, "release: %s in %s; only checksums.txt is signed: without a registry the image index and the chart are neither pushed nor signed\n", r.version, r.dir)
+	default:
+		fmt.Fprintf(r.out, "release: %s in %s, signed: checksums.txt (%s), the image index and the chart (in the registry, beside them)\n", r.version, r.dir, checksumsSigFile)
+	}
 	return nil
 }
 
-// notes are the release notes: the changelog's section and how to install.
-func notes(r *release, section, digest string) string {
+// signChecksums signs checksums.txt into checksums.txt.sig and copies the public key beside it.
+func (r *release) signChecksums() error {
+	if r.signer == nil {
+		return nil
+	}
+	if err := r.signer.signBlob(filepath.Join(r.dir, "checksums.txt"), filepath.Join(r.dir, checksumsSigFile)); err != nil {
+		return fmt.Errorf("signing checksums.txt: %w", err)
+	}
+	pub, err := os.ReadFile(filepath.Clean(r.signer.pub))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, pubFile), pub, 0o600); err != nil { //nolint:gosec // a public key
+		return err
+	}
+	fmt.Fprintf(r.out, "release: signed checksums.txt into %s\n", checksumsSigFile)
+	return nil
+}
+
+// chartRef is the chart's OCI repository, without a tag.
+func (r *release) chartRef() string { return chartRegistry(r) + "/charts/switchboard" }
+
+// notes are the release notes: the changelog's section, how to install, and how to verify
+// the signatures (or that there are none). chartDigest is empty when the chart was not pushed.
+func notes(r *release, section, digest, chartDigest string) string {
 	v := strings.TrimPrefix(r.version, "v")
-	return "# switchboard " + r.version + "\n\n" + section + "\n\n## Install\n\n" +
-		"```sh\nhelm install switchboard oci://" + chartRegistry(r) + "/charts/switchboard --version " + v +
+	var b strings.Builder
+	if r.signer == nil {
+		b.WriteString("> **This release is not signed** (`make release SIGN=false`): a dry run, not one to publish.\n\n")
+	}
+	b.WriteString("# switchboard " + r.version + "\n\n" + section + "\n\n## Install\n\n" +
+		"```sh\nhelm install switchboard oci://" + r.chartRef() + " --version " + v +
 		" --namespace switchboard --create-namespace\n```\n\n" +
-		"The image is `" + r.imageRepo + "@" + digest + "` (linux/amd64, linux/arm64), with its CycloneDX SBOM attached. " +
-		"`checksums.txt` lists the SHA-256 of every archive.\n"
+		"The image is `" + r.imageRepo + "@" + digest + "` (linux/amd64, linux/arm64), with its CycloneDX SBOM attached. ")
+	if chartDigest != "" {
+		b.WriteString("The chart is `oci://" + r.chartRef() + "@" + chartDigest + "`. ")
+	}
+	b.WriteString("`checksums.txt` lists the SHA-256 of every archive.\n")
+	if r.signer == nil {
+		return b.String()
+	}
+	b.WriteString("\n## Verify\n\n" +
+		"The image index, the chart and `checksums.txt` are signed with cosign by the release key, whose public half is " +
+		"`cosign.pub` in the repository and in this release (no transparency log: hence `--insecure-ignore-tlog`):\n\n```sh\n")
+	if chartDigest != "" {
+		b.WriteString("cosign verify --key cosign.pub --insecure-ignore-tlog " + r.imageRepo + "@" + digest + "\n" +
+			"cosign verify --key cosign.pub --insecure-ignore-tlog " + r.chartRef() + "@" + chartDigest + "\n")
+	}
+	b.WriteString("cosign verify-blob --key cosign.pub --insecure-ignore-tlog --signature checksums.txt.sig checksums.txt\n" +
+		"sha256sum --check --ignore-missing checksums.txt\n```\n")
+	return b.String()
 }
 
 // chartRegistry is where the notes say the chart is: the release's registry, else the image's.
