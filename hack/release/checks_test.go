@@ -68,6 +68,9 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 	for _, env := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
 		t.Setenv(env, t.TempDir())
 	}
+	offline(t)
+	key, pub := keyPair(t)
+	_, otherPub := keyPair(t)
 	newRegistry := func() string {
 		srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
 		t.Cleanup(srv.Close)
@@ -99,7 +102,7 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 		r := &release{root: testenv.RepoRoot(), dir: t.TempDir(), version: testVersion, commit: testCommit, created: testEpoch,
 			changelog: changelog, registry: reg, imageRepo: reg + "/switchboard", helm: helm,
 			krewBaseURL: "https://example.test/releases/" + testVersion, validateKrew: validateKrew,
-			out: io.Discard, compile: compile}
+			out: io.Discard, compile: compile, signer: &signer{cosign: cosignBin(), key: key, password: testPassword, pub: pub}}
 		if edit != nil {
 			edit(r)
 		}
@@ -129,6 +132,7 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 		})
 	}
 	digest := ""
+	imageTag, chartTag := reg+"/switchboard:"+testVersion, reg+"/charts/switchboard:0.1.0"
 	checks := map[string]func(testing.TB){
 		"checksums":    func(t testing.TB) { checkChecksums(t, good.dir) },
 		"archives":     func(t testing.TB) { checkArchives(t, good.dir) },
@@ -136,8 +140,10 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 		"image":        func(t testing.TB) { digest = checkImage(t, good.dir) },
 		"krew":         func(t testing.TB) { checkKrew(t, good.dir) },
 		"chart":        func(t testing.TB) { checkChart(t, good, reg) },
+		"signatures":   func(t testing.TB) { checkSignatures(t, pub, good.dir, imageTag, chartTag) },
+		"notes":        func(t testing.TB) { checkNotes(t, good.dir) },
 	}
-	for _, n := range []string{"checksums", "archives", "reproducible", "image", "krew", "chart"} {
+	for _, n := range []string{"checksums", "archives", "reproducible", "image", "krew", "chart", "signatures", "notes"} {
 		if fails(t, checks[n]) {
 			t.Fatalf("check %s fails on a good release", n)
 		}
@@ -232,6 +238,31 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkChart(t, &r, other)
+		}},
+		{"signatures: checksums.txt with another key", func(t testing.TB) {
+			dir := copyOf(good.dir) // carrying the other cosign.pub, so that only the signature can fail
+			if err := os.WriteFile(filepath.Join(dir, pubFile), []byte(readFile(t, otherPub)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			verifyBlob(t, otherPub, dir)
+		}},
+		{"signatures: the image index with another key", func(t testing.TB) { verifyImage(t, otherPub, imageTag) }},
+		{"signatures: the chart with another key", func(t testing.TB) { verifyImage(t, otherPub, chartTag) }},
+		{"signatures: checksums.txt changed after", func(t testing.TB) {
+			dir := copyOf(good.dir)
+			file := filepath.Join(dir, "checksums.txt")
+			if err := os.WriteFile(file, []byte(strings.Replace(readFile(t, file), "  ", "  ./", 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			verifyBlob(t, pub, dir)
+		}},
+		{"signatures: an image index no one signed", func(t testing.TB) { verifyImage(t, pub, pushAltered(t, imageTag)) }},
+		{"signatures: a chart no one signed", func(t testing.TB) { verifyImage(t, pub, pushAltered(t, chartTag)) }},
+		{"signatures: an unsigned release (SIGN=false)", func(t testing.TB) {
+			checkSignatures(t, pub, noPush(func(r *release) { r.signer = nil }).dir)
+		}},
+		{"notes: an unsigned release (SIGN=false)", func(t testing.TB) {
+			checkNotes(t, noPush(func(r *release) { r.signer = nil }).dir)
 		}},
 		{"krew: a wrong checksum", func(t testing.TB) {
 			dir := copyOf(good.dir)

@@ -226,7 +226,8 @@ func (r *release) run() error {
 			r.imageRef(), idxDesc.Digest, r.chartRef(), chartDigest)
 		if r.signer != nil {
 			plainHTTP := len(nameOptions(r.registry)) > 0
-			for _, ref := range []string{r.imageRepo + "@" + idxDesc.Digest.String(), r.chartRef() + "@" + chartDigest} {
+			// Where push put the index (the image's repository may name where it is copied to).
+			for _, ref := range []string{r.registry + "/switchboard@" + idxDesc.Digest.String(), r.chartRef() + "@" + chartDigest} {
 				if err := r.signer.signImage(ref, plainHTTP); err != nil {
 					return fmt.Errorf("signing %s: %w", ref, err)
 				}

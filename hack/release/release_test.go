@@ -56,10 +56,11 @@ const (
 // testEpoch is the tests' SOURCE_DATE_EPOCH.
 var testEpoch = time.Unix(1767225600, 0).UTC()
 
-// TestRelease cuts a release twice from this working tree, once pushing to an in-process OCI
-// registry on loopback, and inspects what it made: the archives and their checksums, the
-// image index and its annotations, the SBOM attached to it, the chart pulled back with helm,
-// the krew manifest, and that the second build gives the same bytes.
+// TestRelease cuts a release twice from this working tree, signed with a throwaway key pair,
+// once pushing to an in-process OCI registry on loopback, and inspects what it made: the
+// archives and their checksums, the image index and its annotations, the SBOM attached to it,
+// the chart pulled back with helm, the krew manifest, the signatures (cosign verify), and that
+// the second build gives the same bytes.
 func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiles 9 binaries twice")
@@ -75,6 +76,8 @@ func TestRelease(t *testing.T) {
 	for _, env := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
 		t.Setenv(env, t.TempDir())
 	}
+	t.Setenv("TUF_ROOT", t.TempDir())
+	key, pub := keyPair(t)
 	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	reg := strings.TrimPrefix(srv.URL, "http://")
@@ -88,7 +91,8 @@ func TestRelease(t *testing.T) {
 		var out bytes.Buffer
 		r := &release{root: testenv.RepoRoot(), dir: dir, version: testVersion, commit: testCommit, created: testEpoch,
 			changelog: changelog, registry: registry, imageRepo: reg + "/switchboard", helm: helm,
-			krewBaseURL: "https://example.test/releases/" + testVersion, validateKrew: validateKrew, caCerts: "", out: &out}
+			krewBaseURL: "https://example.test/releases/" + testVersion, validateKrew: validateKrew, caCerts: "", out: &out,
+			signer: &signer{cosign: cosignBin(), key: key, password: testPassword, pub: pub}}
 		start := time.Now()
 		err := r.run()
 		t.Logf("release into %s in %s:\n%s", dir, time.Since(start).Round(time.Second), out.String())
@@ -115,12 +119,27 @@ func TestRelease(t *testing.T) {
 	})
 	t.Run("chart", func(t *testing.T) { checkChart(t, r, reg) })
 	t.Run("krew", func(t *testing.T) { checkKrew(t, first) })
-	t.Run("notes", func(t *testing.T) {
-		b := readFile(t, filepath.Join(first, "notes.md"))
-		if !strings.Contains(b, "- The first release.") || strings.Contains(b, "Not released yet") {
-			t.Errorf("notes.md is not the changelog's 0.1.0 section:\n%s", b)
-		}
+	t.Run("signatures", func(t *testing.T) {
+		start := time.Now()
+		checkSignatures(t, pub, first, reg+"/switchboard:"+testVersion, reg+"/charts/switchboard:0.1.0")
+		verifyBlob(t, pub, second)
+		t.Logf("verified in %s", time.Since(start).Round(time.Millisecond))
 	})
+	t.Run("notes", func(t *testing.T) { checkNotes(t, first) })
+}
+
+// checkNotes reads notes.md: the changelog's section, and how to verify the signatures.
+func checkNotes(t testing.TB, dir string) {
+	b := readFile(t, filepath.Join(dir, "notes.md"))
+	if !strings.Contains(b, "- The first release.") || strings.Contains(b, "Not released yet") {
+		t.Errorf("notes.md is not the changelog's 0.1.0 section:\n%s", b)
+	}
+	for _, want := range []string{"cosign verify --key cosign.pub --insecure-ignore-tlog ",
+		"cosign verify-blob --key cosign.pub --insecure-ignore-tlog --signature checksums.txt.sig checksums.txt"} {
+		if !strings.Contains(b, want) || strings.Contains(b, "not signed") {
+			t.Errorf("notes.md does not say how to verify the signatures (%q):\n%s", want, b)
+		}
+	}
 }
 
 // wantArchives are the archives a release has.
