@@ -24,7 +24,7 @@ const (
 
 // errNoKey is the refusal of a release that would be signed with no key.
 var errNoKey = errors.New("no signing key: set COSIGN_KEY (the release key's private half: a file, or env://VAR) " +
-	"and COSIGN_PASSWORD (its password), or SIGN=false for an unsigned dry run (docs/developing.md, \"Cutting a release\")")
+	"and COSIGN_PASSWORD (its password), or SIGN=false (-sign=false) for an unsigned dry run (docs/developing.md, \"Cutting a release\")")
 
 // signer signs a release with cosign, key-based and offline: no transparency log, no Fulcio.
 type signer struct {
