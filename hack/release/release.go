@@ -93,9 +93,11 @@ func (r *release) run() error {
 	}
 	// Refuse a key that is missing or is not cosign.pub's before building anything.
 	if r.signer != nil {
+		start := time.Now()
 		if err := r.signer.check(); err != nil {
 			return err
 		}
+		fmt.Fprintf(r.out, "release: COSIGN_KEY is the private half of %s (checked in %s)\n", r.signer.pub, time.Since(start).Round(time.Millisecond))
 	}
 	if err := os.MkdirAll(r.dir, 0o750); err != nil {
 		return err
@@ -228,10 +230,11 @@ func (r *release) run() error {
 			plainHTTP := len(nameOptions(r.registry)) > 0
 			// Where push put the index (the image's repository may name where it is copied to).
 			for _, ref := range []string{r.registry + "/switchboard@" + idxDesc.Digest.String(), r.chartRef() + "@" + chartDigest} {
+				start := time.Now()
 				if err := r.signer.signImage(ref, plainHTTP); err != nil {
 					return fmt.Errorf("signing %s: %w", ref, err)
 				}
-				fmt.Fprintf(r.out, "release: signed %s\n", ref)
+				fmt.Fprintf(r.out, "release: signed %s in %s\n", ref, time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}
@@ -254,6 +257,7 @@ func (r *release) signChecksums() error {
 	if r.signer == nil {
 		return nil
 	}
+	start := time.Now()
 	if err := r.signer.signBlob(filepath.Join(r.dir, "checksums.txt"), filepath.Join(r.dir, checksumsSigFile)); err != nil {
 		return fmt.Errorf("signing checksums.txt: %w", err)
 	}
@@ -264,7 +268,7 @@ func (r *release) signChecksums() error {
 	if err := os.WriteFile(filepath.Join(r.dir, pubFile), pub, 0o600); err != nil { //nolint:gosec // a public key
 		return err
 	}
-	fmt.Fprintf(r.out, "release: signed checksums.txt into %s\n", checksumsSigFile)
+	fmt.Fprintf(r.out, "release: signed checksums.txt into %s in %s\n", checksumsSigFile, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
