@@ -45,3 +45,30 @@ const (
 	// ReasonDelivered: the key is kept in spec.secretName.
 	ReasonDelivered = "Delivered"
 )
+
+// ConditionLeaked is True on an APIKey once a verified report (a LeakReport in the system
+// namespace) said one of its keys leaked: that key is refused, and replaced when it was the
+// current one. It stays True for the record; a later leak of a later key updates it.
+const ConditionLeaked = "Leaked"
+
+// Reasons of the Leaked condition.
+const (
+	// ReasonLeakReplaced: the leaked key is refused and a new key replaced it (in the delivery
+	// Secret, or in a reveal Secret), or it was the previous key, already replaced, whose grace
+	// ended at once.
+	ReasonLeakReplaced = "Replaced"
+	// ReasonLeakRefused: the leaked key is refused and no replacement is issued yet, or none can
+	// be (the delivery Secret is someone else's, the APIKey expired or was revoked).
+	ReasonLeakRefused = "Refused"
+)
+
+// Reasons of a LeakReport's Ready condition.
+const (
+	// ReasonLeakActedOn: the operator refused the leaked key (and replaced it where it could).
+	ReasonLeakActedOn = "KeyRefused"
+	// ReasonLeakActing: the key is found; the operator is refusing it.
+	ReasonLeakActing = "Acting"
+	// ReasonKeyNotFound: no key switchboard holds has the reported hash: never issued here, or
+	// replaced and dropped long ago (and so refused already).
+	ReasonKeyNotFound = "KeyNotFound"
+)

@@ -33,6 +33,9 @@ type Hashes struct {
 	// Revoked says the operator revoked the key (DataRevokedAt): no hash of the Secret is
 	// accepted any more.
 	Revoked bool
+	// CurrentLeaked says Current was reported leaked (DataLeakedHash): it is refused while its
+	// replacement is being issued.
+	CurrentLeaked bool
 }
 
 // ParseHash reads a hash Secret strictly: anything it does not fully understand is an error,
@@ -60,6 +63,8 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	}
 	// Any value, even one that does not parse, revokes: a revocation is never half-understood.
 	h.Revoked = len(s.Data[DataRevokedAt]) > 0
+	leaked := string(s.Data[DataLeakedHash])
+	h.CurrentLeaked = leaked != "" && leaked == h.Current.String()
 	prev := s.Data[DataPreviousHash]
 	if len(prev) == 0 {
 		return h, nil
@@ -70,7 +75,7 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	if h.PreviousValidUntil, err = time.Parse(time.RFC3339, string(s.Data[DataPreviousValidUntil])); err != nil {
 		return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataPreviousValidUntil, err)
 	}
-	h.HasPrevious = h.Previous != h.Current
+	h.HasPrevious = h.Previous != h.Current && h.Previous.String() != leaked
 	if !h.HasPrevious {
 		h.Previous, h.PreviousValidUntil = apikey.Hash{}, time.Time{}
 	}

@@ -100,6 +100,16 @@ const (
 	// condition reason (RevokedWhenUnused).
 	DataRevokedAt     = "revokedAt"
 	DataRevokedReason = "revoked.reason"
+	// DataLeakedHash, DataLeakedAt, DataLeakedGeneration and DataLeakedLastUsedAt record, in a
+	// hash Secret, the last key of the APIKey reported leaked (a LeakReport in the system
+	// namespace): its hash, when the operator refused it, its generation and when the APIKey
+	// was last used before (absent: unknown). The API server refuses that hash, current or
+	// previous, from the moment it is recorded; the record outlives the key's replacement so
+	// that the same report is acted on once (SetLeaked).
+	DataLeakedHash       = "leaked.sha256"
+	DataLeakedAt         = "leaked.at"
+	DataLeakedGeneration = "leaked.generation"
+	DataLeakedLastUsedAt = "leaked.lastUsedAt"
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"
 	// DataHint holds the key's hint in reveal, delivery and hash Secrets.

@@ -42,6 +42,9 @@ func CacheOptions(opts Options) cache.Options {
 			&corev1.Secret{}:                  secrets,
 			&switchboardv1alpha1.APIKey{}:     {Transform: stripTenantMetadata},
 			&switchboardv1alpha1.Connection{}: {Transform: stripTenantMetadata},
+			// Only the system namespace's LeakReports are believed (tenants may create the kind
+			// in theirs): the others are never even cached.
+			&switchboardv1alpha1.LeakReport{}: {Namespaces: map[string]cache.Config{system: {}}},
 		},
 	}
 	if len(opts.Namespaces) == 0 {

@@ -102,10 +102,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, HashOwnerIndex, hashOwner(r.SystemNamespace)); err != nil {
 		return fmt.Errorf("indexing hash Secrets: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, LeakHashIndex, leakHashes(r.SystemNamespace)); err != nil {
+		return fmt.Errorf("indexing hash Secrets by hash: %w", err)
+	}
+	if err := (&LeakReportReconciler{Client: r.Client, SystemNamespace: r.SystemNamespace, ControllerOptions: r.ControllerOptions}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&switchboardv1alpha1.APIKey{}, builder.WithPredicates(controller.MeaningfulUpdate)).
 		Owns(&corev1.Secret{}, builder.WithPredicates(controller.MeaningfulUpdate)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(hashSecretToAPIKey), builder.WithPredicates(isHash, controller.MeaningfulUpdate)).
+		Watches(&switchboardv1alpha1.LeakReport{}, handler.EnqueueRequestsFromMapFunc(r.leakReportToAPIKey)).
 		Named("apikey").
 		WithOptions(controller.FairOptions(r.ControllerOptions)).
 		Complete(r)
@@ -163,6 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		life = lifeOf(s, s.record(), p, &wake)
 	}
 	f := findingsOf(obs, d, out, life)
+	f.leak, f.leakRefused = leakFindingOf(s), out.leakRefused
 	if r.mirror(ctx, s, d, f) {
 		f.restored = true
 	}

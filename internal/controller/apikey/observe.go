@@ -39,6 +39,9 @@ type keyState struct {
 	reveals []*corev1.Secret
 	// orphans are hash Secrets labelled for this APIKey's name whose UID is not its own.
 	orphans []*corev1.Secret
+	// leaks are the LeakReports of the system namespace for the hashes the hash Secret knows
+	// of (current, previous, last leaked), by hash.
+	leaks map[string]*switchboardv1alpha1.LeakReport
 
 	// What was read from the API server rather than the cache, by confirm: an absence read
 	// there is an absence, one read from the cache may be the cache being behind.
@@ -97,6 +100,9 @@ func (r *Reconciler) observe(ctx context.Context, req types.NamespacedName) (*ke
 	}
 	if s.hash, err = r.cachedSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}); err != nil {
 		return nil, fmt.Errorf("reading the hash Secret: %w", err)
+	}
+	if err := r.observeLeaks(ctx, s); err != nil {
+		return nil, err
 	}
 	if key.Status.RevealSecretName != "" {
 		if s.reveal, err = r.cachedSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: keysecret.RevealName(key.Name, key.Status.KeyGeneration)}); err != nil {

@@ -20,6 +20,8 @@ var apiKeyPolicies = chain{
 	{"NoFinalizer", noFinalizer},
 	// Revocation, final: the user's spec, or the operator's own record.
 	{"Revoked", revoked},
+	// A leaked key: refused at once, and replaced with no grace, before anything else is done.
+	{"Leaked", leaked},
 	// The record of issuance: a first key, a rotation, a status to put back.
 	{"StatusBehindRecord", statusBehindRecord},
 	{"KeyToIssue", keyToIssue},

@@ -53,6 +53,10 @@ type keyFindings struct {
 	restored bool
 	// life is the current key's life (apikey_lifecycle.go).
 	life life
+	// leak is the last leak the hash Secret records (nil: none, or the hash Secret not seen),
+	// and leakRefused says this reconcile recorded it.
+	leak        *leakFinding
+	leakRefused bool
 }
 
 // findingsOf is what the status reports of an APIKey observed as obs after decision d was
@@ -102,6 +106,9 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 	case f.expired:
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
 			fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
+	case f.leak != nil && !f.leak.replaced:
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ConditionLeaked,
+			fmt.Sprintf("key %s was reported leaked and is refused; no replacement is issued yet", hintOf(key)))
 	case f.conflict != "":
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict, f.conflict)
 	case f.life.ended && !f.issued && f.life.limited != "":
@@ -124,6 +131,7 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 	}
 
 	setLifeConditions(key, f)
+	setLeakCondition(key, f.leak)
 
 	switch f.reveal {
 	case switchboardv1alpha1.ReasonRevealPending:
@@ -215,6 +223,9 @@ func (r *Reconciler) recordTransitions(before, after *switchboardv1alpha1.APIKey
 	if f.life.renewal && after.Status.KeyGeneration > before.Status.KeyGeneration {
 		event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
 			after.Spec.SecretName, after.Status.KeyHint, after.Status.KeyGeneration, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
+	}
+	if f.leakRefused && f.leak != nil {
+		event(corev1.EventTypeWarning, ReasonKeyLeaked, "RefuseLeakedKey", "%s", f.leak.message(after))
 	}
 	const expiringSoon, unusedCond, limitedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
 	if was, is := controller.ConditionStatus(before.Status.Conditions, expiringSoon), controller.ConditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {

@@ -40,7 +40,7 @@ func ReadHashSecret(s *corev1.Secret) *HashSecret {
 	if err != nil {
 		return &HashSecret{name: s.Name, err: errorf("%v", err)}
 	}
-	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked}}}}
+	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked || h.CurrentLeaked}}}}
 	if h.HasPrevious { // never the current hash: ParseHash says so
 		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil, revoked: h.Revoked}})
 	}

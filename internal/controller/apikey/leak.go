@@ -1,0 +1,273 @@
+package apikey
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// Leaks: a LeakReport in the system namespace (written there by switchboard's receiver of
+// GitHub's secret scanning reports, where no tenant can write) names a key by its hash. The
+// APIKey whose hash Secret holds that hash has it refused at once, recorded in the hash Secret
+// (the server refuses the hash from then on), and a leaked current key is replaced as a renewal
+// would, with no grace. A LeakReport anywhere else is never read: the operator caches them in
+// the system namespace only.
+
+// LeakHashIndex indexes the operator's cached hash Secrets by every hash they know of: the
+// current key's, the previous key's and the last leaked key's (keysecret.HashesOf).
+const LeakHashIndex = "switchboard.dev/key-hash"
+
+// ReasonKeyLeaked is the Event reason of a key refused because a verified report said it leaked.
+const ReasonKeyLeaked = "KeyLeaked"
+
+// keysLeaked counts the keys refused for a leak, by the report's source (two values).
+var keysLeaked = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "switchboard_operator_keys_leaked_total",
+	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source.",
+}, []string{"source"})
+
+// The counter is registered once with controller-runtime's registry, which the operator's
+// metrics endpoint serves.
+func init() { ctrlmetrics.Registry.MustRegister(keysLeaked) }
+
+// leakHashes is the LeakHashIndex value of a hash Secret of the system namespace.
+func leakHashes(systemNamespace string) client.IndexerFunc {
+	return func(o client.Object) []string {
+		s, ok := o.(*corev1.Secret)
+		if !ok || s.Namespace != systemNamespace || s.Labels[keysecret.LabelComponent] != keysecret.ComponentHash {
+			return nil
+		}
+		return keysecret.HashesOf(s)
+	}
+}
+
+// isLeakReport says whether report is one the operator believes: in the system namespace, and
+// named for the hash it reports (as the receiver names them), so one key has one report.
+func isLeakReport(report *switchboardv1alpha1.LeakReport, systemNamespace string) bool {
+	return report.Namespace == systemNamespace && report.Name == switchboardv1alpha1.LeakReportName(report.Spec.KeyHash)
+}
+
+// leakReportOf reads, from the cache, the LeakReport of hash sum; nil when there is none (or
+// none the operator believes).
+func (r *Reconciler) leakReportOf(ctx context.Context, sum string) (*switchboardv1alpha1.LeakReport, error) {
+	if sum == "" {
+		return nil, nil
+	}
+	report := &switchboardv1alpha1.LeakReport{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: switchboardv1alpha1.LeakReportName(sum)}, report)
+	if err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !isLeakReport(report, r.SystemNamespace) || report.Spec.KeyHash != sum {
+		return nil, nil
+	}
+	return report, nil
+}
+
+// observeLeaks reads the LeakReports of the hashes the hash Secret knows of into s.
+func (r *Reconciler) observeLeaks(ctx context.Context, s *keyState) error {
+	s.leaks = nil
+	if s.hash == nil {
+		return nil
+	}
+	for _, sum := range keysecret.HashesOf(s.hash) {
+		report, err := r.leakReportOf(ctx, sum)
+		if err != nil {
+			return fmt.Errorf("reading the leak report of a hash of %s: %w", s.hash.Name, err)
+		}
+		if report != nil {
+			if s.leaks == nil {
+				s.leaks = map[string]*switchboardv1alpha1.LeakReport{}
+			}
+			s.leaks[sum] = report
+		}
+	}
+	return nil
+}
+
+// leakToAct is what a leak asks of the key: the hash reported and not yet refused (previous:
+// it is the previous key's, in grace), or a refused current key still to replace.
+type leakToAct struct {
+	report   *switchboardv1alpha1.LeakReport
+	hash     string
+	previous bool
+	// replace: the current key leaked and is (or is about to be) refused; a new one is issued.
+	replace bool
+}
+
+// leakOf reads what the leak reports of s ask (false: nothing).
+func leakOf(s *keyState, obs *observation) (leakToAct, bool) {
+	if s.hash == nil {
+		return leakToAct{}, false
+	}
+	current, previous := string(s.hash.Data[keysecret.DataHash]), string(s.hash.Data[keysecret.DataPreviousHash])
+	recorded, _ := keysecret.LeakOf(s.hash)
+	canReplace := !obs.expired && obs.rec != nil
+	switch {
+	case previous != "" && s.leaks[previous] != nil:
+		return leakToAct{report: s.leaks[previous], hash: previous, previous: true}, true
+	case current != "" && s.leaks[current] != nil && recorded.Hash != current:
+		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace}, true
+	case current != "" && recorded.Hash == current && canReplace:
+		// Refused by an earlier reconcile that did not get to issue the replacement.
+		return leakToAct{report: s.leaks[current], hash: current, replace: true}, true
+	}
+	return leakToAct{}, false
+}
+
+// leaked: a key reported leaked is refused at once, recorded in its hash Secret, before any
+// renewal, grace or reveal policy: a leaked current key is replaced with no grace (as a renewal
+// would, into its delivery Secret, or a new reveal), a leaked previous key's grace ends now.
+func leaked(in input) (decision, bool) {
+	l, ok := leakOf(in.s, in.obs)
+	if !ok {
+		return decision{}, false
+	}
+	d := decision{do: refuseLeaked{leak: l}, why: "the current key was reported leaked"}
+	switch {
+	case l.previous:
+		d.why = "the previous key, in its grace period, was reported leaked"
+	case l.replace:
+		d.gen = in.obs.rec.Generation + 1
+	}
+	return d, true
+}
+
+// refuseLeaked records the leak in the hash Secret (the server refuses the hash from then on),
+// then, for a current key, issues its replacement with no grace.
+type refuseLeaked struct{ leak leakToAct }
+
+// confirm: the hash Secret as the API server has it decides, or a cache behind the last
+// replacement would replace the key twice.
+func (refuseLeaked) confirm(ctx context.Context, r *Reconciler, s *keyState) (bool, error) {
+	if err := r.liveHash(ctx, s); err != nil {
+		return false, err
+	}
+	return true, r.observeLeaks(ctx, s)
+}
+
+func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d decision) (outcome, error) {
+	key, hash, l := s.key, s.hash, a.leak
+	var out outcome
+	if recorded, _ := keysecret.LeakOf(hash); recorded.Hash != l.hash {
+		gen := keysecret.Generation(hash)
+		if l.previous {
+			gen--
+		}
+		rec := keysecret.Leak{Hash: l.hash, At: s.now.Truncate(time.Second), Generation: gen}
+		if key.Status.LastUsedAt != nil {
+			rec.LastUsedAt = key.Status.LastUsedAt.Time
+		}
+		before := hash.DeepCopy()
+		keysecret.SetLeaked(hash, rec)
+		if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return out, fmt.Errorf("recording the leaked key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
+		}
+		source := ""
+		if l.report != nil {
+			source = l.report.Spec.Source
+		}
+		keysLeaked.WithLabelValues(source).Inc()
+		log.FromContext(ctx).Info("refused the leaked key", "keyGeneration", gen, "previous", l.previous)
+		out.leakRefused = true
+	}
+	if !l.replace {
+		return out, nil
+	}
+	issued, err := issue{}.do(ctx, r, s, d)
+	issued.leakRefused = out.leakRefused
+	return issued, err
+}
+
+// leakFinding is what the Leaked condition says: the last leak the hash Secret records.
+type leakFinding struct {
+	leak     keysecret.Leak
+	report   *switchboardv1alpha1.LeakReport
+	replaced bool
+}
+
+// leakFindingOf reads the last leak recorded in the hash Secret of s (nil: none).
+func leakFindingOf(s *keyState) *leakFinding {
+	if s.hash == nil {
+		return nil
+	}
+	l, ok := keysecret.LeakOf(s.hash)
+	if !ok {
+		return nil
+	}
+	return &leakFinding{leak: l, report: s.leaks[l.Hash], replaced: keysecret.Generation(s.hash) > l.Generation}
+}
+
+// message says what leaked where, what was done and when the key was last used: the hint,
+// never the key.
+func (f *leakFinding) message(key *switchboardv1alpha1.APIKey) string {
+	hint, where, source := "", "an unknown place", "a report"
+	if f.report != nil {
+		hint, source = f.report.Spec.KeyHint, f.report.Spec.Source
+		if f.report.Spec.URL != "" {
+			where = f.report.Spec.URL
+		}
+	}
+	if hint == "" {
+		hint = fmt.Sprintf("of generation %d", f.leak.Generation)
+	}
+	used := "no use recorded"
+	if !f.leak.LastUsedAt.IsZero() {
+		used = "the APIKey was last used at " + f.leak.LastUsedAt.UTC().Format(time.RFC3339)
+	}
+	done := "it is refused; no replacement is issued (see Ready)"
+	if f.replaced {
+		done = fmt.Sprintf("it is refused and replaced; the current key is %s", key.Status.KeyHint)
+	}
+	return fmt.Sprintf("key %s was reported leaked by %s at %s, found at %s; %s (%s)",
+		hint, source, f.leak.At.UTC().Format(time.RFC3339), where, done, used)
+}
+
+// setLeakCondition sets Leaked from the last leak the hash Secret records; it is left as it is
+// when the hash Secret was not seen.
+func setLeakCondition(key *switchboardv1alpha1.APIKey, f *leakFinding) {
+	if f == nil {
+		return
+	}
+	reason := switchboardv1alpha1.ReasonLeakRefused
+	if f.replaced {
+		reason = switchboardv1alpha1.ReasonLeakReplaced
+	}
+	controller.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, reason, f.message(key))
+}
+
+// leakReportToAPIKey maps a LeakReport of the system namespace to the APIKey whose hash Secret
+// knows its hash (LeakHashIndex); the hash Secret's labels, in the system namespace where
+// tenants cannot write, name it.
+func (r *Reconciler) leakReportToAPIKey(ctx context.Context, o client.Object) []reconcile.Request {
+	report, ok := o.(*switchboardv1alpha1.LeakReport)
+	if !ok || !isLeakReport(report, r.SystemNamespace) {
+		return nil
+	}
+	var hashes corev1.SecretList
+	if err := r.Client.List(ctx, &hashes, client.InNamespace(r.SystemNamespace), client.MatchingFields{LeakHashIndex: report.Spec.KeyHash}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the hash Secrets of a leak report", "leakReport", report.Name)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range hashes.Items {
+		l := hashes.Items[i].Labels
+		if ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]; ns != "" && name != "" {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+	}
+	return out
+}

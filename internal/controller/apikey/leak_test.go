@@ -1,0 +1,224 @@
+//go:build !unit
+
+package apikey_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+)
+
+const leakURL = "https://github.com/octo/app/blob/0123abc/config.env"
+
+// report creates, in namespace ns, the LeakReport the receiver would write for plaintext.
+func (kt *keyTest) report(ns, plaintext string) *switchboardv1alpha1.LeakReport {
+	kt.t.Helper()
+	sum := apikey.Sum(plaintext).String()
+	r := &switchboardv1alpha1.LeakReport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: switchboardv1alpha1.LeakReportName(sum)},
+		Spec: switchboardv1alpha1.LeakReportSpec{
+			KeyHash: sum, KeyHint: apikey.Hint(plaintext), Source: switchboardv1alpha1.LeakSourceGitHubPartner,
+			URL: leakURL, Location: "content", ReportedAt: metav1.NewTime(time.Now().Truncate(time.Second)),
+		},
+	}
+	if err := env.Client.Create(testCtx(kt.t), r); err != nil {
+		kt.t.Fatalf("creating the LeakReport: %v", err)
+	}
+	return r
+}
+
+// waitReport polls the LeakReport until its Ready condition has reason, and returns it.
+func (kt *keyTest) waitReport(r *switchboardv1alpha1.LeakReport, status metav1.ConditionStatus, reason string) *switchboardv1alpha1.LeakReport {
+	kt.t.Helper()
+	got := &switchboardv1alpha1.LeakReport{}
+	eventually(kt.t, "LeakReport Ready "+reason, func() error {
+		if err := env.Client.Get(testCtx(kt.t), client.ObjectKeyFromObject(r), got); err != nil {
+			return err
+		}
+		return hasCondition(got.Status.Conditions, switchboardv1alpha1.ConditionReady, status, reason)
+	})
+	return got
+}
+
+// refused says whether the index the server builds from the API server's objects refuses plaintext.
+func (kt *keyTest) refused(key *switchboardv1alpha1.APIKey, plaintext string) bool {
+	return kt.lookupAt(key, plaintext, kt.op.Clock.Now()) != keyindex.OK
+}
+
+func TestLeakedDeliveredKeyIsRefusedAndReplaced(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("leaky", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "leaky-key" }), 1)
+	lastUsed := metav1.NewTime(kt.op.Clock.Now().Add(-time.Minute))
+	eventually(t, "lastUsedAt written", func() error {
+		used := kt.get(key)
+		used.Status.LastUsedAt = &lastUsed
+		return env.Client.Status().Update(testCtx(t), used)
+	})
+	old := kt.delivered("leaky-key")
+
+	start := time.Now()
+	report := kt.report(kt.system, old)
+	var took time.Duration
+	eventually(t, "the leaked key refused", func() error {
+		if !kt.refused(key, old) {
+			return fmt.Errorf("the leaked key is still accepted")
+		}
+		took = time.Since(start)
+		return nil
+	})
+	t.Logf("the leaked key was refused %v after its LeakReport was created", took)
+
+	got := kt.waitIssued(key, 2)
+	next := kt.delivered("leaky-key")
+	if next == old {
+		t.Fatal("the delivery Secret still holds the leaked key")
+	}
+	if kt.refused(got, next) {
+		t.Fatal("the replacement key is refused")
+	}
+	if got.Status.PreviousKeyValidUntil != nil {
+		t.Fatalf("the leaked key was given a grace period until %v", got.Status.PreviousKeyValidUntil)
+	}
+	got = kt.waitFor(key, "Leaked", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakReplaced)
+	})
+	c, _ := condition(got.Status.Conditions, switchboardv1alpha1.ConditionLeaked)
+	for _, want := range []string{apikey.Hint(old), leakURL, lastUsed.UTC().Format(time.RFC3339), got.Status.KeyHint} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("the Leaked message %q does not say %q", c.Message, want)
+		}
+	}
+	kt.waitEvent(key, apikeyctrl.ReasonKeyLeaked, leakURL)
+	r := kt.waitReport(report, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakActedOn)
+	if r.Status.KeyRef == nil || r.Status.KeyRef.Name != key.Name || r.Status.KeyRef.Namespace != kt.ns || r.Status.KeyRef.UID != string(key.UID) {
+		t.Fatalf("LeakReport keyRef %+v", r.Status.KeyRef)
+	}
+
+	// A re-reconcile, and the report seen again, rotate nothing more.
+	poke(t, key)
+	annotate := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"poked":"again"}}}`))
+	if err := env.Client.Patch(testCtx(t), report, annotate); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if g := kt.get(key).Status.KeyGeneration; g != 2 {
+		t.Fatalf("the same report rotated the key again: generation %d", g)
+	}
+	if n := len(kt.events(key)[apikeyctrl.ReasonKeyLeaked]); n != 1 {
+		t.Fatalf("%d KeyLeaked Events, want 1", n)
+	}
+	kt.assertNoPlaintext(key, old)
+	kt.assertNoPlaintext(key, next)
+}
+
+func TestLeakedRevealedKeyIsReplacedByANewReveal(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("shown", nil), 1)
+	first, err := keyclient.Claim(testCtx(t), env.Client, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kt.report(kt.system, first.Key)
+	got := kt.waitIssued(key, 2)
+	if !kt.refused(got, first.Key) {
+		t.Fatal("the leaked key is still accepted")
+	}
+	second, err := keyclient.Claim(testCtx(t), env.Client, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Key == first.Key || kt.refused(got, second.Key) {
+		t.Fatal("no working replacement to reveal")
+	}
+}
+
+func TestLeakedPreviousKeyLosesItsGrace(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("graced", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "graced-key" }), 1)
+	old := kt.delivered("graced-key")
+	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: time.Hour}}
+	})
+	got := kt.waitIssued(key, 2)
+	current := kt.delivered("graced-key")
+	if kt.refused(got, old) {
+		t.Fatal("the previous key should be in its grace period")
+	}
+	report := kt.report(kt.system, old)
+	kt.waitFor(key, "grace ended", func(k *switchboardv1alpha1.APIKey) error {
+		if k.Status.PreviousKeyValidUntil != nil {
+			return fmt.Errorf("previousKeyValidUntil %v", k.Status.PreviousKeyValidUntil)
+		}
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakReplaced)
+	})
+	if !kt.refused(got, old) {
+		t.Fatal("the leaked previous key is still accepted")
+	}
+	if _, ok := kt.mustHash(key).Data[keysecret.DataPreviousHash]; ok {
+		t.Fatal("the hash Secret keeps the leaked previous key's hash")
+	}
+	kt.waitReport(report, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakActedOn)
+	if g := kt.get(key).Status.KeyGeneration; g != 2 || kt.delivered("graced-key") != current || kt.refused(got, current) {
+		t.Fatalf("a leak of the previous key should issue nothing new (generation %d)", g)
+	}
+}
+
+func TestLeakReportOfUnknownKey(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("bystander", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "bystander-key" }), 1)
+	stranger, err := apikey.Generate(apikey.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kt.waitReport(kt.report(kt.system, stranger), metav1.ConditionFalse, switchboardv1alpha1.ReasonKeyNotFound)
+	if r.Status.KeyRef != nil {
+		t.Fatalf("keyRef %+v for a key nobody has", r.Status.KeyRef)
+	}
+	kt.assertUntouched(key, "bystander-key")
+}
+
+// A tenant may create LeakReports in its own namespace (the kind is namespaced): a forged
+// report of another's key, or its own, changes nothing.
+func TestLeakReportOutsideTheSystemNamespaceIsIgnored(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("victim", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "victim-key" }), 1)
+	forged := kt.report(kt.ns, kt.delivered("victim-key"))
+	poke(t, key)
+	kt.assertUntouched(key, "victim-key")
+	got := &switchboardv1alpha1.LeakReport{}
+	if err := env.Client.Get(testCtx(t), client.ObjectKeyFromObject(forged), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 0 || got.Status.KeyRef != nil {
+		t.Fatalf("the operator reported on a tenant's LeakReport: %+v", got.Status)
+	}
+}
+
+// assertUntouched waits a little and checks the delivered key of generation 1 still works and
+// has no Leaked condition.
+func (kt *keyTest) assertUntouched(key *switchboardv1alpha1.APIKey, secretName string) {
+	kt.t.Helper()
+	plaintext := kt.delivered(secretName)
+	time.Sleep(2 * time.Second)
+	got := kt.get(key)
+	if got.Status.KeyGeneration != 1 || kt.refused(got, plaintext) || kt.delivered(secretName) != plaintext {
+		kt.t.Fatalf("the key changed: generation %d", got.Status.KeyGeneration)
+	}
+	if _, err := condition(got.Status.Conditions, switchboardv1alpha1.ConditionLeaked); err == nil {
+		kt.t.Fatal("a Leaked condition on a key nobody reported")
+	}
+	if _, ok := kt.mustHash(key).Data[keysecret.DataLeakedHash]; ok {
+		kt.t.Fatal("a leak recorded in the hash Secret")
+	}
+}

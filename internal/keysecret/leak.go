@@ -1,0 +1,64 @@
+package keysecret
+
+import (
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Leak is the operator's record, in a hash Secret, of the last key of its APIKey reported
+// leaked: the API server refuses that hash, and the operator acts on a report of it once.
+type Leak struct {
+	// Hash is the leaked key's SHA-256 in lower-case hex.
+	Hash string
+	// At is when the operator refused it.
+	At time.Time
+	// Generation is the key generation that leaked.
+	Generation int64
+	// LastUsedAt is when the APIKey was last used before the leak was acted on (zero: unknown).
+	LastUsedAt time.Time
+}
+
+// LeakOf reads the leak record of hash Secret s; false when it has none.
+func LeakOf(s *corev1.Secret) (Leak, bool) {
+	h := string(s.Data[DataLeakedHash])
+	if h == "" {
+		return Leak{}, false
+	}
+	l := Leak{Hash: h}
+	l.At, _ = time.Parse(time.RFC3339, string(s.Data[DataLeakedAt]))
+	l.Generation, _ = strconv.ParseInt(string(s.Data[DataLeakedGeneration]), 10, 64)
+	l.LastUsedAt, _ = time.Parse(time.RFC3339, string(s.Data[DataLeakedLastUsedAt]))
+	return l, true
+}
+
+// SetLeaked records l in hash Secret s, replacing the record of an earlier leak, and drops the
+// previous key's hash when it is the one that leaked (its grace ends now). A current hash that
+// leaked stays until its replacement is issued, refused by the API server meanwhile (ParseHash).
+func SetLeaked(s *corev1.Secret, l Leak) {
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	if string(s.Data[DataPreviousHash]) == l.Hash {
+		DropPrevious(s)
+	}
+	s.Data[DataLeakedHash] = []byte(l.Hash)
+	setTime(s, DataLeakedAt, l.At)
+	s.Data[DataLeakedGeneration] = []byte(strconv.FormatInt(l.Generation, 10))
+	setTime(s, DataLeakedLastUsedAt, l.LastUsedAt)
+}
+
+// HashesOf are the hashes hash Secret s knows of, for the index that finds the APIKey of a
+// reported hash: the current key's, the previous key's and the last leaked key's.
+func HashesOf(s *corev1.Secret) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range []string{DataHash, DataPreviousHash, DataLeakedHash} {
+		if h := string(s.Data[k]); h != "" && !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
