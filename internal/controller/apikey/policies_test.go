@@ -38,6 +38,12 @@ func deliveredPolicyState(f func(s *keyState)) *keyState {
 	})
 }
 
+// reportLeak gives s a LeakReport of the hash its hash Secret holds under data key k.
+func reportLeak(s *keyState, k string) {
+	sum := string(s.hash.Data[k])
+	s.leaks = map[string]*switchboardv1alpha1.LeakReport{sum: {Spec: switchboardv1alpha1.LeakReportSpec{KeyHash: sum}}}
+}
+
 // policyCase is one input of one policy and what it should decide: nothing (decided false),
 // or an action by its type's name ("none": decided, nothing to do).
 type policyCase struct {
@@ -82,6 +88,29 @@ func TestPolicies(t *testing.T) {
 				s.reveal, s.reveals, s.key.Status.RevealSecretName = nil, nil, ""
 			}), true, "none"},
 			{"a status saying revoked", policyState(func(s *keyState) { s.key.Status.RevokedAt = &past }), false, ""},
+		},
+		"Leaked": {
+			{"the current key reported", policyState(func(s *keyState) { reportLeak(s, keysecret.DataHash) }), true, "refuseLeaked"},
+			{"the current key of an expired APIKey reported", policyState(func(s *keyState) {
+				reportLeak(s, keysecret.DataHash)
+				s.key.Spec.ExpiresAt = &past
+			}), true, "refuseLeaked"},
+			{"the previous key, in grace, reported", policyState(func(s *keyState) {
+				keysecret.SetCurrent(s.hash, s.key, 3, apikey.Sum("k3"), planNow.Add(time.Hour))
+				reportLeak(s, keysecret.DataPreviousHash)
+			}), true, "refuseLeaked"},
+			{"refused, its replacement not issued", policyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2})
+			}), true, "refuseLeaked"},
+			{"refused and replaced, the report seen again", policyState(func(s *keyState) {
+				reportLeak(s, keysecret.DataHash)
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2})
+				keysecret.SetCurrent(s.hash, s.key, 3, apikey.Sum("k3"), time.Time{})
+			}), false, ""},
+			{"a report of another hash", policyState(func(s *keyState) {
+				s.leaks = map[string]*switchboardv1alpha1.LeakReport{apikey.Sum("other").String(): {}}
+			}), false, ""},
+			{"no report", policyState(nil), false, ""},
 		},
 		"StatusBehindRecord": {
 			{"a forged hint", policyState(func(s *keyState) { s.key.Status.KeyHint = "other" }), true, "publish"},
