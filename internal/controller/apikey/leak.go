@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -162,7 +163,13 @@ func (refuseLeaked) confirm(ctx context.Context, r *Reconciler, s *keyState) (bo
 func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d decision) (outcome, error) {
 	key, hash, l := s.key, s.hash, a.leak
 	var out outcome
-	if recorded, _ := keysecret.LeakOf(hash); recorded.Hash != l.hash {
+	before := hash.DeepCopy()
+	if recorded, _ := keysecret.LeakOf(hash); recorded.Hash == l.hash {
+		if l.previous {
+			// Recorded, yet still kept as the previous key: it goes now.
+			keysecret.DropPrevious(hash)
+		}
+	} else {
 		gen := keysecret.Generation(hash)
 		if l.previous {
 			gen--
@@ -171,18 +178,21 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		if key.Status.LastUsedAt != nil {
 			rec.LastUsedAt = key.Status.LastUsedAt.Time
 		}
-		before := hash.DeepCopy()
 		keysecret.SetLeaked(hash, rec)
+		out.leakRefused = true
+	}
+	if !equality.Semantic.DeepEqual(before.Data, hash.Data) {
 		if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return out, fmt.Errorf("recording the leaked key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
+			return outcome{}, fmt.Errorf("recording the leaked key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
 		}
+	}
+	if out.leakRefused {
 		source := ""
 		if l.report != nil {
 			source = l.report.Spec.Source
 		}
 		keysLeaked.WithLabelValues(source).Inc()
-		log.FromContext(ctx).Info("refused the leaked key", "keyGeneration", gen, "previous", l.previous)
-		out.leakRefused = true
+		log.FromContext(ctx).Info("refused the leaked key", "previous", l.previous)
 	}
 	if !l.replace {
 		return out, nil
