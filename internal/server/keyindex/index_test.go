@@ -45,6 +45,12 @@ func revokedByOperator(s *corev1.Secret) *corev1.Secret {
 	return s
 }
 
+// leakedKey records in hash Secret s that the key plaintext was reported leaked.
+func leakedKey(s *corev1.Secret, plaintext string) *corev1.Secret {
+	s.Data[keysecret.DataLeakedHash] = []byte(apikey.Sum(plaintext).String())
+	return s
+}
+
 // withNotAfter records the current key's lifetime end in hash Secret s.
 func withNotAfter(s *corev1.Secret, t time.Time) *corev1.Secret {
 	s.Data[keysecret.DataNotAfter] = []byte(t.UTC().Format(time.RFC3339))
@@ -92,6 +98,9 @@ func TestLookup(t *testing.T) {
 		{"previous within grace, current's lifetime unaffected", withNotAfter(hashSecret("u1", current, previous, now.Add(time.Minute)), now.Add(time.Hour)), apiKey("u1", nil), previous, now, OK},
 		{"revoked by the operator's record", revokedByOperator(hashSecret("u1", current, "", time.Time{})), apiKey("u1", nil), current, now, Revoked},
 		{"revoked by the operator's record, previous key too", revokedByOperator(hashSecret("u1", current, previous, now.Add(time.Minute))), apiKey("u1", nil), previous, now, Revoked},
+		{"current reported leaked, before its replacement", leakedKey(hashSecret("u1", current, "", time.Time{}), current), apiKey("u1", nil), current, now, Revoked},
+		{"previous reported leaked within its grace", leakedKey(hashSecret("u1", current, previous, now.Add(time.Minute)), previous), apiKey("u1", nil), previous, now, Unknown},
+		{"current kept when the previous leaked", leakedKey(hashSecret("u1", current, previous, now.Add(time.Minute)), previous), apiKey("u1", nil), current, now, OK},
 		{"revoked beats grace", hashSecret("u1", current, previous, now.Add(time.Minute)), apiKey("u1", func(k *switchboardv1alpha1.APIKey) { k.Spec.Revoked = true }), previous, now, Revoked},
 	}
 	for _, tt := range tests {
