@@ -31,6 +31,9 @@ const (
 	ReasonExpired = "Expired"
 	// ReasonDeliveryConflict: spec.secretName names a Secret that switchboard does not manage.
 	ReasonDeliveryConflict = "DeliveryConflict"
+	// ReasonLeaked: the current key was reported leaked and is refused; no replacement is
+	// issued yet (the Leaked condition says why).
+	ReasonLeaked = "Leaked"
 )
 
 // Reasons of the Revealed condition.

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
@@ -67,6 +69,7 @@ func TestLeakedDeliveredKeyIsRefusedAndReplaced(t *testing.T) {
 	})
 	old := kt.delivered("leaky-key")
 
+	counted := leaksCounted(t, switchboardv1alpha1.LeakSourceGitHubPartner)
 	start := time.Now()
 	report := kt.report(kt.system, old)
 	var took time.Duration
@@ -118,8 +121,66 @@ func TestLeakedDeliveredKeyIsRefusedAndReplaced(t *testing.T) {
 	if n := len(kt.events(key)[apikeyctrl.ReasonKeyLeaked]); n != 1 {
 		t.Fatalf("%d KeyLeaked Events, want 1", n)
 	}
+	if n := leaksCounted(t, switchboardv1alpha1.LeakSourceGitHubPartner); n < counted+1 {
+		t.Fatalf("switchboard_operator_keys_leaked_total went from %v to %v", counted, n)
+	}
 	kt.assertNoPlaintext(key, old)
 	kt.assertNoPlaintext(key, next)
+}
+
+// leaksCounted reads switchboard_operator_keys_leaked_total{source} from the operator's
+// registry (tests in parallel may add to it: compare before and after).
+func leaksCounted(t *testing.T, source string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "switchboard_operator_keys_leaked_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source" && l.GetValue() == source {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A leaked key whose delivery Secret became someone else's is refused, with nothing to
+// replace it with: Leaked says Refused and Ready says Leaked.
+func TestLeakedKeyWithoutReplacementIsRefused(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("stuck", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "stuck-key" }), 1)
+	old := kt.delivered("stuck-key")
+	s, err := kt.secret("stuck-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(testCtx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kt.ns, Name: "stuck-key"}, StringData: map[string]string{"other": "data"}}
+	if err := env.Client.Create(testCtx(t), foreign); err != nil {
+		t.Fatal(err)
+	}
+	kt.waitFor(key, "delivery conflict", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict)
+	})
+	kt.report(kt.system, old)
+	got := kt.waitFor(key, "Leaked Refused", func(k *switchboardv1alpha1.APIKey) error {
+		if err := hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonLeaked); err != nil {
+			return err
+		}
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakRefused)
+	})
+	if !kt.refused(got, old) || got.Status.KeyGeneration != 1 {
+		t.Fatalf("the leaked key: refused %v, generation %d", kt.refused(got, old), got.Status.KeyGeneration)
+	}
 }
 
 func TestLeakedRevealedKeyIsReplacedByANewReveal(t *testing.T) {

@@ -107,7 +107,7 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
 			fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 	case f.leak != nil && !f.leak.replaced:
-		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ConditionLeaked,
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonLeaked,
 			fmt.Sprintf("key %s was reported leaked and is refused; no replacement is issued yet", hintOf(key)))
 	case f.conflict != "":
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict, f.conflict)
