@@ -28,6 +28,8 @@ var allowed = map[string]string{
 	"internal/local/oidcop/": "the tests' OpenID Provider, never part of a switchboard process",
 	"internal/local/devenv/devenv.go": "checkListen and freeLoopbackAddr open and close a port at once, to fail early on one in use " +
 		"and to choose free ones for etcd and the webhook; the operator and server then serve theirs through the door",
+	"internal/local/cluster/namespace.go": "Listen opens a test's listener inside the test cluster's network namespace (the registry " +
+		"the node pulls the release from), never part of a switchboard process",
 	"hack/": "development tools and benchmarks, not the product",
 }
 

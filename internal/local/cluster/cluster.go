@@ -41,6 +41,9 @@ type Options struct {
 	Images []string
 	// SandboxImage is the pause image (one of Images) containerd runs as each pod's sandbox.
 	SandboxImage string
+	// Registries are registry hosts (host:port) containerd pulls from over plain HTTP, such as
+	// one a test serves inside the network namespace with Listen.
+	Registries []string
 	// Detach lets the cluster outlive this process (`make cluster`); Down stops it.
 	Detach bool
 	// Progress receives a line per step; nil: none.
@@ -151,6 +154,11 @@ func (c *Cluster) check() error {
 	for _, img := range c.opts.Images {
 		if _, err := os.Stat(img); err != nil {
 			return fmt.Errorf("image %s: %w (make image pause-image)", img, err)
+		}
+	}
+	for _, host := range c.opts.Registries {
+		if host == "" || strings.ContainsAny(host, "/ \"\\") || host == "." || host == ".." {
+			return fmt.Errorf("registry %q: want host[:port]", host)
 		}
 	}
 	if n := len(c.ContainerdSocket()); n > 100 {

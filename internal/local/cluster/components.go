@@ -121,11 +121,18 @@ func (c *Cluster) controlPlane(ctx context.Context) error {
 // node starts containerd, imports the images, and starts the kubelet and kube-proxy.
 func (c *Cluster) node(ctx context.Context) error {
 	cniConf := filepath.Join(c.dir, "cni")
+	registryConf := ""
+	if len(c.opts.Registries) > 0 {
+		registryConf = filepath.Join(c.dir, "certs.d")
+	}
 	files := map[string]string{
-		filepath.Join(c.dir, "containerd.toml"):           containerdConfig(c.ContainerdSocket(), c.opts.SandboxImage, cniBinDir(), cniConf),
+		filepath.Join(c.dir, "containerd.toml"):           containerdConfig(c.ContainerdSocket(), c.opts.SandboxImage, cniBinDir(), cniConf, registryConf),
 		filepath.Join(cniConf, "10-switchboard.conflist"): cniConfig(),
 		filepath.Join(c.dir, "kubelet.yaml"):              kubeletConfig(c.dir, c.cgroups.podsRoot(), c.ContainerdSocket()),
 		filepath.Join(c.dir, "kube-proxy.yaml"):           kubeProxyConfig(c.kubeconfigOf("kube-proxy")),
+	}
+	for _, host := range c.opts.Registries {
+		files[filepath.Join(registryConf, host, "hosts.toml")] = registryHosts(host)
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

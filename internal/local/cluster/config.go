@@ -77,7 +77,16 @@ echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
 // container's oom_score_adj at or above containerd's own: where root lacks CAP_SYS_RESOURCE
 // (these machines' bounding set has no such capability) no process may lower it, and runc
 // would fail to start the sandbox with the -998 CRI gives it.
-func containerdConfig(socket, sandboxImage, cniBinDir, cniConfDir string) string {
+//
+// registryConfigDir, when not empty, is where the CRI plugin reads a hosts.toml per registry
+// host (registryHosts), as a node's /etc/containerd/certs.d.
+func containerdConfig(socket, sandboxImage, cniBinDir, cniConfDir, registryConfigDir string) string {
+	registry := ""
+	if registryConfigDir != "" {
+		registry = fmt.Sprintf(`  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
+`, registryConfigDir)
+	}
 	return fmt.Sprintf(`version = 2
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -99,7 +108,18 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
-`, socket, sandboxImage, cniBinDir, cniConfDir)
+%s`, socket, sandboxImage, cniBinDir, cniConfDir, registry)
+}
+
+// registryHosts is the hosts.toml that makes containerd pull from a registry host
+// (host[:port]) over plain HTTP: without it containerd speaks HTTPS to any host that is not
+// localhost, and a test's in-process registry has no certificate.
+func registryHosts(host string) string {
+	return fmt.Sprintf(`server = "http://%[1]s"
+
+[host."http://%[1]s"]
+  capabilities = ["pull", "resolve"]
+`, host)
 }
 
 // cniConfig is the pod network: one bridge with host-local addresses from PodCIDR.

@@ -87,11 +87,51 @@ func TestComponentConfigs(t *testing.T) {
 	if cni.Plugins[0].Type != "bridge" || cni.Plugins[0].IPAM.Ranges[0][0].Subnet != PodCIDR {
 		t.Errorf("CNI: %+v, want a bridge with addresses from %s", cni.Plugins[0], PodCIDR)
 	}
-	containerd := containerdConfig("/state/containerd.sock", "localhost/pause:1.0", "/usr/lib/cni", "/state/cni")
+	containerd := containerdConfig("/state/containerd.sock", "localhost/pause:1.0", "/usr/lib/cni", "/state/cni", "")
 	for _, want := range []string{`sandbox_image = "localhost/pause:1.0"`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
 		`"io.containerd.internal.v1.opt"`, `address = "/state/containerd.sock"`} {
 		if !strings.Contains(containerd, want) {
 			t.Errorf("the containerd configuration lacks %s", want)
 		}
+	}
+}
+
+// TestRegistryConfig checks containerd's configuration with and without a registry
+// configuration directory, and each registry host's hosts.toml: containerd must read the
+// directory, and pull from the host over plain HTTP (the cluster suite pulls through them).
+func TestRegistryConfig(t *testing.T) {
+	const section = `[plugins."io.containerd.grpc.v1.cri".registry]`
+	for _, tt := range []struct {
+		name, dir string
+		want      string // "" : no registry section
+	}{
+		{"no registries", "", ""},
+		{"registries", "/state/certs.d", section + "\n    config_path = \"/state/certs.d\"\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := containerdConfig("/s.sock", "p:1", "/cni", "/conf", tt.dir)
+			if tt.want == "" && strings.Contains(got, section) {
+				t.Errorf("a registry section without registries:\n%s", got)
+			}
+			if tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("the configuration lacks %q:\n%s", tt.want, got)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		host string
+		want []string
+	}{
+		{"10.200.0.2:5000", []string{"server = \"http://10.200.0.2:5000\"\n", "[host.\"http://10.200.0.2:5000\"]\n", "capabilities = [\"pull\", \"resolve\"]\n"}},
+		{"registry.test", []string{"server = \"http://registry.test\"\n", "[host.\"http://registry.test\"]\n"}},
+	} {
+		t.Run(tt.host, func(t *testing.T) {
+			got := registryHosts(tt.host)
+			for _, want := range tt.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("hosts.toml for %s lacks %q:\n%s", tt.host, want, got)
+				}
+			}
+		})
 	}
 }

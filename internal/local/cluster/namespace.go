@@ -99,3 +99,16 @@ func (c *Cluster) DialContext(ctx context.Context, network, addr string) (net.Co
 	})
 	return conn, err
 }
+
+// Listen opens a listener inside the cluster's network namespace, where the node and its pods
+// reach it and the host does not: a test serves what the node pulls (a registry, an index)
+// this way, from its own process.
+func (c *Cluster) Listen(network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := inNetns(netnsPath(c.name), func() error {
+		var err error
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
