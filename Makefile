@@ -48,6 +48,9 @@ export VALIDATE_KREW_MANIFEST
 # `make release` signs with it; hack/release's tests sign with throwaway keys and verify.
 COSIGN ?= $(LOCALBIN)/cosign-$(COSIGN_VERSION)
 export COSIGN
+# The cluster suite installs the plugin by name from a local krew index with it.
+KREW ?= $(LOCALBIN)/krew-$(KREW_VERSION)
+export KREW
 
 # A test binary may take 30 minutes, not go test's 10: test/dockerfile compiles the whole product
 # with -trimpath, from a cold cache on a fresh machine, beside the other packages on 2 cores.
@@ -264,6 +267,15 @@ $(COSIGN):
 	cd hack/tools/cosign && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath \
 		-ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)" \
 		-o $@.tmp github.com/sigstore/cosign/v2/cmd/cosign
+	mv $@.tmp $@
+
+.PHONY: krew
+krew: $(KREW) ## Build krew, the kubectl plugin manager, into bin/ (only when missing).
+
+$(KREW):
+	@grep -qE '^(require)?[[:space:]]*sigs.k8s.io/krew $(KREW_VERSION)$$' hack/tools/krew/go.mod || \
+		{ echo "hack/tools/krew/go.mod does not require sigs.k8s.io/krew $(KREW_VERSION) (KREW_VERSION): change both together" >&2; exit 1; }
+	cd hack/tools/krew && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/krew/cmd/krew
 	mv $@.tmp $@
 
 # hack/tools/caddy/go.mod must require caddy $(CADDY_VERSION); its go.sum is the trust root.
