@@ -146,8 +146,12 @@ test-release: $(HELM) $(VALIDATE_KREW_MANIFEST) $(COSIGN) ## Run hack/release's 
 test-unit: ## Run every test that needs no control plane, in well under a minute (build tag unit leaves the others out).
 	go test $(GO_TEST_FLAGS) -tags unit ./...
 
+.PHONY: previous-release
+previous-release: ## Build the release the cluster suite upgrades from (hack/previous-release pins it) into bin/previous/<commit>/, once.
+	hack/previous-release.sh
+
 .PHONY: test-cluster
-test-cluster: build image pause-image consumer-image cluster-bins $(HELM) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/local/cluster).
+test-cluster: build pause-image consumer-image cluster-bins previous-release $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/local/cluster).
 	HELM=$(HELM) hack/test-cluster.sh
 
 .PHONY: test-e2e
