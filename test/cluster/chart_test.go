@@ -21,6 +21,7 @@ func TestChart(t *testing.T) {
 		run   func(t *testing.T)
 		apart bool
 	}{
+		{"release into the registry", testRelease, false},
 		{"helm install", testInstall, false},
 		{"pods as the chart says", testPodsAsDeclared, false},
 		{"panel through its Service", testPanel, false},
@@ -28,11 +29,13 @@ func TestChart(t *testing.T) {
 		{"renewal windows through the webhook", testRenewalWindowWebhook, true},
 		{"automatic renewal under load", testRenewalUnderLoad, false},
 		{"leader failover", testFailover, false},
-		{"rolling upgrade under load", testUpgrade, false},
 		{"no key in logs or Events", testNoLeaks, false},
 		{"panel with single sign-on", testPanelSSO, false},
 		{"helm uninstall", testUninstall, false},
 		{"kustomize install", testKustomize, false},
+		{"plugin by name with krew", testKrewInstall, true},
+		{"upgrade from the previous release under load", testUpgradeFromPrevious, false},
+		{"no key in logs or Events after the upgrade", testNoLeaks, false},
 	}
 	for _, step := range steps {
 		if !t.Run(step.name, step.run) && !step.apart {

@@ -32,7 +32,10 @@ func (s *suite) cli(t testing.TB, stdin string, name string, args ...string) (st
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := s.c.Command(ctx, name, args...)
-	cmd.Env = append(cmd.Env, "PATH="+filepath.Join(s.root, "bin")+":"+s.assets+":"+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Join(s.root, "bin")+":"+s.assets+":"+os.Getenv("PATH"),
+		// helm's registry logins, cache and plugins: the suite's, not the user's.
+		"HELM_CONFIG_HOME="+filepath.Join(s.work, "helm", "config"), "HELM_CACHE_HOME="+filepath.Join(s.work, "helm", "cache"),
+		"HELM_DATA_HOME="+filepath.Join(s.work, "helm", "data"))
 	cmd.Dir = s.root
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)

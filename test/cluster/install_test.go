@@ -29,8 +29,20 @@ import (
 // release is the Helm release's name; with it the chart's objects are named switchboard-*.
 const release = "switchboard"
 
-func (s *suite) helmInstallArgs(tag string) []string {
-	return []string{"--namespace", systemNamespace, "--set", "image.repository=" + s.repo, "--set", "image.tag=" + tag,
+// chart is the release's chart as helm install and upgrade name it: in the registry, at the
+// release's version, over plain HTTP (the registry is on the namespace's loopback).
+func (s *suite) chart() []string {
+	return []string{"oci://" + localRegistry + "/charts/switchboard", "--version", strings.TrimPrefix(releaseVersion, "v"), "--plain-http"}
+}
+
+// helmInstallArgs are the suite's values with the release's image by digest, from the registry.
+func (s *suite) helmInstallArgs() []string {
+	return append([]string{"--namespace", systemNamespace, "--set", "image.repository=" + s.imageRepo, "--set", "image.digest=" + s.digest}, s.helmValues()...)
+}
+
+// helmValues are the suite's values but the image, and helm's wait.
+func (s *suite) helmValues() []string {
+	return []string{
 		// Both authorization listeners, so that gateways' checks go through the Service too.
 		"--set", "server.authz.grpc.enabled=true", "--set", "server.authz.http.enabled=true",
 		// testRenewalUnderLoad renews a key every 30 s, under the default minimum interval
@@ -39,12 +51,12 @@ func (s *suite) helmInstallArgs(tag string) []string {
 		"--wait", "--timeout", "4m"}
 }
 
-// testInstall installs the chart as docs/operating.md says, with the image `make image` built: the
-// operator, the /v1 server and the panel, two replicas each.
+// testInstall installs the release's chart from the registry as docs/operating.md says, its image
+// by digest: the operator, the /v1 server and the panel, two replicas each, pulled by the node.
 func testInstall(t *testing.T) {
 	start := time.Now()
-	args := append([]string{"install", release, filepath.Join(s.root, "charts", "switchboard"), "--create-namespace"}, s.helmInstallArgs(s.tag)...)
-	s.must(t, "", s.helm, args...)
+	args := append(append([]string{"install", release}, s.chart()...), "--create-namespace")
+	s.must(t, "", s.helm, append(args, s.helmInstallArgs()...)...)
 	t.Logf("helm install --wait returned after %s", time.Since(start).Round(100*time.Millisecond))
 	for _, name := range []string{"switchboard-operator", "switchboard-server", "switchboard-panel"} {
 		d := &appsv1.Deployment{}
@@ -75,8 +87,8 @@ func testPodsAsDeclared(t *testing.T) {
 			if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
 				t.Errorf("pod %s: its container restarted %d times", pod.Name, n)
 			}
-			if want := s.repo + ":" + s.tag; spec.Image != want {
-				t.Errorf("pod %s runs %s, want %s", pod.Name, spec.Image, want)
+			if err := checkOnDigest(pod.Name, spec.Image, pod.Status.ContainerStatuses[0].ImageID); err != nil {
+				t.Error(err)
 			}
 			id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
 			pid, ok := tasks[id]

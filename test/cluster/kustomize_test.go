@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// testKustomize installs config/default with the local image (an overlay, as a user's own
+// testKustomize installs config/default with the release's image by digest (an overlay, as a user's own
 // kustomization would set it) and checks that it reaches Ready and serves: the key issued under
 // the Helm release still works, because the hash Secrets outlived the uninstall, and a new
 // APIKey is issued by the new operator.
@@ -31,18 +31,20 @@ resources:
 images:
   - name: ghcr.io/switchboard-dev/switchboard
     newName: %s
-    newTag: %s
-`, base, s.repo, s.tag)
+    digest: %s
+`, base, s.imageRepo, s.digest)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.kubectl(t, "apply", "-k", dir)
+	// testUpgradeFromPrevious removes it, for a clean slate.
+	s.kustomized = s.kubectl(t, "kustomize", dir)
 	s.readyDeployment(t, "switchboard-operator", 3*time.Minute)
 	s.readyDeployment(t, "switchboard-server", 3*time.Minute)
 
 	api := s.serviceURL(t, "switchboard-api")
 	c := s.c.HTTPClient()
-	kept := s.issued[len(s.issued)-1] // the upgrade's key, issued under the Helm release
+	kept := s.issued[len(s.issued)-1] // the failover's last key, issued under the Helm release
 	eventually(t, time.Minute, "the key issued under Helm accepted", func() error {
 		if r := listConnections(ctx, c, api, kept); r.status != http.StatusOK {
 			return fmt.Errorf("%s", r)

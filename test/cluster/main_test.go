@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,8 +27,13 @@ type suite struct {
 	root   string // the repository
 	assets string // bin/k8s/<version>: kubectl and the cluster's binaries
 	helm   string
-	repo   string // the image's repository, localhost/switchboard
-	tag    string // its tag, as `make image` named it
+	work   string // the suite's files: the release, helm's homes
+	files  *releaseFiles
+	// kustomized is what testKustomize applied.
+	kustomized string
+	// imageRepo is the release's image repository in the registry in the cluster's network
+	// namespace, and digest its image index's digest there (testRelease).
+	imageRepo, digest string
 	k8s    client.Client
 	cs     kubernetes.Interface
 	issued []string // every key the suite was given, for testNoLeaks
@@ -66,30 +70,31 @@ func run(m *testing.M) int {
 		st.helm = filepath.Join(root, "bin", "helm-v3.22.0")
 	}
 	imageDir := filepath.Join(root, "bin", "image")
-	imgs := []string{filepath.Join(imageDir, "pause.tar"), filepath.Join(imageDir, "switchboard.tar"), filepath.Join(imageDir, "consumer.tar")}
+	// The switchboard image is not among them: the node pulls it from the suite's registry.
+	imgs := []string{filepath.Join(imageDir, "pause.tar"), filepath.Join(imageDir, "consumer.tar")}
 	var names []string
 	for _, img := range imgs {
 		name, err := image.TarballName(img)
 		if err != nil {
-			return fail("%v: run `make image pause-image consumer-image` (make test-cluster does)", err)
+			return fail("%v: run `make pause-image consumer-image` (make test-cluster does)", err)
 		}
 		names = append(names, name)
 	}
-	var ok bool
-	st.repo, st.tag, ok = strings.Cut(names[1], ":")
-	if !ok {
-		return fail("the image %s has no tag", names[1])
-	}
+	st.imageRepo = registryHost + "/switchboard"
 	dir, err := os.MkdirTemp("", "switchboard-cluster-test-")
 	if err != nil {
 		return fail("%v", err)
 	}
+	if st.work, err = os.MkdirTemp("", "switchboard-cluster-work-"); err != nil {
+		return fail("%v", err)
+	}
+	defer func() { _ = os.RemoveAll(st.work) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	c, err := cluster.Start(ctx, cluster.Options{
 		Name: fmt.Sprintf("sb-test-%d", os.Getpid()), Dir: dir, Assets: st.assets,
-		Images: imgs, SandboxImage: names[0], Progress: os.Stderr,
+		Images: imgs, SandboxImage: names[0], Registries: []string{registryHost}, Progress: os.Stderr,
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -114,6 +119,9 @@ func run(m *testing.M) int {
 		}
 	}()
 	st.c = c
+	if err := serveRegistry(c); err != nil {
+		return fail("%v", err)
+	}
 	cfg, err := c.RESTConfig()
 	if err != nil {
 		return fail("%v", err)

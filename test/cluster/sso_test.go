@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +41,8 @@ metadata:
 stringData:
   client-secret: not-a-real-secret
 `)
-	s.must(t, "", s.helm, "upgrade", release, filepath.Join(s.root, "charts", "switchboard"), "--namespace", systemNamespace,
+	args := append([]string{"upgrade", release}, s.chart()...)
+	s.must(t, "", s.helm, append(args, "--namespace", systemNamespace,
 		"--reuse-values", "--wait", "--timeout", "4m",
 		"--set", "panel.oidc.enabled=true",
 		"--set", "panel.oidc.issuerURL=https://idp.example.test",
@@ -50,7 +50,7 @@ stringData:
 		"--set", "panel.oidc.clientSecret.secretName=panel-oidc",
 		"--set", "panel.oidc.redirectURL=https://switchboard.example.test/oidc/callback",
 		"--set", "panel.oidc.mode=impersonate",
-		"--set", "panel.oidc.providerName=Example")
+		"--set", "panel.oidc.providerName=Example")...)
 	s.readyDeployment(t, "switchboard-panel", 3*time.Minute)
 	base := s.serviceURL(t, "switchboard-panel")
 	browser := s.c.HTTPClient()
@@ -158,7 +158,7 @@ subjects:
 	if err != nil {
 		t.Fatalf("claiming for oidc:alice through the Service: %v", err)
 	}
-	// Not added to s.issued: testKustomize takes the last key there as the upgrade's, and this
+	// Not added to s.issued: testKustomize takes the last key there as one issued under Helm, and this
 	// one ends with its namespace below.
 	api := s.serviceURL(t, "switchboard-api")
 	eventually(t, time.Minute, "the claimed key works on /v1", func() error {

@@ -6,11 +6,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // load is clients calling the API continuously with a valid key through the Service, as an
@@ -63,57 +72,180 @@ func (l *load) finish() {
 	l.wg.Wait()
 }
 
-// testUpgrade rolls every pod with `helm upgrade` to a new image tag while four clients call
-// the API without pause: readiness gating, the server's shutdown delay and the rollout
-// strategy must make that invisible to them.
-func testUpgrade(t *testing.T) {
+// previousRelease is the release the suite upgrades from, as `make previous-release` builds it
+// into bin/previous/<commit>/ from the commit or tag hack/previous-release pins: its chart
+// directory and its image, which the node imports (it is in no registry).
+type previousRelease struct {
+	chart, image, repo, tag string
+}
+
+func (s *suite) previous(t *testing.T) previousRelease {
+	t.Helper()
+	pin, err := os.ReadFile(filepath.Join(s.root, "hack", "previous-release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := exec.Command("git", "rev-parse", "--verify", strings.TrimSpace(string(pin))+"^{commit}")
+	git.Dir = s.root
+	commit, err := git.Output()
+	if err != nil {
+		t.Fatalf("hack/previous-release: %v (make previous-release says how to fetch it)", err)
+	}
+	dir := filepath.Join(s.root, "bin", "previous", strings.TrimSpace(string(commit)))
+	name, err := os.ReadFile(filepath.Join(dir, "image-name"))
+	if err != nil {
+		t.Fatalf("the previous release is not built: %v (make previous-release; make test-cluster does)", err)
+	}
+	p := previousRelease{chart: filepath.Join(dir, "chart"), image: filepath.Join(dir, "switchboard.tar")}
+	var ok bool
+	if p.repo, p.tag, ok = strings.Cut(strings.TrimSpace(string(name)), ":"); !ok {
+		t.Fatalf("%s/image-name: %q has no tag", dir, name)
+	}
+	return p
+}
+
+// testUpgradeFromPrevious is a platform team's upgrade: on a clean slate (the kustomize install
+// removed, CRDs and all), the previous release is installed from its own chart, a key is
+// issued by it, and four clients call the API with that key without pause while the one-time
+// CRD adoption docs/upgrading.md gives is run and `helm upgrade` moves the release to this
+// one's chart from the registry, its image by digest. Every pod must roll onto the digest, the
+// API server's CRDs must be this release's, the key must still work, and not one request
+// may fail: readiness gating, the server's shutdown delay and the rollout strategy must make
+// the upgrade invisible to clients.
+func testUpgradeFromPrevious(t *testing.T) {
+	ctx := context.Background()
+	if s.kustomized == "" {
+		t.Fatal("the kustomize install did not run")
+	}
+	s.saveLogs(t)
+	s.must(t, s.kustomized, "kubectl", "delete", "-f", "-", "--wait", "--timeout=3m", "--ignore-not-found")
+	eventually(t, 2*time.Minute, "the kustomize install gone", func() error {
+		crds := &apiextensionsv1.CustomResourceDefinitionList{}
+		if err := s.k8s.List(ctx, crds); err != nil {
+			return err
+		}
+		for _, crd := range crds.Items {
+			if crd.Spec.Group == "switchboard.dev" {
+				return fmt.Errorf("CRD %s is still there", crd.Name)
+			}
+		}
+		ns := &corev1.Namespace{}
+		if err := s.k8s.Get(ctx, client.ObjectKey{Name: systemNamespace}, ns); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s: %v", systemNamespace, err)
+		}
+		return nil
+	})
+
+	prev := s.previous(t)
+	if _, err := s.c.Ctr("images", "import", prev.image); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"install", release, prev.chart, "--create-namespace", "--namespace", systemNamespace,
+		"--set", "image.repository=" + prev.repo, "--set", "image.tag=" + prev.tag}
+	s.must(t, "", s.helm, append(args, s.helmValues()...)...)
+	t.Logf("the previous release (%s:%s) installed from %s", prev.repo, prev.tag, prev.chart)
 	s.tenant(t, "tenant-c", "load")
 	key := s.claim(t, "tenant-c", "load")
 	s.issued = append(s.issued, key)
-	s.saveLogs(t)
-
-	// The new version: the same image under another tag, so that every pod template changes.
-	newTag := s.tag + "-upgrade"
-	if _, err := s.c.Ctr("images", "tag", s.repo+":"+s.tag, s.repo+":"+newTag); err != nil {
-		t.Fatal(err)
-	}
-	var before []string
-	for _, p := range s.pods(t, "server") {
-		before = append(before, p.Name)
+	before := map[string]bool{}
+	for _, component := range []string{"operator", "server", "panel"} {
+		for _, p := range s.pods(t, component) {
+			before[p.Name] = true
+		}
 	}
 
-	l := startLoad(s.c.HTTPClient(), s.serviceURL(t, "switchboard-api"), key, 4)
+	api := s.serviceURL(t, "switchboard-api")
+	l := startLoad(s.c.HTTPClient(), api, key, 4)
 	defer l.finish()
 	time.Sleep(3 * time.Second)
 	start := time.Now()
-	args := append([]string{"upgrade", release, filepath.Join(s.root, "charts", "switchboard"), "--reuse-values"}, s.helmInstallArgs(newTag)...)
+	adoptCRDs(t)
+	args = append(append([]string{"upgrade", release}, s.chart()...), s.helmInstallArgs()...)
 	s.must(t, "", s.helm, args...)
 	s.readyDeployment(t, "switchboard-server", 3*time.Minute)
 	s.readyDeployment(t, "switchboard-operator", 3*time.Minute)
 	s.readyDeployment(t, "switchboard-panel", 3*time.Minute)
 	rolled := time.Since(start)
-	eventually(t, 2*time.Minute, "only new server pods", func() error {
-		pods := s.pods(t, "server")
-		for _, p := range pods {
-			if slices.Contains(before, p.Name) || p.Spec.Containers[0].Image != s.repo+":"+newTag {
-				return fmt.Errorf("pod %s (%s) is still there", p.Name, p.Spec.Containers[0].Image)
+	eventually(t, 2*time.Minute, "only this release's pods, on its digest", func() error {
+		for _, component := range []string{"operator", "server", "panel"} {
+			pods := s.pods(t, component)
+			for _, p := range pods {
+				if before[p.Name] {
+					return fmt.Errorf("pod %s of the previous release is still there", p.Name)
+				}
+				if len(p.Status.ContainerStatuses) != 1 {
+					return fmt.Errorf("pod %s has no container status yet", p.Name)
+				}
+				if err := checkOnDigest(p.Name, p.Spec.Containers[0].Image, p.Status.ContainerStatuses[0].ImageID); err != nil {
+					return err
+				}
 			}
-		}
-		if len(pods) != 2 {
-			return fmt.Errorf("%d server pods, want 2", len(pods))
+			if len(pods) != 2 {
+				return fmt.Errorf("%d %s pods, want 2", len(pods), component)
+			}
 		}
 		return nil
 	})
 	time.Sleep(5 * time.Second)
 	l.finish()
 
-	t.Logf("upgrade: rolled in %s; %d requests, %d failed, longest gap between successes %s, slowest request %s",
+	t.Logf("upgrade from the previous release: rolled in %s; %d requests, %d failed, longest gap between successes %s, slowest request %s",
 		rolled.Round(100*time.Millisecond), l.requests, len(l.failures), l.longestGap.Round(time.Millisecond), l.slowest.Round(time.Millisecond))
 	if l.requests < 100 {
 		t.Fatalf("only %d requests were sent during the upgrade; the load did not run", l.requests)
 	}
 	if len(l.failures) > 0 {
-		t.Errorf("%d of %d requests failed during the rolling upgrade, want none; the first: %v",
+		t.Errorf("%d of %d requests failed during the upgrade, want none; the first: %v",
 			len(l.failures), l.requests, l.failures[:min(len(l.failures), 10)])
+	}
+	if r := listConnections(ctx, s.c.HTTPClient(), api, key); r.status != http.StatusOK {
+		t.Errorf("the key the previous release issued, after the upgrade: %s", r)
+	}
+	checkCRDs(t)
+}
+
+// adoptCRDs runs docs/upgrading.md's one-time step before the first upgrade from a release whose
+// chart installed the CRDs from crds/: it gives them the ownership metadata without which Helm
+// refuses to take them over as templates of the release.
+func adoptCRDs(t *testing.T) {
+	for _, crd := range []string{"apikeys.switchboard.dev", "connections.switchboard.dev"} {
+		s.kubectl(t, "label", "crd", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+		s.kubectl(t, "annotate", "crd", crd, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+systemNamespace, "--overwrite")
+	}
+}
+
+// checkCRDs compares the schema of every version of the API server's switchboard CRDs with the
+// generated CRDs of this commit (config/crd/bases, which `make manifests` also writes into the
+// chart).
+func checkCRDs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(s.root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(filepath.Clean(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(b, want); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := s.k8s.Get(context.Background(), client.ObjectKey{Name: want.Name}, got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Spec.Versions) != len(want.Spec.Versions) {
+			t.Errorf("CRD %s serves %d versions, want %d", want.Name, len(got.Spec.Versions), len(want.Spec.Versions))
+			continue
+		}
+		for i, v := range want.Spec.Versions {
+			if !equality.Semantic.DeepEqual(got.Spec.Versions[i].Schema, v.Schema) || got.Spec.Versions[i].Name != v.Name {
+				t.Errorf("CRD %s version %s: the API server's schema is not this release's (%s)", want.Name, v.Name, file)
+			}
+		}
+		if got.Labels["app.kubernetes.io/managed-by"] != "Helm" || got.Annotations["meta.helm.sh/release-name"] != release {
+			t.Errorf("CRD %s is not the release's: labels %v, annotations %v", want.Name, got.Labels, got.Annotations)
+		}
 	}
 }
