@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -114,19 +115,14 @@ func (s *suite) previous(t *testing.T) previousRelease {
 // the upgrade invisible to clients.
 func testUpgradeFromPrevious(t *testing.T) {
 	ctx := context.Background()
-	if s.kustomized == "" {
-		t.Fatal("the kustomize install did not run")
+	if s.kustomized != "" { // else (go test -run) nothing was installed
+		s.saveLogs(t)
+		s.must(t, s.kustomized, "kubectl", "delete", "-f", "-", "--wait", "--timeout=3m", "--ignore-not-found")
 	}
-	s.saveLogs(t)
-	s.must(t, s.kustomized, "kubectl", "delete", "-f", "-", "--wait", "--timeout=3m", "--ignore-not-found")
 	eventually(t, 2*time.Minute, "the kustomize install gone", func() error {
-		crds := &apiextensionsv1.CustomResourceDefinitionList{}
-		if err := s.k8s.List(ctx, crds); err != nil {
-			return err
-		}
-		for _, crd := range crds.Items {
-			if crd.Spec.Group == "switchboard.dev" {
-				return fmt.Errorf("CRD %s is still there", crd.Name)
+		for _, crd := range strings.Fields(s.kubectl(t, "get", "crd", "-o", "name")) {
+			if strings.HasSuffix(crd, ".switchboard.dev") {
+				return fmt.Errorf("%s is still there", crd)
 			}
 		}
 		ns := &corev1.Namespace{}
@@ -204,23 +200,53 @@ func testUpgradeFromPrevious(t *testing.T) {
 	checkCRDs(t)
 }
 
+// adoptionSection is docs/upgrading.md's section with the one-time CRD adoption.
+const adoptionSection = "## Once: CRDs installed before the chart owned them"
+
 // adoptCRDs runs docs/upgrading.md's one-time step before the first upgrade from a release whose
-// chart installed the CRDs from crds/: it gives them the ownership metadata without which Helm
-// refuses to take them over as templates of the release.
+// chart installed the CRDs from crds/, exactly as the doc gives it (its section's shell block):
+// it gives them the ownership metadata without which Helm refuses to take them over as
+// templates of the release.
 func adoptCRDs(t *testing.T) {
-	for _, crd := range []string{"apikeys.switchboard.dev", "connections.switchboard.dev"} {
-		s.kubectl(t, "label", "crd", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
-		s.kubectl(t, "annotate", "crd", crd, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+systemNamespace, "--overwrite")
+	doc, err := os.ReadFile(filepath.Join(s.root, "docs", "upgrading.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	script, err := shellBlock(string(doc), adoptionSection)
+	if err != nil {
+		t.Fatalf("docs/upgrading.md: %v", err)
+	}
+	t.Logf("docs/upgrading.md's adoption step:\n%s", script)
+	s.must(t, "", "bash", "-euo", "pipefail", "-c", script)
+}
+
+// shellBlock is the first ```sh block of a Markdown section.
+func shellBlock(doc, heading string) (string, error) {
+	_, section, ok := strings.Cut(doc, "\n"+heading+"\n")
+	if !ok {
+		return "", fmt.Errorf("no section %q", heading)
+	}
+	if next := strings.Index(section, "\n## "); next >= 0 {
+		section = section[:next]
+	}
+	_, block, ok := strings.Cut(section, "\n```sh\n")
+	if !ok {
+		return "", fmt.Errorf("section %q has no sh block", heading)
+	}
+	block, _, ok = strings.Cut(block, "\n```")
+	if !ok {
+		return "", fmt.Errorf("section %q: its sh block does not end", heading)
+	}
+	return block + "\n", nil
 }
 
 // checkCRDs compares the schema of every version of the API server's switchboard CRDs with the
-// generated CRDs of this commit (config/crd/bases, which `make manifests` also writes into the
-// chart).
+// chart's CRD files in this commit (charts/switchboard/files/crds, which `make manifests` writes
+// and the chart renders as templates), and checks that they are the release's.
 func checkCRDs(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(s.root, "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	files, err := filepath.Glob(filepath.Join(s.root, "charts", "switchboard", "files", "crds", "*.yaml"))
+	if err != nil || len(files) != 2 {
+		t.Fatalf("the chart's CRD files: %v %v, want 2", files, err)
 	}
 	for _, file := range files {
 		b, err := os.ReadFile(filepath.Clean(file))
@@ -232,7 +258,7 @@ func checkCRDs(t *testing.T) {
 			t.Fatalf("%s: %v", file, err)
 		}
 		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := s.k8s.Get(context.Background(), client.ObjectKey{Name: want.Name}, got); err != nil {
+		if err := json.Unmarshal([]byte(s.kubectl(t, "get", "crd", want.Name, "-o", "json")), got); err != nil {
 			t.Fatal(err)
 		}
 		if len(got.Spec.Versions) != len(want.Spec.Versions) {
