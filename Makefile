@@ -151,7 +151,7 @@ previous-release: ## Build the release the cluster suite upgrades from (hack/pre
 	hack/previous-release.sh
 
 .PHONY: test-cluster
-test-cluster: build pause-image consumer-image cluster-bins previous-release $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/local/cluster).
+test-cluster: build pause-image consumer-image cluster-bins previous-release $(HELM) $(KREW) $(VALIDATE_KREW_MANIFEST) $(COSIGN) ## Run test/cluster: the chart on a real one-node cluster (needs root; see internal/local/cluster).
 	HELM=$(HELM) hack/test-cluster.sh
 
 .PHONY: test-e2e

@@ -22,6 +22,7 @@ func TestChart(t *testing.T) {
 		apart bool
 	}{
 		{"release into the registry", testRelease, false},
+		{"signatures", testSignatures, true},
 		{"helm install", testInstall, false},
 		{"pods as the chart says", testPodsAsDeclared, false},
 		{"panel through its Service", testPanel, false},

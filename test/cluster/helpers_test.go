@@ -32,10 +32,7 @@ func (s *suite) cli(t testing.TB, stdin string, name string, args ...string) (st
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := s.c.Command(ctx, name, args...)
-	cmd.Env = append(cmd.Env, "PATH="+filepath.Join(s.root, "bin")+":"+s.assets+":"+os.Getenv("PATH"),
-		// helm's registry logins, cache and plugins: the suite's, not the user's.
-		"HELM_CONFIG_HOME="+filepath.Join(s.work, "helm", "config"), "HELM_CACHE_HOME="+filepath.Join(s.work, "helm", "cache"),
-		"HELM_DATA_HOME="+filepath.Join(s.work, "helm", "data"))
+	cmd.Env = append(cmd.Env, s.cliEnv()...)
 	cmd.Dir = s.root
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
@@ -46,6 +43,14 @@ func (s *suite) cli(t testing.TB, stdin string, name string, args ...string) (st
 		return out.String(), fmt.Errorf("%s %s: %w\n%s%s", name, strings.Join(args, " "), err, out.String(), errOut.String())
 	}
 	return out.String(), nil
+}
+
+// cliEnv is the environment of cli's commands: kubectl and the plugin on PATH, and helm's
+// registry logins, cache and plugins the suite's, not the user's.
+func (s *suite) cliEnv() []string {
+	return []string{"PATH=" + filepath.Join(s.root, "bin") + ":" + s.assets + ":" + os.Getenv("PATH"),
+		"HELM_CONFIG_HOME=" + filepath.Join(s.work, "helm", "config"), "HELM_CACHE_HOME=" + filepath.Join(s.work, "helm", "cache"),
+		"HELM_DATA_HOME=" + filepath.Join(s.work, "helm", "data")}
 }
 
 // must runs a client command and fails the test when it fails.

@@ -34,6 +34,8 @@ type suite struct {
 	// imageRepo is the release's image repository in the registry in the cluster's network
 	// namespace, and digest its image index's digest there (testRelease).
 	imageRepo, digest string
+	// pub is the public half of the throwaway key the release is signed with.
+	pub    string
 	k8s    client.Client
 	cs     kubernetes.Interface
 	issued []string // every key the suite was given, for testNoLeaks

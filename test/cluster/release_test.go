@@ -106,10 +106,23 @@ func testRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.files = files
+	// The release key: a throwaway pair, whose public half testSignatures verifies with.
+	key, pub := keyPair(t, filepath.Join(s.work, "release-key"))
+	s.pub = pub
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := s.c.Command(ctx, bin, "-version", releaseVersion, "-dir", dir, "-registry", localRegistry, "-image-repo", registryHost+"/switchboard",
+		"-helm", s.helm, "-changelog", changelog, "-krew-base-url", files.url, "-validate-krew-manifest", validateKrew, "-root", s.root,
+		"-cosign", cosignBinary(), "-cosign-pub", pub)
+	cmd.Dir = s.root
+	cmd.Env = append(cmd.Env, s.cliEnv()...)
+	cmd.Env = append(cmd.Env, "COSIGN_KEY="+key, "COSIGN_PASSWORD="+keyPassword, "TUF_ROOT="+filepath.Join(s.work, "tuf"))
 	start := time.Now()
-	out := s.must(t, "", bin, "-version", releaseVersion, "-dir", dir, "-registry", localRegistry, "-image-repo", registryHost+"/switchboard",
-		"-helm", s.helm, "-changelog", changelog, "-krew-base-url", files.url, "-validate-krew-manifest", validateKrew, "-root", s.root)
+	out, err := cmd.CombinedOutput()
 	t.Logf("hack/release cut %s and pushed it to %s in %s:\n%s", releaseVersion, localRegistry, time.Since(start).Round(100*time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("hack/release: %v", err)
+	}
 
 	ref, err := name.ParseReference(localRegistry+"/switchboard:"+releaseVersion, name.Insecure)
 	if err != nil {

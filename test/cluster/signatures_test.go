@@ -1,0 +1,125 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// cosignBinary is `make cosign`'s cosign, as the Makefile exports it.
+func cosignBinary() string {
+	if c := os.Getenv("COSIGN"); c != "" {
+		return c
+	}
+	return filepath.Join(s.root, "bin", "cosign-v2.6.5")
+}
+
+// keyPair makes a throwaway cosign key pair in a directory of its own and returns the private
+// key's and the public key's paths; the private key's password is keyPassword.
+func keyPair(t testing.TB, dir string) (key, pub string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.cosign(dir, "generate-key-pair"); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
+}
+
+// keyPassword protects the suite's throwaway keys.
+const keyPassword = "test/cluster"
+
+// cosign runs cosign inside the cluster's network namespace, in dir, offline: its TUF root and
+// home are the suite's, and the private key's password is keyPassword.
+func (s *suite) cosign(dir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := s.c.Command(ctx, cosignBinary(), args...)
+	cmd.Dir = dir
+	cmd.Env = append(cmd.Env, "COSIGN_PASSWORD="+keyPassword, "TUF_ROOT="+filepath.Join(s.work, "tuf"), "HOME="+filepath.Join(s.work, "home"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("cosign %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// testSignatures verifies the release as its users will, with the release key's public half
+// (the suite's throwaway pair): the image index and the chart in the registry by digest, and
+// checksums.txt. Each verification must also fail with another key, and for an artifact the
+// key did not sign: an image manifest of the index (pushed, not signed) and a changed
+// checksums.txt.
+func testSignatures(t *testing.T) {
+	chartRef, err := name.ParseReference(localRegistry+"/charts/switchboard:"+strings.TrimPrefix(releaseVersion, "v"), name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := remote.Head(chartRef, remote.WithTransport(s.c.HTTPClient().Transport))
+	if err != nil {
+		t.Fatalf("the chart in the registry: %v", err)
+	}
+	imageRef, err := name.ParseReference(localRegistry+"/switchboard@"+s.digest, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := remote.Index(imageRef, remote.WithTransport(s.c.HTTPClient().Transport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := idx.IndexManifest()
+	if err != nil || len(mf.Manifests) == 0 {
+		t.Fatalf("the index's manifests: %v", err)
+	}
+	unsigned := localRegistry + "/switchboard@" + mf.Manifests[0].Digest.String()
+
+	_, otherPub := keyPair(t, filepath.Join(s.work, "other-key"))
+	tampered := filepath.Join(t.TempDir(), "checksums.txt")
+	sums, err := os.ReadFile(filepath.Join(s.files.dir, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tampered, append(sums, []byte("0000000000000000000000000000000000000000000000000000000000000000  extra.tar.gz\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sig := filepath.Join(s.files.dir, "checksums.txt.sig")
+	verify := func(pub, ref string) []string {
+		return []string{"verify", "--key", pub, "--insecure-ignore-tlog", "--allow-http-registry", ref}
+	}
+	verifyBlob := func(pub, file string) []string {
+		return []string{"verify-blob", "--key", pub, "--insecure-ignore-tlog", "--signature", sig, file}
+	}
+	for _, c := range []struct {
+		what string
+		args []string
+		ok   bool
+	}{
+		{"the image index", verify(s.pub, localRegistry+"/switchboard@"+s.digest), true},
+		{"the chart", verify(s.pub, localRegistry+"/charts/switchboard@"+chart.Digest.String()), true},
+		{"checksums.txt", verifyBlob(s.pub, filepath.Join(s.files.dir, "checksums.txt")), true},
+		{"the image index, with another key", verify(otherPub, localRegistry+"/switchboard@"+s.digest), false},
+		{"the chart, with another key", verify(otherPub, localRegistry+"/charts/switchboard@"+chart.Digest.String()), false},
+		{"checksums.txt, with another key", verifyBlob(otherPub, filepath.Join(s.files.dir, "checksums.txt")), false},
+		{"an image manifest the key did not sign", verify(s.pub, unsigned), false},
+		{"a changed checksums.txt", verifyBlob(s.pub, tampered), false},
+	} {
+		out, err := s.cosign(s.work, c.args...)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("verifying %s: %v", c.what, err)
+		case !c.ok && err == nil:
+			t.Errorf("verifying %s passed, want a failure:\n%s", c.what, out)
+		case !c.ok:
+			t.Logf("verifying %s fails, as it must: %.300s", c.what, strings.TrimSpace(out))
+		}
+	}
+}
