@@ -117,6 +117,8 @@ func testUpgradeFromPrevious(t *testing.T) {
 	ctx := context.Background()
 	if s.kustomized != "" { // else (go test -run) nothing was installed
 		s.saveLogs(t)
+		// The APIKeys first, while the operator runs: their finalizer removes their hashes.
+		s.kubectl(t, "delete", "apikeys,connections", "--all", "--all-namespaces", "--wait", "--timeout=2m")
 		s.must(t, s.kustomized, "kubectl", "delete", "-f", "-", "--wait", "--timeout=3m", "--ignore-not-found")
 	}
 	eventually(t, 2*time.Minute, "the kustomize install gone", func() error {
