@@ -247,8 +247,8 @@ func shellBlock(doc, heading string) (string, error) {
 // and the chart renders as templates), and checks that they are the release's.
 func checkCRDs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(s.root, "charts", "switchboard", "files", "crds", "*.yaml"))
-	if err != nil || len(files) != 2 {
-		t.Fatalf("the chart's CRD files: %v %v, want 2", files, err)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRD files in the chart: %v", err)
 	}
 	for _, file := range files {
 		b, err := os.ReadFile(filepath.Clean(file))
