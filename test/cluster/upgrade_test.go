@@ -128,8 +128,10 @@ func testUpgradeFromPrevious(t *testing.T) {
 			}
 		}
 		ns := &corev1.Namespace{}
-		if err := s.k8s.Get(ctx, client.ObjectKey{Name: systemNamespace}, ns); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s: %v", systemNamespace, err)
+		if err := s.k8s.Get(ctx, client.ObjectKey{Name: systemNamespace}, ns); err == nil {
+			return fmt.Errorf("namespace %s is still there (%s)", systemNamespace, ns.Status.Phase)
+		} else if !apierrors.IsNotFound(err) {
+			return err
 		}
 		return nil
 	})
