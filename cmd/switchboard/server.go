@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/memlimit"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/server"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 )
 
 func newServerCommand() *cobra.Command {
@@ -48,6 +49,9 @@ web panel from this process too.`,
 				return err
 			}
 			if opts.RateLimitRedisPassword, err = redisPassword(c.RateLimitRedis.PasswordFile); err != nil {
+				return err
+			}
+			if err := leakReportSecrets(&c.LeakReports, &opts.LeakReports); err != nil {
 				return err
 			}
 			newLogger()
@@ -164,6 +168,44 @@ const redisPasswordEnv = "SWITCHBOARD_RATE_LIMIT_REDIS_PASSWORD"
 // redisPassword is the rate-limit Redis's password: from file (a mounted Secret) when the
 // configuration names one, else from the environment (a Secret in the chart); never a flag or
 // the URL in the Deployment, where whoever may read Deployments would see it.
+// leakReportSecrets reads the leak reports' secrets from the files the configuration names
+// (mounted Secrets): the partner keys' token, the webhook's secret and the API token.
+func leakReportSecrets(c *configv1alpha1.LeakReports, into *leakreceiver.Config) error {
+	for _, s := range []struct {
+		file, field string
+		into        *string
+	}{
+		{c.Partner.TokenFile, "leakReports.partner.tokenFile", &into.PublicKeysToken},
+		{c.OrganizationAlerts.APITokenFile, "leakReports.organizationAlerts.apiTokenFile", &into.APIToken},
+	} {
+		v, err := secretFile(s.file, s.field)
+		if err != nil {
+			return err
+		}
+		*s.into = v
+	}
+	secret, err := secretFile(c.OrganizationAlerts.WebhookSecretFile, "leakReports.organizationAlerts.webhookSecretFile")
+	into.WebhookSecret = []byte(secret)
+	return err
+}
+
+// secretFile is the content of file but for a final line break ("" when file is ""); its error
+// names the configuration's field, never the content.
+func secretFile(file, field string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file) //nolint:gosec // G304: the file the configuration names, on purpose
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s: %s is empty", field, file)
+	}
+	return v, nil
+}
+
 func redisPassword(file string) (string, error) {
 	if file == "" {
 		return os.Getenv(redisPasswordEnv), nil

@@ -73,10 +73,47 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 	errs = append(errs, atLeast(c.Authz.HTTP.MaxConnections, 0, http.Child("maxConnections"))...)
 	errs = append(errs, atLeast(c.Authz.HTTP.MaxConnectionsPerClient, 0, http.Child("maxConnectionsPerClient"))...)
 
+	errs = append(errs, validateLeakReports(&c.LeakReports, field.NewPath("leakReports"))...)
+
 	if c.Panel != nil {
 		errs = append(errs, validatePanelSettings(&c.Panel.PanelSettings, field.NewPath("panel"))...)
 	}
 	return errs
+}
+
+// validateLeakReports checks the leak reports listener's settings: bounds that bound, absolute
+// URLs, and, when it listens, a way of GitHub's to serve, each with its secrets' files.
+func validateLeakReports(lr *configv1alpha1.LeakReports, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, atLeast(lr.MaxBodyBytes, 1024, path.Child("maxBodyBytes"))...)
+	errs = append(errs, atLeast(lr.MaxBatch, 1, path.Child("maxBatch"))...)
+	errs = append(errs, greaterThanZero(lr.Rate, path.Child("rate"))...)
+	errs = append(errs, atLeast(lr.Burst, 1, path.Child("burst"))...)
+	partner, alerts := path.Child("partner"), path.Child("organizationAlerts")
+	errs = append(errs, httpURL(lr.Partner.PublicKeysURL, partner.Child("publicKeysURL"))...)
+	errs = append(errs, httpURL(lr.OrganizationAlerts.APIBaseURL, alerts.Child("apiBaseURL"))...)
+	a := lr.OrganizationAlerts
+	if a.WebhookSecretFile != "" && a.APITokenFile == "" {
+		errs = append(errs, field.Required(alerts.Child("apiTokenFile"),
+			"webhookSecretFile needs a token allowed to read the organization's secret scanning alerts, by file"))
+	}
+	if a.APITokenFile != "" && a.WebhookSecretFile == "" {
+		errs = append(errs, field.Required(alerts.Child("webhookSecretFile"), "apiTokenFile is used only with the webhook's secret, by file"))
+	}
+	if lr.Listen != "" && !lr.Partner.Enabled && a.WebhookSecretFile == "" {
+		errs = append(errs, field.Required(path.Child("listen"),
+			"a leak reports listener needs partner.enabled or organizationAlerts.webhookSecretFile"))
+	}
+	return errs
+}
+
+// httpURL checks that u is an absolute http(s) URL without a query.
+func httpURL(u string, path *field.Path) field.ErrorList {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.RawQuery != "" {
+		return field.ErrorList{field.Invalid(path, u, "must be an absolute http(s) URL without a query")}
+	}
+	return nil
 }
 
 // ValidateOperatorConfiguration says what is wrong with a defaulted OperatorConfiguration,

@@ -50,6 +50,27 @@ func TestValidateServerConfiguration(t *testing.T) {
 			want: "authz.grpc.tlsCertFile: Required value"},
 		{name: "a tiny gRPC message", modify: func(c *configv1alpha1.ServerConfiguration) { c.Authz.GRPC.MaxMessageBytes = ptr.To[int32](100) },
 			want: "authz.grpc.maxMessageBytes: Invalid value: 100"},
+		{name: "leak reports, both ways", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.Listen, c.LeakReports.Partner.Enabled = ":8090", true
+			c.LeakReports.OrganizationAlerts.WebhookSecretFile, c.LeakReports.OrganizationAlerts.APITokenFile = "/s", "/t"
+		}},
+		{name: "a leak reports listener serving nothing", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.Listen = ":8090" },
+			want: "leakReports.listen: Required value"},
+		{name: "a webhook secret without a token", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.WebhookSecretFile = "/s"
+		}, want: "leakReports.organizationAlerts.apiTokenFile: Required value"},
+		{name: "a token without a webhook secret", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.APITokenFile = "/t"
+		}, want: "leakReports.organizationAlerts.webhookSecretFile: Required value"},
+		{name: "a relative keys URL", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.Partner.PublicKeysURL = "/keys" },
+			want: `leakReports.partner.publicKeysURL: Invalid value: "/keys"`},
+		{name: "an API base with a query", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.APIBaseURL = "https://ghe.example/api/v3?x=1"
+		}, want: "leakReports.organizationAlerts.apiBaseURL: Invalid value"},
+		{name: "no leak report batch", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.MaxBatch = ptr.To[int32](0) },
+			want: "leakReports.maxBatch: Invalid value: 0"},
+		{name: "no leak report rate", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.Rate = ptr.To(0.0) },
+			want: "leakReports.rate"},
 		{name: "a panel without sessions", modify: func(c *configv1alpha1.ServerConfiguration) {
 			c.Panel = &configv1alpha1.ServerPanel{Listen: ":8083", PanelSettings: configv1alpha1.PanelSettings{MaxSessions: ptr.To[int32](0)}}
 		}, want: "panel.maxSessions: Invalid value: 0"},

@@ -45,6 +45,9 @@ var (
 	// connection per admission in progress (HTTP/1.1), so its address may hold them all; a
 	// client that fills them gives way to the API server's next one (it holds the most).
 	WebhookLimits = withConns(DefaultHTTPLimits, 128, 128)
+	// LeakReportLimits are the leak reports listener's, reached by GitHub through an ingress: a
+	// few requests a minute, each answered within the 10 s bound of a call to GitHub's API.
+	LeakReportLimits = withConns(DefaultHTTPLimits, 128, 32)
 )
 
 func withConns(l HTTPLimits, all, perClient int) HTTPLimits {
@@ -70,6 +73,8 @@ var Doors = []Door{
 		Note: "HTTPS", Attack: "TestEveryListenerIsBounded"},
 	{Name: "reveal", Flags: "operator --reveal-bind-address", Reach: "the panel", HTTP: &ServiceLimits,
 		Note: "HTTPS; the caller's token reviewed", Attack: "TestEveryListenerIsBounded"},
+	{Name: "leak-reports", Flags: "server leakReports.listen", Reach: "GitHub's secret scanning, through the ingress", HTTP: &LeakReportLimits,
+		Note: "requests rate-limited before their body (429); body leakReports.maxBodyBytes; a signature verified before any API server call", Attack: "TestEveryListenerIsBounded"},
 }
 
 // DoorNamed is the door named name, if any.

@@ -3,18 +3,25 @@ package server
 import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/config"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 )
 
 // OptionsFromConfig turns a defaulted, validated ServerConfiguration into Options: the one
 // translation from the configuration's spelling of "disabled" (an empty address, a 0 bound) to
-// the Options' ("0", negative). The panel (c.Panel), the Redis password and what only a
+// the Options' ("0", negative). The panel (c.Panel), the Redis password, the leak reports' secrets and what only a
 // process has (listeners, clock) are left to the caller.
 func OptionsFromConfig(c *configv1alpha1.ServerConfiguration) (Options, error) {
 	proxies, err := config.ParsePrefixes(c.TrustedProxies)
 	if err != nil {
 		return Options{}, err
 	}
+	lr := &c.LeakReports
 	return Options{
+		LeakReportsListen: lr.Listen,
+		LeakReports: leakreceiver.Config{
+			Partner: lr.Partner.Enabled, PublicKeysURL: lr.Partner.PublicKeysURL, APIBaseURL: lr.OrganizationAlerts.APIBaseURL,
+			MaxBody: *lr.MaxBodyBytes, MaxBatch: int(*lr.MaxBatch), Rate: *lr.Rate, Burst: int(*lr.Burst),
+		},
 		Listen:                           *c.Listen,
 		MetricsBindAddress:               address(*c.MetricsBindAddress),
 		MetricsSecure:                    *c.MetricsSecure,

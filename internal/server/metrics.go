@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/server/lastused"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 )
 
@@ -16,7 +17,7 @@ import (
 // its own; the front door registers its own, being every process's.
 func init() {
 	for _, collectors := range [][]prometheus.Collector{
-		v1api.Collectors(), authz.Collectors(), keycheck.Collectors(), indexfeed.Collectors(), lastused.Collectors(),
+		v1api.Collectors(), authz.Collectors(), keycheck.Collectors(), indexfeed.Collectors(), lastused.Collectors(), leakreceiver.Collectors(),
 	} {
 		ctrlmetrics.Registry.MustRegister(collectors...)
 	}

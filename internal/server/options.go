@@ -15,6 +15,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 )
 
 // Defaults of the server. They have this one home: Options.Default fills zero fields from
@@ -164,6 +165,15 @@ type Options struct {
 	// AuthzStripAuthorization removes the Authorization field before an allowed request goes
 	// upstream through Envoy (gRPC), so backends never see keys.
 	AuthzStripAuthorization bool
+
+	// LeakReportsListen, when set, receives GitHub's secret scanning reports on this address
+	// (internal/server/leakreceiver).
+	LeakReportsListen string
+	// LeakReportsListener, when set, is used instead of listening on LeakReportsListen (tests).
+	LeakReportsListener net.Listener
+	// LeakReports configures the receiver; its Index, Client, Namespace, KeyPrefix, Clock and
+	// Logger are the server's own.
+	LeakReports leakreceiver.Config
 
 	// PanelListen, when set, serves Panel on this address with the same timeouts and shutdown.
 	PanelListen string

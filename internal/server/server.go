@@ -7,7 +7,8 @@
 //   - internal/server/v1api serves the API port (/v1 and /openapi.yaml), and internal/server/authz the
 //     gateways' checks (Envoy's ext_authz over gRPC, forward-auth over HTTP), each an adapter
 //     over the decision;
-//   - internal/server/lastused writes keys' lastUsedAt back.
+//   - internal/server/lastused writes keys' lastUsedAt back;
+//   - internal/server/leakreceiver records GitHub's reports of leaked keys as LeakReports.
 //
 // Run builds them from Options and hosts them: listeners behind their front doors, the manager
 // of metrics and probes, readiness until the index has synced, the gRPC server of ext_authz
@@ -37,6 +38,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/server/lastused"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 )
 
@@ -47,7 +49,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// Listeners opened (or given) are closed on every return before they are served; from then
 	// on the serving group closes them.
 	var listeners []net.Listener
-	for _, l := range []net.Listener{opts.Listener, opts.AuthzGRPCListener, opts.AuthzHTTPListener} {
+	for _, l := range []net.Listener{opts.Listener, opts.AuthzGRPCListener, opts.AuthzHTTPListener, opts.LeakReportsListener} {
 		if l != nil {
 			listeners = append(listeners, l)
 		}
@@ -127,6 +129,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	endpoints = append(endpoints, authzEndpoints...)
+	if e, err := leakReportsEndpoint(feed, mgr, &opts, &listeners, log); err != nil {
+		return err
+	} else if e != nil {
+		endpoints = append(endpoints, *e)
+	}
 	observed, err := probeAndMetricsEndpoints(ctx, cfg, &opts, &checks, &listeners, log)
 	if err != nil {
 		return err
@@ -242,6 +249,32 @@ func authzEndpoints(ctx context.Context, checker *keycheck.Checker, opts *Option
 		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, log.WithName("forward-auth"))))
 	}
 	return endpoints, onSynced, nil
+}
+
+// leakReportsEndpoint is the leak reports listener when opts asks for one (nil otherwise),
+// appending the listener it opens to listeners: GitHub's reports, behind the front door's
+// connection bounds, recorded with the server's client.
+func leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, opts *Options, listeners *[]net.Listener, log logr.Logger) (*frontdoor.Endpoint, error) {
+	l := opts.LeakReportsListener
+	if l == nil {
+		if opts.LeakReportsListen == "" {
+			return nil, nil
+		}
+		var err error
+		if l, err = frontdoor.Listen(opts.LeakReportsListen); err != nil {
+			return nil, fmt.Errorf("listening on %s for leak reports: %w", opts.LeakReportsListen, err)
+		}
+		*listeners = append(*listeners, l)
+	}
+	cfg := opts.LeakReports
+	cfg.Index, cfg.Client, cfg.Namespace, cfg.KeyPrefix, cfg.Clock = feed.Index(), mgr.GetClient(), opts.SystemNamespace, opts.KeyPrefix, opts.Clock
+	cfg.Logger = log.WithName("leak-reports")
+	recv, err := leakreceiver.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := frontdoor.HTTP(l, frontdoor.LeakReportLimits.Behind(opts.TrustedProxies), recv)
+	return &e, nil
 }
 
 // msgBodyNotAllowed is the message of the /v1 door's refusal of a request with a body.

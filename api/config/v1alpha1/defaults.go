@@ -51,6 +51,19 @@ const (
 	DefaultShutdownDelay   = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 
+	// DefaultLeakReportsMaxBodyBytes and DefaultLeakReportsMaxBatch bound a report request
+	// (internal/secretscanning's own bounds).
+	DefaultLeakReportsMaxBodyBytes = 1 << 20
+	DefaultLeakReportsMaxBatch     = 1000
+	// DefaultLeakReportsRate and DefaultLeakReportsBurst limit the leak reports listener's
+	// requests: GitHub sends a few a minute at most; a flood is turned away before its body.
+	DefaultLeakReportsRate  = 10.0
+	DefaultLeakReportsBurst = 100
+	// DefaultLeakReportsPublicKeysURL publishes the keys of GitHub's partner program requests.
+	DefaultLeakReportsPublicKeysURL = "https://api.github.com/meta/public_keys/secret_scanning"
+	// DefaultGitHubAPIBaseURL is GitHub's REST API.
+	DefaultGitHubAPIBaseURL = "https://api.github.com"
+
 	// DefaultOperatorMetricsBindAddress is the operator's metrics address.
 	DefaultOperatorMetricsBindAddress = ":8080"
 	// DefaultOperatorHealthProbeBindAddress is the operator's probes' address.
@@ -136,6 +149,17 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDefault(&c.Authz.GRPC.MaxMessageBytes, DefaultAuthzGRPCMaxMessageBytes)
 	setDefault(&c.Authz.HTTP.MaxConnections, DefaultAuthzHTTPMaxConnections)
 	setDefault(&c.Authz.HTTP.MaxConnectionsPerClient, DefaultAuthzHTTPMaxConnectionsPerClient)
+	lr := &c.LeakReports
+	setDefault(&lr.MaxBodyBytes, DefaultLeakReportsMaxBodyBytes)
+	setDefault(&lr.MaxBatch, DefaultLeakReportsMaxBatch)
+	setDefault(&lr.Rate, DefaultLeakReportsRate)
+	setDefault(&lr.Burst, DefaultLeakReportsBurst)
+	if lr.Partner.PublicKeysURL == "" {
+		lr.Partner.PublicKeysURL = DefaultLeakReportsPublicKeysURL
+	}
+	if lr.OrganizationAlerts.APIBaseURL == "" {
+		lr.OrganizationAlerts.APIBaseURL = DefaultGitHubAPIBaseURL
+	}
 	if c.Panel != nil {
 		SetDefaults_PanelSettings(&c.Panel.PanelSettings)
 	}

@@ -64,6 +64,9 @@ type ServerConfiguration struct {
 	// authz configures the gateways' listeners (docs/gateways.md).
 	Authz Authz `json:"authz"`
 
+	// leakReports receives GitHub's secret scanning reports of leaked keys (docs/leaks.md).
+	LeakReports LeakReports `json:"leakReports"`
+
 	// panel, when set with a listen address, serves the web panel from this process too (the
 	// chart runs `switchboard panel` apart instead, so that a panel failure never touches /v1).
 	// It replaces the deprecated --panel-* flags.
@@ -151,4 +154,53 @@ type ServerPanel struct {
 	Listen string `json:"listen,omitempty"`
 	// PanelSettings are the same settings `switchboard panel` takes.
 	PanelSettings `json:",inline"`
+}
+
+// LeakReports is the listener that receives GitHub's secret scanning reports of leaked keys
+// and records each as a LeakReport in the system namespace (docs/leaks.md). Its secrets are
+// read from files (mounted Secrets), never from the configuration.
+type LeakReports struct {
+	// listen is its address; "" (the default) serves none. It is meant to be reached by
+	// GitHub, through an ingress that terminates TLS.
+	Listen string `json:"listen,omitempty"`
+	// maxBodyBytes bounds a request's body (default 1048576): a larger one is 413, unread.
+	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
+	// maxBatch bounds the reports of one partner program request (default 1000).
+	MaxBatch *int32 `json:"maxBatch,omitempty"`
+	// rate is how many requests per second the listener regains, from all senders together
+	// (default 10); past its burst, 429 before the body is read.
+	Rate *float64 `json:"rate,omitempty"`
+	// burst is how many requests the listener takes at once (default 100).
+	Burst *int32 `json:"burst,omitempty"`
+	// partner receives the secret scanning partner program's reports (POST /github/secret-scanning).
+	Partner LeakReportsPartner `json:"partner"`
+	// organizationAlerts receives an organization's secret_scanning_alert webhook (POST /github/alerts).
+	OrganizationAlerts LeakReportsOrganizationAlerts `json:"organizationAlerts"`
+}
+
+// LeakReportsPartner is the secret scanning partner program's side: a provider that registered
+// its key pattern with GitHub.
+type LeakReportsPartner struct {
+	// enabled serves POST /github/secret-scanning.
+	Enabled bool `json:"enabled"`
+	// publicKeysURL publishes the keys that sign GitHub's requests (default
+	// https://api.github.com/meta/public_keys/secret_scanning).
+	PublicKeysURL string `json:"publicKeysURL,omitempty"`
+	// tokenFile, when set, holds a GitHub token sent when fetching the keys, to stay clear of
+	// the unauthenticated rate limit; it needs no scope.
+	TokenFile string `json:"tokenFile,omitempty"`
+}
+
+// LeakReportsOrganizationAlerts is an organization's secret_scanning_alert webhook, for a
+// custom pattern of the key prefix: served (POST /github/alerts) when webhookSecretFile is set.
+type LeakReportsOrganizationAlerts struct {
+	// webhookSecretFile holds the webhook's secret, which signs GitHub's deliveries
+	// (X-Hub-Signature-256).
+	WebhookSecretFile string `json:"webhookSecretFile,omitempty"`
+	// apiTokenFile holds a GitHub token allowed to read the organization's secret scanning
+	// alerts, with which the alert's token is fetched; required with webhookSecretFile.
+	APITokenFile string `json:"apiTokenFile,omitempty"`
+	// apiBaseURL is GitHub's REST API (default https://api.github.com; GitHub Enterprise Server:
+	// https://HOST/api/v3).
+	APIBaseURL string `json:"apiBaseURL,omitempty"`
 }
