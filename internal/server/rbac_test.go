@@ -62,10 +62,22 @@ func TestRunStopsWithoutSync(t *testing.T) {
 	}
 }
 
+// grant is a Role of the chart's in the system namespace, granted when a feature is on.
+type grant struct {
+	name  string
+	rules []rbacv1.PolicyRule
+}
+
+// withLeakReports is the chart's grant with server.leakReports enabled
+// (charts/switchboard/templates/server-rbac.yaml; test/chart checks the chart renders it so).
+var withLeakReports = grant{name: "leak-reports", rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"create"}},
+}}
+
 // serviceAccountConfig returns a client config for a new ServiceAccount holding the server's
 // permissions as the Helm chart grants them (charts/switchboard/templates/server-rbac.yaml), the
 // system namespace's Secrets only when secrets is set.
-func serviceAccountConfig(t *testing.T, secrets bool) *rest.Config {
+func serviceAccountConfig(t *testing.T, secrets bool, grants ...grant) *rest.Config {
 	t.Helper()
 	ensureSystemNamespace(t)
 	name := "server-" + env.Namespace(t, "rbac") // a unique name for cluster-scoped objects
@@ -89,6 +101,12 @@ func serviceAccountConfig(t *testing.T, secrets bool) *rest.Config {
 		}})
 		create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+	}
+	for _, g := range grants {
+		role := name + "-" + g.name
+		create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: systemNamespace}, Rules: g.rules})
+		create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: systemNamespace}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role}})
 	}
 	kube, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

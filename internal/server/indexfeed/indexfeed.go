@@ -124,8 +124,8 @@ func newInformers(cfg *rest.Config, opts *Options) (cache.Cache, error) {
 	})
 }
 
-// RESTMapper knows the only kinds the server reads or patches (APIKeys' status, internal/
-// lastused). With it, creating the cache or a manager makes no discovery call, so a server
+// RESTMapper knows the only kinds the server reads, patches (APIKeys' status, internal/
+// lastused) or creates (LeakReports, internal/server/leakreceiver). With it, creating the cache or a manager makes no discovery call, so a server
 // started while the API server is unreachable stays up, fails readiness and answers 503 until
 // its caches sync, instead of exiting.
 func RESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
@@ -137,6 +137,7 @@ func RESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 		{corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret"},
 		{switchboardv1alpha1.GroupVersion.WithKind("APIKey"), "apikeys", "apikey"},
 		{switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection"},
+		{switchboardv1alpha1.GroupVersion.WithKind("LeakReport"), "leakreports", "leakreport"},
 	} {
 		m.AddSpecific(r.gvk, r.gvk.GroupVersion().WithResource(r.plural), r.gvk.GroupVersion().WithResource(r.singular), meta.RESTScopeNamespace)
 	}
