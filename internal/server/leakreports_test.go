@@ -206,7 +206,7 @@ func TestLeakReportsFromThePartnerProgram(t *testing.T) {
 	other := githubKeys(t)
 	forgedReport := []match{{Token: forged.Key, Type: "switchboard_api_key", URL: "https://github.com/acme/app", Source: "content"}}
 	for name, post := range map[string]func() (int, []feedback){
-		"a body changed after signing": func() (int, []feedback) { return postPartner(t, url, forgedReport, "k1", signer, true) },
+		"a body changed after signing":  func() (int, []feedback) { return postPartner(t, url, forgedReport, "k1", signer, true) },
 		"a key GitHub does not publish": func() (int, []feedback) { return postPartner(t, url, forgedReport, "k2", other, false) },
 		"another key under GitHub's identifier": func() (int, []feedback) {
 			return postPartner(t, url, forgedReport, "k1", other, false)
