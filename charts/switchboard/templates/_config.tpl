@@ -45,6 +45,20 @@ is ever here: the files name the mounted files that hold them.
 {{- $_ := set $authz "http" (dict "listen" ":9002" "maxConnections" (int64 .maxConnections) "maxConnectionsPerClient" (int64 .maxConnectionsPerClient)) -}}
 {{- end }}{{ end -}}
 {{- if $authz }}{{ $_ := set $c "authz" $authz }}{{ end -}}
+{{- with $v.leakReports }}{{ if .enabled -}}
+{{- /* Secrets are files of the mounted Secrets (server-deployment.yaml), never values. */ -}}
+{{- $lr := dict "listen" ":9003" "maxBodyBytes" (int64 .maxBodyBytes) "maxBatch" (int64 .maxBatch) "rate" (float64 .rate) "burst" (int64 .burst) -}}
+{{- $p := dict "enabled" .partner.enabled "publicKeysURL" .partner.publicKeysURL -}}
+{{- if .partner.tokenSecret.name }}{{ $_ := set $p "tokenFile" "/etc/switchboard/leak-reports/partner-token/token" }}{{ end -}}
+{{- $a := dict "apiBaseURL" .organizationAlerts.apiBaseURL -}}
+{{- if .organizationAlerts.webhookSecret.name -}}
+{{- $_ := set $a "webhookSecretFile" "/etc/switchboard/leak-reports/webhook-secret/secret" -}}
+{{- $_ := set $a "apiTokenFile" "/etc/switchboard/leak-reports/api-token/token" -}}
+{{- end -}}
+{{- $_ := set $lr "partner" $p -}}
+{{- $_ := set $lr "organizationAlerts" $a -}}
+{{- $_ := set $c "leakReports" $lr -}}
+{{- end }}{{ end -}}
 {{- if and .Values.panel.enabled (not .Values.panel.separate) -}}
 {{- $_ := set $c "panel" (merge (dict "listen" ":8083") (include "switchboard.panelSettings" . | fromYaml)) -}}
 {{- end -}}
