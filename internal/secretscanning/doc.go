@@ -32,14 +32,11 @@
 // fetched, AlertRef.ID (repository and alert number), so a redelivered webhook need not call
 // GitHub's API again.
 //
-// Not wired yet. The component that will use this package serves one more door of
-// internal/frontdoor (an HTTP listener with its own connection bounds, body limit and rate),
-// with an http.Handler that, per request: Partner.Read or AlertWebhook.Read then
-// AlertClient.Fetch; records each candidate Report in the system namespace, keyed by its Hash
-// (a record of its own, the only object it may create: RBAC cannot narrow a grant to one field);
-// answers Feedback for the partner program, labelling true_positive the hashes of issued keys,
-// and 2xx for the webhook; and maps errors with HTTPStatus. The operator then acts on the record
-// (revokes or replaces the key). Its settings (the prefix, the key URL, the webhook secret and
-// API token by file, the API base for GitHub Enterprise Server, the limits) will go in
-// api/config/v1alpha1 next to the receiving component's.
+// Wiring. internal/server/leakreceiver serves this package on the server's "leak-reports" door
+// of internal/frontdoor (its own connection bounds, body limit and rate): Partner.Read or
+// AlertWebhook.Read then AlertClient.Fetch; each candidate Report whose hash the server's index
+// knows is recorded as a LeakReport in the system namespace, named after its Hash (the only
+// object the server may create: RBAC cannot narrow a grant to one field); Feedback answers the
+// partner program, 2xx the webhook, HTTPStatus the errors. The operator acts on the record.
+// Its settings are the leakReports section of the ServerConfiguration (api/config/v1alpha1).
 package secretscanning
