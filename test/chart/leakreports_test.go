@@ -3,12 +3,16 @@
 package chart
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // TestHelmLeakReports: off by default (no port, Service or grant); on, the server listens on
@@ -84,6 +88,14 @@ func TestHelmLeakReports(t *testing.T) {
 	want := []rbacv1.PolicyRule{{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"create"}}}
 	if role == nil || !reflect.DeepEqual(role.Rules, want) {
 		t.Fatalf("the server's leak reports Role: %+v, want only %+v", role, want)
+	}
+	// config/rbac ships the same Role, for kustomize installs that turn the listener on.
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "server_leak_reports_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shipped := rolesOf(t, decode(t, string(raw)), "Role")["switchboard-server-leak-reports"]; shipped == nil || !reflect.DeepEqual(shipped.Rules, want) {
+		t.Errorf("config/rbac/server_leak_reports_role.yaml grants %+v, want only %+v", shipped, want)
 	}
 	if ns := find(on, "Role", "switchboard-server-leak-reports").GetNamespace(); ns != releaseNamespace {
 		t.Errorf("the leak reports Role is in %q, not the release namespace", ns)
