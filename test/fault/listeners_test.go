@@ -76,11 +76,12 @@ func TestEveryListenerIsBounded(t *testing.T) {
 		"--health-probe-bind-address="+opPorts[1].addr, "--webhook-bind-address="+opPorts[2].addr, "--webhook-names=127.0.0.1",
 		"--webhook-configuration="+webhookConfiguration, "--reveal-bind-address="+opPorts[3].addr, "--reveal-names=127.0.0.1")
 	srvPorts := []port{free("api", false, false), free("forward-auth", false, false), free("ext-authz", false, true),
-		free("panel", false, false), free("metrics", false, false), free("probes", false, false)}
-	// The panel beside /v1 is a section of the server's configuration file.
+		free("panel", false, false), free("metrics", false, false), free("probes", false, false), free("leak-reports", false, false)}
+	// The panel beside /v1 and the leak reports listener are sections of the server's
+	// configuration file.
 	serverConfig := filepath.Join(t.TempDir(), "server.yaml")
 	if err := os.WriteFile(serverConfig, []byte("apiVersion: config.switchboard.dev/v1alpha1\nkind: ServerConfiguration\npanel:\n  listen: \""+
-		srvPorts[3].addr+"\"\n"), 0o600); err != nil {
+		srvPorts[3].addr+"\"\nleakReports:\n  listen: \""+srvPorts[6].addr+"\"\n  partner:\n    enabled: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	server := start(t, "server", kc, "server", "--config="+serverConfig, "--system-namespace="+systemNamespace, "--shutdown-delay=-1s",
