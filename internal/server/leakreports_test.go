@@ -375,7 +375,7 @@ func TestLeakReportsRBACIsCreateOnly(t *testing.T) {
 // read or its signature checked (the limiter is the listener's, over all senders).
 func TestLeakReportsAreRateLimited(t *testing.T) {
 	url := startLeakServer(t, nil, leakreceiver.Config{Partner: true, PublicKeysURL: "http://127.0.0.1:1/keys", Rate: 0.001, Burst: 1})
-	post := func() *http.Response {
+	post := func() (int, string) {
 		req, err := http.NewRequestWithContext(ctx(t), http.MethodPost, url+leakreceiver.PartnerPath, strings.NewReader("[]"))
 		if err != nil {
 			t.Fatal(err)
@@ -385,13 +385,12 @@ func TestLeakReportsAreRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		return resp
+		return resp.StatusCode, resp.Header.Get("Retry-After")
 	}
-	if resp := post(); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("an unsigned request within the burst: %d, want 401", resp.StatusCode)
+	if status, _ := post(); status != http.StatusUnauthorized {
+		t.Fatalf("an unsigned request within the burst: %d, want 401", status)
 	}
-	resp := post()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("past the burst: %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if status, retry := post(); status != http.StatusTooManyRequests || retry == "" {
+		t.Fatalf("past the burst: %d (Retry-After %q), want 429 with Retry-After", status, retry)
 	}
 }
