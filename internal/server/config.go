@@ -15,13 +15,9 @@ func OptionsFromConfig(c *configv1alpha1.ServerConfiguration) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
-	lr := &c.LeakReports
 	return Options{
-		LeakReportsListen: lr.Listen,
-		LeakReports: leakreceiver.Config{
-			Partner: lr.Partner.Enabled, PublicKeysURL: lr.Partner.PublicKeysURL, APIBaseURL: lr.OrganizationAlerts.APIBaseURL,
-			MaxBody: *lr.MaxBodyBytes, MaxBatch: int(*lr.MaxBatch), Rate: *lr.Rate, Burst: int(*lr.Burst),
-		},
+		LeakReportsListen:                c.LeakReports.Listen,
+		LeakReports:                      leakReports(&c.LeakReports),
 		Listen:                           *c.Listen,
 		MetricsBindAddress:               address(*c.MetricsBindAddress),
 		MetricsSecure:                    *c.MetricsSecure,
@@ -54,6 +50,18 @@ func OptionsFromConfig(c *configv1alpha1.ServerConfiguration) (Options, error) {
 		AuthzStripAuthorization:          c.Authz.GRPC.StripAuthorization,
 		AuthzHTTPListen:                  c.Authz.HTTP.Listen,
 	}, nil
+}
+
+// leakReports is the leak reports receiver's configuration when it listens (the zero value
+// otherwise): its settings but the secrets, which the caller reads from their files.
+func leakReports(lr *configv1alpha1.LeakReports) leakreceiver.Config {
+	if lr.Listen == "" {
+		return leakreceiver.Config{}
+	}
+	return leakreceiver.Config{
+		Partner: lr.Partner.Enabled, PublicKeysURL: lr.Partner.PublicKeysURL, APIBaseURL: lr.OrganizationAlerts.APIBaseURL,
+		MaxBody: *lr.MaxBodyBytes, MaxBatch: int(*lr.MaxBatch), Rate: *lr.Rate, Burst: int(*lr.Burst),
+	}
 }
 
 // address is an Options address: the configuration's "" (none) is "0".

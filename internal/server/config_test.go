@@ -49,3 +49,23 @@ func TestOptionsFromConfigDisabled(t *testing.T) {
 		t.Errorf("disabled in the configuration, in Options: %+v", o)
 	}
 }
+
+// The leak reports section reaches the receiver's configuration when it listens, and not
+// otherwise (the defaults of a listener that is off are no settings).
+func TestOptionsFromConfigLeakReports(t *testing.T) {
+	c := &configv1alpha1.ServerConfiguration{LeakReports: configv1alpha1.LeakReports{
+		Listen: ":9003", MaxBatch: ptr.To[int32](10), Partner: configv1alpha1.LeakReportsPartner{Enabled: true},
+		OrganizationAlerts: configv1alpha1.LeakReportsOrganizationAlerts{APIBaseURL: "https://ghe.example.com/api/v3"},
+	}}
+	configv1alpha1.SetDefaults_ServerConfiguration(c)
+	o, err := OptionsFromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := o.LeakReports
+	if o.LeakReportsListen != ":9003" || !lr.Partner || lr.MaxBatch != 10 || lr.MaxBody != configv1alpha1.DefaultLeakReportsMaxBodyBytes ||
+		lr.Rate != configv1alpha1.DefaultLeakReportsRate || lr.Burst != configv1alpha1.DefaultLeakReportsBurst ||
+		lr.PublicKeysURL != configv1alpha1.DefaultLeakReportsPublicKeysURL || lr.APIBaseURL != "https://ghe.example.com/api/v3" {
+		t.Errorf("leakReports in Options: %q %+v", o.LeakReportsListen, lr)
+	}
+}
