@@ -4,6 +4,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
@@ -14,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +23,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -29,6 +34,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 )
@@ -392,5 +399,72 @@ func TestLeakReportsAreRateLimited(t *testing.T) {
 	}
 	if status, retry := post(); status != http.StatusTooManyRequests || retry == "" {
 		t.Fatalf("past the burst: %d (Retry-After %q), want 429 with Retry-After", status, retry)
+	}
+}
+
+// TestGitHubReportRefusesTheKeyWithinOneSecond is the whole loop with the real operator: a
+// delivered key works on /v1; GitHub's partner program reports it (signed as GitHub does) to
+// the server's leak reports listener; within a second of the request the key is refused on /v1,
+// and its delivery Secret then holds a replacement that works.
+func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
+	sys := env.Namespace(t, "leak-gh-system")
+	ns := env.Namespace(t, "leak-gh")
+	opCtx, stopOperator := context.WithCancel(context.Background())
+	opDone := make(chan error, 1)
+	go func() {
+		opDone <- operator.Run(opCtx, env.Config, operator.Options{
+			SystemNamespace: sys, Namespaces: []string{ns}, MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+			SkipControllerNameValidation: true, Logger: logr.Discard(),
+		})
+	}()
+	t.Cleanup(func() {
+		stopOperator()
+		if err := <-opDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("operator.Run: %v", err)
+		}
+	})
+	signer := githubKeys(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1, LeakReportsListener: l, LeakReports: leakreceiver.Config{
+		Partner: true, PublicKeysURL: serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer}), Rate: 1000, Burst: 1000,
+	}}, true)
+
+	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: switchboardv1alpha1.APIKeySpec{SecretName: "app-key"}}
+	if err := env.Client.Create(ctx(t), ak); err != nil {
+		t.Fatal(err)
+	}
+	delivered := func(gen string) string {
+		t.Helper()
+		var key string
+		eventually(t, "the key of generation "+gen+" delivered and working", func() bool {
+			secret := &corev1.Secret{}
+			if err := env.Client.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "app-key"}, secret); err != nil ||
+				secret.Labels[keysecret.LabelGeneration] != gen {
+				return false
+			}
+			key = string(secret.Data[keysecret.DataKey])
+			return s.get(t, "/v1/connections", key).Status == http.StatusOK
+		})
+		return key
+	}
+	leaked := delivered("1")
+
+	start := time.Now()
+	report := []match{{Token: leaked, Type: "switchboard_api_key", URL: "https://github.com/acme/app/blob/abc/.env#L1", Source: "content"}}
+	if status, fb := postPartner(t, "http://"+l.Addr().String(), report, "k1", signer, false); status != http.StatusOK || strings.Join(labels(fb), ",") != "true_positive" {
+		t.Fatalf("GitHub's report: %d %v", status, labels(fb))
+	}
+	for s.get(t, "/v1/connections", leaked).Status != http.StatusUnauthorized {
+		if time.Since(start) > time.Second {
+			t.Fatal("the leaked key is still accepted 1s after GitHub reported it")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("the leaked key was refused on /v1 %v after GitHub's report was sent", time.Since(start).Round(100*time.Microsecond))
+	if next := delivered("2"); next == leaked {
+		t.Fatal("the delivery Secret still holds the leaked key")
 	}
 }
