@@ -12,14 +12,13 @@ package controller
 // the core Events its elector records on it, are granted by a Role in the system namespace
 // alone (config/rbac/leader_election_role.yaml), not here. The admission webhook
 // (internal/operator/keyadmission): each replica adds its certificate to the caBundle of its one
-// ValidatingWebhookConfiguration, by name. LeakReports: read (the cache watches the system
-// namespace's alone) and their status patched; the receiver creates them, the operator never does.
+// ValidatingWebhookConfiguration, by name. LeakReports, which live in the system namespace
+// alone, are read there and their status patched there, by the same Role as the Lease (the
+// receiver creates them; the operator never does).
 //
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/status,verbs=patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=switchboard.dev,resources=leakreports,verbs=get;list;watch
-// +kubebuilder:rbac:groups=switchboard.dev,resources=leakreports/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=switchboard-apikey-windows,verbs=get;update

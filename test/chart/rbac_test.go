@@ -152,7 +152,8 @@ func grants(rules []rbacv1.PolicyRule) []string {
 // update of APIKeys or statuses (it patches), no Lease list, watch, patch or delete (client-go's
 // elector gets, creates and updates), core Events only beside its Lease (the elector's), and
 // events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces), its
-// one webhook configuration by name (its caBundle), and its version ConfigMap by name.
+// one webhook configuration by name (its caBundle), its version ConfigMap by name, and
+// LeakReports only in its own namespace (read, and their status).
 func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantCluster := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "patch"}},
@@ -169,6 +170,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{version.ConfigMap}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports/status"}, Verbs: []string{"patch"}},
 	})
 	for source, objs := range renderings(t) {
 		if got := grants(rolesOf(t, objs, "ClusterRole")["switchboard-operator"].Rules); !slices.Equal(got, wantCluster) {
