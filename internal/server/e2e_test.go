@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
@@ -24,23 +26,7 @@ import (
 func TestWithOperator(t *testing.T) {
 	sys := env.Namespace(t, "e2e-system")
 	ns := env.Namespace(t, "e2e")
-	opCtx, stopOperator := context.WithCancel(context.Background())
-	opDone := make(chan error, 1)
-	go func() {
-		opDone <- operator.Run(opCtx, env.Config, operator.Options{
-			SystemNamespace: sys, Namespaces: []string{ns},
-			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-			SkipControllerNameValidation: true,
-			// Not t's logger: the operator's event broadcaster may still log after Run returns.
-			Logger: logr.Discard(),
-		})
-	}()
-	t.Cleanup(func() {
-		stopOperator()
-		if err := <-opDone; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("operator.Run: %v", err)
-		}
-	})
+	startOperator(t, sys, ns)
 	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1}, true)
 
 	conn := &switchboardv1alpha1.Connection{
@@ -104,4 +90,44 @@ func TestWithOperator(t *testing.T) {
 			s.get(t, "/v1/connections", second).Status == http.StatusUnauthorized
 	})
 	t.Logf("revocation through the operator refused both keys after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// startOperator runs the real operator for tenant namespace ns and system namespace sys until
+// the test ends.
+func startOperator(t *testing.T, sys, ns string) {
+	t.Helper()
+	opCtx, stopOperator := context.WithCancel(context.Background())
+	opDone := make(chan error, 1)
+	go func() {
+		opDone <- operator.Run(opCtx, env.Config, operator.Options{
+			SystemNamespace: sys, Namespaces: []string{ns},
+			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+			SkipControllerNameValidation: true,
+			// Not t's logger: the operator's event broadcaster may still log after Run returns.
+			Logger: logr.Discard(),
+		})
+	}()
+	t.Cleanup(func() {
+		stopOperator()
+		if err := <-opDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("operator.Run: %v", err)
+		}
+	})
+}
+
+// deliveredKey waits until the delivery Secret ns/name holds the key of generation gen and
+// that key works on s's /v1, and returns it.
+func deliveredKey(t *testing.T, s *testServer, ns, name, gen string) string {
+	t.Helper()
+	var key string
+	eventually(t, "the key of generation "+gen+" delivered and working", func() bool {
+		secret := &corev1.Secret{}
+		if err := env.Client.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil ||
+			secret.Labels[keysecret.LabelGeneration] != gen {
+			return false
+		}
+		key = string(secret.Data[keysecret.DataKey])
+		return s.get(t, "/v1/connections", key).Status == http.StatusOK
+	})
+	return key
 }

@@ -3,21 +3,14 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
 // TestLeakedKeyRefusedWithinOneSecond runs the real operator and the server together: a
@@ -27,43 +20,14 @@ import (
 func TestLeakedKeyRefusedWithinOneSecond(t *testing.T) {
 	sys := env.Namespace(t, "leak-system")
 	ns := env.Namespace(t, "leak")
-	opCtx, stopOperator := context.WithCancel(context.Background())
-	opDone := make(chan error, 1)
-	go func() {
-		opDone <- operator.Run(opCtx, env.Config, operator.Options{
-			SystemNamespace: sys, Namespaces: []string{ns},
-			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-			SkipControllerNameValidation: true,
-			Logger:                       logr.Discard(),
-		})
-	}()
-	t.Cleanup(func() {
-		stopOperator()
-		if err := <-opDone; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("operator.Run: %v", err)
-		}
-	})
+	startOperator(t, sys, ns)
 	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1}, true)
 
 	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: switchboardv1alpha1.APIKeySpec{SecretName: "app-key"}}
 	if err := env.Client.Create(ctx(t), ak); err != nil {
 		t.Fatal(err)
 	}
-	delivered := func(gen string) string {
-		t.Helper()
-		var key string
-		eventually(t, "the key of generation "+gen+" delivered and working", func() bool {
-			secret := &corev1.Secret{}
-			if err := env.Client.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "app-key"}, secret); err != nil ||
-				secret.Labels[keysecret.LabelGeneration] != gen {
-				return false
-			}
-			key = string(secret.Data[keysecret.DataKey])
-			return s.get(t, "/v1/connections", key).Status == http.StatusOK
-		})
-		return key
-	}
-	leaked := delivered("1")
+	leaked := deliveredKey(t, s, ns, "app-key", "1")
 
 	sum := apikey.Sum(leaked).String()
 	report := &switchboardv1alpha1.LeakReport{
@@ -84,7 +48,7 @@ func TestLeakedKeyRefusedWithinOneSecond(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Logf("the leaked key was refused on /v1 %v after its LeakReport was created", time.Since(start).Round(100*time.Microsecond))
-	if next := delivered("2"); next == leaked {
+	if next := deliveredKey(t, s, ns, "app-key", "2"); next == leaked {
 		t.Fatal("the delivery Secret still holds the leaked key")
 	}
 }

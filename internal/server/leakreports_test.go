@@ -4,7 +4,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
@@ -15,7 +14,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -34,8 +30,6 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 )
@@ -409,20 +403,7 @@ func TestLeakReportsAreRateLimited(t *testing.T) {
 func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 	sys := env.Namespace(t, "leak-gh-system")
 	ns := env.Namespace(t, "leak-gh")
-	opCtx, stopOperator := context.WithCancel(context.Background())
-	opDone := make(chan error, 1)
-	go func() {
-		opDone <- operator.Run(opCtx, env.Config, operator.Options{
-			SystemNamespace: sys, Namespaces: []string{ns}, MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-			SkipControllerNameValidation: true, Logger: logr.Discard(),
-		})
-	}()
-	t.Cleanup(func() {
-		stopOperator()
-		if err := <-opDone; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("operator.Run: %v", err)
-		}
-	})
+	startOperator(t, sys, ns)
 	signer := githubKeys(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -436,21 +417,7 @@ func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 	if err := env.Client.Create(ctx(t), ak); err != nil {
 		t.Fatal(err)
 	}
-	delivered := func(gen string) string {
-		t.Helper()
-		var key string
-		eventually(t, "the key of generation "+gen+" delivered and working", func() bool {
-			secret := &corev1.Secret{}
-			if err := env.Client.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "app-key"}, secret); err != nil ||
-				secret.Labels[keysecret.LabelGeneration] != gen {
-				return false
-			}
-			key = string(secret.Data[keysecret.DataKey])
-			return s.get(t, "/v1/connections", key).Status == http.StatusOK
-		})
-		return key
-	}
-	leaked := delivered("1")
+	leaked := deliveredKey(t, s, ns, "app-key", "1")
 
 	start := time.Now()
 	report := []match{{Token: leaked, Type: "switchboard_api_key", URL: "https://github.com/acme/app/blob/abc/.env#L1", Source: "content"}}
@@ -464,7 +431,7 @@ func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Logf("the leaked key was refused on /v1 %v after GitHub's report was sent", time.Since(start).Round(100*time.Microsecond))
-	if next := delivered("2"); next == leaked {
+	if next := deliveredKey(t, s, ns, "app-key", "2"); next == leaked {
 		t.Fatal("the delivery Secret still holds the leaked key")
 	}
 }
