@@ -57,17 +57,7 @@ func fails(t *testing.T, check func(testing.TB)) bool {
 // checks is broken. Its releases are made of one small Go binary standing in for every
 // compiled one (no cross-compiling), so that it runs in seconds; TestRelease builds the real ones.
 func TestChecksCatchBrokenParts(t *testing.T) {
-	helm := os.Getenv("HELM")
-	if helm == "" {
-		helm = filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
-	}
-	validateKrew := os.Getenv("VALIDATE_KREW_MANIFEST")
-	if validateKrew == "" {
-		validateKrew = filepath.Join(testenv.RepoRoot(), "bin", "validate-krew-manifest-v0.4.3")
-	}
-	for _, env := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
-		t.Setenv(env, t.TempDir())
-	}
+	helm, validateKrew := releaseTools(t)
 	offline(t)
 	key, pub := keyPair(t)
 	_, otherPub := keyPair(t)

@@ -65,17 +65,7 @@ func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiles 9 binaries twice")
 	}
-	helm := os.Getenv("HELM")
-	if helm == "" {
-		helm = filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
-	}
-	validateKrew := os.Getenv("VALIDATE_KREW_MANIFEST")
-	if validateKrew == "" {
-		validateKrew = filepath.Join(testenv.RepoRoot(), "bin", "validate-krew-manifest-v0.4.3")
-	}
-	for _, env := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
-		t.Setenv(env, t.TempDir())
-	}
+	helm, validateKrew := releaseTools(t)
 	t.Setenv("TUF_ROOT", t.TempDir())
 	key, pub := keyPair(t)
 	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
@@ -510,10 +500,7 @@ func checkKrew(t testing.TB, dir string) {
 // TestKrewManifestValidates checks a krew manifest of this package with krew's own checker,
 // and that the checker refuses one whose platforms overlap.
 func TestKrewManifestValidates(t *testing.T) {
-	validateKrew := os.Getenv("VALIDATE_KREW_MANIFEST")
-	if validateKrew == "" {
-		validateKrew = filepath.Join(testenv.RepoRoot(), "bin", "validate-krew-manifest-v0.4.3")
-	}
+	validateKrew := validateKrewManifest()
 	var archives []pluginArchive
 	for _, p := range pluginPlatforms {
 		archives = append(archives, pluginArchive{goos: p[0], goarch: p[1], file: "kubectl-switchboard_" + p[0] + "_" + p[1] + ".tar.gz",
@@ -542,4 +529,23 @@ func TestKrewManifestValidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// releaseTools is what a release runs besides Go: helm (testenv.Helm), with configuration,
+// cache and data directories of the test's own, and krew's manifest checker.
+func releaseTools(t *testing.T) (helm, validateKrew string) {
+	t.Helper()
+	for _, env := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
+		t.Setenv(env, t.TempDir())
+	}
+	return testenv.Helm(t), validateKrewManifest()
+}
+
+// validateKrewManifest is krew's checker as the Makefile exports it (VALIDATE_KREW_MANIFEST),
+// else bin/'s.
+func validateKrewManifest() string {
+	if v := os.Getenv("VALIDATE_KREW_MANIFEST"); v != "" {
+		return v
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "validate-krew-manifest-v0.4.3")
 }
