@@ -24,7 +24,8 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &Connection{}, &ConnectionList{}, &APIKey{}, &APIKeyList{}, &LeakReport{}, &LeakReportList{})
+	scheme.AddKnownTypes(GroupVersion, &Connection{}, &ConnectionList{}, &APIKey{}, &APIKeyList{}, &LeakReport{}, &LeakReportList{},
+		&KeyWebhook{}, &KeyWebhookList{}, &WebhookOutbox{}, &WebhookOutboxList{}, &APIKeyHistory{}, &APIKeyHistoryList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }
