@@ -92,7 +92,7 @@ func TestChecksCatchBrokenParts(t *testing.T) {
 		r := &release{root: testenv.RepoRoot(), dir: t.TempDir(), version: testVersion, commit: testCommit, created: testEpoch,
 			changelog: changelog, registry: reg, imageRepo: reg + "/switchboard", helm: helm,
 			krewBaseURL: "https://example.test/releases/" + testVersion, validateKrew: validateKrew,
-			out: io.Discard, compile: compile, signer: &signer{cosign: cosignBin(), key: key, password: testPassword, pub: pub}}
+			out: io.Discard, compile: compile, signer: &signer{cosign: testenv.Cosign(), key: key, password: testPassword, pub: pub}}
 		if edit != nil {
 			edit(r)
 		}

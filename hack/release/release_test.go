@@ -82,7 +82,7 @@ func TestRelease(t *testing.T) {
 		r := &release{root: testenv.RepoRoot(), dir: dir, version: testVersion, commit: testCommit, created: testEpoch,
 			changelog: changelog, registry: registry, imageRepo: reg + "/switchboard", helm: helm,
 			krewBaseURL: "https://example.test/releases/" + testVersion, validateKrew: validateKrew, caCerts: "", out: &out,
-			signer: &signer{cosign: cosignBin(), key: key, password: testPassword, pub: pub}}
+			signer: &signer{cosign: testenv.Cosign(), key: key, password: testPassword, pub: pub}}
 		start := time.Now()
 		err := r.run()
 		t.Logf("release into %s in %s:\n%s", dir, time.Since(start).Round(time.Second), out.String())
@@ -500,7 +500,7 @@ func checkKrew(t testing.TB, dir string) {
 // TestKrewManifestValidates checks a krew manifest of this package with krew's own checker,
 // and that the checker refuses one whose platforms overlap.
 func TestKrewManifestValidates(t *testing.T) {
-	validateKrew := validateKrewManifest()
+	validateKrew := testenv.ValidateKrewManifest()
 	var archives []pluginArchive
 	for _, p := range pluginPlatforms {
 		archives = append(archives, pluginArchive{goos: p[0], goarch: p[1], file: "kubectl-switchboard_" + p[0] + "_" + p[1] + ".tar.gz",
@@ -538,14 +538,5 @@ func releaseTools(t *testing.T) (helm, validateKrew string) {
 	for _, env := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
 		t.Setenv(env, t.TempDir())
 	}
-	return testenv.Helm(t), validateKrewManifest()
-}
-
-// validateKrewManifest is krew's checker as the Makefile exports it (VALIDATE_KREW_MANIFEST),
-// else bin/'s.
-func validateKrewManifest() string {
-	if v := os.Getenv("VALIDATE_KREW_MANIFEST"); v != "" {
-		return v
-	}
-	return filepath.Join(testenv.RepoRoot(), "bin", "validate-krew-manifest-v0.4.3")
+	return testenv.Helm(t), testenv.ValidateKrewManifest()
 }

@@ -20,14 +20,6 @@ import (
 // testPassword is the throwaway keys' password.
 const testPassword = "throwaway"
 
-// cosignBin is the cosign the Makefile builds (COSIGN), else bin/'s.
-func cosignBin() string {
-	if c := os.Getenv("COSIGN"); c != "" {
-		return c
-	}
-	return filepath.Join(testenv.RepoRoot(), "bin", "cosign-v2.6.5")
-}
-
 // offline keeps cosign off the network, as a release is signed and verified: its TUF cache in a
 // temporary directory, and every request but to loopback (the tests' registries) to a closed port.
 func offline(t *testing.T) {
@@ -45,7 +37,7 @@ func offline(t *testing.T) {
 func keyPair(t testing.TB) (key, pub string) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(cosignBin(), "generate-key-pair") //nolint:gosec // the test's cosign
+	cmd := exec.Command(testenv.Cosign(), "generate-key-pair") //nolint:gosec // the test's cosign
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+testPassword)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -57,7 +49,7 @@ func keyPair(t testing.TB) (key, pub string) {
 // cosignVerify runs cosign verify or verify-blob as a user would, offline, and fails t when it fails.
 func cosignVerify(t testing.TB, args ...string) {
 	t.Helper()
-	out, err := exec.Command(cosignBin(), args...).CombinedOutput() //nolint:gosec // the test's cosign
+	out, err := exec.Command(testenv.Cosign(), args...).CombinedOutput() //nolint:gosec // the test's cosign
 	if err != nil {
 		t.Errorf("cosign %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -168,7 +160,7 @@ func TestRefusesToSignWithoutTheReleaseKey(t *testing.T) {
 		{"the key, from the environment", signer{key: "env://RELEASE_TEST_KEY", password: testPassword, pub: pub}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.s.cosign = cosignBin()
+			tc.s.cosign = testenv.Cosign()
 			if tc.want == "" {
 				if err := tc.s.check(); err != nil {
 					t.Fatalf("the release key is refused: %v", err)

@@ -67,10 +67,7 @@ func run(m *testing.M) int {
 		}
 	}
 	root := testenv.RepoRoot()
-	st := &suite{root: root, assets: testenv.AssetsDir(), helm: os.Getenv("HELM")}
-	if st.helm == "" {
-		st.helm = filepath.Join(root, "bin", "helm-v3.22.0")
-	}
+	st := &suite{root: root, assets: testenv.AssetsDir(), helm: testenv.Tool("HELM", "helm-v3.22.0")}
 	imageDir := filepath.Join(root, "bin", "image")
 	// The switchboard image is not among them: the node pulls it from the suite's registry.
 	imgs := []string{filepath.Join(imageDir, "pause.tar"), filepath.Join(imageDir, "consumer.tar")}

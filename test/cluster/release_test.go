@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/switchboard-dev/switchboard/internal/local/cluster"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 const (
@@ -96,10 +97,7 @@ func testRelease(t *testing.T) {
 	if err := os.WriteFile(changelog, []byte(releaseChanges), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	validateKrew := os.Getenv("VALIDATE_KREW_MANIFEST")
-	if validateKrew == "" {
-		validateKrew = filepath.Join(s.root, "bin", "validate-krew-manifest-v0.4.3")
-	}
+	validateKrew := testenv.ValidateKrewManifest()
 	dir := filepath.Join(s.work, "release")
 	files, err := serveReleaseFiles(s.c, dir)
 	if err != nil {
@@ -113,7 +111,7 @@ func testRelease(t *testing.T) {
 	defer cancel()
 	cmd := s.c.Command(ctx, bin, "-version", releaseVersion, "-dir", dir, "-registry", localRegistry, "-image-repo", registryHost+"/switchboard",
 		"-helm", s.helm, "-changelog", changelog, "-krew-base-url", files.url, "-validate-krew-manifest", validateKrew, "-root", s.root,
-		"-cosign", cosignBinary(), "-cosign-pub", pub)
+		"-cosign", testenv.Cosign(), "-cosign-pub", pub)
 	cmd.Dir = s.root
 	cmd.Env = append(cmd.Env, s.cliEnv()...)
 	cmd.Env = append(cmd.Env, "COSIGN_KEY="+key, "COSIGN_PASSWORD="+keyPassword, "TUF_ROOT="+filepath.Join(s.work, "tuf"))

@@ -13,15 +13,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-)
 
-// cosignBinary is `make cosign`'s cosign, as the Makefile exports it.
-func cosignBinary() string {
-	if c := os.Getenv("COSIGN"); c != "" {
-		return c
-	}
-	return filepath.Join(s.root, "bin", "cosign-v2.6.5")
-}
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+)
 
 // keyPair makes a throwaway cosign key pair in a directory of its own and returns the private
 // key's and the public key's paths; the private key's password is keyPassword.
@@ -44,7 +38,7 @@ const keyPassword = "test/cluster"
 func (s *suite) cosign(dir string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := s.c.Command(ctx, cosignBinary(), args...)
+	cmd := s.c.Command(ctx, testenv.Cosign(), args...)
 	cmd.Dir = dir
 	cmd.Env = append(cmd.Env, "COSIGN_PASSWORD="+keyPassword, "TUF_ROOT="+filepath.Join(s.work, "tuf"), "HOME="+filepath.Join(s.work, "home"))
 	out, err := cmd.CombinedOutput()
