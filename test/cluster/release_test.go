@@ -115,6 +115,7 @@ func testRelease(t *testing.T) {
 	cmd.Dir = s.root
 	cmd.Env = append(cmd.Env, s.cliEnv()...)
 	cmd.Env = append(cmd.Env, "COSIGN_KEY="+key, "COSIGN_PASSWORD="+keyPassword, "TUF_ROOT="+filepath.Join(s.work, "tuf"))
+	cmd.Env = append(cmd.Env, noInternet()...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("hack/release cut %s and pushed it to %s in %s:\n%s", releaseVersion, localRegistry, time.Since(start).Round(100*time.Millisecond), out)
