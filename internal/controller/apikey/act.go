@@ -91,7 +91,7 @@ func (deleteOrphans) do(ctx context.Context, r *Reconciler, s *keyState, _ decis
 	return outcome{}, r.deleteOrphans(ctx, s.orphans)
 }
 
-// cleanUp deletes a deleted APIKey's hash and reveal Secrets, then its finalizer.
+// cleanUp deletes a deleted APIKey's hash and reveal Secrets and its history, then its finalizer.
 type cleanUp struct{}
 
 func (cleanUp) statusless() {}
@@ -216,9 +216,14 @@ func (r *Reconciler) revoke(ctx context.Context, s *keyState) (outcome, error) {
 	return out, nil
 }
 
-// cleanUp removes a deleted APIKey's hash Secret and reveal Secrets, then its finalizer.
+// cleanUp removes a deleted APIKey's hash Secret, history and reveal Secrets, then its finalizer.
 func (r *Reconciler) cleanUp(ctx context.Context, s *keyState) error {
 	key := s.key
+	// Its history goes with its hash, first (the hash Secret is what finds an orphan's again);
+	// the tenant's copy, which the APIKey owns, goes with the APIKey.
+	if err := r.journal().Delete(ctx, key.UID); err != nil {
+		return err
+	}
 	if err := r.deleteHash(ctx, key); err != nil {
 		return err
 	}
@@ -278,15 +283,21 @@ func (r *Reconciler) deleteRevealSecret(ctx context.Context, secret *corev1.Secr
 }
 
 // deleteOrphans deletes hash Secrets whose APIKey is gone (confirm checked that with the API
-// server), each with a UID precondition.
+// server), each with a UID precondition, and their keys' histories.
 func (r *Reconciler) deleteOrphans(ctx context.Context, orphans []*corev1.Secret) error {
 	for _, hash := range orphans {
+		// The history first: the hash Secret is what finds it again if this fails.
+		key := types.UID(hash.Labels[keysecret.LabelAPIKeyUID])
+		if key != "" {
+			if err := r.journal().Delete(ctx, key); err != nil {
+				return err
+			}
+		}
 		uid := hash.UID
 		if err := r.Client.Delete(ctx, hash, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting hash Secret %s/%s of a deleted APIKey: %w", r.SystemNamespace, hash.Name, err)
 		}
-		log.FromContext(ctx).Info("deleted the hash Secret of an APIKey that is gone", "hashSecret", hash.Name,
-			"apiKeyUID", types.UID(hash.Labels[keysecret.LabelAPIKeyUID]))
+		log.FromContext(ctx).Info("deleted the hash Secret and history of an APIKey that is gone", "hashSecret", hash.Name, "apiKeyUID", key)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
@@ -105,6 +106,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, LeakHashIndex, leakHashes(r.SystemNamespace)); err != nil {
 		return fmt.Errorf("indexing hash Secrets by hash: %w", err)
+	}
+	// The journal lists a namespace's KeyWebhooks from the cache: their informer starts with
+	// the manager, so a missing grant shows at start rather than at the first key event.
+	if _, err := mgr.GetCache().GetInformer(ctx, &switchboardv1alpha1.KeyWebhook{}); err != nil {
+		return fmt.Errorf("watching KeyWebhooks: %w", err)
 	}
 	if err := (&LeakReportReconciler{Client: r.Client, SystemNamespace: r.SystemNamespace, ControllerOptions: r.ControllerOptions}).SetupWithManager(mgr); err != nil {
 		return err
@@ -189,11 +195,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Only a reconcile that ran to its end has seen this generation of the spec.
 		key.Status.ObservedGeneration = key.Generation
 	}
+	ts := transitions(before, key, &f, s.now)
+	// The key events are recorded before the status that publishes them: if either write
+	// fails, the next reconcile computes the same events (the same ids) and records them again.
+	if jerr := r.journal().Record(ctx, key, keyEvents(key, ts)); jerr != nil {
+		return ctrl.Result{}, kerrors.NewAggregate([]error{err, jerr})
+	}
 	if perr := controller.PatchStatus(ctx, r.Client, before, key); perr != nil {
 		return ctrl.Result{}, kerrors.NewAggregate([]error{err, perr})
 	}
-	r.recordTransitions(before, key, &f)
+	r.recordTransitions(key, ts)
 	return ctrl.Result{RequeueAfter: wake.after}, err
+}
+
+// journal records key events in the system namespace (internal/controller/keyjournal).
+func (r *Reconciler) journal() *keyjournal.Journal {
+	return &keyjournal.Journal{Client: r.Client, APIReader: r.APIReader, SystemNamespace: r.SystemNamespace}
 }
 
 // keyPublisher is an action that writes the status's key fields itself (generation, hint, the

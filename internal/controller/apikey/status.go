@@ -10,7 +10,9 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
 // hashState is what a reconcile learnt about the hash Secret of the current key.
@@ -198,70 +200,171 @@ func setLifeConditions(key *switchboardv1alpha1.APIKey, f *keyFindings) {
 	}
 }
 
-// recordTransitions emits the Events of what changed between the status before and after a
-// reconcile, once that status is stored. Events carry hints, never keys.
-func (r *Reconciler) recordTransitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings) {
-	event := func(eventType, reason, action, note string, args ...any) {
-		r.Recorder.Eventf(after, nil, eventType, reason, action, note, args...)
+// transition is one thing a reconcile changed that people and other systems are told of: a
+// Kubernetes Event (reason "" when none), a key event (key.Type "" when none), or both. One
+// list (transitions) feeds both, so the Events and the webhooks never disagree.
+type transition struct {
+	eventType, reason, action, note string
+	key                             webhookdelivery.Event
+}
+
+// transitions lists what changed between the status before and after a reconcile that found f,
+// at now. Every text carries hints, never keys.
+func transitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings, now time.Time) []transition {
+	var ts []transition
+	now = now.UTC().Truncate(time.Second)
+	gen, hint := after.Status.KeyGeneration, after.Status.KeyHint
+	keyEvent := func(t webhookdelivery.EventType, reason string) webhookdelivery.Event {
+		return webhookdelivery.Event{Type: t, Timestamp: now, Data: webhookdelivery.KeyData{
+			Namespace: after.Namespace, Name: after.Name, KeyGeneration: gen, KeyHint: hint, Reason: reason}}
 	}
+	event := func(eventType, reason, action, note string, args ...any) *transition {
+		ts = append(ts, transition{eventType: eventType, reason: reason, action: action, note: fmt.Sprintf(note, args...)})
+		return &ts[len(ts)-1]
+	}
+	only := func(e webhookdelivery.Event) { ts = append(ts, transition{key: e}) }
+	previous := func(e webhookdelivery.Event) webhookdelivery.Event {
+		if before.Status.KeyGeneration > 0 {
+			e.Data.PreviousKeyHint = before.Status.KeyHint
+		}
+		return e
+	}
+	issued := !f.restored && gen > before.Status.KeyGeneration
 	if f.restored {
 		event(corev1.EventTypeWarning, ReasonStatusRestored, "RestoreStatus",
 			"the status did not match switchboard's record of key %s (generation %d); it was put back and no key was issued",
-			after.Status.KeyHint, after.Status.KeyGeneration)
-	} else if gen := after.Status.KeyGeneration; gen > before.Status.KeyGeneration {
+			hint, gen)
+	} else if issued {
 		if gen == 1 {
-			event(corev1.EventTypeNormal, "KeyCreated", "IssueKey", "issued key %s", after.Status.KeyHint)
+			t := event(corev1.EventTypeNormal, "KeyCreated", "IssueKey", "issued key %s", hint)
+			t.key = keyEvent(webhookdelivery.KeyCreated, t.note)
 		} else {
-			event(corev1.EventTypeNormal, "KeyRotated", "RotateKey", "rotated to key %s (generation %d)", after.Status.KeyHint, gen)
+			t := event(corev1.EventTypeNormal, "KeyRotated", "RotateKey", "rotated to key %s (generation %d)", hint, gen)
+			if !f.life.renewal {
+				t.key = previous(keyEvent(webhookdelivery.KeyRotated, t.note))
+			}
 		}
 		if f.lostHint != "" {
 			event(corev1.EventTypeWarning, ReasonDeliverySecretLost, "RedeliverKey",
 				"Secret %s no longer held key %s; issued key %s into it, the old one stays valid for %s",
-				after.Spec.SecretName, f.lostHint, after.Status.KeyHint, RedeliveryGrace)
+				after.Spec.SecretName, f.lostHint, hint, RedeliveryGrace)
 		}
 	}
-	if f.life.renewal && after.Status.KeyGeneration > before.Status.KeyGeneration {
-		event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
-			after.Spec.SecretName, after.Status.KeyHint, after.Status.KeyGeneration, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
+	if f.life.renewal && gen > before.Status.KeyGeneration {
+		t := event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
+			after.Spec.SecretName, hint, gen, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
+		t.key = previous(keyEvent(webhookdelivery.KeyRenewed, t.note))
 	}
 	if f.leakRefused && f.leak != nil {
-		event(corev1.EventTypeWarning, ReasonKeyLeaked, "RefuseLeakedKey", "%s", f.leak.message(after))
+		t := event(corev1.EventTypeWarning, ReasonKeyLeaked, "RefuseLeakedKey", "%s", f.leak.message(after))
+		t.key = leakEvent(before, after, f.leak, t.note)
 	}
 	const expiringSoon, unusedCond, limitedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
 	if was, is := controller.ConditionStatus(before.Status.Conditions, expiringSoon), controller.ConditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {
-		event(corev1.EventTypeWarning, "KeyExpiringSoon", "WarnExpiry", "%s", f.life.expiringMessage)
+		t := event(corev1.EventTypeWarning, "KeyExpiringSoon", "WarnExpiry", "%s", f.life.expiringMessage)
+		t.key = keyEvent(webhookdelivery.KeyExpiring, t.note)
+		t.key.Data.ExpiresAt = endOf(after, f)
 	}
 	if was, is := controller.ConditionStatus(before.Status.Conditions, limitedCond), controller.ConditionStatus(after.Status.Conditions, limitedCond); was != is && is == metav1.ConditionTrue {
 		event(corev1.EventTypeWarning, switchboardv1alpha1.ConditionRenewalLimited, "LimitRenewal", "%s", f.life.limited)
 	}
 	if was, is := controller.ConditionStatus(before.Status.Conditions, unusedCond), controller.ConditionStatus(after.Status.Conditions, unusedCond); was != is && is == metav1.ConditionTrue {
-		event(corev1.EventTypeWarning, "KeyUnused", "WarnUnused", "key %s has not been used since %s", hintOf(after), f.life.lastActivity.UTC().Format(time.RFC3339))
+		t := event(corev1.EventTypeWarning, "KeyUnused", "WarnUnused", "key %s has not been used since %s", hintOf(after), f.life.lastActivity.UTC().Format(time.RFC3339))
+		t.key = keyEvent(webhookdelivery.KeyUnused, t.note)
+		if after.Status.LastUsedAt != nil {
+			t.key.Data.LastUsedAt = ptrTo(after.Status.LastUsedAt.UTC())
+		}
 	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
 	if was, is := controller.ConditionReason(before.Status.Conditions, ready), controller.ConditionReason(after.Status.Conditions, ready); was != is {
 		switch is {
 		case switchboardv1alpha1.ReasonRevoked:
-			event(corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", hintOf(after))
+			t := event(corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", hintOf(after))
+			t.key = keyEvent(webhookdelivery.KeyRevoked, "revoked by spec.revoked")
+		case switchboardv1alpha1.ReasonUnusedRevoked:
+			// Its Event was emitted when the revocation was recorded (revokeUnused).
+			only(keyEvent(webhookdelivery.KeyRevoked, "revoked by switchboard: unused for longer than spec.revokeWhenUnusedFor"))
 		case switchboardv1alpha1.ReasonExpired:
-			end := f.life.notAfter
-			if after.Spec.ExpiresAt != nil && (end.IsZero() || after.Spec.ExpiresAt.Time.Before(end)) {
-				end = after.Spec.ExpiresAt.Time
+			end := endOf(after, f)
+			at := "its end"
+			if end != nil {
+				at = end.Format(time.RFC3339)
 			}
-			event(corev1.EventTypeNormal, "KeyExpired", "ExpireKey", "key %s expired at %s", hintOf(after), end.UTC().Format(time.RFC3339))
+			t := event(corev1.EventTypeNormal, "KeyExpired", "ExpireKey", "key %s expired at %s", hintOf(after), at)
+			t.key = keyEvent(webhookdelivery.KeyExpired, t.note)
+			t.key.Data.ExpiresAt = end
 		case switchboardv1alpha1.ReasonDeliveryConflict:
 			event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonDeliveryConflict, "DeliverKey", "%s", f.conflict)
 		}
 	}
-	if was, is := controller.ConditionReason(before.Status.Conditions, revealed), controller.ConditionReason(after.Status.Conditions, revealed); was != is {
-		switch is {
-		case switchboardv1alpha1.ReasonRevealClaimed:
-			event(corev1.EventTypeNormal, "KeyClaimed", "ClaimKey", "key %s was claimed from its reveal Secret", after.Status.KeyHint)
-		case switchboardv1alpha1.ReasonRevealExpired:
-			event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonRevealExpired, "ExpireReveal",
-				"nobody claimed key %s in time; its reveal Secret was deleted. The key stays valid: rotate it to get one you can see", after.Status.KeyHint)
+	was, is := controller.ConditionReason(before.Status.Conditions, revealed), controller.ConditionReason(after.Status.Conditions, revealed)
+	switch {
+	case was != is && is == switchboardv1alpha1.ReasonRevealClaimed:
+		t := event(corev1.EventTypeNormal, "KeyClaimed", "ClaimKey", "key %s was claimed from its reveal Secret", hint)
+		t.key = keyEvent(webhookdelivery.KeyRevealed, t.note)
+	case was != is && is == switchboardv1alpha1.ReasonRevealExpired:
+		event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonRevealExpired, "ExpireReveal",
+			"nobody claimed key %s in time; its reveal Secret was deleted. The key stays valid: rotate it to get one you can see", hint)
+	case is == switchboardv1alpha1.ReasonDelivered && (was != is || issued):
+		// Each generation delivered is a key revealed, to the delivery Secret.
+		only(keyEvent(webhookdelivery.KeyRevealed, fmt.Sprintf("key %s was delivered to Secret %s", hint, after.Spec.SecretName)))
+	}
+	return ts
+}
+
+// leakEvent is the key event of the leak f: the key that leaked (its generation, and its hint
+// as the report or the status before knew it), where it was found and when it was last used.
+func leakEvent(before, after *switchboardv1alpha1.APIKey, f *leakFinding, reason string) webhookdelivery.Event {
+	d := webhookdelivery.KeyData{Namespace: after.Namespace, Name: after.Name, KeyGeneration: f.leak.Generation, Reason: reason}
+	if f.report != nil {
+		d.KeyHint, d.URL = f.report.Spec.KeyHint, f.report.Spec.URL
+	}
+	if d.KeyHint == "" && f.leak.Generation == before.Status.KeyGeneration {
+		d.KeyHint = before.Status.KeyHint
+	}
+	if !f.leak.LastUsedAt.IsZero() {
+		d.LastUsedAt = ptrTo(f.leak.LastUsedAt.UTC())
+	}
+	return webhookdelivery.Event{Type: webhookdelivery.KeyLeaked, Timestamp: f.leak.At.UTC(), Data: d}
+}
+
+// endOf is when the key ends: its lifetime's end or spec.expiresAt, whichever comes first (nil:
+// it does not end).
+func endOf(key *switchboardv1alpha1.APIKey, f *keyFindings) *time.Time {
+	end := f.life.notAfter
+	if key.Spec.ExpiresAt != nil && (end.IsZero() || key.Spec.ExpiresAt.Time.Before(end)) {
+		end = key.Spec.ExpiresAt.Time
+	}
+	if end.IsZero() {
+		return nil
+	}
+	return ptrTo(end.UTC())
+}
+
+// keyEvents are the key events of ts, each with its id (keyjournal.EventID of the APIKey, the
+// type and the key generation): the same transition computed again is the same event. An event
+// of no key generation (none was issued) has no key to speak of and is left out.
+func keyEvents(key *switchboardv1alpha1.APIKey, ts []transition) []keyjournal.Event {
+	var out []keyjournal.Event
+	for _, t := range ts {
+		if t.key.Type == "" || t.key.Data.KeyGeneration < 1 {
+			continue
+		}
+		out = append(out, keyjournal.Event{ID: keyjournal.EventID(key.UID, t.key.Type, t.key.Data.KeyGeneration), Event: t.key})
+	}
+	return out
+}
+
+// recordTransitions emits the Events of ts, once the status that reports them is stored.
+func (r *Reconciler) recordTransitions(after *switchboardv1alpha1.APIKey, ts []transition) {
+	for _, t := range ts {
+		if t.reason != "" {
+			r.Recorder.Eventf(after, nil, t.eventType, t.reason, t.action, "%s", t.note)
 		}
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 // hintOf names the APIKey's key for people: its hint, or a word when none was issued.
 func hintOf(key *switchboardv1alpha1.APIKey) string {
