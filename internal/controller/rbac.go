@@ -14,11 +14,18 @@ package controller
 // (internal/operator/keyadmission): each replica adds its certificate to the caBundle of its one
 // ValidatingWebhookConfiguration, by name. LeakReports, which live in the system namespace
 // alone, are read there and their status patched there, by the same Role as the Lease (the
-// receiver creates them; the operator never does).
+// receiver creates them; the operator never does). Key events (internal/controller/keyjournal):
+// KeyWebhooks are read everywhere (the cache lists a namespace's subscriptions); WebhookOutboxes
+// and the APIKeyHistories of the system namespace are created, read and updated there, and
+// histories deleted there, by that Role; the read-only copy of a key's history lives in the
+// tenant's namespace, so apikeyhistories get, create and update are granted everywhere here
+// (never delete: the copy goes with its APIKey, which owns it).
 //
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/status,verbs=patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=keywebhooks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=apikeyhistories,verbs=get;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=switchboard-apikey-windows,verbs=get;update

@@ -162,6 +162,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/finalizers"}, Verbs: []string{"update"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeyhistories"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"},
 			ResourceNames: []string{"switchboard-apikey-windows"}, Verbs: []string{"get", "update"}},
 	})
@@ -172,6 +174,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{version.ConfigMap}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"webhookoutboxes"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeyhistories"}, Verbs: []string{"delete"}},
 	})
 	for source, objs := range renderings(t) {
 		if got := grants(rolesOf(t, objs, "ClusterRole")["switchboard-operator"].Rules); !slices.Equal(got, wantCluster) {
