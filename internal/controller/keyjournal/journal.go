@@ -183,6 +183,8 @@ func (j *Journal) enqueue(ctx context.Context, namespace string, events []Event)
 	if err := j.Client.List(ctx, &hooks, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("listing the KeyWebhooks of namespace %s: %w", namespace, err)
 	}
+	// In the order of their names, whatever order the cache lists them in.
+	slices.SortFunc(hooks.Items, func(a, b switchboardv1alpha1.KeyWebhook) int { return strings.Compare(a.Name, b.Name) })
 	msgs, unsendable := messagesFor(hooks.Items, events)
 	for _, e := range unsendable {
 		eventsUnsendable.WithLabelValues(string(e.Type)).Inc()
