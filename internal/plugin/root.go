@@ -73,9 +73,9 @@ func newRootCommand(o *Options) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	flags.AddFlags(root.PersistentFlags())
 
-	key := &cobra.Command{Use: "key", Short: "Create, list, reveal, rotate and revoke API keys, set what they may do, and show their status"}
+	key := &cobra.Command{Use: "key", Short: "Create, list, reveal, rotate and revoke API keys, set what they may do, and show their status and history"}
 	key.AddCommand(newKeyCreateCommand(o), newKeyListCommand(o), newKeyRevealCommand(o),
-		newKeyRotateCommand(o), newKeyRevokeCommand(o), newKeyPolicyCommand(o), newKeyStatusCommand(o))
+		newKeyRotateCommand(o), newKeyRevokeCommand(o), newKeyPolicyCommand(o), newKeyStatusCommand(o), newKeyHistoryCommand(o))
 	conn := &cobra.Command{Use: "connection", Aliases: []string{"connections", "conn"}, Short: "List Connections"}
 	conn.AddCommand(newConnectionListCommand(o))
 	root.AddCommand(key, conn, newPanelCommand(o), newVersionCommand(o))

@@ -1,0 +1,128 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// keyHistoryOptions are the flags of `key history`.
+type keyHistoryOptions struct {
+	*Options
+	output string
+}
+
+func newKeyHistoryCommand(o *Options) *cobra.Command {
+	opts := &keyHistoryOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show an API key's life: its events, oldest first, kept longer than Kubernetes Events",
+		Long: "Show the events of one APIKey, oldest first: created, revealed, rotated, renewed, expiring,\n" +
+			"unused, revoked, expired, leaked, each with its time, the key generation it happened to, that\n" +
+			"key's hint and what happened. switchboard keeps the last 64 of each key (older ones are\n" +
+			"dropped and counted), for as long as the APIKey exists, in an APIKeyHistory of the APIKey's\n" +
+			"name that you can read and only switchboard writes. It never shows a key.",
+		Example: "  kubectl switchboard key history ci -n demo\n" +
+			"  kubectl switchboard key history ci -n demo -o yaml",
+		Args: exactlyOneName("key history"),
+		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
+	}
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json or yaml (default: text)")
+	return cmd
+}
+
+// keyHistory is what `key history` shows, and its -o json|yaml shape.
+type keyHistory struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Events are oldest first.
+	Events []keyHistoryEvent `json:"events"`
+	// Dropped counts the older events no longer kept.
+	Dropped int64 `json:"dropped"`
+}
+
+// keyHistoryEvent is one event of the key's life; the hint, never the key.
+type keyHistoryEvent struct {
+	Time       metav1.Time `json:"time"`
+	Type       string      `json:"type"`
+	Generation int64       `json:"generation"`
+	Hint       string      `json:"hint,omitempty"`
+	Message    string      `json:"message,omitempty"`
+}
+
+func (o *keyHistoryOptions) run(ctx context.Context, name string) error {
+	if err := checkStatusOutput(o.output); err != nil {
+		return err
+	}
+	c, ns, err := o.connect()
+	if err != nil {
+		return err
+	}
+	var key switchboardv1alpha1.APIKey
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &key); err != nil {
+		return explain(err, action{verb: "get", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: name})
+	}
+	var h switchboardv1alpha1.APIKeyHistory
+	err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &h)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return explain(err, action{verb: "get", resource: "apikeyhistories.switchboard.dev", kind: "APIKeyHistory", namespace: ns, name: name})
+	}
+	report := historyOf(&key, &h)
+	switch o.output {
+	case outputJSON:
+		return writeJSON(o.Out, report)
+	case outputYAML:
+		out, err := yaml.Marshal(report)
+		if err != nil {
+			return fmt.Errorf("writing YAML: %w", err)
+		}
+		_, err = o.Out.Write(out)
+		return err
+	}
+	if len(report.Events) == 0 {
+		fmt.Fprintf(o.ErrOut, "No events recorded for APIKey %q in namespace %q yet.\n", name, ns)
+		return nil
+	}
+	return printKeyHistory(o.Out, report)
+}
+
+// historyOf is key's history as h records it: none when h is not the history of this APIKey
+// (missing, or left by a deleted APIKey of the same name, which the garbage collector takes).
+func historyOf(key *switchboardv1alpha1.APIKey, h *switchboardv1alpha1.APIKeyHistory) *keyHistory {
+	r := &keyHistory{Name: key.Name, Namespace: key.Namespace, Events: []keyHistoryEvent{}}
+	if owner := metav1.GetControllerOf(h); owner == nil || owner.UID != key.UID {
+		return r
+	}
+	r.Dropped = h.Spec.Dropped
+	for _, e := range h.Spec.Events {
+		r.Events = append(r.Events, keyHistoryEvent{Time: e.Time, Type: string(e.Type), Generation: e.KeyGeneration, Hint: e.KeyHint, Message: e.Message})
+	}
+	return r
+}
+
+// printKeyHistory writes r as a table, oldest first.
+func printKeyHistory(out io.Writer, r *keyHistory) error {
+	if r.Dropped > 0 {
+		if _, err := fmt.Fprintf(out, "(%d older events dropped)\n", r.Dropped); err != nil {
+			return err
+		}
+	}
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "TIME\tTYPE\tGENERATION\tHINT\tMESSAGE")
+	for _, e := range r.Events {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), strings.TrimPrefix(e.Type, "apikey."),
+			e.Generation, orDash(e.Hint), orDash(oneLine(e.Message)))
+	}
+	return w.Flush()
+}
