@@ -24,7 +24,7 @@ import (
 //     their data (the plaintext keys, or whatever a tenant put there), annotations or
 //     managedFields. The reconciler reads a key through the API server, the few times it must.
 //
-// Connections and APIKeys lose their labels, annotations and managedFields, which the
+// Connections, APIKeys and KeyWebhooks lose their labels, annotations and managedFields, which the
 // controllers never read: a tenant may write as many as the API server takes (kubectl's
 // last-applied-configuration alone is a copy of the object), and every replica of the operator
 // would hold them for every tenant. Other kinds lose their managedFields.
@@ -42,6 +42,8 @@ func CacheOptions(opts Options) cache.Options {
 			&corev1.Secret{}:                  secrets,
 			&switchboardv1alpha1.APIKey{}:     {Transform: stripTenantMetadata},
 			&switchboardv1alpha1.Connection{}: {Transform: stripTenantMetadata},
+			// KeyWebhooks are read for their name, UID and event types (internal/controller/keyjournal).
+			&switchboardv1alpha1.KeyWebhook{}: {Transform: stripTenantMetadata},
 			// Only the system namespace's LeakReports are believed (tenants may create the kind
 			// in theirs): the others are never even cached.
 			&switchboardv1alpha1.LeakReport{}: {Namespaces: map[string]cache.Config{system: {}}},
