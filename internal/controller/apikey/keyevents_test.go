@@ -67,10 +67,10 @@ func outboxHolds(system, ns string, key *switchboardv1alpha1.APIKey, want []want
 		}
 		payload, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(m.Body)))
 		if err != nil {
-			return fmt.Errorf("message %d: %v", i, err)
+			return fmt.Errorf("message %d: %w", i, err)
 		}
 		if err := schemas[w.typ].Validate(payload); err != nil {
-			return fmt.Errorf("message %d (%s) breaks its schema: %v", i, w.typ, err)
+			return fmt.Errorf("message %d (%s) breaks its schema: %w", i, w.typ, err)
 		}
 		data := payload.(map[string]any)["data"].(map[string]any)
 		if data["namespace"] != key.Namespace || data["name"] != key.Name || data["keyGeneration"] == nil {
@@ -177,7 +177,10 @@ func TestKeyEventsAreRecorded(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 }
 
@@ -194,7 +197,7 @@ func TestKeyEventsAreRecordedOnceAcrossAFailedStatusPatch(t *testing.T) {
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: "k"}}
 	patches := 0
 	statusDown := interceptor.NewClient(env.Client, interceptor.Funcs{
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
 			patches++
 			return errStatusDown
 		}})
