@@ -129,6 +129,23 @@ type APIKeyLifecycle struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$') && duration(self) >= duration('24h')",message="revokeWhenUnusedFor is at least 24h, written like 1080h (45 days)"
 	RevokeWhenUnusedFor *metav1.Duration `json:"revokeWhenUnusedFor,omitempty"`
+
+	// graceEndsWhenUnusedFor ends the old key's grace after a rotation (manual, renewal,
+	// redelivery) early, once its consumers have moved to the new key: the old key has not
+	// authenticated a request for this long since the new one was written, and every pod that
+	// takes the key as an environment variable or through a subPath mount (and so cannot see the
+	// new one without a restart) started after it was written. Pods that mount the Secret as a
+	// whole volume see the new key without a restart and are judged by traffic alone. The fixed
+	// grace (spec.rotation.gracePeriod, the old key's own end) stays the upper bound. Reading
+	// pods and workloads takes the Role the namespace binds for switchboard (docs/key-lifecycle.md):
+	// without it the pods cannot be judged, the grace ends at its fixed bound, and the
+	// GraceEvidence condition says so. From 2m (longer than the API server's lastUsedAt write
+	// interval) to 720h, written like 10m or 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$') && duration(self) >= duration('2m') && duration(self) <= duration('720h')",message="graceEndsWhenUnusedFor is from 2m to 720h, written like 10m or 1h"
+	GraceEndsWhenUnusedFor *metav1.Duration `json:"graceEndsWhenUnusedFor,omitempty"`
 }
 
 // Conditions and reasons of the lifecycle.
@@ -154,4 +171,25 @@ const (
 	ReasonRenewed           = "Renewed"
 	ReasonUnusedRevoked     = "RevokedWhenUnused"
 	ReasonRenewsTooOften    = "RenewsTooOften"
+)
+
+// The GraceEvidence condition: present while an old key is in its grace and
+// spec.graceEndsWhenUnusedFor asks for the grace to end on evidence; it says what keeps the old
+// key accepted. Its reasons say which evidence is missing.
+const (
+	// ConditionGraceEvidence is True once the evidence says the old key's consumers have moved
+	// (its grace is then ended), False while it does not (the message says what holds it).
+	ConditionGraceEvidence = "GraceEvidence"
+
+	// ReasonConsumersMoved: the old key went unused for the quiet period and every pod that
+	// takes it by environment variable or subPath started after the new key was written.
+	ReasonConsumersMoved = "ConsumersMoved"
+	// ReasonPreviousKeyInUse: the old key authenticated a request within the quiet period.
+	ReasonPreviousKeyInUse = "PreviousKeyInUse"
+	// ReasonPodsHoldPreviousKey: pods that take the key by environment variable or subPath
+	// started before the new key was written; the message names them and their workloads.
+	ReasonPodsHoldPreviousKey = "PodsHoldPreviousKey"
+	// ReasonWorkloadsNotReadable: switchboard may not read the namespace's workloads and pods
+	// (the opt-in Role is not bound), so the grace ends at its fixed bound.
+	ReasonWorkloadsNotReadable = "WorkloadsNotReadable"
 )

@@ -131,6 +131,12 @@ type APIKeyStatus struct {
 	// +optional
 	LastUsedAt *metav1.Time `json:"lastUsedAt,omitempty"`
 
+	// previousKeyUse is when the key replaced by the last rotation last authenticated a request
+	// during its grace, written by the API server like lastUsedAt (at most once a minute per
+	// key). spec.graceEndsWhenUnusedFor ends the grace from it.
+	// +optional
+	PreviousKeyUse *APIKeyPreviousKeyUse `json:"previousKeyUse,omitempty"`
+
 	// keyIssuedAt is when the current key was issued.
 	// +optional
 	KeyIssuedAt *metav1.Time `json:"keyIssuedAt,omitempty"`
@@ -185,6 +191,20 @@ type APIKeyStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// APIKeyPreviousKeyUse is the last use of one old key generation, so that a use recorded for
+// an older rotation is never taken for one of the current old key.
+type APIKeyPreviousKeyUse struct {
+	// keyGeneration is the generation of the old key that was used (status.keyGeneration - 1
+	// when it was written).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	KeyGeneration int64 `json:"keyGeneration"`
+
+	// lastUsedAt is when it last authenticated a request.
+	// +required
+	LastUsedAt metav1.Time `json:"lastUsedAt"`
 }
 
 // +kubebuilder:object:root=true

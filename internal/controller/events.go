@@ -18,8 +18,8 @@ import (
 
 // MeaningfulUpdate lets through the updates of APIKeys, Connections and Secrets that change
 // something the reconcilers read: the spec (generation), deletion, finalizers, owner references,
-// the status the operator writes (but an APIKey's lastUsedAt, which the server writes and no
-// decision reads), and a Secret's type, switchboard's labels and its data. Labels and annotations
+// the status the operator writes (but an APIKey's lastUsedAt and previousKeyUse, which the server
+// writes: the decisions that read them wake on a timer), and a Secret's type, switchboard's labels and its data. Labels and annotations
 // that switchboard does not own, managed fields and the resource version do not count. Creates
 // and deletes always count.
 var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -40,6 +40,7 @@ var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) boo
 		}
 		a, b := old.Status, n.Status
 		a.LastUsedAt, b.LastUsedAt = nil, nil
+		a.PreviousKeyUse, b.PreviousKeyUse = nil, nil
 		return !equality.Semantic.DeepEqual(a, b)
 	case *switchboardv1alpha1.Connection:
 		n, ok := n.(*switchboardv1alpha1.Connection)

@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
 
 // TestLastUsedWritesOverBudget: against a real API server, 12 keys in use and a budget of 2
@@ -48,5 +50,46 @@ func TestLastUsedWritesOverBudget(t *testing.T) {
 	}
 	if maxBacklog == 0 {
 		t.Error("the backlog gauge never showed the keys waiting for the budget")
+	}
+}
+
+// TestPreviousKeyUseRecorded: against a real API server, during a rotation's grace a request
+// with the old key records status.previousKeyUse (generation 1, the old key's) in the same
+// write as lastUsedAt; requests with the new key then move lastUsedAt and leave it alone.
+func TestPreviousKeyUseRecorded(t *testing.T) {
+	ns := env.Namespace(t, "previous-use")
+	k := newKey(t, ns, "rotated", switchboardv1alpha1.APIKeySpec{})
+	old := k.Key
+	current, err := apikey.Generate(apikey.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := fixture.HashSecret(systemNamespace, k.APIKey, current, old, time.Now().Add(time.Hour))
+	rotated.ResourceVersion = k.Secret.ResourceVersion
+	if err := env.Client.Update(ctx(t), rotated); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, nil, Options{LastUsedFlush: 200 * time.Millisecond, LastUsedInterval: time.Second}, true)
+	var ak switchboardv1alpha1.APIKey
+	read := func() *switchboardv1alpha1.APIKey {
+		if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(k.APIKey), &ak); err != nil {
+			t.Fatal(err)
+		}
+		return &ak
+	}
+	eventually(t, "the old key to work within its grace", func() bool { return s.get(t, "/v1/connections", old).Status == 200 })
+	eventually(t, "status.previousKeyUse of generation 1", func() bool {
+		p := read().Status.PreviousKeyUse
+		return p != nil && p.KeyGeneration == 1 && ak.Status.LastUsedAt != nil && !ak.Status.LastUsedAt.Before(&p.LastUsedAt)
+	})
+	recorded := ak.Status.PreviousKeyUse.DeepCopy()
+	lastUsed := ak.Status.LastUsedAt.Time
+	time.Sleep(1100 * time.Millisecond) // the next second, so that a new use is a new value
+	if resp := s.get(t, "/v1/connections", current); resp.Status != 200 {
+		t.Fatalf("the new key: status %d", resp.Status)
+	}
+	eventually(t, "lastUsedAt to move with the new key", func() bool { return read().Status.LastUsedAt.After(lastUsed) })
+	if got := ak.Status.PreviousKeyUse; got == nil || *got != *recorded {
+		t.Errorf("status.previousKeyUse = %+v after a use of the new key only, want it unchanged (%+v)", got, recorded)
 	}
 }

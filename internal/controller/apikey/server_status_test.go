@@ -184,20 +184,23 @@ func TestServerCannotRevokeOrExtendWithoutThePolicy(t *testing.T) {
 // until someone decides it may.
 func TestServerStatusPolicyNamesEveryField(t *testing.T) {
 	policy, _ := serverStatusPolicy(t)
-	if len(policy.Spec.Validations) != 2 {
-		t.Fatalf("%d validations, want 2: every field but lastUsedAt kept, lastUsedAt only forward", len(policy.Spec.Validations))
+	if len(policy.Spec.Validations) != 3 {
+		t.Fatalf("%d validations, want 3: every field but lastUsedAt and previousKeyUse kept, those two only forward", len(policy.Spec.Validations))
 	}
 	if forward := policy.Spec.Validations[1].Expression; !strings.Contains(forward, "object.status.lastUsedAt >= oldObject.status.lastUsedAt") {
 		t.Errorf("the second validation does not keep lastUsedAt moving forward: %s", forward)
+	}
+	if forward := policy.Spec.Validations[2].Expression; !strings.Contains(forward, "object.status.previousKeyUse.lastUsedAt >= oldObject.status.previousKeyUse.lastUsedAt") {
+		t.Errorf("the third validation does not keep previousKeyUse moving forward: %s", forward)
 	}
 	expr := policy.Spec.Validations[0].Expression
 	typ := reflect.TypeFor[switchboardv1alpha1.APIKeyStatus]()
 	for i := range typ.NumField() {
 		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 		clause := fmt.Sprintf("object.?status.?%s == oldObject.?status.?%s", name, name)
-		if name == "lastUsedAt" {
+		if name == "lastUsedAt" || name == "previousKeyUse" {
 			if strings.Contains(expr, "."+name) {
-				t.Errorf("the policy constrains lastUsedAt, the one field the server writes")
+				t.Errorf("the policy constrains %s, which the server writes", name)
 			}
 			continue
 		}

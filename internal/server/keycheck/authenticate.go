@@ -11,6 +11,9 @@ import (
 // authOutcome is the result of authenticating one request.
 type authOutcome struct {
 	key *keyindex.Key
+	// previousGeneration is the generation of the old key presented during its grace (0: the
+	// current key), so that its use is recorded apart.
+	previousGeneration int64
 	// code is empty when the key authenticates, else API_KEY_MISSING or API_KEY_INVALID.
 	code string
 	// result says why a well-formed key was refused (for metrics and logs).
@@ -40,9 +43,9 @@ func authenticate(idx *keyindex.Index, prefix string, values []string, now time.
 		return authOutcome{code: apierror.CodeAPIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
 	}
 	sum := apikey.Sum(token)
-	key, result := idx.Lookup(&sum, now)
+	key, result, prev := idx.LookupGeneration(&sum, now)
 	if result != keyindex.OK {
 		return authOutcome{code: apierror.CodeAPIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
 	}
-	return authOutcome{key: key, headerPresent: true, wellFormed: token}
+	return authOutcome{key: key, previousGeneration: prev, headerPresent: true, wellFormed: token}
 }

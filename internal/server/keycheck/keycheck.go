@@ -170,6 +170,9 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	}
 	key := auth.key
 	key.Usage().Touch(req.Now)
+	if auth.previousGeneration > 0 {
+		key.Usage().TouchPrevious(auth.previousGeneration, req.Now)
+	}
 	if !key.AllowsAudience(req.Audience) {
 		return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeAudienceNotAllowed, Message: msgAudienceNotAllowed}
 	}

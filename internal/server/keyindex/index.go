@@ -85,6 +85,10 @@ type Key struct {
 	// LastUsedAt is status.lastUsedAt as last seen in the cache. Tenants may write status, so
 	// it serves only to skip redundant writes of the same field, never to decide access.
 	LastUsedAt time.Time
+	// PreviousKeyGeneration and PreviousKeyUsedAt are status.previousKeyUse as last seen in the
+	// cache, for the same purpose as LastUsedAt.
+	PreviousKeyGeneration int64
+	PreviousKeyUsedAt     time.Time
 	// RateLimit is spec.rateLimit, ready for the limiter; nil (no limit) means the request path
 	// does not consult the limiter at all.
 	RateLimit *ratelimit.Policy
@@ -105,6 +109,60 @@ type Usage struct {
 	lastUsed    atomic.Int64 // unix nanoseconds of the last successful authentication
 	lastWritten atomic.Int64 // unix nanoseconds of the lastUsedAt this server last wrote
 	writtenAt   atomic.Int64 // unix nanoseconds of when it wrote it
+
+	// The last use of the previous key generation during a rotation's grace: its generation and
+	// time, read without the lock on the request path to skip the uses already recorded.
+	prevGen, prevUsed atomic.Int64
+	prevMu            sync.Mutex // orders the updates of prevGen and prevUsed together
+	prevWrittenGen    int64      // under prevMu: what this server last wrote to status.previousKeyUse
+	prevWritten       int64
+}
+
+// PreviousUse is one use of an old key generation.
+type PreviousUse struct {
+	// Generation is the old key's generation; 0 when there is no use.
+	Generation int64
+	// At is the use's time.
+	At time.Time
+}
+
+// TouchPrevious records a use at now of the previous key, of generation gen, during its grace.
+// As Touch, only a use at least a second later than the recorded one is stored; a use of an
+// older generation than the recorded one (a request that raced a rotation) is not.
+func (u *Usage) TouchPrevious(gen int64, now time.Time) {
+	n := now.UnixNano()
+	if u.prevGen.Load() == gen && n-u.prevUsed.Load() < int64(time.Second) {
+		return
+	}
+	u.prevMu.Lock()
+	defer u.prevMu.Unlock()
+	switch cur := u.prevGen.Load(); {
+	case gen < cur, gen == cur && n-u.prevUsed.Load() < int64(time.Second):
+		return
+	}
+	u.prevGen.Store(gen)
+	u.prevUsed.Store(n)
+}
+
+// PreviousUsed returns the last recorded use of a previous key; zero when there is none.
+func (u *Usage) PreviousUsed() PreviousUse {
+	u.prevMu.Lock()
+	defer u.prevMu.Unlock()
+	return PreviousUse{Generation: u.prevGen.Load(), At: unixNano(u.prevUsed.Load())}
+}
+
+// PreviousWritten returns the use of a previous key last written to status.previousKeyUse.
+func (u *Usage) PreviousWritten() PreviousUse {
+	u.prevMu.Lock()
+	defer u.prevMu.Unlock()
+	return PreviousUse{Generation: u.prevWrittenGen, At: unixNano(u.prevWritten)}
+}
+
+// MarkPreviousWritten records that p was written to status.previousKeyUse.
+func (u *Usage) MarkPreviousWritten(p PreviousUse) {
+	u.prevMu.Lock()
+	defer u.prevMu.Unlock()
+	u.prevWrittenGen, u.prevWritten = p.Generation, p.At.UnixNano()
 }
 
 // Touch records a use at now. Only a use at least a second later than the recorded one is
@@ -127,6 +185,8 @@ type hashRef struct {
 	// key's lifetime (zero: it does not end on its own).
 	validUntil time.Time
 	previous   bool
+	// generation is the previous key's generation (0: unknown); only previous refs have one.
+	generation int64
 	// revoked: the hash Secret records the operator's revocation of the key.
 	revoked bool
 	// others are the refs of other hash Secrets that hold the same hash. While there are any,
@@ -159,6 +219,22 @@ func New() *Index {
 // Lookup finds the APIKey whose current key, or previous key within its grace period, has hash
 // h, and checks its state at now. It allocates nothing.
 func (x *Index) Lookup(h *apikey.Hash, now time.Time) (*Key, Result) {
+	key, res, _ := x.LookupGeneration(h, now)
+	return key, res
+}
+
+// LookupGeneration is Lookup that also says, when h is the previous key of a rotation, that
+// key's generation (0 for a current key), so that its use is recorded apart
+// (Usage.TouchPrevious): spec.graceEndsWhenUnusedFor ends the grace from it.
+func (x *Index) LookupGeneration(h *apikey.Hash, now time.Time) (key *Key, res Result, previousGeneration int64) {
+	key, res, ref := x.lookup(h, now)
+	if ref.previous {
+		previousGeneration = max(ref.generation, 1)
+	}
+	return key, res, previousGeneration
+}
+
+func (x *Index) lookup(h *apikey.Hash, now time.Time) (*Key, Result, hashRef) {
 	x.mu.RLock()
 	ref, ok := x.hashes[*h]
 	var key *Key
@@ -168,21 +244,21 @@ func (x *Index) Lookup(h *apikey.Hash, now time.Time) (*Key, Result) {
 	x.mu.RUnlock()
 	switch {
 	case !ok:
-		return nil, Unknown
+		return nil, Unknown, ref
 	case ref.others != nil:
-		return nil, Duplicate
+		return nil, Duplicate, ref
 	case key == nil:
-		return nil, Orphaned
+		return nil, Orphaned, ref
 	case key.Revoked || ref.revoked:
-		return key, Revoked
+		return key, Revoked, ref
 	case !key.ExpiresAt.IsZero() && !now.Before(key.ExpiresAt):
-		return key, Expired
+		return key, Expired, ref
 	case ref.previous && !now.Before(ref.validUntil):
-		return key, GraceEnded
+		return key, GraceEnded, ref
 	case !ref.validUntil.IsZero() && !now.Before(ref.validUntil):
-		return key, LifetimeEnded
+		return key, LifetimeEnded, ref
 	}
-	return key, OK
+	return key, OK, ref
 }
 
 // Keys returns every APIKey in the index, for the lastUsedAt writer.

@@ -42,7 +42,10 @@ func ReadHashSecret(s *corev1.Secret) *HashSecret {
 	}
 	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked || h.CurrentLeaked}}}}
 	if h.HasPrevious { // never the current hash: ParseHash says so
-		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true, validUntil: h.PreviousValidUntil, revoked: h.Revoked}})
+		// Generations go up by one per issue (internal/controller/apikey), so the previous
+		// key is the one before the current; a hash Secret without a generation has none to say.
+		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true,
+			validUntil: h.PreviousValidUntil, revoked: h.Revoked, generation: max(h.Generation-1, 0)}})
 	}
 	return out
 }
@@ -158,6 +161,9 @@ func NewKey(k *switchboardv1alpha1.APIKey) (*Key, error) {
 	}
 	if k.Status.LastUsedAt != nil {
 		key.LastUsedAt = k.Status.LastUsedAt.Time
+	}
+	if p := k.Status.PreviousKeyUse; p != nil {
+		key.PreviousKeyGeneration, key.PreviousKeyUsedAt = p.KeyGeneration, p.LastUsedAt.Time
 	}
 	var err error
 	if sel := k.Spec.ConnectionSelector; sel != nil && (len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0) {

@@ -1,6 +1,7 @@
-// Package lastused writes APIKeys' status.lastUsedAt from the index's record of use, in
-// batches and within a write budget, off the request path: a request only stores a timestamp
-// in memory (keyindex.Usage.Touch).
+// Package lastused writes APIKeys' status.lastUsedAt (and status.previousKeyUse, the last use
+// of the old key during a rotation's grace) from the index's record of use, in batches and
+// within a write budget, off the request path: a request only stores a timestamp in memory
+// (keyindex.Usage.Touch).
 package lastused
 
 import (
@@ -42,8 +43,9 @@ type Writer struct {
 	rate     float64       // writes per second, the budget
 	timeout  time.Duration // per patch
 	log      logr.Logger
-	// write stores at as the key's status.lastUsedAt (patchLastUsed in production).
-	write func(ctx context.Context, k *keyindex.Key, at time.Time) error
+	// write stores at as the key's status.lastUsedAt, and prev (when its Generation is not 0)
+	// as its status.previousKeyUse (patchLastUsed in production).
+	write func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse) error
 	// seed breaks ties between equally stale keys differently on each replica, so that
 	// replicas over budget do not all pick the same keys.
 	seed maphash.Seed
@@ -73,8 +75,8 @@ func New(idx *keyindex.Index, c client.Client, o Options) *Writer {
 		index: idx, clock: o.Clock, log: o.Logger, seed: maphash.MakeSeed(),
 		interval: o.Interval, tick: o.Flush, rate: o.WriteRate, timeout: 10 * time.Second,
 	}
-	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time) error {
-		return patchLastUsed(ctx, c, k, at)
+	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse) error {
+		return patchLastUsed(ctx, c, k, at, prev)
 	}
 	return u
 }
@@ -121,11 +123,14 @@ func (u *Writer) flush(ctx context.Context, limit *rate.Limiter) {
 func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	err := u.write(ctx, d.key, d.at)
+	err := u.write(ctx, d.key, d.at, d.prevAt)
 	usage := d.key.Usage()
 	switch {
 	case err == nil:
 		usage.MarkWritten(d.used, u.clock.Now())
+		if d.prevAt.Generation != 0 {
+			usage.MarkPreviousWritten(d.prev)
+		}
 		lastUsedWrites.WithLabelValues("ok").Inc()
 	case apierrors.IsNotFound(err):
 		// Deleted since: nothing to record.
@@ -146,6 +151,9 @@ type dueWrite struct {
 	// replica's own last write); zero when none is.
 	stored time.Time
 	tie    uint64
+	// prev is the use of the previous key generation to record with it, and prevAt the value
+	// written (truncated to the second); zero Generation: none is due.
+	prev, prevAt keyindex.PreviousUse
 }
 
 // writePlan is what one flush writes, and what it leaves.
@@ -198,12 +206,15 @@ func (u *Writer) bucket(t time.Time) int64 {
 
 // due says whether k's last use should be written at now: it was used after what this replica
 // last wrote, this replica has not written it within the interval, and the API server does not
-// hold a use (from any replica) within the interval before it.
+// hold a use (from any replica) within the interval before it; or its previous key was used
+// after what the API server holds of that (previousDue), which is written as soon as the
+// interval allows, so that the grace it decides is not held open by a stale record.
 func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 	usage := k.Usage()
 	used := usage.LastUsed()
 	written := usage.LastWritten()
-	if used.IsZero() || !used.After(written) {
+	prev, prevAt := previousDue(k, usage)
+	if used.IsZero() || !used.After(written) && prev.Generation == 0 {
 		return dueWrite{}, false
 	}
 	if at := usage.WrittenAt(); !at.IsZero() && now.Sub(at) < u.interval {
@@ -211,23 +222,56 @@ func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 	}
 	at := used.Truncate(time.Second)
 	// Another replica (or this one, before a restart) may have written it recently.
-	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval {
+	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval && prev.Generation == 0 {
 		return dueWrite{}, false
+	}
+	if at.Before(k.LastUsedAt) {
+		// The API server holds a later use, which it keeps: write that again, with prev.
+		at = k.LastUsedAt
+	}
+	if prev.Generation != 0 && at.Before(prevAt.At) {
+		// The use of the old key skipped by Touch, under a second after the last one recorded.
+		at = prevAt.At
 	}
 	stored := k.LastUsedAt
 	if written.After(stored) {
 		stored = written.Truncate(time.Second)
 	}
-	return dueWrite{key: k, used: used, at: at, stored: stored, tie: maphash.String(u.seed, string(k.UID))}, true
+	return dueWrite{key: k, used: used, at: at, stored: stored, tie: maphash.String(u.seed, string(k.UID)), prev: prev, prevAt: prevAt}, true
 }
 
-// patchLastUsed merges status.lastUsedAt and nothing else. The status subresource ignores
+// previousDue is the use of k's previous key generation to write with its lastUsedAt (same
+// patch, same budget): one newer than what this replica last wrote and than what the cache
+// holds (another replica's write). Every use of the previous key is also a use of the APIKey, so
+// the lastUsedAt it goes with is never earlier.
+func previousDue(k *keyindex.Key, usage *keyindex.Usage) (use, at keyindex.PreviousUse) {
+	use = usage.PreviousUsed()
+	if use.Generation == 0 {
+		return keyindex.PreviousUse{}, keyindex.PreviousUse{}
+	}
+	at = keyindex.PreviousUse{Generation: use.Generation, At: use.At.Truncate(time.Second)}
+	newer := func(gen int64, t time.Time) bool {
+		return at.Generation > gen || at.Generation == gen && at.At.After(t)
+	}
+	written := usage.PreviousWritten()
+	if !newer(written.Generation, written.At.Truncate(time.Second)) || !newer(k.PreviousKeyGeneration, k.PreviousKeyUsedAt) {
+		return keyindex.PreviousUse{}, keyindex.PreviousUse{}
+	}
+	return use, at
+}
+
+// patchLastUsed merges status.lastUsedAt, and status.previousKeyUse when prev has a
+// generation, and nothing else. The status subresource ignores
 // metadata, so the patch cannot carry a UID precondition: the writer only patches keys the
 // index still holds by UID, which leaves a window of one informer event for an APIKey deleted
 // and re-created under the same name to receive its predecessor's last use.
-func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time) error {
+func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse) error {
 	stamp := metav1.NewTime(at).UTC().Format(time.RFC3339)
 	body := fmt.Appendf(nil, `{"status":{"lastUsedAt":%q}}`, stamp)
+	if prev.Generation != 0 {
+		body = fmt.Appendf(nil, `{"status":{"lastUsedAt":%q,"previousKeyUse":{"keyGeneration":%d,"lastUsedAt":%q}}}`,
+			stamp, prev.Generation, prev.At.UTC().Format(time.RFC3339))
+	}
 	obj := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 	return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
 }

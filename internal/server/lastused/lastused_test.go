@@ -219,3 +219,135 @@ func TestLastUsedBudgetAt20000ActiveKeys(t *testing.T) {
 	}
 	t.Logf("%d active keys, %.0f writes/s budget: %d writes in %s; every key rewritten every %s; oldest lastUsedAt %s", n, perSecond, total, elapsed, round, maxStale)
 }
+
+// TestSchedulePreviousKeyUse: the last use of the old key during a rotation's grace goes into
+// the same patch as lastUsedAt, within the same interval per key, and only when it is newer than
+// what this replica wrote and than what the API server holds of that generation.
+func TestSchedulePreviousKeyUse(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
+	type prev struct {
+		gen int64
+		ago time.Duration
+	}
+	tests := []struct {
+		name      string
+		used      *time.Duration // last use of any generation
+		prevUsed  *prev          // last use of the old key
+		written   *prev          // the old key's use this replica last wrote
+		writtenAt *time.Duration // when this replica last wrote the key
+		cached    *prev          // status.previousKeyUse in the cache
+		cachedAt  *time.Duration // status.lastUsedAt in the cache
+		want      *prev          // previousKeyUse written (nil: the key is not due, or without it)
+		wantDue   bool
+		wantAt    *time.Duration // lastUsedAt written, when not the last use
+	}{
+		{name: "no old key in use: lastUsedAt alone", used: ago(5 * time.Second), wantDue: true},
+		{name: "the old key used, never written: written with lastUsedAt",
+			used: ago(5 * time.Second), prevUsed: &prev{3, 5 * time.Second}, want: &prev{3, 5 * time.Second}, wantDue: true},
+		{name: "the old key used, this replica wrote the key within the interval: not yet",
+			used: ago(5 * time.Second), prevUsed: &prev{3, 5 * time.Second}, writtenAt: ago(30 * time.Second)},
+		{name: "the old key's use already written by this replica: lastUsedAt alone",
+			used: ago(2 * time.Second), prevUsed: &prev{3, 90 * time.Second}, written: &prev{3, 90 * time.Second}, writtenAt: ago(90 * time.Second),
+			wantDue: true},
+		{name: "the cache holds that use or a later one (another replica): lastUsedAt alone",
+			used: ago(2 * time.Second), prevUsed: &prev{3, 90 * time.Second}, cached: &prev{3, 80 * time.Second}, cachedAt: ago(80 * time.Second),
+			wantDue: true},
+		{name: "the cache holds an older rotation's use: this one is written",
+			used: ago(2 * time.Second), prevUsed: &prev{3, 2 * time.Second}, cached: &prev{2, time.Hour}, cachedAt: ago(2 * time.Minute),
+			want: &prev{3, 2 * time.Second}, wantDue: true},
+		{name: "another replica wrote lastUsedAt within the interval but not the old key's use: due anyway",
+			used: ago(2 * time.Second), prevUsed: &prev{3, 2 * time.Second}, cachedAt: ago(20 * time.Second),
+			want: &prev{3, 2 * time.Second}, wantDue: true},
+		{name: "the cache's lastUsedAt is later than this replica's: it is kept",
+			used: ago(40 * time.Second), prevUsed: &prev{3, 40 * time.Second}, cachedAt: ago(20 * time.Second),
+			want: &prev{3, 40 * time.Second}, wantDue: true, wantAt: ago(20 * time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			idx := keyindex.New()
+			ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "k", UID: "uid-k"}}
+			if tt.cachedAt != nil {
+				ak.Status.LastUsedAt = &metav1.Time{Time: now.Add(-*tt.cachedAt).Truncate(time.Second)}
+			}
+			if tt.cached != nil {
+				ak.Status.PreviousKeyUse = &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: tt.cached.gen, LastUsedAt: metav1.Time{Time: now.Add(-tt.cached.ago).Truncate(time.Second)}}
+			}
+			if err := keyindextest.PutAPIKey(idx, ak); err != nil {
+				t.Fatal(err)
+			}
+			usage := idx.Keys()[0].Usage()
+			if tt.writtenAt != nil {
+				at := now.Add(-*tt.writtenAt)
+				usage.Touch(at.Add(-time.Second))
+				usage.MarkWritten(at.Add(-time.Second), at)
+			}
+			if tt.written != nil {
+				usage.MarkPreviousWritten(keyindex.PreviousUse{Generation: tt.written.gen, At: now.Add(-tt.written.ago)})
+			}
+			if tt.used != nil {
+				usage.Touch(now.Add(-*tt.used))
+			}
+			if tt.prevUsed != nil {
+				usage.TouchPrevious(tt.prevUsed.gen, now.Add(-tt.prevUsed.ago))
+			}
+			plan := testWriter(now, 20).schedule(idx.Keys(), now)
+			if got := len(plan.batch) == 1; got != tt.wantDue {
+				t.Fatalf("due = %v, want %v", got, tt.wantDue)
+			}
+			if !tt.wantDue {
+				return
+			}
+			d := plan.batch[0]
+			wantAt := now.Add(-*tt.used).Truncate(time.Second)
+			if tt.wantAt != nil {
+				wantAt = now.Add(-*tt.wantAt).Truncate(time.Second)
+			}
+			if !d.at.Equal(wantAt) {
+				t.Errorf("lastUsedAt written %v, want %v", d.at, wantAt)
+			}
+			var want keyindex.PreviousUse
+			if tt.want != nil {
+				want = keyindex.PreviousUse{Generation: tt.want.gen, At: now.Add(-tt.want.ago).Truncate(time.Second)}
+			}
+			if d.prevAt.Generation != want.Generation || !d.prevAt.At.Equal(want.At) {
+				t.Errorf("previousKeyUse written %+v, want %+v", d.prevAt, want)
+			}
+			if d.prevAt.Generation != 0 && d.prevAt.At.After(d.at) {
+				t.Errorf("previousKeyUse %v after lastUsedAt %v", d.prevAt.At, d.at)
+			}
+		})
+	}
+}
+
+// TestTouchPrevious: the request path records the newest use of the newest old generation; a
+// request that raced a rotation does not take the record back to an older one.
+func TestTouchPrevious(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		touches []keyindex.PreviousUse
+		want    keyindex.PreviousUse
+	}{
+		{name: "none", want: keyindex.PreviousUse{}},
+		{name: "one", touches: []keyindex.PreviousUse{{Generation: 2, At: t0}}, want: keyindex.PreviousUse{Generation: 2, At: t0}},
+		{name: "a later use a second on", touches: []keyindex.PreviousUse{{Generation: 2, At: t0}, {Generation: 2, At: t0.Add(time.Second)}},
+			want: keyindex.PreviousUse{Generation: 2, At: t0.Add(time.Second)}},
+		{name: "within a second: kept as it was", touches: []keyindex.PreviousUse{{Generation: 2, At: t0}, {Generation: 2, At: t0.Add(time.Second / 2)}},
+			want: keyindex.PreviousUse{Generation: 2, At: t0}},
+		{name: "a newer rotation's old key", touches: []keyindex.PreviousUse{{Generation: 2, At: t0}, {Generation: 3, At: t0.Add(time.Millisecond)}},
+			want: keyindex.PreviousUse{Generation: 3, At: t0.Add(time.Millisecond)}},
+		{name: "an older generation after a newer one: ignored", touches: []keyindex.PreviousUse{{Generation: 3, At: t0}, {Generation: 2, At: t0.Add(time.Minute)}},
+			want: keyindex.PreviousUse{Generation: 3, At: t0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var u keyindex.Usage
+			for _, p := range tt.touches {
+				u.TouchPrevious(p.Generation, p.At)
+			}
+			if got := u.PreviousUsed(); got.Generation != tt.want.Generation || !got.At.Equal(tt.want.At) {
+				t.Errorf("PreviousUsed = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
