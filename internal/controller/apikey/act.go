@@ -136,18 +136,30 @@ func (applyTemplate) do(ctx context.Context, r *Reconciler, s *keyState, _ decis
 	return outcome{}, nil
 }
 
-// dropPrevious drops the previous key's hash: its grace period ended.
-type dropPrevious struct{}
+// dropPrevious drops the previous key's hash: its grace period ended, or its consumers moved.
+type dropPrevious struct {
+	// early is the evidence that ended the grace before its fixed end ("" when it ran out).
+	early string
+}
 
-func (dropPrevious) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (outcome, error) {
+func (p dropPrevious) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (outcome, error) {
 	before := s.hash.DeepCopy()
 	keysecret.DropPrevious(s.hash)
 	if err := r.Client.Patch(ctx, s.hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return outcome{}, fmt.Errorf("dropping the previous key's hash: %w", err)
 	}
+	if p.early != "" {
+		log.FromContext(ctx).Info("the previous key's grace ended early: its consumers moved", "hint", s.key.Status.KeyHint)
+		r.Recorder.Eventf(s.key, nil, corev1.EventTypeNormal, ReasonGraceEndedEarly, "EndGrace", "%s", p.early)
+		return outcome{}, nil
+	}
 	log.FromContext(ctx).Info("the previous key's grace period ended", "hint", s.key.Status.KeyHint)
 	return outcome{}, nil
 }
+
+// ReasonGraceEndedEarly is the Event reason of an old key whose grace ended before its fixed
+// end because its consumers moved to the new key (spec.graceEndsWhenUnusedFor).
+const ReasonGraceEndedEarly = "GraceEndedEarly"
 
 // expireReveal deletes the unclaimed reveal Secret whose deadline passed.
 type expireReveal struct{}

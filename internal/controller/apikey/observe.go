@@ -42,6 +42,9 @@ type keyState struct {
 	// leaks are the LeakReports of the system namespace for the hashes the hash Secret knows
 	// of (current, previous, last leaked), by hash.
 	leaks map[string]*switchboardv1alpha1.LeakReport
+	// consumers are the pods that take the delivery Secret and need a restart to see a new
+	// key, read only when the old key's grace may end on evidence (needsConsumers); nil: not read.
+	consumers *consumerState
 
 	// What was read from the API server rather than the cache, by confirm: an absence read
 	// there is an absence, one read from the cache may be the cache being behind.
@@ -113,6 +116,9 @@ func (r *Reconciler) observe(ctx context.Context, req types.NamespacedName) (*ke
 		if s.delivery, err = r.cachedSecret(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Spec.SecretName}); err != nil {
 			return nil, fmt.Errorf("reading the delivery Secret: %w", err)
 		}
+	}
+	if rec := s.record(); needsConsumers(s, rec) {
+		s.consumers = r.readConsumers(ctx, key, rec.IssuedAt)
 	}
 	var reveals corev1.SecretList
 	if err := r.Client.List(ctx, &reveals, client.InNamespace(key.Namespace), client.MatchingLabels{

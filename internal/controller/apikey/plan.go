@@ -98,6 +98,8 @@ type observation struct {
 	// life is the current key's life (apikey_lifecycle.go); known only for a key neither
 	// revoked nor expired.
 	life life
+	// grace is what the evidence says of the old key's grace (grace.go).
+	grace graceEvidence
 	// wake is the soonest time alone changes a fact or a decision.
 	wake requeue
 }
@@ -130,6 +132,9 @@ func observeFacts(s *keyState, p planParams) *observation {
 	if obs.hash == hashFound {
 		if until, ok := keysecret.PreviousValidUntil(s.hash); ok && s.now.Before(until) {
 			obs.wake.at(until.Sub(s.now))
+		}
+		if !obs.expired {
+			obs.grace = graceEvidenceOf(s, obs.rec, &obs.wake)
 		}
 	}
 	if key.Status.RevealSecretName != "" {

@@ -38,6 +38,7 @@ var apiKeyPolicies = chain{
 	{"HashUnconfirmed", hashUnconfirmed},
 	{"HashBehindStatus", hashBehindStatus},
 	{"RecordIncomplete", recordToComplete},
+	{"GraceEndsOnEvidence", graceEndsOnEvidence},
 	{"GraceEnded", graceEnded},
 	{"RevealDeadlinePassed", revealDeadlinePassed},
 	{"RevealUnconfirmed", revealUnconfirmed},

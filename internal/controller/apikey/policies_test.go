@@ -200,6 +200,14 @@ func TestPolicies(t *testing.T) {
 			{"an older switchboard's hash", policyState(func(s *keyState) { s.hash = keysecret.NewHash(s.key, "system", 2, apikey.Sum("h2")) }), true, "completeRecord"},
 			{"complete", policyState(nil), false, ""},
 		},
+		"GraceEndsOnEvidence": {
+			{"the old key unused for the quiet period, not delivered", graceState(false, nil), true, "dropPrevious"},
+			{"the old key used within it", graceState(false, func(s *keyState) { usedAt(s, 1, time.Minute) }), false, ""},
+			{"delivered, a pod holds the old key", graceState(true, func(s *keyState) { s.consumers = &consumerState{holders: []string{"api-1 (deployment/api)"}} }), false, ""},
+			{"delivered, workloads not readable", graceState(true, func(s *keyState) { s.consumers = &consumerState{unreadable: "forbidden"} }), false, ""},
+			{"delivered, every pod restarted", graceState(true, func(s *keyState) { s.consumers = &consumerState{} }), true, "dropPrevious"},
+			{"not asked for", graceState(false, func(s *keyState) { s.key.Spec.GraceEndsWhenUnusedFor = nil }), false, ""},
+		},
 		"GraceEnded": {
 			{"ended", policyState(func(s *keyState) {
 				s.hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())

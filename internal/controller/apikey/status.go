@@ -59,6 +59,8 @@ type keyFindings struct {
 	// and leakRefused says this reconcile recorded it.
 	leak        *leakFinding
 	leakRefused bool
+	// grace is what the evidence says of the old key's grace (grace.go).
+	grace graceEvidence
 }
 
 // findingsOf is what the status reports of an APIKey observed as obs after decision d was
@@ -69,7 +71,7 @@ func findingsOf(obs *observation, d decision, out outcome, life life) keyFinding
 	f := keyFindings{
 		revoked: obs.revoked || !out.revokedAt.IsZero(), revokedAt: obs.revokedAt, expired: obs.expired,
 		issuing: out.issuing, issued: out.issued, lostHint: out.lostHint, restored: out.restored,
-		conflict: obs.conflict, hash: obs.hash, reveal: obs.reveal, life: life,
+		conflict: obs.conflict, hash: obs.hash, reveal: obs.reveal, life: life, grace: obs.grace,
 	}
 	if !out.revokedAt.IsZero() {
 		f.revokedAt = out.revokedAt
@@ -134,6 +136,7 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 
 	setLifeConditions(key, f)
 	setLeakCondition(key, f.leak)
+	setGraceCondition(key, f)
 
 	switch f.reveal {
 	case switchboardv1alpha1.ReasonRevealPending:
@@ -372,4 +375,21 @@ func hintOf(key *switchboardv1alpha1.APIKey) string {
 		return "(none issued yet)"
 	}
 	return key.Status.KeyHint
+}
+
+// setGraceCondition sets GraceEvidence while an old key's grace may end on evidence, and keeps
+// what it last said once that grace is over (until the next rotation); a key that no longer
+// asks for it has none.
+func setGraceCondition(key *switchboardv1alpha1.APIKey, f *keyFindings) {
+	const cond = switchboardv1alpha1.ConditionGraceEvidence
+	switch {
+	case key.Spec.GraceEndsWhenUnusedFor == nil || f.revoked || f.expired:
+		meta.RemoveStatusCondition(&key.Status.Conditions, cond)
+	case f.grace.active:
+		status := metav1.ConditionFalse
+		if f.grace.moved {
+			status = metav1.ConditionTrue
+		}
+		controller.SetCondition(&key.Status.Conditions, key.Generation, cond, status, f.grace.reason, f.grace.message)
+	}
 }
