@@ -137,7 +137,7 @@ type APIKeyLifecycle struct {
 	// new one without a restart) started after it was written. Pods that mount the Secret as a
 	// whole volume see the new key without a restart and are judged by traffic alone. The fixed
 	// grace (spec.rotation.gracePeriod, the old key's own end) stays the upper bound. Reading
-	// pods and workloads takes the Role the namespace binds for switchboard (docs/key-lifecycle.md):
+	// pods and workloads takes the Role the namespace binds for switchboard (docs/keys.md):
 	// without it the pods cannot be judged, the grace ends at its fixed bound, and the
 	// GraceEvidence condition says so. From 2m (longer than the API server's lastUsedAt write
 	// interval) to 720h, written like 10m or 1h.

@@ -85,7 +85,13 @@ type keyReportKey struct {
 	LastUsedAt            *metav1.Time `json:"lastUsedAt,omitempty"`
 	RotatedAt             *metav1.Time `json:"rotatedAt,omitempty"`
 	PreviousKeyValidUntil *metav1.Time `json:"previousKeyValidUntil,omitempty"`
-	FailedRenewalAttempts int32        `json:"failedRenewalAttempts"`
+	// PreviousKeyLastUsedAt is the last use of the previous key (generation - 1) during its
+	// grace, as the API server recorded it (status.previousKeyUse); nil: none recorded.
+	PreviousKeyLastUsedAt *metav1.Time `json:"previousKeyLastUsedAt,omitempty"`
+	// GraceEvidence is what holds or ended the previous key's grace (spec.graceEndsWhenUnusedFor):
+	// its last use and the pods that still hold it, as the GraceEvidence condition says.
+	GraceEvidence         string `json:"graceEvidence,omitempty"`
+	FailedRenewalAttempts int32  `json:"failedRenewalAttempts"`
 	// RotationRequestedAt is a rotation requested and not carried out yet ("" when none).
 	RotationRequestedAt string `json:"rotationRequestedAt,omitempty"`
 }
@@ -99,6 +105,8 @@ type keyReportLifecycle struct {
 	// "cron 0 2 * * 1-5 +2h Europe/Paris".
 	RenewalWindows      []string `json:"renewalWindows,omitempty"`
 	RevokeWhenUnusedFor string   `json:"revokeWhenUnusedFor,omitempty"`
+	// GraceEndsWhenUnusedFor is the quiet period after which an old key's grace ends early.
+	GraceEndsWhenUnusedFor string `json:"graceEndsWhenUnusedFor,omitempty"`
 }
 
 // Delivery Secret states.
@@ -205,6 +213,7 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 		Lifecycle: keyReportLifecycle{
 			Lifetime: formatDuration(k.Spec.Lifetime), RenewBefore: formatDuration(k.Spec.RenewBefore),
 			RenewBeforePercentage: k.Spec.RenewBeforePercentage, RevokeWhenUnusedFor: formatDuration(k.Spec.RevokeWhenUnusedFor),
+			GraceEndsWhenUnusedFor: formatDuration(k.Spec.GraceEndsWhenUnusedFor),
 		},
 		Delivery: keyReportDelivery{SecretName: k.Spec.SecretName},
 		Reveal:   revealOf(k, state),
@@ -222,6 +231,12 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 	}
 	for _, a := range k.Spec.Audiences {
 		r.Policy.Audiences = append(r.Policy.Audiences, string(a))
+	}
+	if u := st.PreviousKeyUse; u != nil && u.KeyGeneration == st.KeyGeneration-1 {
+		r.Key.PreviousKeyLastUsedAt = u.LastUsedAt.DeepCopy()
+	}
+	if c := meta.FindStatusCondition(st.Conditions, switchboardv1alpha1.ConditionGraceEvidence); c != nil && st.PreviousKeyValidUntil != nil {
+		r.Key.GraceEvidence = c.Message
 	}
 	if rot := k.Spec.Rotation; rot != nil && rot.RequestedAt != st.LastHandledRotationAt {
 		r.Key.RotationRequestedAt = rot.RequestedAt
@@ -437,7 +452,11 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 		line("  Rotated", "%s", when(k.RotatedAt, now, "-"))
 	}
 	if v := k.PreviousKeyValidUntil; v != nil && now.Before(v.Time) {
-		line("  Previous key", "valid until %s", when(v, now, "-"))
+		line("  Previous key", "generation %d, valid until %s", k.Generation-1, when(v, now, "-"))
+		line("  Previous key last used", "%s", when(k.PreviousKeyLastUsedAt, now, "not since the rotation"))
+		if k.GraceEvidence != "" {
+			line("  Previous key held by", "%s", oneLine(k.GraceEvidence))
+		}
 	}
 	if k.RotationRequestedAt != "" {
 		line("  Rotation", "requested (%s), not carried out yet", k.RotationRequestedAt)
@@ -547,6 +566,9 @@ func lifecycleText(l keyReportLifecycle) string {
 	}
 	if l.RevokeWhenUnusedFor != "" {
 		parts = append(parts, "revoked once unused for "+l.RevokeWhenUnusedFor)
+	}
+	if l.GraceEndsWhenUnusedFor != "" {
+		parts = append(parts, "an old key's grace ends once it is unused for "+l.GraceEndsWhenUnusedFor+" and its pods restarted")
 	}
 	return strings.Join(parts, "; ")
 }

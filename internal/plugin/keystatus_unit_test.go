@@ -84,3 +84,40 @@ func TestRecentEventsKeepsTheLatest(t *testing.T) {
 		t.Fatalf("kept %d, first %d, last %d", len(got), got[0].Count, got[len(got)-1].Count)
 	}
 }
+
+// TestKeyReportShowsWhoHoldsTheOldKey: during a grace that ends on evidence, `key status` shows
+// the old key's generation, its last use, and the pods that still hold it (the GraceEvidence
+// condition's message); a use recorded for an older rotation is not shown as this one's.
+func TestKeyReportShowsWhoHoldsTheOldKey(t *testing.T) {
+	k := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "api", CreationTimestamp: *at(-48 * time.Hour)},
+		Spec: switchboardv1alpha1.APIKeySpec{SecretName: "api-key",
+			APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{GraceEndsWhenUnusedFor: &metav1.Duration{Duration: 10 * time.Minute}}},
+		Status: switchboardv1alpha1.APIKeyStatus{
+			KeyGeneration: 3, KeyHint: "sb_live_AbCd…wxyz", PreviousKeyValidUntil: at(2 * time.Hour),
+			PreviousKeyUse: &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: 2, LastUsedAt: *at(-3 * time.Minute)},
+			Conditions: []metav1.Condition{{Type: switchboardv1alpha1.ConditionGraceEvidence, Status: metav1.ConditionFalse,
+				Reason: switchboardv1alpha1.ReasonPodsHoldPreviousKey, LastTransitionTime: *at(-time.Minute),
+				Message: "key generation 2 was last used at …, but pod api-7d9f-x2k (deployment/api) started before key generation 3 was written"}},
+		},
+	}
+	var out strings.Builder
+	if err := printKeyReport(&out, newKeyReport(k, now), now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Previous key:", "generation 2, valid until 2026-11-22T14:00:00Z",
+		"Previous key last used:", "2026-11-22T11:57:00Z (3m ago)",
+		"Previous key held by:", "pod api-7d9f-x2k (deployment/api)",
+		"an old key's grace ends once it is unused for 10m",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	k.Status.PreviousKeyUse.KeyGeneration = 1 // an older rotation's old key
+	if r := newKeyReport(k, now); r.Key.PreviousKeyLastUsedAt != nil {
+		t.Errorf("shows generation 1's use as the previous key's: %v", r.Key.PreviousKeyLastUsedAt)
+	}
+}
