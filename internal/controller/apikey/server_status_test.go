@@ -78,7 +78,7 @@ func installServerStatusPolicy(t *testing.T, ns, sa string, key *switchboardv1al
 		if err == nil {
 			return errors.New("a keyHint patch went through")
 		}
-		if !strings.Contains(err.Error(), "may change status.lastUsedAt of an APIKey and nothing else") {
+		if !strings.Contains(err.Error(), "may change status.lastUsedAt and status.previousKeyUse of an APIKey and nothing else") {
 			t.Fatalf("refused for another reason: %v", err)
 		}
 		return nil
@@ -123,6 +123,23 @@ func TestServerCannotRevokeOrMoveTheReveal(t *testing.T) {
 		fmt.Sprintf(`{"status":{"lastUsedAt":%q}}`, now.AddDate(0, -6, 0).Format(time.RFC3339)),
 		`{"status":{"lastUsedAt":null}}`,
 	} {
+		err := server.client.Status().Patch(testCtx(t), w.get(key), client.RawPatch(types.MergePatchType, []byte(patch)))
+		if err == nil || !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+			t.Fatalf("the server's identity patched %s: %v", patch, err)
+		}
+	}
+	// The old key's record of use (spec.graceEndsWhenUnusedFor) goes through, forward only: a
+	// later use or a newer generation; an earlier use of the same generation, an older
+	// generation and removing it are refused.
+	use := func(gen int64, at time.Time) string {
+		return fmt.Sprintf(`{"status":{"previousKeyUse":{"keyGeneration":%d,"lastUsedAt":%q}}}`, gen, at.Format(time.RFC3339))
+	}
+	for _, patch := range []string{use(1, now.Add(-time.Minute)), use(1, now), use(2, now.Add(-time.Hour))} {
+		if err := server.client.Status().Patch(testCtx(t), w.get(key), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatalf("the server's identity cannot write %s: %v", patch, err)
+		}
+	}
+	for _, patch := range []string{use(2, now.Add(-2*time.Hour)), use(1, now), `{"status":{"previousKeyUse":null}}`} {
 		err := server.client.Status().Patch(testCtx(t), w.get(key), client.RawPatch(types.MergePatchType, []byte(patch)))
 		if err == nil || !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
 			t.Fatalf("the server's identity patched %s: %v", patch, err)
