@@ -29,6 +29,7 @@ func TestChart(t *testing.T) {
 		{"client flow through the Service", testClientFlow, false},
 		{"renewal windows through the webhook", testRenewalWindowWebhook, true},
 		{"automatic renewal under load", testRenewalUnderLoad, false},
+		{"grace that ends on evidence", testGraceEndsOnEvidence, true},
 		{"leader failover", testFailover, false},
 		{"no key in logs or Events", testNoLeaks, false},
 		{"panel with single sign-on", testPanelSSO, false},
