@@ -34,6 +34,7 @@ func TestPolicyRoundTrips(t *testing.T) {
 		Spec: switchboardv1alpha1.APIKeySpec{
 			RateLimit:           rateLimit(100, "1m", ptr.To[int32](20)),
 			AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "2001:db8::/32", "203.0.113.7/32"},
+			APIKeyLifecycle:     switchboardv1alpha1.APIKeyLifecycle{GraceEndsWhenUnusedFor: &metav1.Duration{Duration: 2 * time.Minute}},
 		},
 	}
 	if err := env.Client.Create(ctx(t), key); err != nil {
@@ -44,7 +45,8 @@ func TestPolicyRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := got.Spec.RateLimit
-	if rl == nil || rl.Requests != 100 || rl.Period.Duration != time.Minute || rl.EffectiveBurst() != 20 || len(got.Spec.AllowedSourceRanges) != 3 {
+	if rl == nil || rl.Requests != 100 || rl.Period.Duration != time.Minute || rl.EffectiveBurst() != 20 || len(got.Spec.AllowedSourceRanges) != 3 ||
+		got.Spec.GraceEndsWhenUnusedFor == nil || got.Spec.GraceEndsWhenUnusedFor.Duration != 2*time.Minute {
 		t.Fatalf("the policy did not round-trip: %+v %v", rl, got.Spec.AllowedSourceRanges)
 	}
 }
@@ -128,6 +130,10 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 			[]string{"spec.renewBeforePercentage", "less than or equal to 99"}},
 		{"revokeWhenUnusedFor under a day", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{RevokeWhenUnusedFor: dur(time.Hour)}},
 			[]string{"spec.revokeWhenUnusedFor", "at least 24h"}},
+		{"graceEndsWhenUnusedFor under two minutes", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{GraceEndsWhenUnusedFor: dur(time.Minute)}},
+			[]string{"spec.graceEndsWhenUnusedFor", "from 2m to 720h"}},
+		{"graceEndsWhenUnusedFor over 30 days", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{GraceEndsWhenUnusedFor: dur(721 * time.Hour)}},
+			[]string{"spec.graceEndsWhenUnusedFor", "from 2m to 720h"}},
 		{"renewal windows without a renewal", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(720 * time.Hour),
 			RenewalWindows: []switchboardv1alpha1.APIKeyRenewalWindow{window(nil, 2*time.Hour)}}},
 			[]string{"spec", "renewalWindows need renewBefore or renewBeforePercentage"}},
