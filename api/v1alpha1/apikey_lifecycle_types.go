@@ -15,6 +15,8 @@ const (
 	MinKeyLifetime           = "2m"
 	MaxKeyLifetime           = "87600h" // ten years
 	MaxSecretTemplateEntries = 16
+	MinLeakOverlap           = "5s"
+	MaxLeakOverlap           = "5m"
 )
 
 // APIKeySecretTemplate is what the delivery Secret carries besides the key, for its consumers:
@@ -146,6 +148,20 @@ type APIKeyLifecycle struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$') && duration(self) >= duration('2m') && duration(self) <= duration('720h')",message="graceEndsWhenUnusedFor is from 2m to 720h, written like 10m or 1h"
 	GraceEndsWhenUnusedFor *metav1.Duration `json:"graceEndsWhenUnusedFor,omitempty"`
+
+	// leakOverlap, when set, has a leaked delivered key replaced first: after a verified leak
+	// report the new key is written to spec.secretName (and the workloads reading it rolled,
+	// where the namespace opted in), and the leaked key keeps working for this long, never
+	// longer, so that its consumers move without failed requests. From 5s (less is no overlap:
+	// no pod reads a new Secret that fast) to 5m (about what a kubelet takes to refresh a
+	// mounted Secret and a Deployment to roll; longer leaves a public key working for nothing),
+	// written like 30s or 2m. Absent: a leaked key is refused at once. A key that is only
+	// revealed is always refused at once: nothing moves to its replacement without a person.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$') && duration(self) >= duration('5s') && duration(self) <= duration('5m')",message="leakOverlap is from 5s to 5m, written like 30s or 2m"
+	LeakOverlap *metav1.Duration `json:"leakOverlap,omitempty"`
 }
 
 // Conditions and reasons of the lifecycle.

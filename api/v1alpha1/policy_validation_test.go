@@ -126,6 +126,10 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 			[]string{"spec", "renewBefore must be shorter than lifetime"}},
 		{"a lifetime under two minutes", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(time.Minute)}},
 			[]string{"spec.lifetime", "lifetime must be from 2m to 87600h"}},
+		{"a leakOverlap under 5s", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{LeakOverlap: dur(4 * time.Second)}},
+			[]string{"spec.leakOverlap", "leakOverlap is from 5s to 5m"}},
+		{"a leakOverlap over 5m", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{LeakOverlap: dur(5*time.Minute + time.Second)}},
+			[]string{"spec.leakOverlap", "leakOverlap is from 5s to 5m"}},
 		{"a percentage of 100", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{Lifetime: dur(24 * time.Hour), RenewBeforePercentage: ptr.To[int32](100)}},
 			[]string{"spec.renewBeforePercentage", "less than or equal to 99"}},
 		{"revokeWhenUnusedFor under a day", switchboardv1alpha1.APIKeySpec{APIKeyLifecycle: switchboardv1alpha1.APIKeyLifecycle{RevokeWhenUnusedFor: dur(time.Hour)}},
@@ -280,5 +284,23 @@ func TestRenewalWindowsThatOpenInTime(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			}
 		})
+	}
+}
+
+// TestLeakOverlapBounds: spec.leakOverlap is accepted at both of its bounds (the other side of
+// the cases TestInvalidPoliciesAreRejected refuses).
+func TestLeakOverlapBounds(t *testing.T) {
+	ns := env.Namespace(t, "overlap")
+	for i, bound := range []string{switchboardv1alpha1.MinLeakOverlap, switchboardv1alpha1.MaxLeakOverlap} {
+		d, err := time.ParseDuration(bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("o-%d", i)}}
+		key.Spec.SecretName = "o-key"
+		key.Spec.LeakOverlap = &metav1.Duration{Duration: d}
+		if err := env.Client.Create(ctx(t), key); err != nil {
+			t.Fatalf("leakOverlap %s refused: %v", bound, err)
+		}
 	}
 }

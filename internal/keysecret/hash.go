@@ -28,13 +28,14 @@ type Hashes struct {
 	Previous apikey.Hash
 	// PreviousValidUntil is when Previous stops being accepted.
 	PreviousValidUntil time.Time
-	// NotAfter is when Current stops being accepted (its lifetime's end); zero: never.
+	// NotAfter is when Current stops being accepted (its lifetime's end, or the end of a
+	// leaked key's overlap if sooner); zero: never.
 	NotAfter time.Time
 	// Revoked says the operator revoked the key (DataRevokedAt): no hash of the Secret is
 	// accepted any more.
 	Revoked bool
-	// CurrentLeaked says Current was reported leaked (DataLeakedHash): it is refused while its
-	// replacement is being issued.
+	// CurrentLeaked says Current was reported leaked (DataLeakedHash) with no overlap
+	// (DataLeakedAcceptedUntil): it is refused while its replacement is being issued.
 	CurrentLeaked bool
 }
 
@@ -64,7 +65,14 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	// Any value, even one that does not parse, revokes: a revocation is never half-understood.
 	h.Revoked = len(s.Data[DataRevokedAt]) > 0
 	leaked := string(s.Data[DataLeakedHash])
-	h.CurrentLeaked = leaked != "" && leaked == h.Current.String()
+	// A leaked key with an overlap (spec.leakOverlap) is accepted until the instant recorded,
+	// never later; without one, or with one that does not parse, it is refused now.
+	overlap, overlapErr := time.Parse(time.RFC3339, string(s.Data[DataLeakedAcceptedUntil]))
+	overlapping := leaked != "" && overlapErr == nil
+	h.CurrentLeaked = leaked != "" && leaked == h.Current.String() && !overlapping
+	if leaked != "" && leaked == h.Current.String() && overlapping && (h.NotAfter.IsZero() || overlap.Before(h.NotAfter)) {
+		h.NotAfter = overlap
+	}
 	prev := s.Data[DataPreviousHash]
 	if len(prev) == 0 {
 		return h, nil
@@ -75,7 +83,11 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	if h.PreviousValidUntil, err = time.Parse(time.RFC3339, string(s.Data[DataPreviousValidUntil])); err != nil {
 		return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataPreviousValidUntil, err)
 	}
-	h.HasPrevious = h.Previous != h.Current && h.Previous.String() != leaked
+	previousLeaked := h.Previous.String() == leaked
+	h.HasPrevious = h.Previous != h.Current && (!previousLeaked || overlapping)
+	if h.HasPrevious && previousLeaked && overlap.Before(h.PreviousValidUntil) {
+		h.PreviousValidUntil = overlap
+	}
 	if !h.HasPrevious {
 		h.Previous, h.PreviousValidUntil = apikey.Hash{}, time.Time{}
 	}

@@ -110,6 +110,14 @@ const (
 	DataLeakedAt         = "leaked.at"
 	DataLeakedGeneration = "leaked.generation"
 	DataLeakedLastUsedAt = "leaked.lastUsedAt"
+	// DataLeakedAcceptedUntil, when present, is the RFC 3339 instant until which the leaked
+	// key is still accepted (spec.leakOverlap: its replacement is delivered first); the API
+	// server refuses it from then on, and at once when the value does not parse.
+	DataLeakedAcceptedUntil = "leaked.acceptedUntil"
+	// DataLeakedRollout says what became of the rollout of the workloads that read a leaked
+	// delivered key's Secret: RolloutPending until the operator tried, then what it did, in a
+	// sentence (absent: no rollout is asked, the key was not delivered).
+	DataLeakedRollout = "leaked.rollout"
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"
 	// DataHint holds the key's hint in reveal, delivery and hash Secrets.

@@ -18,7 +18,17 @@ type Leak struct {
 	Generation int64
 	// LastUsedAt is when the APIKey was last used before the leak was acted on (zero: unknown).
 	LastUsedAt time.Time
+	// AcceptedUntil is when the leaked key stops being accepted, its replacement delivered
+	// first (spec.leakOverlap); zero: it is refused from At.
+	AcceptedUntil time.Time
+	// Rollout is what became of the rollout of the workloads reading the delivery Secret:
+	// RolloutPending, or what was done; "" when none is asked.
+	Rollout string
 }
+
+// RolloutPending is Leak.Rollout while the workloads reading a leaked delivered key's Secret
+// are still to be rolled.
+const RolloutPending = "pending"
 
 // LeakOf reads the leak record of hash Secret s; false when it has none.
 func LeakOf(s *corev1.Secret) (Leak, bool) {
@@ -30,18 +40,30 @@ func LeakOf(s *corev1.Secret) (Leak, bool) {
 	l.At, _ = time.Parse(time.RFC3339, string(s.Data[DataLeakedAt]))
 	l.Generation, _ = strconv.ParseInt(string(s.Data[DataLeakedGeneration]), 10, 64)
 	l.LastUsedAt, _ = time.Parse(time.RFC3339, string(s.Data[DataLeakedLastUsedAt]))
+	if raw := s.Data[DataLeakedAcceptedUntil]; len(raw) > 0 {
+		// One that does not parse is no overlap: the server refuses the key at once (ParseHash).
+		l.AcceptedUntil, _ = time.Parse(time.RFC3339, string(raw))
+	}
+	l.Rollout = string(s.Data[DataLeakedRollout])
 	return l, true
 }
 
 // SetLeaked records l in hash Secret s, replacing the record of an earlier leak, and drops the
-// previous key's hash when it is the one that leaked (its grace ends now). A current hash that
-// leaked stays until its replacement is issued, refused by the API server meanwhile (ParseHash).
+// previous key's hash when it is the one that leaked (its grace ends now, unless l.AcceptedUntil
+// keeps it until then). A current hash that leaked stays until its replacement is issued,
+// refused by the API server meanwhile, or from l.AcceptedUntil (ParseHash).
 func SetLeaked(s *corev1.Secret, l Leak) {
 	if s.Data == nil {
 		s.Data = map[string][]byte{}
 	}
-	if string(s.Data[DataPreviousHash]) == l.Hash {
+	if string(s.Data[DataPreviousHash]) == l.Hash && l.AcceptedUntil.IsZero() {
 		DropPrevious(s)
+	}
+	setTime(s, DataLeakedAcceptedUntil, l.AcceptedUntil)
+	if l.Rollout == "" {
+		delete(s.Data, DataLeakedRollout)
+	} else {
+		s.Data[DataLeakedRollout] = []byte(l.Rollout)
 	}
 	s.Data[DataLeakedHash] = []byte(l.Hash)
 	setTime(s, DataLeakedAt, l.At)

@@ -23,23 +23,33 @@ func TestLeakRecord(t *testing.T) {
 		keysecret.SetCurrent(s, key, 2, cur, at.Add(time.Hour))
 		return s
 	}
+	overlap := at.Add(30 * time.Second)
 	for _, tc := range []struct {
 		name                       string
 		leaked                     apikey.Hash
+		acceptedUntil              time.Time
 		currentLeaked, hasPrevious bool
 		hashes                     int
+		// notAfter and previousUntil: when the server stops accepting the current and the
+		// previous key (zero: never, or no previous key).
+		notAfter, previousUntil time.Time
 	}{
-		{"nothing leaked", apikey.Hash{}, false, true, 2},
-		{"the current key", cur, true, true, 2},
-		{"the previous key", old, false, false, 2},
-		{"a key the Secret no longer holds", apikey.Sum("k0"), false, true, 3},
+		{"nothing leaked", apikey.Hash{}, time.Time{}, false, true, 2, time.Time{}, at.Add(time.Hour)},
+		{"the current key", cur, time.Time{}, true, true, 2, time.Time{}, at.Add(time.Hour)},
+		{"the previous key", old, time.Time{}, false, false, 2, time.Time{}, time.Time{}},
+		{"a key the Secret no longer holds", apikey.Sum("k0"), time.Time{}, false, true, 3, time.Time{}, at.Add(time.Hour)},
+		{"the current key, with an overlap", cur, overlap, false, true, 2, overlap, at.Add(time.Hour)},
+		{"the previous key, with an overlap shorter than its grace", old, overlap, false, true, 2, time.Time{}, overlap},
+		{"the previous key, with an overlap longer than its grace", old, at.Add(2 * time.Hour), false, true, 2, time.Time{}, at.Add(time.Hour)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := rotated()
 			if tc.leaked != (apikey.Hash{}) {
-				keysecret.SetLeaked(s, keysecret.Leak{Hash: tc.leaked.String(), At: at, Generation: 1, LastUsedAt: at.Add(-time.Minute)})
+				keysecret.SetLeaked(s, keysecret.Leak{Hash: tc.leaked.String(), At: at, Generation: 1, LastUsedAt: at.Add(-time.Minute),
+					AcceptedUntil: tc.acceptedUntil, Rollout: keysecret.RolloutPending})
 				l, ok := keysecret.LeakOf(s)
-				if !ok || l.Hash != tc.leaked.String() || !l.At.Equal(at) || l.Generation != 1 || !l.LastUsedAt.Equal(at.Add(-time.Minute)) {
+				if !ok || l.Hash != tc.leaked.String() || !l.At.Equal(at) || l.Generation != 1 || !l.LastUsedAt.Equal(at.Add(-time.Minute)) ||
+					!l.AcceptedUntil.Equal(tc.acceptedUntil) || l.Rollout != keysecret.RolloutPending {
 					t.Fatalf("LeakOf = %+v, %v", l, ok)
 				}
 			} else if _, ok := keysecret.LeakOf(s); ok {
@@ -52,9 +62,32 @@ func TestLeakRecord(t *testing.T) {
 			if h.CurrentLeaked != tc.currentLeaked || h.HasPrevious != tc.hasPrevious {
 				t.Fatalf("CurrentLeaked %v HasPrevious %v, want %v %v", h.CurrentLeaked, h.HasPrevious, tc.currentLeaked, tc.hasPrevious)
 			}
+			if !h.NotAfter.Equal(tc.notAfter) || !h.PreviousValidUntil.Equal(tc.previousUntil) {
+				t.Fatalf("NotAfter %v PreviousValidUntil %v, want %v %v", h.NotAfter, h.PreviousValidUntil, tc.notAfter, tc.previousUntil)
+			}
 			if n := len(keysecret.HashesOf(s)); n != tc.hashes {
 				t.Fatalf("HashesOf: %d hashes, want %d", n, tc.hashes)
 			}
 		})
+	}
+}
+
+// TestLeakOverlapThatDoesNotParse: an overlap the server cannot read is no overlap: the leaked
+// key, current or previous, is refused at once.
+func TestLeakOverlapThatDoesNotParse(t *testing.T) {
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "k", UID: "u1"}}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, leaked := range []apikey.Hash{apikey.Sum("k1"), apikey.Sum("k2")} {
+		s := keysecret.NewHash(key, "sys", 1, apikey.Sum("k1"))
+		keysecret.SetCurrent(s, key, 2, apikey.Sum("k2"), at.Add(time.Hour))
+		keysecret.SetLeaked(s, keysecret.Leak{Hash: leaked.String(), At: at, Generation: 1, AcceptedUntil: at.Add(time.Minute)})
+		s.Data[keysecret.DataLeakedAcceptedUntil] = []byte("soon")
+		h, err := keysecret.ParseHash(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accepted := leaked == h.Current && !h.CurrentLeaked || leaked == h.Previous && h.HasPrevious; accepted {
+			t.Fatalf("the leaked key %s is accepted with an overlap that does not parse: %+v", leaked, h)
+		}
 	}
 }
