@@ -60,8 +60,10 @@ type outcome struct {
 	revokedAt time.Time
 	// lifeChanged: the record of the key's life was written; its conditions are read again.
 	lifeChanged bool
-	// leakRefused: the action recorded a leaked key in the hash Secret, which refuses it.
+	// leakRefused: the action recorded a leaked key in the hash Secret, which refuses it;
+	// leakRolled: it rolled (or found it may not roll) the workloads reading its delivery Secret.
 	leakRefused bool
+	leakRolled  bool
 	// after is how soon to look again (0: when the observation says).
 	after time.Duration
 }

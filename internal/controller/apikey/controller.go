@@ -177,7 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		life = lifeOf(s, s.record(), p, &wake)
 	}
 	f := findingsOf(obs, d, out, life)
-	f.leak, f.leakRefused = leakFindingOf(s), out.leakRefused
+	f.leak, f.leakRefused, f.leakRolled = leakFindingOf(s), out.leakRefused, out.leakRolled
 	if r.mirror(ctx, s, d, f) {
 		f.restored = true
 	}

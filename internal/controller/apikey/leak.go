@@ -18,6 +18,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/workloads"
 )
 
 // Leaks: a LeakReport in the system namespace (written there by switchboard's receiver of
@@ -34,15 +35,38 @@ const LeakHashIndex = "switchboard.dev/key-hash"
 // ReasonKeyLeaked is the Event reason of a key refused because a verified report said it leaked.
 const ReasonKeyLeaked = "KeyLeaked"
 
-// keysLeaked counts the keys refused for a leak, by the report's source (two values).
+// keysLeaked counts the keys refused for a leak, by the report's source (two values) and what
+// was done (leakActions). Where the key was found is in the Event and the Leaked condition: a
+// URL is no label.
 var keysLeaked = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "switchboard_operator_keys_leaked_total",
-	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source.",
-}, []string{"source"})
+	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), refused (no replacement: a previous key in its grace, or nothing to replace it with).",
+}, []string{"source", "action"})
 
-// The counter is registered once with controller-runtime's registry, which the operator's
+// The actions of keysLeaked.
+const (
+	leakActionReplaced        = "replaced"
+	leakActionReplacedOverlap = "replaced_after_overlap"
+	leakActionRefused         = "refused"
+)
+
+// leakRollouts counts the rollouts of the workloads reading a leaked delivered key's Secret,
+// by outcome (rolled, none_found, not_opted_in, partly_allowed, failed); workloadsRolled counts
+// the workloads restarted.
+var (
+	leakRollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_operator_leak_rollouts_total",
+		Help: "Rollouts of the workloads reading a leaked delivered key's Secret, by outcome: rolled, none_found, not_opted_in (the namespace granted nothing), partly_allowed, failed (retried).",
+	}, []string{"outcome"})
+	workloadsRolled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_operator_leak_workloads_rolled_total",
+		Help: "Workloads (Deployments, StatefulSets, DaemonSets) restarted because the delivery Secret they read held a leaked key, now replaced.",
+	})
+)
+
+// The counters are registered once with controller-runtime's registry, which the operator's
 // metrics endpoint serves.
-func init() { ctrlmetrics.Registry.MustRegister(keysLeaked) }
+func init() { ctrlmetrics.Registry.MustRegister(keysLeaked, leakRollouts, workloadsRolled) }
 
 // leakHashes is the LeakHashIndex value of a hash Secret of the system namespace.
 func leakHashes(systemNamespace string) client.IndexerFunc {
@@ -117,8 +141,11 @@ func leakOf(s *keyState, obs *observation) (leakToAct, bool) {
 	current, previous := string(s.hash.Data[keysecret.DataHash]), string(s.hash.Data[keysecret.DataPreviousHash])
 	recorded, _ := keysecret.LeakOf(s.hash)
 	canReplace := !obs.expired && obs.rec != nil
+	// A leaked key replaced with an overlap stays the previous key until the overlap ends,
+	// when the server stops accepting it and GraceEnded drops it.
+	overlapping := recorded.Hash == previous && s.now.Before(recorded.AcceptedUntil)
 	switch {
-	case previous != "" && s.leaks[previous] != nil:
+	case previous != "" && s.leaks[previous] != nil && !overlapping:
 		return leakToAct{report: s.leaks[previous], hash: previous, previous: true}, true
 	case current != "" && s.leaks[current] != nil && recorded.Hash != current:
 		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace}, true
@@ -147,9 +174,19 @@ func leaked(in input) (decision, bool) {
 	return d, true
 }
 
-// refuseLeaked records the leak in the hash Secret (the server refuses the hash from then on),
-// then, for a current key, issues its replacement with no grace.
+// refuseLeaked records the leak in the hash Secret (the server refuses the hash from then on,
+// or from the end of spec.leakOverlap), then, for a current key, issues its replacement with no
+// grace (or that overlap), and rolls the workloads that read a delivery Secret.
 type refuseLeaked struct{ leak leakToAct }
+
+// leakOverlap is how long a leaked current key of s stays accepted once it is replaced:
+// spec.leakOverlap for a delivered key, 0 (refused at once) otherwise.
+func leakOverlap(s *keyState, l leakToAct) time.Duration {
+	if !l.replace || l.previous || s.key.Spec.LeakOverlap == nil || !delivered(s.key, s.record()) {
+		return 0
+	}
+	return s.key.Spec.LeakOverlap.Duration
+}
 
 // confirm: the hash Secret as the API server has it decides, or a cache behind the last
 // replacement would replace the key twice.
@@ -178,6 +215,13 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		if key.Status.LastUsedAt != nil {
 			rec.LastUsedAt = key.Status.LastUsedAt.Time
 		}
+		if d := leakOverlap(s, l); d > 0 {
+			// Truncated, so never later than asked: the server honours it to the second.
+			rec.AcceptedUntil = s.now.Add(d).Truncate(time.Second)
+		}
+		if delivered(key, s.record()) {
+			rec.Rollout = keysecret.RolloutPending
+		}
 		keysecret.SetLeaked(hash, rec)
 		out.leakRefused = true
 	}
@@ -186,20 +230,101 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 			return outcome{}, fmt.Errorf("recording the leaked key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
 		}
 	}
+	recorded, _ := keysecret.LeakOf(hash)
 	if out.leakRefused {
-		source := ""
+		source, action := "", leakActionRefused
 		if l.report != nil {
 			source = l.report.Spec.Source
 		}
-		keysLeaked.WithLabelValues(source).Inc()
-		log.FromContext(ctx).Info("refused the leaked key", "previous", l.previous)
+		switch {
+		case l.replace && !recorded.AcceptedUntil.IsZero():
+			action = leakActionReplacedOverlap
+		case l.replace:
+			action = leakActionReplaced
+		}
+		keysLeaked.WithLabelValues(source, action).Inc()
+		log.FromContext(ctx).Info("refused the leaked key", "previous", l.previous, "acceptedUntil", recorded.AcceptedUntil)
 	}
-	if !l.replace {
+	if l.replace {
+		// With an overlap, the leaked key becomes the previous key until its recorded end:
+		// after a crash, a later run gives it what is left of it, never more.
+		var grace time.Duration
+		if !recorded.AcceptedUntil.IsZero() {
+			grace = max(recorded.AcceptedUntil.Sub(s.now), 0)
+		}
+		issued, err := issue{grace: grace}.do(ctx, r, s, d)
+		issued.leakRefused = out.leakRefused
+		if err != nil || !issued.issued {
+			return issued, err
+		}
+		out = issued
+	}
+	if recorded.Rollout != keysecret.RolloutPending || !delivered(key, s.record()) {
 		return out, nil
 	}
-	issued, err := issue{}.do(ctx, r, s, d)
-	issued.leakRefused = out.leakRefused
-	return issued, err
+	rolled, err := rollLeaked{}.do(ctx, r, s, d)
+	if err != nil {
+		// The key is refused and replaced, which the status must say; LeakRollout retries.
+		log.FromContext(ctx).Error(err, "rolling the workloads that read the delivery Secret; retrying")
+		out.after = staleRetry
+		return out, nil
+	}
+	out.leakRolled = rolled.leakRolled
+	return out, nil
+}
+
+// leakRollout: the workloads reading a leaked key's delivery Secret are still to be rolled,
+// now that it holds the replacement (a run of refuseLeaked stopped before it, or failed at it).
+func leakRollout(in input) (decision, bool) {
+	s, rec := in.s, in.obs.rec
+	if s.hash == nil || in.obs.expired || in.obs.conflict != "" || !delivered(s.key, rec) {
+		return decision{}, false
+	}
+	l, ok := keysecret.LeakOf(s.hash)
+	if !ok || l.Rollout != keysecret.RolloutPending || rec.Generation <= l.Generation {
+		return decision{}, false
+	}
+	return decision{do: rollLeaked{}, why: "the workloads reading the leaked key's delivery Secret are not rolled yet"}, true
+}
+
+// rollLeaked rolls the workloads of the APIKey's namespace that read its delivery Secret, with
+// the rights the namespace granted (none: not opted in), and records what it did in the leak
+// record, so that it is done once.
+type rollLeaked struct{}
+
+// confirm: a cache behind the record would roll the workloads twice.
+func (rollLeaked) confirm(ctx context.Context, r *Reconciler, s *keyState) (bool, error) {
+	return true, r.liveHash(ctx, s)
+}
+
+func (rollLeaked) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (outcome, error) {
+	key, hash := s.key, s.hash
+	res, err := workloads.Roll(ctx, r.APIReader, r.Client, key.Namespace, key.Spec.SecretName, s.now)
+	if err != nil {
+		leakRollouts.WithLabelValues("failed").Inc()
+		return outcome{}, fmt.Errorf("rolling the workloads that read Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
+	}
+	l, _ := keysecret.LeakOf(hash)
+	l.Rollout = res.String()
+	before := hash.DeepCopy()
+	keysecret.SetLeaked(hash, l)
+	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return outcome{}, fmt.Errorf("recording the rollout in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
+	}
+	counted := "rolled"
+	switch {
+	case res.NotOptedIn():
+		counted = "not_opted_in"
+	case len(res.Forbidden) > 0:
+		counted = "partly_allowed"
+	case len(res.Rolled) == 0:
+		counted = "none_found"
+	}
+	leakRollouts.WithLabelValues(counted).Inc()
+	workloadsRolled.Add(float64(len(res.Rolled)))
+	log.FromContext(ctx).Info("rolled the workloads that read the delivery Secret of a leaked key", "secret", key.Spec.SecretName,
+		"rolled", res.Rolled, "forbidden", res.Forbidden)
+	return outcome{leakRolled: true}, nil
 }
 
 // leakFinding is what the Leaked condition says: the last leak the hash Secret records.
@@ -239,8 +364,19 @@ func (f *leakFinding) message(key *switchboardv1alpha1.APIKey) string {
 		used = "the APIKey was last used at " + f.leak.LastUsedAt.UTC().Format(time.RFC3339)
 	}
 	done := "it is refused; no replacement is issued (see Ready)"
-	if f.replaced {
+	switch {
+	case f.replaced && !f.leak.AcceptedUntil.IsZero():
+		done = fmt.Sprintf("it is replaced first, by %s, and refused from %s (spec.leakOverlap)",
+			key.Status.KeyHint, f.leak.AcceptedUntil.UTC().Format(time.RFC3339))
+	case f.replaced:
 		done = fmt.Sprintf("it is refused and replaced; the current key is %s", key.Status.KeyHint)
+	}
+	switch f.leak.Rollout {
+	case "":
+	case keysecret.RolloutPending:
+		done += fmt.Sprintf("; the workloads reading Secret %s are not rolled yet", key.Spec.SecretName)
+	default:
+		done += fmt.Sprintf("; Secret %s: %s", key.Spec.SecretName, f.leak.Rollout)
 	}
 	return fmt.Sprintf("key %s was reported leaked by %s at %s, found at %s; %s (%s)",
 		hint, source, f.leak.At.UTC().Format(time.RFC3339), where, done, used)

@@ -128,8 +128,8 @@ func TestLeakedDeliveredKeyIsRefusedAndReplaced(t *testing.T) {
 	kt.assertNoPlaintext(key, next)
 }
 
-// leaksCounted reads switchboard_operator_keys_leaked_total{source} from the operator's
-// registry (tests in parallel may add to it: compare before and after).
+// leaksCounted reads switchboard_operator_keys_leaked_total{source}, all actions, from the
+// operator's registry (tests in parallel may add to it: compare before and after).
 func leaksCounted(t *testing.T, source string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
@@ -140,13 +140,15 @@ func leaksCounted(t *testing.T, source string) float64 {
 		if f.GetName() != "switchboard_operator_keys_leaked_total" {
 			continue
 		}
+		var n float64
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "source" && l.GetValue() == source {
-					return m.GetCounter().GetValue()
+					n += m.GetCounter().GetValue()
 				}
 			}
 		}
+		return n
 	}
 	return 0
 }
@@ -282,4 +284,102 @@ func (kt *keyTest) assertUntouched(key *switchboardv1alpha1.APIKey, secretName s
 	if _, ok := kt.mustHash(key).Data[keysecret.DataLeakedHash]; ok {
 		kt.t.Fatal("a leak recorded in the hash Secret")
 	}
+}
+
+// TestLeakOverlapReplacesFirst: with spec.leakOverlap, a leaked delivered key's replacement is
+// written first and the leaked key keeps working for the overlap, never longer: measured
+// second by second on the index the server builds, at the operator's injected clock.
+func TestLeakOverlapReplacesFirst(t *testing.T) {
+	const overlap = 30 * time.Second
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("overlap", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.SecretName = "overlap-key"
+		k.Spec.LeakOverlap = durationOf(overlap)
+	}), 1)
+	old := kt.delivered("overlap-key")
+	counted := leaksCountedAs(t, switchboardv1alpha1.LeakSourceGitHubPartner, "replaced_after_overlap")
+	acted := kt.op.Clock.Now()
+	kt.report(kt.system, old)
+
+	got := kt.waitIssued(key, 2)
+	next := kt.delivered("overlap-key")
+	if next == old {
+		t.Fatal("the delivery Secret still holds the leaked key")
+	}
+	// The last instant the leaked key is accepted, from the moment the operator acted (its
+	// clock does not move here) to well past the overlap.
+	var last time.Duration = -1
+	for d := time.Duration(0); d <= 2*overlap; d += time.Second {
+		if !kt.refusedAt(got, old, acted.Add(d)) {
+			last = d
+		}
+		if kt.refusedAt(got, next, acted.Add(d)) {
+			t.Fatalf("the replacement is refused %v after the leak was acted on", d)
+		}
+	}
+	t.Logf("the leaked key was accepted until %v after the leak was acted on (leakOverlap %v)", last, overlap)
+	if last < overlap-time.Second || last >= overlap {
+		t.Fatalf("the leaked key was last accepted %v after the leak was acted on; want just under the overlap, %v", last, overlap)
+	}
+	if got.Status.PreviousKeyValidUntil == nil || got.Status.PreviousKeyValidUntil.Time.After(acted.Add(overlap)) {
+		t.Fatalf("previousKeyValidUntil %v, want at most %v", got.Status.PreviousKeyValidUntil, acted.Add(overlap))
+	}
+	got = kt.waitFor(key, "Leaked says the overlap", func(k *switchboardv1alpha1.APIKey) error {
+		c, err := condition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(c.Message, "replaced first") || !strings.Contains(c.Message, got.Status.KeyHint) {
+			return fmt.Errorf("Leaked says %q", c.Message)
+		}
+		return nil
+	})
+	if n := leaksCountedAs(t, switchboardv1alpha1.LeakSourceGitHubPartner, "replaced_after_overlap"); n < counted+1 {
+		t.Fatalf("keys_leaked_total{action=replaced_after_overlap} went from %v to %v", counted, n)
+	}
+
+	// Once the overlap ends the operator drops the leaked hash; nothing more is issued.
+	kt.op.Clock.Step(overlap)
+	poke(t, got)
+	kt.waitFor(key, "the overlap over", func(k *switchboardv1alpha1.APIKey) error {
+		if k.Status.PreviousKeyValidUntil != nil {
+			return fmt.Errorf("previousKeyValidUntil %v", k.Status.PreviousKeyValidUntil)
+		}
+		return nil
+	})
+	if _, ok := kt.mustHash(key).Data[keysecret.DataPreviousHash]; ok {
+		t.Fatal("the hash Secret keeps the leaked key's hash after the overlap")
+	}
+	if g := kt.get(key).Status.KeyGeneration; g != 2 || kt.delivered("overlap-key") != next {
+		t.Fatalf("the end of the overlap issued another key (generation %d)", g)
+	}
+}
+
+// refusedAt says whether the index the server builds refuses plaintext at t.
+func (kt *keyTest) refusedAt(key *switchboardv1alpha1.APIKey, plaintext string, t time.Time) bool {
+	return kt.lookupAt(key, plaintext, t) != keyindex.OK
+}
+
+// leaksCountedAs reads switchboard_operator_keys_leaked_total{source,action}.
+func leaksCountedAs(t *testing.T, source, action string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "switchboard_operator_keys_leaked_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == source && labels["action"] == action {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

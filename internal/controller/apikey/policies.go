@@ -22,6 +22,7 @@ var apiKeyPolicies = chain{
 	{"Revoked", revoked},
 	// A leaked key: refused at once, and replaced with no grace, before anything else is done.
 	{"Leaked", leaked},
+	{"LeakRollout", leakRollout},
 	// The record of issuance: a first key, a rotation, a status to put back.
 	{"StatusBehindRecord", statusBehindRecord},
 	{"KeyToIssue", keyToIssue},

@@ -56,9 +56,11 @@ type keyFindings struct {
 	// life is the current key's life (apikey_lifecycle.go).
 	life life
 	// leak is the last leak the hash Secret records (nil: none, or the hash Secret not seen),
-	// and leakRefused says this reconcile recorded it.
+	// leakRefused says this reconcile recorded it, leakRolled that it rolled the workloads
+	// reading its delivery Secret (or found it may not).
 	leak        *leakFinding
 	leakRefused bool
+	leakRolled  bool
 	// grace is what the evidence says of the old key's grace (grace.go).
 	grace graceEvidence
 }
@@ -258,7 +260,9 @@ func transitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings, now 
 			after.Spec.SecretName, hint, gen, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
 		t.key = previous(keyEvent(webhookdelivery.KeyRenewed, t.note))
 	}
-	if f.leakRefused && f.leak != nil {
+	if (f.leakRefused || f.leakRolled) && f.leak != nil {
+		// One Event in the usual run, which refuses, replaces and rolls; a rollout a later run
+		// finished says it again, completed (its key event has the same id: one delivery).
 		t := event(corev1.EventTypeWarning, ReasonKeyLeaked, "RefuseLeakedKey", "%s", f.leak.message(after))
 		t.key = leakEvent(before, after, f.leak, t.note)
 	}
