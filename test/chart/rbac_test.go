@@ -198,6 +198,45 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	}
 }
 
+// TestRolloutRoleIsShippedUnbound: the chart and config/rbac ship the ClusterRole a tenant
+// binds in its namespace to have its workloads rolled when a key they read leaks (get, list and
+// patch of Deployments, StatefulSets and DaemonSets, nothing else), and nothing binds it:
+// switchboard holds no right on workloads until a tenant grants one in its namespace.
+func TestRolloutRoleIsShippedUnbound(t *testing.T) {
+	want := grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list", "patch"}},
+	})
+	for source, objs := range renderings(t) {
+		role := rolesOf(t, objs, "ClusterRole")["switchboard-rollout"]
+		if role == nil {
+			t.Fatalf("%s has no ClusterRole switchboard-rollout", source)
+		}
+		if got := grants(role.Rules); !slices.Equal(got, want) {
+			t.Errorf("%s: switchboard-rollout grants\n%s\nwant\n%s", source, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		for _, o := range objs {
+			if kind := o.GetKind(); kind != "RoleBinding" && kind != "ClusterRoleBinding" {
+				continue
+			}
+			if name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); name == "switchboard-rollout" {
+				t.Errorf("%s: %s %s binds switchboard-rollout; only a tenant may", source, o.GetKind(), o.GetName())
+			}
+		}
+		for name, r := range rolesOf(t, objs, "ClusterRole") {
+			for _, g := range grants(r.Rules) {
+				if name != "switchboard-rollout" && strings.HasPrefix(g, "apps ") && strings.Contains(name, "operator") {
+					t.Errorf("%s: ClusterRole %s grants %q: the operator gets workloads only from tenants", source, name, g)
+				}
+			}
+		}
+	}
+	for _, o := range render(t, []string{"operator.rolloutClusterRole.enabled=false"}) {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "switchboard-rollout" {
+			t.Error("operator.rolloutClusterRole.enabled=false still renders switchboard-rollout")
+		}
+	}
+}
+
 // TestPanelIdentityOnlyReviewsTokens: in both renderings the panel runs apart from the /v1
 // server, under an identity that may only create TokenReviews, and the server's identity no
 // longer may.
