@@ -122,22 +122,27 @@ func actAs(t *testing.T, saNS, sa, clusterRole, bindNS string) principal {
 	if err := env.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	user := fmt.Sprintf("system:serviceaccount:%s:%s", saNS, sa)
+	c, err := client.New(serviceAccountConfig(t, saNS, sa), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return principal{name: fmt.Sprintf("system:serviceaccount:%s:%s", saNS, sa), client: c}
+}
+
+// serviceAccountConfig is a client configuration that authenticates as ServiceAccount sa of
+// saNS with a token minted for it (TokenRequest), as a pod's would.
+func serviceAccountConfig(t *testing.T, saNS, sa string) *rest.Config {
+	t.Helper()
 	clientset, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := clientset.CoreV1().ServiceAccounts(saNS).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+	token, err := clientset.CoreV1().ServiceAccounts(saNS).CreateToken(testCtx(t), sa, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("minting a token for %s: %v", user, err)
+		t.Fatalf("minting a token for ServiceAccount %s/%s: %v", saNS, sa, err)
 	}
-	cfg := &rest.Config{Host: env.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, BearerToken: token.Status.Token, QPS: 100, Burst: 200}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return principal{name: user, client: c}
+	return &rest.Config{Host: env.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, BearerToken: token.Status.Token, QPS: 100, Burst: 200}
 }
 
 // can asks the API server whether p may do verb on resource (with subresource) in ns.
