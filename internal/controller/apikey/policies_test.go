@@ -111,6 +111,41 @@ func TestPolicies(t *testing.T) {
 				s.leaks = map[string]*switchboardv1alpha1.LeakReport{apikey.Sum("other").String(): {}}
 			}), false, ""},
 			{"no report", policyState(nil), false, ""},
+			{"replaced with an overlap, the leaked key still accepted", deliveredPolicyState(func(s *keyState) {
+				leaked := string(s.hash.Data[keysecret.DataHash])
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: leaked, Generation: 2, AcceptedUntil: planNow.Add(time.Minute)})
+				keysecret.SetCurrent(s.hash, s.key, 3, apikey.Sum("k3"), planNow.Add(time.Minute))
+				reportLeak(s, keysecret.DataPreviousHash)
+			}), false, ""},
+			{"replaced with an overlap that ended", deliveredPolicyState(func(s *keyState) {
+				leaked := string(s.hash.Data[keysecret.DataHash])
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: leaked, Generation: 2, AcceptedUntil: planNow})
+				keysecret.SetCurrent(s.hash, s.key, 3, apikey.Sum("k3"), planNow)
+				reportLeak(s, keysecret.DataPreviousHash)
+			}), true, "refuseLeaked"},
+		},
+		"LeakRollout": {
+			{"replaced, its rollout pending", deliveredPolicyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: apikey.Sum("k1").String(), Generation: 1, Rollout: keysecret.RolloutPending})
+			}), true, "rollLeaked"},
+			{"not replaced yet", deliveredPolicyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2, Rollout: keysecret.RolloutPending})
+			}), false, ""},
+			{"rolled already", deliveredPolicyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: apikey.Sum("k1").String(), Generation: 1, Rollout: "1 workload rolled (Deployment/web)"})
+			}), false, ""},
+			{"a leak recorded before rollouts were", deliveredPolicyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: apikey.Sum("k1").String(), Generation: 1})
+			}), false, ""},
+			{"no longer delivered", deliveredPolicyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: apikey.Sum("k1").String(), Generation: 1, Rollout: keysecret.RolloutPending})
+				s.key.Spec.SecretName = "elsewhere"
+			}), false, ""},
+			{"expired", deliveredPolicyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: apikey.Sum("k1").String(), Generation: 1, Rollout: keysecret.RolloutPending})
+				s.key.Spec.ExpiresAt = &past
+			}), false, ""},
+			{"no leak", deliveredPolicyState(nil), false, ""},
 		},
 		"StatusBehindRecord": {
 			{"a forged hint", policyState(func(s *keyState) { s.key.Status.KeyHint = "other" }), true, "publish"},
