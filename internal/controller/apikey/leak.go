@@ -201,12 +201,19 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 	key, hash, l := s.key, s.hash, a.leak
 	var out outcome
 	before := hash.DeepCopy()
-	if recorded, _ := keysecret.LeakOf(hash); recorded.Hash == l.hash {
+	earlier, _ := keysecret.LeakOf(hash)
+	switch {
+	case earlier.Hash == l.hash:
 		if l.previous {
 			// Recorded, yet still kept as the previous key: it goes now.
 			keysecret.DropPrevious(hash)
 		}
-	} else {
+	case l.previous && earlier.Hash != "" && earlier.Hash == string(hash.Data[keysecret.DataHash]):
+		// The current key leaked and is not replaced yet: its record is what refuses it, and
+		// stays. The previous key needs no record: dropped, it is refused as any unknown key.
+		keysecret.DropPrevious(hash)
+		log.FromContext(ctx).Info("refused the leaked previous key; the current key's leak stays recorded")
+	default:
 		gen := keysecret.Generation(hash)
 		if l.previous {
 			gen--
@@ -219,7 +226,8 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 			// Truncated, so never later than asked: the server honours it to the second.
 			rec.AcceptedUntil = s.now.Add(d).Truncate(time.Second)
 		}
-		if delivered(key, s.record()) {
+		if (l.replace || l.previous) && delivered(key, s.record()) {
+			// Its consumers are rolled onto the current key once there is one to roll onto.
 			rec.Rollout = keysecret.RolloutPending
 		}
 		keysecret.SetLeaked(hash, rec)
@@ -259,7 +267,7 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		}
 		out = issued
 	}
-	if recorded.Rollout != keysecret.RolloutPending || !delivered(key, s.record()) {
+	if recorded.Rollout != keysecret.RolloutPending || !delivered(key, s.record()) || keysecret.Generation(hash) <= recorded.Generation {
 		return out, nil
 	}
 	rolled, err := rollLeaked{}.do(ctx, r, s, d)

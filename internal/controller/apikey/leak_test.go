@@ -383,3 +383,110 @@ func leaksCountedAs(t *testing.T, source, action string) float64 {
 	}
 	return 0
 }
+
+// A leak of an expired key refuses it and issues nothing: an expired APIKey gets no new key.
+func TestLeakOfExpiredKeyIssuesNothing(t *testing.T) {
+	kt := newKeyTest(t)
+	ends := metav1.NewTime(kt.op.Clock.Now().Add(time.Hour))
+	key := kt.waitIssued(kt.create("ended", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.SecretName = "ended-key"
+		k.Spec.ExpiresAt = &ends
+	}), 1)
+	old := kt.delivered("ended-key")
+	kt.op.Clock.Step(2 * time.Hour)
+	poke(t, key)
+	kt.waitFor(key, "expired", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired)
+	})
+	kt.report(kt.system, old)
+	got := kt.waitFor(key, "Leaked Refused", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakRefused)
+	})
+	poke(t, key)
+	time.Sleep(2 * time.Second)
+	if g := kt.get(key).Status.KeyGeneration; g != 1 || kt.delivered("ended-key") != old {
+		t.Fatalf("a leak of an expired key issued generation %d", g)
+	}
+	if !kt.refused(got, old) {
+		t.Fatal("the leaked expired key is accepted")
+	}
+}
+
+// A leak of a revoked key issues nothing: its hash is gone, so the report finds no key.
+func TestLeakOfRevokedKeyIssuesNothing(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("gone", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "gone-key" }), 1)
+	old := kt.delivered("gone-key")
+	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) { k.Spec.Revoked = true })
+	kt.waitFor(key, "revoked", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonRevoked)
+	})
+	kt.waitReport(kt.report(kt.system, old), metav1.ConditionFalse, switchboardv1alpha1.ReasonKeyNotFound)
+	poke(t, key)
+	time.Sleep(2 * time.Second)
+	got := kt.get(key)
+	if got.Status.KeyGeneration != 1 {
+		t.Fatalf("a leak of a revoked key issued generation %d", got.Status.KeyGeneration)
+	}
+	if s, err := kt.secret("gone-key"); err == nil && keysecret.Generation(s) != 1 {
+		t.Fatalf("the delivery Secret of a revoked key got generation %d", keysecret.Generation(s))
+	}
+}
+
+// Two leaks of one APIKey whose current key cannot be replaced (its delivery Secret became
+// someone else's): the current key reported first, then the previous key in its grace. Both
+// stay refused: the record of the current key's leak is what refuses it, and the second report
+// must not replace it, not even for the moment until the next reconcile writes it back.
+func TestLeakOfPreviousKeyKeepsTheCurrentKeyRefused(t *testing.T) {
+	kt := newKeyTest(t)
+	key := kt.waitIssued(kt.create("twice", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "twice-key" }), 1)
+	first := kt.delivered("twice-key")
+	kt.patchSpec(key, func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: time.Hour}}
+	})
+	got := kt.waitIssued(key, 2)
+	second := kt.delivered("twice-key")
+	s, err := kt.secret("twice-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(testCtx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kt.ns, Name: "twice-key"}, StringData: map[string]string{"other": "data"}}
+	if err := env.Client.Create(testCtx(t), foreign); err != nil {
+		t.Fatal(err)
+	}
+	kt.waitFor(key, "delivery conflict", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict)
+	})
+	kt.report(kt.system, second)
+	kt.waitFor(key, "the current key refused", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakRefused)
+	})
+	if kt.refused(got, first) {
+		t.Fatal("the previous key should still be in its grace period")
+	}
+	kt.report(kt.system, first)
+	eventually(t, "the previous key refused", func() error {
+		if !kt.refused(got, first) {
+			return fmt.Errorf("the previous key is still accepted")
+		}
+		return nil
+	})
+	poke(t, key)
+	time.Sleep(2 * time.Second)
+	// The record refusing the current key was never replaced: no second refusal of it.
+	if l, _ := keysecret.LeakOf(kt.mustHash(key)); l.Hash != apikey.Sum(second).String() {
+		t.Fatalf("the leak record names %s, not the current key", l.Hash)
+	}
+	if n := len(kt.events(key)[apikeyctrl.ReasonKeyLeaked]); n != 1 {
+		t.Fatalf("%d KeyLeaked Events, want 1: the current key's leak record was replaced and written again", n)
+	}
+	if !kt.refused(got, second) {
+		t.Fatal("the current key, reported leaked first, is accepted again after its previous key's leak")
+	}
+	if !kt.refused(got, first) {
+		t.Fatal("the previous key is accepted again")
+	}
+}
