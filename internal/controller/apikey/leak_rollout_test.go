@@ -74,6 +74,12 @@ func TestLeakRolloutIsOptIn(t *testing.T) {
 	}
 	leakedSays(in, "Secret web-key: 2 workloads rolled (Deployment/web, StatefulSet/db)")
 	leakedSays(out, "the namespace did not opt in")
+	// The one KeyLeaked Event says it all: where it was found, what was done, the last use.
+	for kt, done := range map[*keyTest]string{in: "2 workloads rolled", out: "did not opt in"} {
+		for _, want := range []string{leakURL, "refused and replaced", done, "no use recorded"} {
+			kt.waitEvent(keys[kt], "KeyLeaked", want)
+		}
+	}
 
 	for _, w := range []struct {
 		obj  client.Object
