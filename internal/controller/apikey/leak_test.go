@@ -321,7 +321,7 @@ func TestLeakOverlapReplacesFirst(t *testing.T) {
 	if last < overlap-time.Second || last >= overlap {
 		t.Fatalf("the leaked key was last accepted %v after the leak was acted on; want just under the overlap, %v", last, overlap)
 	}
-	if got.Status.PreviousKeyValidUntil == nil || got.Status.PreviousKeyValidUntil.Time.After(acted.Add(overlap)) {
+	if got.Status.PreviousKeyValidUntil == nil || got.Status.PreviousKeyValidUntil.After(acted.Add(overlap)) {
 		t.Fatalf("previousKeyValidUntil %v, want at most %v", got.Status.PreviousKeyValidUntil, acted.Add(overlap))
 	}
 	got = kt.waitFor(key, "Leaked says the overlap", func(k *switchboardv1alpha1.APIKey) error {
