@@ -84,6 +84,12 @@ spec:
 	before := podsOf(t, ns, deploy)
 
 	hash := apikey.Sum(leaked).String()
+	// The record is the platform's, in the release namespace, which helm uninstall must leave
+	// empty; the consumer would only load the later steps.
+	t.Cleanup(func() {
+		s.kubectl(t, "delete", "-n", systemNamespace, "leakreport", switchboardv1alpha1.LeakReportName(hash), "--ignore-not-found")
+		s.kubectl(t, "delete", "-n", ns, "deployment", deploy, "--wait=false", "--ignore-not-found")
+	})
 	s.apply(t, fmt.Sprintf(`apiVersion: switchboard.dev/v1alpha1
 kind: LeakReport
 metadata:
