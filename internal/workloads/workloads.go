@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -108,6 +109,8 @@ type Workload struct {
 	Kind, Name string
 	// Use is how its pod template reads the Secret.
 	Use Use
+	// Selector selects its pods.
+	Selector *metav1.LabelSelector
 	// obj is the object as listed, to patch.
 	obj client.Object
 }
@@ -122,10 +125,11 @@ type kind struct {
 	templates      func(client.ObjectList) []template
 }
 
-// template is one listed object and its pod spec.
+// template is one listed object, its pods' selector and their spec.
 type template struct {
-	obj  client.Object
-	spec *corev1.PodSpec
+	obj      client.Object
+	selector *metav1.LabelSelector
+	spec     *corev1.PodSpec
 }
 
 // kinds are the workloads Find looks at, in the order it reports them.
@@ -134,7 +138,7 @@ var kinds = []kind{
 		var out []template
 		for i := range l.(*appsv1.DeploymentList).Items {
 			d := &l.(*appsv1.DeploymentList).Items[i]
-			out = append(out, template{d, &d.Spec.Template.Spec})
+			out = append(out, template{d, d.Spec.Selector, &d.Spec.Template.Spec})
 		}
 		return out
 	}},
@@ -142,7 +146,7 @@ var kinds = []kind{
 		var out []template
 		for i := range l.(*appsv1.StatefulSetList).Items {
 			s := &l.(*appsv1.StatefulSetList).Items[i]
-			out = append(out, template{s, &s.Spec.Template.Spec})
+			out = append(out, template{s, s.Spec.Selector, &s.Spec.Template.Spec})
 		}
 		return out
 	}},
@@ -150,7 +154,7 @@ var kinds = []kind{
 		var out []template
 		for i := range l.(*appsv1.DaemonSetList).Items {
 			d := &l.(*appsv1.DaemonSetList).Items[i]
-			out = append(out, template{d, &d.Spec.Template.Spec})
+			out = append(out, template{d, d.Spec.Selector, &d.Spec.Template.Spec})
 		}
 		return out
 	}},
@@ -173,7 +177,7 @@ func Find(ctx context.Context, r client.Reader, namespace, secret string) (found
 		var of []Workload
 		for _, t := range k.templates(list) {
 			if u := UseOf(t.spec, secret); u.Reads() && t.obj.GetDeletionTimestamp().IsZero() {
-				of = append(of, Workload{Kind: k.name, Name: t.obj.GetName(), Use: u, obj: t.obj})
+				of = append(of, Workload{Kind: k.name, Name: t.obj.GetName(), Use: u, Selector: t.selector, obj: t.obj})
 			}
 		}
 		sort.Slice(of, func(i, j int) bool { return of[i].Name < of[j].Name })

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -132,41 +131,6 @@ func TestNeedsConsumers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := needsConsumers(tt.s, tt.s.record()); got != tt.want {
 				t.Errorf("needsConsumers = %t, want %t", got, tt.want)
-			}
-		})
-	}
-}
-
-// TestTakesByRestart: which pod templates take a Secret in a way only a restart updates.
-func TestTakesByRestart(t *testing.T) {
-	secretVol := corev1.Volume{Name: "key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "app-key"}}}
-	projected := corev1.Volume{Name: "key", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-		Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "app-key"}}}}}}}
-	other := corev1.Volume{Name: "key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "other"}}}
-	envRef := func(name string) []corev1.EnvVar {
-		return []corev1.EnvVar{{Name: "API_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: "key"}}}}
-	}
-	tests := []struct {
-		name string
-		spec corev1.PodSpec
-		want bool
-	}{
-		{"env valueFrom", corev1.PodSpec{Containers: []corev1.Container{{Env: envRef("app-key")}}}, true},
-		{"env of another Secret", corev1.PodSpec{Containers: []corev1.Container{{Env: envRef("other")}}}, false},
-		{"a plain env value", corev1.PodSpec{Containers: []corev1.Container{{Env: []corev1.EnvVar{{Name: "app-key", Value: "app-key"}}}}}, false},
-		{"envFrom", corev1.PodSpec{Containers: []corev1.Container{{EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-key"}}}}}}}, true},
-		{"an init container's env", corev1.PodSpec{InitContainers: []corev1.Container{{Env: envRef("app-key")}}}, true},
-		{"a whole-volume mount: updated in place", corev1.PodSpec{Volumes: []corev1.Volume{secretVol}, Containers: []corev1.Container{{VolumeMounts: []corev1.VolumeMount{{Name: "key", MountPath: "/k"}}}}}, false},
-		{"a subPath mount", corev1.PodSpec{Volumes: []corev1.Volume{secretVol}, Containers: []corev1.Container{{VolumeMounts: []corev1.VolumeMount{{Name: "key", MountPath: "/k", SubPath: "key"}}}}}, true},
-		{"a subPathExpr mount", corev1.PodSpec{Volumes: []corev1.Volume{secretVol}, Containers: []corev1.Container{{VolumeMounts: []corev1.VolumeMount{{Name: "key", MountPath: "/k", SubPathExpr: "$(X)"}}}}}, true},
-		{"a projected volume's subPath", corev1.PodSpec{Volumes: []corev1.Volume{projected}, Containers: []corev1.Container{{VolumeMounts: []corev1.VolumeMount{{Name: "key", MountPath: "/k", SubPath: "key"}}}}}, true},
-		{"a subPath of another Secret's volume", corev1.PodSpec{Volumes: []corev1.Volume{other}, Containers: []corev1.Container{{VolumeMounts: []corev1.VolumeMount{{Name: "key", MountPath: "/k", SubPath: "key"}}}}}, false},
-		{"nothing", corev1.PodSpec{Containers: []corev1.Container{{}}}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := takesByRestart(&tt.spec, "app-key"); got != tt.want {
-				t.Errorf("takesByRestart = %t, want %t", got, tt.want)
 			}
 		})
 	}
