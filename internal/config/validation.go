@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -141,6 +142,34 @@ func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) fiel
 	if c.Webhook.BindAddress != "" && len(c.Webhook.Names) == 0 {
 		errs = append(errs, field.Required(field.NewPath("webhook", "names"),
 			"the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
+	}
+	errs = append(errs, validateWebhooks(&c.Webhooks, field.NewPath("webhooks"))...)
+	return errs
+}
+
+// validateWebhooks checks the webhook sender's settings under path.
+func validateWebhooks(w *configv1alpha1.WebhooksConfiguration, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, networks(w.DeniedNetworks, path.Child("deniedNetworks"))...)
+	errs = append(errs, networks(w.AllowedNetworks, path.Child("allowedNetworks"))...)
+	errs = append(errs, atLeast(w.Concurrency, 1, path.Child("concurrency"))...)
+	errs = append(errs, atLeast(w.PerNamespaceConcurrency, 1, path.Child("perNamespaceConcurrency"))...)
+	if w.Concurrency != nil && w.PerNamespaceConcurrency != nil && *w.PerNamespaceConcurrency > *w.Concurrency {
+		errs = append(errs, field.Invalid(path.Child("perNamespaceConcurrency"), *w.PerNamespaceConcurrency,
+			fmt.Sprintf("must be at most concurrency (%d): one namespace cannot hold more slots than there are", *w.Concurrency)))
+	}
+	errs = append(errs, positiveDuration(w.AttemptTimeout, path.Child("attemptTimeout"))...)
+	return errs
+}
+
+// networks checks that each of ss is a CIDR (an address alone is refused: which network is
+// meant would be a guess).
+func networks(ss []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, s := range ss {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			errs = append(errs, field.Invalid(path.Index(i), s, "must be a CIDR, such as 10.96.0.0/12 or fd00::/8"))
+		}
 	}
 	return errs
 }

@@ -108,6 +108,20 @@ func TestValidateOperatorConfiguration(t *testing.T) {
 		{name: "no QPS", modify: func(c *configv1alpha1.OperatorConfiguration) { c.KubeAPIQPS = ptr.To[float32](0) }, want: "kubeAPIQPS"},
 		{name: "a webhook without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhook.BindAddress = ":9443" },
 			want: "webhook.names: Required value"},
+		{name: "webhooks to loopback over plain HTTP", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.Webhooks.AllowedNetworks, c.Webhooks.DeniedNetworks, c.Webhooks.AllowHTTP = []string{"127.0.0.0/8", "::1/128"}, []string{}, true
+		}},
+		{name: "a denied network that is an address", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.DeniedNetworks = []string{"10.96.0.1"} },
+			want: "webhooks.deniedNetworks[0]: Invalid value: \"10.96.0.1\": must be a CIDR"},
+		{name: "an allowed network that is a name", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.AllowedNetworks = []string{"receiver.local"} },
+			want: "webhooks.allowedNetworks[0]"},
+		{name: "no webhook concurrency", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.Concurrency = ptr.To[int32](0) },
+			want: "webhooks.concurrency"},
+		{name: "a namespace's concurrency past the whole", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.Webhooks.Concurrency, c.Webhooks.PerNamespaceConcurrency = ptr.To[int32](4), ptr.To[int32](5)
+		}, want: "webhooks.perNamespaceConcurrency: Invalid value: 5: must be at most concurrency (4)"},
+		{name: "no attempt timeout", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.AttemptTimeout = dur(0) },
+			want: "webhooks.attemptTimeout"},
 		{name: "a reveal endpoint without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Reveal.BindAddress = ":9445" },
 			want: "reveal.names: Required value"},
 	}

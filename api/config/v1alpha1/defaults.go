@@ -91,6 +91,14 @@ const (
 	// DefaultWebhookConfigurationName is the admission webhook's configuration.
 	DefaultWebhookConfigurationName = "switchboard-apikey-windows"
 
+	// DefaultWebhookConcurrency and DefaultWebhookPerNamespaceConcurrency bound the deliveries
+	// in flight, in all and per namespace: eight namespaces' dead endpoints at once before a
+	// ninth waits for a slot.
+	DefaultWebhookConcurrency             = 32
+	DefaultWebhookPerNamespaceConcurrency = 4
+	// DefaultWebhookAttemptTimeout bounds one delivery attempt.
+	DefaultWebhookAttemptTimeout = 15 * time.Second
+
 	// DefaultPanelListen is the panel's address when it runs alone.
 	DefaultPanelListen = ":8083"
 	// DefaultPanelHealthProbeBindAddress is the panel's probes' address when it runs alone.
@@ -195,6 +203,25 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	}
 	setDefault(&c.KubeAPIQPS, DefaultKubeAPIQPS)
 	setDefault(&c.KubeAPIBurst, DefaultKubeAPIBurst)
+	SetDefaults_WebhooksConfiguration(&c.Webhooks)
+}
+
+// DefaultWebhookDeniedNetworks returns the networks endpoints may not reach when none are
+// configured: the private ones, where a cluster's Services, pods and nodes usually are.
+func DefaultWebhookDeniedNetworks() []string {
+	return []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"}
+}
+
+// SetDefaults_WebhooksConfiguration fills the unset webhook settings of w.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name.
+func SetDefaults_WebhooksConfiguration(w *WebhooksConfiguration) {
+	if w.DeniedNetworks == nil {
+		w.DeniedNetworks = DefaultWebhookDeniedNetworks()
+	}
+	setDefault(&w.Concurrency, DefaultWebhookConcurrency)
+	setDefault(&w.PerNamespaceConcurrency, DefaultWebhookPerNamespaceConcurrency)
+	setDuration(&w.AttemptTimeout, DefaultWebhookAttemptTimeout)
 }
 
 // SetDefaults_PanelConfiguration fills the unset fields of c with their defaults.

@@ -56,6 +56,39 @@ type OperatorConfiguration struct {
 	KubeAPIQPS *float32 `json:"kubeAPIQPS,omitempty"`
 	// kubeAPIBurst is the burst of queries to the Kubernetes API server (default 100).
 	KubeAPIBurst *int32 `json:"kubeAPIBurst,omitempty"`
+
+	// webhooks configures the delivery of key events to tenants' KeyWebhooks: `switchboard
+	// webhooks` sends them, and the operator checks each KeyWebhook's URL against the same
+	// networks. The sender reads this same file, and shares the settings above that are not the
+	// operator's alone (systemNamespace, leaderElect, the metrics and probes, the API client).
+	Webhooks WebhooksConfiguration `json:"webhooks"`
+}
+
+// WebhooksConfiguration is where key events may be sent, and how many at once: the webhook
+// sender is the one component with egress to the internet, so which networks it may reach is
+// the platform's to say.
+type WebhooksConfiguration struct {
+	// deniedNetworks are CIDRs no endpoint may resolve to, besides loopback, link-local,
+	// multicast and unspecified, which are always refused: the cluster's Service and pod
+	// networks and the nodes' (default: the private networks 10.0.0.0/8, 172.16.0.0/12,
+	// 192.168.0.0/16, 100.64.0.0/10 and fc00::/7, where those usually are). [] denies none
+	// beyond the always refused.
+	DeniedNetworks []string `json:"deniedNetworks,omitempty"`
+	// allowedNetworks are CIDRs endpoints may reach even so (an in-cluster receiver): an address
+	// in one is never refused.
+	AllowedNetworks []string `json:"allowedNetworks,omitempty"`
+	// allowHTTP lets endpoints be plain http:// URLs, whose payloads anyone on the path reads
+	// (default false).
+	AllowHTTP bool `json:"allowHTTP,omitempty"`
+	// concurrency is how many deliveries are in flight at once, in all (default 32).
+	Concurrency *int32 `json:"concurrency,omitempty"`
+	// perNamespaceConcurrency is how many of them one namespace's endpoints may hold (default
+	// 4; at most concurrency): namespaces are served in turn, so a namespace of slow or dead
+	// endpoints never holds the slots another namespace's deliveries need.
+	PerNamespaceConcurrency *int32 `json:"perNamespaceConcurrency,omitempty"`
+	// attemptTimeout bounds one delivery attempt, from dialling to the answer (default 15s, as
+	// the Standard Webhooks specification recommends 15 to 30); more than 0.
+	AttemptTimeout *metav1.Duration `json:"attemptTimeout,omitempty"`
 }
 
 // RevealEndpoint is the operator's reveal endpoint (HTTPS, callers RBAC allows to post
