@@ -19,7 +19,10 @@ package controller
 // and the APIKeyHistories of the system namespace are created, read and updated there, and
 // histories deleted there, by that Role; the read-only copy of a key's history lives in the
 // tenant's namespace, so apikeyhistories get, create and update are granted everywhere here
-// (never delete: the copy goes with its APIKey, which owns it).
+// (never delete: the copy goes with its APIKey, which owns it). KeyWebhooks
+// (internal/controller/keywebhook) also have their status patched; their signing secrets are
+// read from tenants' Secrets and copied into the system namespace, with the Secret verbs above,
+// so that the webhook sender needs none outside it.
 //
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeys/status,verbs=patch
@@ -27,5 +30,6 @@ package controller
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=keywebhooks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=switchboard.dev,resources=keywebhooks/status,verbs=patch
 // +kubebuilder:rbac:groups=switchboard.dev,resources=apikeyhistories,verbs=get;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=switchboard-apikey-windows,verbs=get;update

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -105,6 +106,11 @@ func trimSecret(system string) toolscache.TransformFunc {
 		for _, k := range []string{keysecret.LabelManagedBy, keysecret.LabelComponent, keysecret.LabelAPIKeyNamespace,
 			keysecret.LabelAPIKeyName, keysecret.LabelAPIKeyUID, keysecret.LabelGeneration, keysecret.LabelTemplate} {
 			if v, ok := s.Labels[k]; ok {
+				kept[k] = v
+			}
+		}
+		for k, v := range s.Labels {
+			if s.Namespace == system && keywebhook.IsCopyLabel(k) {
 				kept[k] = v
 			}
 		}

@@ -2,6 +2,7 @@ package operator
 
 import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 )
 
 // OptionsFromConfig turns a defaulted, validated OperatorConfiguration into Options: the one
@@ -9,7 +10,10 @@ import (
 // bound) to the Options' ("0", negative). What only a process has (logger, clocks) is left to
 // the caller.
 func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) Options {
+	// Validation has read every network already.
+	policy, _ := config.WebhookPolicy(&c.Webhooks)
 	return Options{
+		WebhookPolicy:                policy,
 		SystemNamespace:              c.SystemNamespace,
 		KeyPrefix:                    c.KeyPrefix,
 		RevealTTL:                    c.RevealTTL.Duration,

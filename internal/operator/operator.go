@@ -23,9 +23,11 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
 	"github.com/switchboard-dev/switchboard/internal/controller/connection"
+	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
+	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
 // Defaults of Options.
@@ -80,6 +82,9 @@ type Options struct {
 	// lifetime, from 1 to 99 (default 10: a 90-day key renews at most every 9 days; negative:
 	// none).
 	MinRenewalIntervalPercentage int32
+	// WebhookPolicy is the webhook network policy KeyWebhooks' URLs are checked against: the
+	// webhook sender's (its zero value refuses plain HTTP and the always refused networks).
+	WebhookPolicy webhookdelivery.Policy
 	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
 	// past it only the aggregates are exported (negative: no per-key series at all).
 	KeyMetricsLimit int
@@ -291,7 +296,12 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	mgr := &frontdoorManager{Manager: inner, cfg: cfg, opts: opts}
+	mgr := &frontdoorManager{Manager: inner, cfg: cfg, door: FrontDoor{
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		MetricsBindAddress:     opts.MetricsBindAddress,
+		MetricsSecure:          opts.MetricsSecure,
+		Logger:                 opts.Logger,
+	}}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -347,6 +357,16 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 	}
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
+	}
+	webhooks := &keywebhook.Reconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		SystemNamespace:   opts.SystemNamespace,
+		Policy:            opts.WebhookPolicy,
+		ControllerOptions: ctrlOpts,
+	}
+	if err := webhooks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KeyWebhook controller: %w", err)
 	}
 	return registerKeyMetrics(mgr, &opts)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -18,6 +19,27 @@ import (
 // drain bounds how long the operator's listeners wait for open requests once told to stop.
 const drain = 5 * time.Second
 
+// FrontDoor says what a manager wrapped by WithFrontDoor serves: its probes and metrics, each
+// at its address ("" or "0": not served).
+type FrontDoor struct {
+	// HealthProbeBindAddress serves /healthz and /readyz.
+	HealthProbeBindAddress string
+	// MetricsBindAddress serves controller-runtime's metrics registry.
+	MetricsBindAddress string
+	// MetricsSecure serves them over HTTPS to callers RBAC allows to get /metrics.
+	MetricsSecure bool
+	// Logger logs the listeners' failures.
+	Logger logr.Logger
+}
+
+// WithFrontDoor returns mgr serving the probes and metrics door asks for through the front
+// door, as the operator's does: for the other controller-runtime processes (the webhook
+// sender). mgr must have been built with its own listeners off (Metrics.BindAddress and
+// HealthProbeBindAddress "0").
+func WithFrontDoor(mgr manager.Manager, cfg *rest.Config, door FrontDoor) manager.Manager {
+	return &frontdoorManager{Manager: mgr, cfg: cfg, door: door}
+}
+
 // frontdoorManager is the operator's manager with its probes and metrics served through the
 // front door (frontdoor.Doors: probes, metrics). controller-runtime's own listeners for them
 // are off (HealthProbeBindAddress and Metrics.BindAddress "0"): it offers no hook to bound
@@ -25,7 +47,7 @@ const drain = 5 * time.Second
 type frontdoorManager struct {
 	manager.Manager
 	cfg    *rest.Config
-	opts   Options
+	door   FrontDoor
 	probes probes.Probes
 }
 
@@ -56,7 +78,7 @@ func (m *frontdoorManager) Start(ctx context.Context) error {
 	defer stopMgr(nil)
 	served := make(chan error, 1)
 	go func() {
-		err := frontdoor.Group{Endpoints: endpoints, ShutdownTimeout: drain, Log: m.opts.Logger}.Run(serveCtx)
+		err := frontdoor.Group{Endpoints: endpoints, ShutdownTimeout: drain, Log: m.door.Logger}.Run(serveCtx)
 		if err != nil {
 			stopMgr(err)
 		}
@@ -77,19 +99,19 @@ func (m *frontdoorManager) endpoints(ctx context.Context) ([]frontdoor.Endpoint,
 		}
 		return nil, err
 	}
-	if probes.Enabled(m.opts.HealthProbeBindAddress) {
-		l, err := frontdoor.Listen(m.opts.HealthProbeBindAddress)
+	if probes.Enabled(m.door.HealthProbeBindAddress) {
+		l, err := frontdoor.Listen(m.door.HealthProbeBindAddress)
 		if err != nil {
-			return fail(fmt.Errorf("listening on %s for the probes: %w", m.opts.HealthProbeBindAddress, err))
+			return fail(fmt.Errorf("listening on %s for the probes: %w", m.door.HealthProbeBindAddress, err))
 		}
 		endpoints = append(endpoints, m.probes.Endpoint(l))
 	}
-	if probes.Enabled(m.opts.MetricsBindAddress) {
-		l, err := frontdoor.Listen(m.opts.MetricsBindAddress)
+	if probes.Enabled(m.door.MetricsBindAddress) {
+		l, err := frontdoor.Listen(m.door.MetricsBindAddress)
 		if err != nil {
-			return fail(fmt.Errorf("listening on %s for the metrics: %w", m.opts.MetricsBindAddress, err))
+			return fail(fmt.Errorf("listening on %s for the metrics: %w", m.door.MetricsBindAddress, err))
 		}
-		e, err := metricsauth.Endpoint(ctx, m.cfg, l, metricsauth.Options{Secure: m.opts.MetricsSecure, Logger: m.opts.Logger.WithName("metrics")})
+		e, err := metricsauth.Endpoint(ctx, m.cfg, l, metricsauth.Options{Secure: m.door.MetricsSecure, Logger: m.door.Logger.WithName("metrics")})
 		if err != nil {
 			_ = l.Close()
 			return fail(err)
