@@ -33,7 +33,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newOperatorCommand(), newServerCommand(), newPanelCommand(), newDevCommand(), newVersionCommand())
+	root.AddCommand(newOperatorCommand(), newServerCommand(), newPanelCommand(), newWebhooksCommand(), newDevCommand(), newVersionCommand())
 	return root
 }
 

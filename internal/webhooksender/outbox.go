@@ -135,7 +135,8 @@ func apply(spec *switchboardv1alpha1.WebhookOutboxSpec, uid, id string, o outcom
 		for i := range spec.Messages {
 			if m := &spec.Messages[i]; this(m) {
 				m.Attempts++
-				next := metav1.NewTime(o.result.RetryAt)
+				// The API keeps whole seconds: rounded up, never before its time.
+				next := metav1.NewTime(ceilSecond(o.result.RetryAt))
 				m.NextAttemptTime = &next
 			}
 		}
@@ -192,4 +193,12 @@ func findState(spec *switchboardv1alpha1.WebhookOutboxSpec, uid string) *switchb
 		}
 	}
 	return nil
+}
+
+// ceilSecond is t rounded up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	if c := t.Truncate(time.Second); !c.Equal(t) {
+		return c.Add(time.Second)
+	}
+	return t
 }

@@ -1,0 +1,323 @@
+package webhooksender
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Run(m, &env) }
+
+// loopback is what the tests' configuration allows: their receivers listen there.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// testSecret is a "whsec_" signing secret made of n.
+func testSecret(n byte) string {
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = n + byte(i)
+	}
+	return webhookdelivery.SecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// delivery is one request a receiver got, verified by the Standard Webhooks reference library.
+type delivery struct {
+	id       string
+	body     []byte
+	at       time.Time
+	verified error
+}
+
+// receiver is a tenant's HTTPS endpoint on loopback that verifies each delivery with the
+// reference library (never switchboard's code) and answers with answer (200 when nil).
+type receiver struct {
+	*httptest.Server
+	verifier *standardwebhooks.Webhook
+	answer   func(n int, w http.ResponseWriter, r *http.Request)
+
+	mu  sync.Mutex
+	got []delivery
+}
+
+func newReceiver(t *testing.T, secret string, answer func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	t.Helper()
+	return newReceiverOn(t, "", secret, answer)
+}
+
+// newReceiverOn is newReceiver listening on addr (127.0.0.1:0 when "").
+func newReceiverOn(t *testing.T, addr, secret string, answer func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	t.Helper()
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{verifier: wh, answer: answer}
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		d := delivery{id: req.Header.Get("webhook-id"), body: body, at: time.Now(), verified: wh.Verify(body, req.Header)}
+		r.mu.Lock()
+		r.got = append(r.got, d)
+		n := len(r.got)
+		r.mu.Unlock()
+		if r.answer != nil {
+			r.answer(n, w, req)
+		}
+	}))
+	if addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Listener.Close()
+		r.Listener = l
+		// httptest's certificate names 127.0.0.1 and ::1 alone.
+		host, _, _ := net.SplitHostPort(addr)
+		r.TLS = &tls.Config{Certificates: []tls.Certificate{certificateFor(t, net.ParseIP(host))}}
+	}
+	r.StartTLS()
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) deliveries() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.got...)
+}
+
+// certificateFor returns a self-signed serving certificate for ip.
+func certificateFor(t *testing.T, ip net.IP) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: ip.String()}, IPAddresses: []net.IP{ip},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// pool trusts the receivers' certificates.
+func pool(rs ...*receiver) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, r := range rs {
+		p.AddCert(r.Certificate())
+	}
+	return p
+}
+
+// system starts, for one test, a system namespace with the real operator (whose KeyWebhook
+// controller copies the signing secrets) watching namespaces, and the sender with o, both
+// stopped when the test ends; it returns the system namespace.
+func system(t *testing.T, o Options, namespaces ...string) string {
+	t.Helper()
+	sys := env.Namespace(t, "system")
+	ctx, cancel := context.WithCancel(context.Background())
+	op, err := operator.NewManager(env.Config, operator.Options{
+		SystemNamespace: sys, Namespaces: namespaces, WebhookPolicy: o.Policy, Logger: testenv.Logger(t),
+		SkipControllerNameValidation: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SystemNamespace = sys
+	o.LeaderElection = true
+	o.SkipControllerNameValidation = true
+	o.Logger = testenv.Logger(t)
+	if o.Concurrency == 0 {
+		o.Concurrency, o.PerNamespace = 32, 4
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = 10 * time.Second
+	}
+	sender, err := NewManager(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, m := range []interface{ Start(context.Context) error }{op, sender} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Start(ctx); err != nil {
+				t.Errorf("a manager stopped: %v", err)
+			}
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return sys
+}
+
+// subscribe creates a KeyWebhook named name in ns to url, signed with secret.
+func subscribe(t *testing.T, ns, name, url, secret string) *switchboardv1alpha1.KeyWebhook {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-signing"}, StringData: map[string]string{"secret": secret}}
+	if err := env.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	kw := &switchboardv1alpha1.KeyWebhook{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: switchboardv1alpha1.KeyWebhookSpec{
+			URL: url, SigningSecretRef: switchboardv1alpha1.KeyWebhookSecretReference{Name: s.Name},
+		},
+	}
+	if err := env.Client.Create(ctx, kw); err != nil {
+		t.Fatal(err)
+	}
+	return kw
+}
+
+// enqueue appends an apikey.revoked event for kw to its namespace's outbox, as the operator
+// records one, and returns its webhook-id.
+func enqueue(t *testing.T, sys string, kw *switchboardv1alpha1.KeyWebhook, id string) string {
+	t.Helper()
+	msg, err := webhookdelivery.NewMessage(id, webhookdelivery.Event{
+		Type: webhookdelivery.KeyRevoked, Timestamp: time.Now().UTC().Truncate(time.Second),
+		Data: webhookdelivery.KeyData{Namespace: kw.Namespace, Name: "billing", KeyGeneration: 1, KeyHint: "sb_live_AbCd…wxyz", Reason: "revoked by a test"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := switchboardv1alpha1.WebhookMessage{
+		ID: msg.ID, WebhookName: kw.Name, WebhookUID: string(kw.UID), Type: switchboardv1alpha1.KeyEventType(webhookdelivery.KeyRevoked), Body: string(msg.Body),
+	}
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: sys, Name: switchboardv1alpha1.WebhookOutboxName(kw.Namespace)}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ob := &switchboardv1alpha1.WebhookOutbox{}
+		if err := env.Client.Get(ctx, key, ob); apierrors.IsNotFound(err) {
+			ob = &switchboardv1alpha1.WebhookOutbox{
+				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				Spec:       switchboardv1alpha1.WebhookOutboxSpec{Namespace: kw.Namespace, Messages: []switchboardv1alpha1.WebhookMessage{m}},
+			}
+			return env.Client.Create(ctx, ob)
+		} else if err != nil {
+			return err
+		}
+		ob.Spec.Messages = append(ob.Spec.Messages, m)
+		return env.Client.Update(ctx, ob)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// outbox reads ns's outbox.
+func outbox(t *testing.T, sys, ns string) *switchboardv1alpha1.WebhookOutbox {
+	t.Helper()
+	ob := &switchboardv1alpha1.WebhookOutbox{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: sys, Name: switchboardv1alpha1.WebhookOutboxName(ns)}, ob); err != nil {
+		t.Fatal(err)
+	}
+	return ob
+}
+
+// keyWebhook reads kw again.
+func keyWebhook(t *testing.T, kw *switchboardv1alpha1.KeyWebhook) *switchboardv1alpha1.KeyWebhook {
+	t.Helper()
+	fresh := &switchboardv1alpha1.KeyWebhook{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(kw), fresh); err != nil {
+		t.Fatal(err)
+	}
+	return fresh
+}
+
+// ready returns kw's Ready condition as "Status/Reason: message".
+func ready(kw *switchboardv1alpha1.KeyWebhook) string {
+	for _, c := range kw.Status.Conditions {
+		if c.Type == switchboardv1alpha1.ConditionReady {
+			return fmt.Sprintf("%s/%s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return "none"
+}
+
+// listen returns a TCP listener on addr that counts the connections it accepts and holds
+// them open without a byte (a black hole), or nil when this machine has no such address.
+func listen(t *testing.T, addr string) *blackHole {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Logf("cannot listen on %s here: %v", addr, err)
+		return nil
+	}
+	b := &blackHole{Listener: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			b.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.conns {
+			_ = c.Close()
+		}
+	})
+	return b
+}
+
+// blackHole accepts connections and never answers.
+type blackHole struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (b *blackHole) accepted() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.conns)
+}
+
+func (b *blackHole) port() string {
+	_, p, _ := net.SplitHostPort(b.Addr().String())
+	return p
+}
