@@ -69,6 +69,8 @@ type Reconciler struct {
 	Policy webhookdelivery.Policy
 	// ControllerOptions are the controller's (workers, queue).
 	ControllerOptions crcontroller.Options
+	// ResyncPeriod is how often signing secrets are read again (Resync when 0).
+	ResyncPeriod time.Duration
 }
 
 // SetupWithManager registers the reconciler with mgr: it runs on KeyWebhooks, and on their
@@ -149,7 +151,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := controller.PatchStatus(ctx, r.Client, before, kw); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{RequeueAfter: Resync}, nil
+	resync := r.ResyncPeriod
+	if resync == 0 {
+		resync = Resync
+	}
+	return reconcile.Result{RequeueAfter: resync}, nil
 }
 
 // missingError says what is wrong with a tenant's signing secrets, without their content.
