@@ -350,6 +350,9 @@ func TestContainerArgsParse(t *testing.T) {
 				if i := slices.Index(args, "--config="+configPath); i >= 0 {
 					// The file the pod mounts, from the rendered ConfigMap.
 					component := strings.TrimPrefix(o.GetName(), "switchboard-")
+					if component == "webhooks" {
+						component = "operator" // the sender reads the operator's configuration
+					}
 					file := filepath.Join(t.TempDir(), "config.yaml")
 					if err := os.WriteFile(file, []byte(configData(t, decode(t, stream), component)), 0o600); err != nil {
 						t.Fatal(err)
@@ -362,8 +365,8 @@ func TestContainerArgsParse(t *testing.T) {
 			}
 		}
 	}
-	if seen != 6 {
-		t.Fatalf("checked %d containers, want 6 (operator, server and panel in each rendering)", seen)
+	if seen != 8 {
+		t.Fatalf("checked %d containers, want 8 (operator, server, panel and webhooks in each rendering)", seen)
 	}
 }
 

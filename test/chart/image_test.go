@@ -45,8 +45,8 @@ func TestHelmImageReference(t *testing.T) {
 					}
 				}
 			}
-			if seen != 3 {
-				t.Fatalf("checked %d containers, want 3 (operator, server, panel)", seen)
+			if seen != 4 {
+				t.Fatalf("checked %d containers, want 4 (operator, server, panel, webhooks)", seen)
 			}
 		})
 	}

@@ -117,7 +117,7 @@ func TestOperatorRBACIsMinimal(t *testing.T) {
 				if slices.Contains(r.Resources, "leases") {
 					leases = true
 				}
-				if slices.Contains(r.Resources, "secrets") && name != "switchboard-server" {
+				if slices.Contains(r.Resources, "secrets") && name != "switchboard-server" && name != "switchboard-webhooks" {
 					t.Errorf("%s: Role %s grants Secrets the ClusterRole already covers", source, name)
 				}
 			}
@@ -160,6 +160,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"connections"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status", "connections/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/finalizers"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks"}, Verbs: []string{"get", "list", "watch"}},
@@ -184,7 +186,8 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		found := false
 		for name, role := range rolesOf(t, objs, "Role") {
 			got := grants(role.Rules)
-			if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, "coordination.k8s.io leases ") }) {
+			if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, "coordination.k8s.io leases ") }) ||
+				name == "switchboard-webhooks" { // the sender's own (TestWebhookSenderGrantsOnlyWhatItsCodeUses)
 				continue
 			}
 			found = true
@@ -469,4 +472,49 @@ func mustRun(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestWebhookSenderGrantsOnlyWhatItsCodeUses: the chart and config/rbac give the webhook sender,
+// the one component with egress to the internet, the same permissions, each one a call its
+// code makes: KeyWebhooks read and their status patched cluster-wide, and in the system
+// namespace alone its outboxes (read and updated), Secrets read (the signing secrets' copies),
+// its Lease and the elector's Events. No Secret anywhere else, no tenant object written.
+func TestWebhookSenderGrantsOnlyWhatItsCodeUses(t *testing.T) {
+	wantCluster := grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks/status"}, Verbs: []string{"patch"}},
+	})
+	wantSystem := grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"webhookoutboxes"}, Verbs: []string{"get", "list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	})
+	for source, objs := range renderings(t) {
+		cluster := rolesOf(t, objs, "ClusterRole")["switchboard-webhooks"]
+		system := rolesOf(t, objs, "Role")["switchboard-webhooks"]
+		if cluster == nil || system == nil {
+			t.Fatalf("%s has no ClusterRole and Role switchboard-webhooks", source)
+		}
+		if got := grants(cluster.Rules); !slices.Equal(got, wantCluster) {
+			t.Errorf("%s: the sender's ClusterRole grants\n%s\nwant\n%s", source, strings.Join(got, "\n"), strings.Join(wantCluster, "\n"))
+		}
+		if got := grants(system.Rules); !slices.Equal(got, wantSystem) {
+			t.Errorf("%s: the sender's Role grants\n%s\nwant\n%s", source, strings.Join(got, "\n"), strings.Join(wantSystem, "\n"))
+		}
+		for _, o := range objs {
+			if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+				continue
+			}
+			b := &rbacv1.ClusterRoleBinding{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, b); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range b.Subjects {
+				if s.Name == "switchboard-webhooks" && b.RoleRef.Name != "switchboard-webhooks" && b.RoleRef.Name != "switchboard-metrics-auth" {
+					t.Errorf("%s: %s %s binds the sender to %s", source, o.GetKind(), o.GetName(), b.RoleRef.Name)
+				}
+			}
+		}
+	}
 }

@@ -126,5 +126,10 @@ is ever here: the files name the mounted files that hold them.
 {{- $_ := set $c "reveal" (dict "bindAddress" (printf ":%s" (include "switchboard.revealPort" .)) "caConfigMap" (include "switchboard.revealBundle" .)
   "names" (list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace))) -}}
 {{- end -}}
+{{- /* The webhook sender reads this file too: the networks, also the operator's check of KeyWebhooks. */ -}}
+{{- with .Values.webhooks -}}
+{{- $_ := set $c "webhooks" (dict "deniedNetworks" .deniedNetworks "allowedNetworks" .allowedNetworks "allowHTTP" .allowHTTP
+  "concurrency" (.concurrency | int64) "perNamespaceConcurrency" (.perNamespaceConcurrency | int64) "attemptTimeout" .attemptTimeout) -}}
+{{- end -}}
 {{- toYaml $c -}}
 {{- end }}

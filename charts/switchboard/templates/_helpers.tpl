@@ -67,6 +67,14 @@ that was signed and verified), else repository:tag.
 {{- end -}}
 {{- end -}}
 
+{{- define "switchboard.webhooksServiceAccount" -}}
+{{- if .Values.webhooks.serviceAccount.create -}}
+{{- default (printf "%s-webhooks" (include "switchboard.fullname" .)) .Values.webhooks.serviceAccount.name -}}
+{{- else -}}
+{{- required "webhooks.serviceAccount.name is required when webhooks.serviceAccount.create is false" .Values.webhooks.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The restricted Pod Security Standard, for pods and containers. */}}
 {{- define "switchboard.podSecurityContext" -}}
 runAsNonRoot: true
