@@ -16,17 +16,23 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
@@ -160,6 +166,7 @@ func system(t *testing.T, o Options, namespaces ...string) string {
 	}
 	o.SystemNamespace = sys
 	o.LeaderElection = true
+	asSender := shippedIdentity(t, sys)
 	o.SkipControllerNameValidation = true
 	o.Logger = testenv.Logger(t)
 	if o.Concurrency == 0 {
@@ -168,7 +175,7 @@ func system(t *testing.T, o Options, namespaces ...string) string {
 	if o.AttemptTimeout == 0 {
 		o.AttemptTimeout = 10 * time.Second
 	}
-	sender, err := NewManager(env.Config, o)
+	sender, err := NewManager(asSender, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +191,49 @@ func system(t *testing.T, o Options, namespaces ...string) string {
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return sys
+}
+
+// shippedIdentity returns a client configuration of a ServiceAccount of sys with exactly the
+// sender's shipped RBAC (config/rbac/webhooks_role.yaml; the chart's is the same, test/chart):
+// the suite runs the sender as it is deployed, so a grant missing fails it.
+func shippedIdentity(t *testing.T, sys string) *rest.Config {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "webhooks_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roleRules, clusterRules []rbacv1.PolicyRule
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var r rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+			t.Fatal(err)
+		}
+		switch r.Kind {
+		case "Role":
+			roleRules = r.Rules
+		case "ClusterRole":
+			clusterRules = r.Rules
+		}
+	}
+	if len(roleRules) == 0 || len(clusterRules) == 0 {
+		t.Fatal("config/rbac/webhooks_role.yaml has no Role or ClusterRole")
+	}
+	cfg := env.ServiceAccount(t, sys, "webhooks", roleRules...)
+	ctx := context.Background()
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: sys + "-webhooks"}, Rules: clusterRules}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: sys + "-webhooks"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sys, Name: "webhooks"}},
+	}
+	for _, o := range []client.Object{cr, crb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg
 }
 
 // subscribe creates a KeyWebhook named name in ns to url, signed with secret.
