@@ -135,6 +135,9 @@ func ParsePrefixes(ss []string) ([]netip.Prefix, error) {
 // sender's, and the one the operator checks KeyWebhooks' URLs against.
 func WebhookPolicy(w *configv1alpha1.WebhooksConfiguration) (webhookdelivery.Policy, error) {
 	p := webhookdelivery.Policy{AllowHTTP: w.AllowHTTP}
+	if w.DeniedNetworks != nil {
+		p.Denied = []netip.Prefix{} // [] denies none: not the defaults
+	}
 	for _, n := range []struct {
 		from []string
 		to   *[]netip.Prefix

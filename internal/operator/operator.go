@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -83,7 +84,8 @@ type Options struct {
 	// none).
 	MinRenewalIntervalPercentage int32
 	// WebhookPolicy is the webhook network policy KeyWebhooks' URLs are checked against: the
-	// webhook sender's (its zero value refuses plain HTTP and the always refused networks).
+	// webhook sender's. Its Denied networks default to the configuration's (the private ones)
+	// when nil; empty, only the always refused networks are.
 	WebhookPolicy webhookdelivery.Policy
 	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
 	// past it only the aggregates are exported (negative: no per-key series at all).
@@ -172,6 +174,11 @@ func (o *Options) Default() {
 	}
 	if o.KeyMetricsLimit == 0 {
 		o.KeyMetricsLimit = DefaultKeyMetricsLimit
+	}
+	if o.WebhookPolicy.Denied == nil {
+		for _, n := range configv1alpha1.DefaultWebhookDeniedNetworks() {
+			o.WebhookPolicy.Denied = append(o.WebhookPolicy.Denied, netip.MustParsePrefix(n))
+		}
 	}
 	if o.LeaderElectionID == "" {
 		o.LeaderElectionID = DefaultLeaderElectionID
