@@ -20,7 +20,7 @@ type candidate struct {
 	message   switchboardv1alpha1.WebhookMessage
 }
 
-// dueMessages returns, per namespace, the oldest due message of each endpoint that busy does
+// dueMessages returns, per namespace (of outboxes named after it, as the operator names them), the oldest due message of each endpoint that busy does
 // not hold, in outbox order, and the earliest time a message not yet due falls due (zero when
 // none). skip says which messages the cache shows out of date (written but not yet seen).
 func dueMessages(outboxes []switchboardv1alpha1.WebhookOutbox, now time.Time, busy func(uid string) bool,
@@ -29,6 +29,9 @@ func dueMessages(outboxes []switchboardv1alpha1.WebhookOutbox, now time.Time, bu
 	var next time.Time
 	for i := range outboxes {
 		ob := &outboxes[i]
+		if ob.Name != switchboardv1alpha1.WebhookOutboxName(ob.Spec.Namespace) {
+			continue // not one the operator writes: its messages name no namespace it may vouch for
+		}
 		taken := map[string]bool{}
 		for _, m := range ob.Spec.Messages {
 			if taken[m.WebhookUID] || busy(m.WebhookUID) {

@@ -46,6 +46,10 @@ func TestDueMessages(t *testing.T) {
 			msg("b2", "u5", 0, nil),
 			msg("b3", "u6", 3, &at), // due now
 		}}},
+		// An outbox whose name is not its namespace's: not the operator's, never read.
+		{ObjectMeta: metav1.ObjectMeta{Name: "outbox-c"}, Spec: switchboardv1alpha1.WebhookOutboxSpec{Namespace: "a", Messages: []switchboardv1alpha1.WebhookMessage{
+			msg("c1", "u7", 0, nil),
+		}}},
 	}
 	due, next := dueMessages(obs, at, func(uid string) bool { return uid == "u3" },
 		func(outbox string, m *switchboardv1alpha1.WebhookMessage) bool {
