@@ -59,7 +59,7 @@ func TestWebhookDeliverySurvivesSIGKILL(t *testing.T) {
 		letGo  = make(chan struct{})
 		holdMu sync.Once
 	)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		got = append(got, delivery{id: r.Header.Get("webhook-id"), verified: wh.Verify(body, r.Header)})

@@ -186,8 +186,11 @@ func TestSigningSecretsAreCopied(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the copy deleted", func() error {
-		if _, err := copyOf(t, sys, kw.UID); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the copy is still there (%v)", err)
+		switch _, err := copyOf(t, sys, kw.UID); {
+		case err == nil:
+			return errors.New("the copy is still there")
+		case !apierrors.IsNotFound(err):
+			return err
 		}
 		return nil
 	})
