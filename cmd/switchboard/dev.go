@@ -30,7 +30,8 @@ func newDevCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run the whole system on a local control plane (etcd + kube-apiserver) with a demo namespace",
 		Long: `dev starts etcd and kube-apiserver from --assets (built by ` + "`make envtest`" + `), installs the
-CRDs, runs the operator, the /v1 API server and the panel in this process, seeds namespace
+CRDs, runs the operator, the /v1 API server, the panel and the webhook sender in this process
+(which, as in a cluster, sends to no loopback or private address), seeds namespace
 "demo" with two Connections and an APIKey, prints the demo key once with a curl line, and
 prints "ready". Data survives restarts unless --fresh. Ctrl-C stops everything.`,
 		Args: cobra.NoArgs,

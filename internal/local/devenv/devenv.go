@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/version"
+	"github.com/switchboard-dev/switchboard/internal/webhooksender"
 )
 
 // Options configure a dev run.
@@ -319,6 +320,25 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 			return errs.ToAggregate()
 		}
 		return operator.Run(ctx, rest.CopyConfig(cfg), operator.OptionsFromConfig(c))
+	})
+	run("the webhook sender", func(ctx context.Context) error {
+		// The operator's configuration, as the chart gives both: the default networks denied
+		// (loopback always), so a KeyWebhook to this machine is refused here as in a cluster.
+		c := &configv1alpha1.OperatorConfiguration{
+			SystemNamespace:        opts.SystemNamespace,
+			LeaderElect:            ptr.To(false),
+			MetricsBindAddress:     ptr.To(""),
+			HealthProbeBindAddress: ptr.To(""),
+		}
+		configv1alpha1.SetDefaults_OperatorConfiguration(c)
+		if errs := config.ValidateOperatorConfiguration(c); len(errs) > 0 {
+			return errs.ToAggregate()
+		}
+		o, err := webhooksender.OptionsFromConfig(c)
+		if err != nil {
+			return err
+		}
+		return webhooksender.Run(ctx, rest.CopyConfig(cfg), o)
 	})
 	run("the API server", func(ctx context.Context) error {
 		c := &configv1alpha1.ServerConfiguration{
