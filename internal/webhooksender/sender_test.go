@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
@@ -289,5 +294,50 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 	// Nothing was delivered: the refused messages wait (or wait to be retried) in the outbox.
 	if ob := outbox(t, sys, ns); len(ob.Spec.Messages) != 7 {
 		t.Errorf("%d messages in the outbox; the 7 refused ones should wait there", len(ob.Spec.Messages))
+	}
+}
+
+// End to end with the real operator: an APIKey issued in a namespace with a KeyWebhook reaches
+// the receiver as apikey.created (recorded by the operator, sent by the sender), verified, with
+// the key's hint and never the key.
+func TestOperatorsEventsReachTheReceiver(t *testing.T) {
+	ns := env.Namespace(t, "e2e")
+	secret := testSecret(6)
+	rcv := newReceiver(t, secret, nil)
+	system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	subscribe(t, ns, "audit", rcv.URL, secret)
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing"}, Spec: switchboardv1alpha1.APIKeySpec{Description: "e2e"}}
+	if err := env.Client.Create(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "apikey.created delivered", func() error {
+		for _, d := range rcv.deliveries() {
+			if d.verified == nil && strings.Contains(string(d.body), `"type":"apikey.created"`) && strings.Contains(string(d.body), `"name":"billing"`) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d deliveries, none apikey.created for billing", len(rcv.deliveries()))
+	})
+	// The key itself, from its reveal Secret, is in no delivery.
+	var secrets corev1.SecretList
+	if err := env.Client.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	keys := 0
+	for _, s := range secrets.Items {
+		for k, v := range s.Data {
+			// A key, not its hint ("sb_live_AbCd…wxyz"), which deliveries do carry.
+			if strings.HasPrefix(string(v), "sb_live_") && !strings.Contains(string(v), "…") {
+				keys++
+				for _, d := range rcv.deliveries() {
+					if strings.Contains(string(d.body), string(v)) {
+						t.Fatalf("a delivery carries the key of Secret %s, entry %s", s.Name, k)
+					}
+				}
+			}
+		}
+	}
+	if keys == 0 {
+		t.Fatal("no key in the namespace's Secrets: the check proves nothing")
 	}
 }
