@@ -2,6 +2,9 @@ package webhooksender
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
@@ -340,4 +344,69 @@ func TestOperatorsEventsReachTheReceiver(t *testing.T) {
 	if keys == 0 {
 		t.Fatal("no key in the namespace's Secrets: the check proves nothing")
 	}
+}
+
+// TestALeakReachesTheReceiver: issue 32's closed loop seen from a tenant's endpoint. A verified
+// report becomes a LeakReport in the system namespace (internal/server's leak tests do that
+// part with GitHub's signed formats); from there the real operator refuses the key and records
+// apikey.leaked, and the real sender delivers it, signed, saying where the key was found and
+// carrying its hint, never the key.
+func TestALeakReachesTheReceiver(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t, "leak")
+	secret := testSecret(7)
+	rcv := newReceiver(t, secret, nil)
+	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	subscribe(t, ns, "security", rcv.URL, secret)
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing"}, Spec: switchboardv1alpha1.APIKeySpec{Description: "leaked"}}
+	if err := env.Client.Create(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	var plaintext, hint string
+	testenv.Eventually(t, 60*time.Second, "the key revealed", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(key), key); err != nil {
+			return err
+		}
+		if key.Status.RevealSecretName == "" {
+			return errors.New("no reveal Secret yet")
+		}
+		var s corev1.Secret
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: key.Status.RevealSecretName}, &s); err != nil {
+			return err
+		}
+		if v := string(s.Data[keysecret.DataKey]); strings.HasPrefix(v, "sb_live_") {
+			plaintext, hint = v, key.Status.KeyHint
+			return nil
+		}
+		return errors.New("no key in the reveal Secret")
+	})
+	sum := sha256.Sum256([]byte(plaintext))
+	keyHash := hex.EncodeToString(sum[:])
+	const where = "https://github.com/example/app/blob/4f2a/config.yaml"
+	report := &switchboardv1alpha1.LeakReport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: switchboardv1alpha1.LeakReportName(keyHash)},
+		Spec: switchboardv1alpha1.LeakReportSpec{KeyHash: keyHash, KeyHint: hint, Source: switchboardv1alpha1.LeakSourceGitHubPartner,
+			URL: where, Location: "content", ReportedAt: metav1.Now()},
+	}
+	if err := env.Client.Create(ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "apikey.leaked delivered", func() error {
+		for _, d := range rcv.deliveries() {
+			if d.verified == nil && strings.Contains(string(d.body), `"type":"apikey.leaked"`) {
+				var e webhookdelivery.Event
+				if err := json.Unmarshal(d.body, &e); err != nil {
+					return fmt.Errorf("apikey.leaked delivery %s: %w", d.id, err)
+				}
+				if e.Data.Name != "billing" || e.Data.URL != where || e.Data.KeyHint != hint || e.Data.KeyGeneration != 1 {
+					return fmt.Errorf("apikey.leaked says %+v; want billing, generation 1, %s, found at %s", e.Data, hint, where)
+				}
+				if strings.Contains(string(d.body), plaintext) {
+					t.Fatal("the apikey.leaked delivery carries the key")
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("%d deliveries, none apikey.leaked verified", len(rcv.deliveries()))
+	})
 }
