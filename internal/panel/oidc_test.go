@@ -4,6 +4,7 @@ package panel_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -140,6 +142,46 @@ func bindCluster(t *testing.T, name string, rules []rbacv1.PolicyRule, subject r
 		if err := env.Client.Create(testCtx(t), obj); err != nil {
 			t.Fatalf("creating %T %s: %v", obj, name, err)
 		}
+	}
+	waitForGrant(t, rules, subject)
+}
+
+// waitForGrant waits until the API server's authorizer allows subject each rule's first verb
+// on its first resource (or URL): RBAC reaches the authorizer through its informers, a moment
+// after the binding is created, and a test asserting what the grant allows must not race it.
+func waitForGrant(t *testing.T, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
+	t.Helper()
+	var user string
+	var groups []string
+	switch subject.Kind {
+	case rbacv1.ServiceAccountKind:
+		user = "system:serviceaccount:" + subject.Namespace + ":" + subject.Name
+		groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + subject.Namespace, "system:authenticated"}
+	case rbacv1.UserKind:
+		user = subject.Name
+	default:
+		groups = []string{subject.Name}
+	}
+	for _, r := range rules {
+		spec := authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups}
+		if len(r.NonResourceURLs) > 0 {
+			spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: r.NonResourceURLs[0], Verb: r.Verbs[0]}
+		} else {
+			spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Group: r.APIGroups[0], Resource: r.Resources[0], Verb: r.Verbs[0]}
+			if len(r.ResourceNames) > 0 {
+				spec.ResourceAttributes.Name = r.ResourceNames[0]
+			}
+		}
+		testenv.Eventually(t, 30*time.Second, "the grant reaching the authorizer", func() error {
+			review := &authorizationv1.SubjectAccessReview{Spec: spec}
+			if err := env.Client.Create(testCtx(t), review); err != nil {
+				return err
+			}
+			if !review.Status.Allowed {
+				return fmt.Errorf("%s %v may not yet %+v", user, groups, r)
+			}
+			return nil
+		})
 	}
 }
 
