@@ -373,8 +373,9 @@ func connectionNote(t *testing.T, k8s client.Client, name string) string {
 func crdsGone(t *testing.T, k8s client.Client) {
 	t.Helper()
 	// The API server deletes a CRD only after its cleanup finalizer ran; on a busy machine
-	// (2 cores, other suites beside) that took over a minute once.
-	deadline := time.Now().Add(3 * time.Minute)
+	// (2 cores, other suites beside) that took over a minute once, and over three for one of
+	// six CRDs (the finalizer retries a failed cleanup with a growing backoff).
+	deadline := time.Now().Add(6 * time.Minute)
 	for {
 		var left []string
 		for _, name := range switchboardCRDs {
@@ -388,7 +389,8 @@ func crdsGone(t *testing.T, k8s client.Client) {
 		if time.Now().After(deadline) {
 			for _, name := range left {
 				crd := getCRD(t, k8s, name)
-				t.Logf("%s is still there: annotations %v labels %v deletion %v finalizers %v", name, crd.GetAnnotations(), crd.GetLabels(), crd.GetDeletionTimestamp(), crd.GetFinalizers())
+				conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+				t.Logf("%s is still there: annotations %v labels %v deletion %v finalizers %v conditions %v", name, crd.GetAnnotations(), crd.GetLabels(), crd.GetDeletionTimestamp(), crd.GetFinalizers(), conditions)
 			}
 			t.Fatalf("helm uninstall with crds.keep=false left %s", strings.Join(left, ", "))
 		}
