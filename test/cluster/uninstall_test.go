@@ -14,20 +14,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/webhooksender"
 )
 
 // leftOnPurpose is what `helm uninstall` leaves in the release namespace, as docs/operating.md says:
-// the hash Secrets (so that a reinstall keeps every issued key valid) and the operator's
-// leader-election Lease, which the operator makes and Helm does not know; and what Kubernetes
-// puts in every namespace.
+// the hash Secrets (so that a reinstall keeps every issued key valid), the keys' histories, the
+// webhook outboxes and signing-secret copies (so that it keeps the histories and delivers what
+// was pending), and the operator's and the sender's leader-election Leases, which they make
+// and Helm does not know; and what Kubernetes puts in every namespace.
 func leftOnPurpose(kind, name string, obj map[string]any) bool {
 	switch kind {
 	case "Secret":
-		return obj["type"] == string(keysecret.TypeHash)
+		return obj["type"] == string(keysecret.TypeHash) || obj["type"] == string(keywebhook.SecretType)
+	case "APIKeyHistory", "WebhookOutbox":
+		return true
 	case "Lease":
-		return name == operator.DefaultLeaderElectionID
+		return name == operator.DefaultLeaderElectionID || name == webhooksender.DefaultLeaderElectionID
 	case "ConfigMap":
 		return name == "kube-root-ca.crt"
 	case "ServiceAccount":
