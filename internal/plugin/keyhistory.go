@@ -65,20 +65,16 @@ func (o *keyHistoryOptions) run(ctx context.Context, name string) error {
 	if err := checkStatusOutput(o.output); err != nil {
 		return err
 	}
-	c, ns, err := o.connect()
+	c, ns, key, err := o.getKey(ctx, name)
 	if err != nil {
 		return err
-	}
-	var key switchboardv1alpha1.APIKey
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &key); err != nil {
-		return explain(err, action{verb: "get", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: name})
 	}
 	var h switchboardv1alpha1.APIKeyHistory
 	err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &h)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return explain(err, action{verb: "get", resource: "apikeyhistories.switchboard.dev", kind: "APIKeyHistory", namespace: ns, name: name})
 	}
-	report := historyOf(&key, &h)
+	report := historyOf(key, &h)
 	switch o.output {
 	case outputJSON:
 		return writeJSON(o.Out, report)

@@ -161,18 +161,14 @@ func (o *keyStatusOptions) run(ctx context.Context, name string) error {
 	if err := checkStatusOutput(o.output); err != nil {
 		return err
 	}
-	c, ns, err := o.connect()
+	c, _, key, err := o.getKey(ctx, name)
 	if err != nil {
 		return err
 	}
-	var key switchboardv1alpha1.APIKey
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &key); err != nil {
-		return explain(err, action{verb: "get", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: name})
-	}
 	now := o.Clock.Now()
-	report := newKeyReport(&key, now)
-	report.Delivery = deliveryOf(ctx, c, &key)
-	report.Events, report.EventsError = eventsOf(ctx, c, &key)
+	report := newKeyReport(key, now)
+	report.Delivery = deliveryOf(ctx, c, key)
+	report.Events, report.EventsError = eventsOf(ctx, c, key)
 	switch o.output {
 	case outputJSON:
 		return writeJSON(o.Out, report)

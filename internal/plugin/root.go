@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -98,6 +99,20 @@ func Main(ctx context.Context, streams genericiooptions.IOStreams, flags *generi
 // oneLine folds a multi-line message (some API server messages have several) into one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// getKey connects and reads APIKey name of the namespace, explaining a refusal as the other
+// commands do.
+func (o *Options) getKey(ctx context.Context, name string) (client.Client, string, *switchboardv1alpha1.APIKey, error) {
+	c, ns, err := o.connect()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	key := &switchboardv1alpha1.APIKey{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, key); err != nil {
+		return nil, "", nil, explain(err, action{verb: "get", resource: "apikeys.switchboard.dev", kind: "APIKey", namespace: ns, name: name})
+	}
+	return c, ns, key, nil
 }
 
 // connect builds, once, the client for the user's kubeconfig and resolves the namespace.
