@@ -77,12 +77,7 @@ configuration is an OperatorConfiguration (--config), which the flags given over
 	flags.Int32("key-metrics-limit", *def.KeyMetricsLimit, "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none",
 		func(c *oc, v int32) { c.KeyMetricsLimit = bound(v) })
 	flags.Bool("leader-elect", *def.LeaderElect, "elect one active replica through a Lease", func(c *oc, v bool) { c.LeaderElect = &v })
-	flags.String("metrics-bind-address", *def.MetricsBindAddress, `address of the Prometheus metrics; "0" disables them`,
-		func(c *oc, v string) { c.MetricsBindAddress = address(v) })
-	flags.Bool("metrics-secure", *def.MetricsSecure, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
-		func(c *oc, v bool) { c.MetricsSecure = &v })
-	flags.String("health-probe-bind-address", *def.HealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`,
-		func(c *oc, v string) { c.HealthProbeBindAddress = address(v) })
+	bindOperatorListenerFlags(flags, def)
 	flags.String("reveal-bind-address", "0", `address of the reveal endpoint, through which the panel in impersonate mode claims keys for people (HTTPS, callers RBAC allows to post /reveal); "0" disables it`,
 		func(c *oc, v string) { c.Reveal.BindAddress = *address(v) })
 	flags.String("reveal-ca-configmap", def.Reveal.CAConfigMap, "ConfigMap in the system namespace where each replica publishes the reveal endpoint's certificate",

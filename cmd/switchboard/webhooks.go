@@ -61,11 +61,18 @@ settings it shares with the operator (systemNamespace, leaderElect, metrics, pro
 	flags.String("system-namespace", podNamespace(), "namespace of the outboxes, the signing secrets' copies and the leader election Lease; $POD_NAMESPACE when set",
 		func(c *oc, v string) { c.SystemNamespace = v })
 	flags.Bool("leader-elect", *def.LeaderElect, "elect one sending replica through a Lease", func(c *oc, v bool) { c.LeaderElect = &v })
+	bindOperatorListenerFlags(flags, def)
+	return cmd
+}
+
+// bindOperatorListenerFlags binds the flags of the listeners every process reading an
+// OperatorConfiguration serves (the operator and the webhook sender): metrics and probes.
+func bindOperatorListenerFlags(flags *overrides[configv1alpha1.OperatorConfiguration], def *configv1alpha1.OperatorConfiguration) {
+	type oc = configv1alpha1.OperatorConfiguration
 	flags.String("metrics-bind-address", *def.MetricsBindAddress, `address of the Prometheus metrics; "0" disables them`,
 		func(c *oc, v string) { c.MetricsBindAddress = address(v) })
 	flags.Bool("metrics-secure", *def.MetricsSecure, "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
 		func(c *oc, v bool) { c.MetricsSecure = &v })
 	flags.String("health-probe-bind-address", *def.HealthProbeBindAddress, `address of /healthz and /readyz; "0" disables them`,
 		func(c *oc, v string) { c.HealthProbeBindAddress = address(v) })
-	return cmd
 }
