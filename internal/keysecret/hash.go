@@ -114,6 +114,7 @@ func SetCurrent(s *corev1.Secret, key *switchboardv1alpha1.APIKey, gen int64, su
 	if Generation(s) < gen {
 		old := s.Data[DataHash]
 		DropPrevious(s)
+		delete(s.Data, DataPreviousEndedEarly) // the generation before's
 		if !keepPreviousUntil.IsZero() && len(old) > 0 {
 			s.Data[DataPreviousHash] = old
 			s.Data[DataPreviousValidUntil] = []byte(keepPreviousUntil.UTC().Format(time.RFC3339))
@@ -146,6 +147,12 @@ type Issued struct {
 	IssuedAt time.Time
 	// NotAfter is when the key stops being accepted, its lifetime's end (zero: never).
 	NotAfter time.Time
+	// Renewal says the generation was issued by an automatic renewal.
+	Renewal bool
+	// PreviousEndedEarly is the evidence that ended the grace of the key this generation
+	// replaced before its fixed end ("": it did not); written by EndPreviousEarly, kept by
+	// SetIssued unless rec says otherwise, and gone with the next generation's record.
+	PreviousEndedEarly string
 	// RevokedAt is when the operator revoked the key for a reason of its own (zero: it did
 	// not), and RevokedReason that reason (SetRevoked). Final: SetIssued never clears them.
 	RevokedAt     time.Time
@@ -177,6 +184,17 @@ func SetIssued(s *corev1.Secret, rec Issued) {
 	}
 	setTime(s, DataIssuedAt, rec.IssuedAt)
 	setTime(s, DataNotAfter, rec.NotAfter)
+	setString(s, DataRenewal, map[bool]string{true: "true"}[rec.Renewal])
+	setString(s, DataPreviousEndedEarly, rec.PreviousEndedEarly)
+}
+
+// setString writes v under name, or removes name when v is "".
+func setString(s *corev1.Secret, name, v string) {
+	if v == "" {
+		delete(s.Data, name)
+		return
+	}
+	s.Data[name] = []byte(v)
 }
 
 // setTime writes t under name, or removes name when t is zero.
@@ -197,7 +215,8 @@ func IssuedOf(s *corev1.Secret) (Issued, bool) {
 	if gen == 0 || hint == "" {
 		return Issued{}, false
 	}
-	rec := Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled]), Delivery: string(s.Data[DataDelivery])}
+	rec := Issued{Generation: gen, Hint: hint, RotationHandled: string(s.Data[DataRotationHandled]), Delivery: string(s.Data[DataDelivery]),
+		Renewal: string(s.Data[DataRenewal]) == "true", PreviousEndedEarly: string(s.Data[DataPreviousEndedEarly])}
 	if raw := s.Data[DataRevealExpiresAt]; len(raw) > 0 {
 		if t, err := time.Parse(time.RFC3339, string(raw)); err == nil {
 			rec.RevealExpiresAt = t
@@ -246,6 +265,16 @@ func SetRevoked(s *corev1.Secret, at time.Time, reason string) {
 func DropPrevious(s *corev1.Secret) {
 	delete(s.Data, DataPreviousHash)
 	delete(s.Data, DataPreviousValidUntil)
+}
+
+// EndPreviousEarly removes the previous key's hash from hash Secret s before its grace's fixed
+// end, and records why (evidence, a sentence) in the same write.
+func EndPreviousEarly(s *corev1.Secret, evidence string) {
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	DropPrevious(s)
+	setString(s, DataPreviousEndedEarly, evidence)
 }
 
 // PreviousValidUntil reads when the previous key of hash Secret s stops being accepted; false

@@ -93,6 +93,16 @@ const (
 	// refuses the current key from DataNotAfter on.
 	DataIssuedAt = "issuedAt"
 	DataNotAfter = "notAfter"
+	// DataRenewal says, in a hash Secret, that the key generation it hashes was issued by an
+	// automatic renewal ("true"; absent: a first key, a rotation or a redelivery). Part of the
+	// record of issuance, so that a renewal interrupted before its status patch is still
+	// reported as one when the next reconcile publishes it.
+	DataRenewal = "renewal"
+	// DataPreviousEndedEarly holds, in a hash Secret, the evidence that ended the grace of the
+	// key the current generation replaced before its fixed end (spec.graceEndsWhenUnusedFor),
+	// in a sentence (absent: it did not, or not yet). Written with the previous hash's removal,
+	// so that what ended the grace is said even when the status patch that followed was lost.
+	DataPreviousEndedEarly = "previous.endedEarly"
 	// DataRevokedAt and DataRevokedReason record, in a hash Secret, that the operator revoked
 	// the key for a reason of its own (spec.revokeWhenUnusedFor), rather than writing the
 	// user's spec.revoked: the API server refuses every key of such a hash Secret, and the

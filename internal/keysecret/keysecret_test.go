@@ -390,3 +390,38 @@ func TestNewSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordOfRenewalAndEarlyEnd: a renewal and an early end of the previous key's grace are
+// read back from the record as written; a later record that keeps them (issuedRecord, as
+// recordLife does) keeps them; the next generation's record starts without either.
+func TestRecordOfRenewalAndEarlyEnd(t *testing.T) {
+	key := testKey()
+	until := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := keysecret.NewHash(key, "system", 1, apikey.Sum("1"))
+	keysecret.SetCurrent(s, key, 2, apikey.Sum("2"), until)
+	keysecret.SetIssued(s, keysecret.Issued{Hint: "sb_live_AbCd…wxyz", Renewal: true})
+	keysecret.EndPreviousEarly(s, "its consumers moved")
+	if _, kept := keysecret.PreviousValidUntil(s); kept {
+		t.Fatal("the previous key's hash survived the early end of its grace")
+	}
+	rec, ok := keysecret.IssuedOf(s)
+	if !ok || !rec.Renewal || rec.PreviousEndedEarly != "its consumers moved" {
+		t.Fatalf("IssuedOf = %+v, %t; want a renewal whose previous key's grace ended early", rec, ok)
+	}
+	rec.NotAfter = until
+	keysecret.SetIssued(s, rec)
+	if again, _ := keysecret.IssuedOf(s); !again.Renewal || again.PreviousEndedEarly != "its consumers moved" {
+		t.Fatalf("rewriting the record lost what it said: %+v", again)
+	}
+	if _, err := keysecret.ParseHash(s); err != nil {
+		t.Fatalf("a hash Secret with these records does not parse: %v", err)
+	}
+	keysecret.SetCurrent(s, key, 3, apikey.Sum("3"), until)
+	keysecret.SetIssued(s, keysecret.Issued{Hint: "sb_live_EfGh…wxyz"})
+	if next, _ := keysecret.IssuedOf(s); next.Renewal || next.PreviousEndedEarly != "" {
+		t.Fatalf("the next generation inherited the record of the one before: %+v", next)
+	}
+	if _, has := s.Data[keysecret.DataRenewal]; has {
+		t.Fatal("a rotation's record still says renewal")
+	}
+}

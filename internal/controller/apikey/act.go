@@ -48,6 +48,11 @@ type outcome struct {
 	issued    bool
 	published bool
 	lostHint  string
+	// renewed: the generation published was issued by a renewal (set by publish, which
+	// finishes an issue interrupted before its status patch; an issue's decision says it),
+	// renewedUntil when the key it replaced stops being accepted (zero: it already is not).
+	renewed      bool
+	renewedUntil time.Time
 	// conflict says why the issue cannot go on: a Secret it must write is not the APIKey's.
 	conflict string
 	// restored: the status did not say what the hash Secret records, and was put back.
@@ -146,7 +151,13 @@ type dropPrevious struct {
 
 func (p dropPrevious) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (outcome, error) {
 	before := s.hash.DeepCopy()
-	keysecret.DropPrevious(s.hash)
+	if p.early != "" {
+		// Why it ended goes into the same write: the GraceEvidence condition says it from the
+		// record, even when the status patch that follows is lost.
+		keysecret.EndPreviousEarly(s.hash, p.early)
+	} else {
+		keysecret.DropPrevious(s.hash)
+	}
 	if err := r.Client.Patch(ctx, s.hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return outcome{}, fmt.Errorf("dropping the previous key's hash: %w", err)
 	}

@@ -43,6 +43,9 @@ type graceEvidence struct {
 	active bool
 	// moved: the old key's consumers have moved; its grace ends now.
 	moved bool
+	// ended: its grace already ended on evidence, as the hash Secret records
+	// (keysecret.EndPreviousEarly); nothing is left to do.
+	ended bool
 	// reason and message are the GraceEvidence condition's.
 	reason, message string
 	// quietUntil is when the old key's quiet period ends if it stays unused; consumers are
@@ -85,6 +88,11 @@ func needsConsumers(s *keyState, rec *keysecret.Issued) bool {
 func graceEvidenceOf(s *keyState, rec *keysecret.Issued, wake *requeue) graceEvidence {
 	until, lastUse, gen, ok := quietUntil(s, rec)
 	if !ok {
+		if rec != nil && rec.PreviousEndedEarly != "" && s.key.Spec.GraceEndsWhenUnusedFor != nil {
+			// Said from the record, not from the status the early end was first reported in:
+			// that status patch may have been lost.
+			return graceEvidence{active: true, ended: true, reason: switchboardv1alpha1.ReasonConsumersMoved, message: rec.PreviousEndedEarly}
+		}
 		return graceEvidence{}
 	}
 	key, now := s.key, s.now

@@ -46,12 +46,21 @@ func TestGraceEvidence(t *testing.T) {
 		s        *keyState
 		active   bool
 		moved    bool
+		ended    bool
 		reason   string
 		wake     time.Duration
 		contains string
 	}{
 		{name: "not asked for", s: graceState(false, func(s *keyState) { s.key.Spec.GraceEndsWhenUnusedFor = nil })},
 		{name: "no old key", s: graceState(false, func(s *keyState) { keysecret.DropPrevious(s.hash) })},
+		{name: "its grace ended on evidence: said from the record, nothing left to do",
+			s:      graceState(true, func(s *keyState) { keysecret.EndPreviousEarly(s.hash, "every pod restarted") }),
+			active: true, ended: true, reason: switchboardv1alpha1.ReasonConsumersMoved, contains: "every pod restarted"},
+		{name: "ended on evidence, but no longer asked for",
+			s: graceState(true, func(s *keyState) {
+				keysecret.EndPreviousEarly(s.hash, "every pod restarted")
+				s.key.Spec.GraceEndsWhenUnusedFor = nil
+			})},
 		{name: "the fixed grace is over: GraceEnded's", s: graceState(false, func(s *keyState) {
 			s.hash.Data[keysecret.DataPreviousValidUntil] = []byte(planNow.Add(-time.Second).Format(time.RFC3339))
 		})},
@@ -101,8 +110,8 @@ func TestGraceEvidence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var wake requeue
 			e := graceEvidenceOf(tt.s, tt.s.record(), &wake)
-			if e.active != tt.active || e.moved != tt.moved || e.reason != tt.reason {
-				t.Fatalf("active %t, moved %t, reason %q; want %t, %t, %q (%s)", e.active, e.moved, e.reason, tt.active, tt.moved, tt.reason, e.message)
+			if e.active != tt.active || e.moved != tt.moved || e.ended != tt.ended || e.reason != tt.reason {
+				t.Fatalf("active %t, moved %t, ended %t, reason %q; want %t, %t, %t, %q (%s)", e.active, e.moved, e.ended, e.reason, tt.active, tt.moved, tt.ended, tt.reason, e.message)
 			}
 			if wake.after != tt.wake {
 				t.Errorf("wakes after %v, want %v", wake.after, tt.wake)

@@ -43,7 +43,7 @@ func (i issue) do(ctx context.Context, r *Reconciler, s *keyState, d decision) (
 	if err != nil {
 		return out, err
 	}
-	rec := keysecret.Issued{Hint: apikey.Hint(plaintext), RotationHandled: key.Status.LastHandledRotationAt}
+	rec := keysecret.Issued{Hint: apikey.Hint(plaintext), RotationHandled: key.Status.LastHandledRotationAt, Renewal: i.renewal}
 	if old := s.record(); old != nil {
 		rec.RotationHandled = old.RotationHandled
 	}
@@ -123,6 +123,9 @@ func (publish) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (
 	holds := err == nil && keysecret.IsOwnedBy(holder, key, component) && keysecret.Generation(holder) == gen
 	if holds && published < gen {
 		out.restored, out.issued = false, true
+		// A renewal interrupted before its status patch is reported as the renewal it was.
+		out.renewed = rec.Renewal
+		out.renewedUntil, _ = keysecret.PreviousValidUntil(hash)
 		if gen > 1 {
 			key.Status.RotatedAt = timePtr(now)
 		}

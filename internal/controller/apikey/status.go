@@ -63,6 +63,9 @@ type keyFindings struct {
 	leakRolled  bool
 	// grace is what the evidence says of the old key's grace (grace.go).
 	grace graceEvidence
+	// renewedUntil is, for a renewal, when the key it replaced stops being accepted (zero:
+	// it already is not).
+	renewedUntil time.Time
 }
 
 // findingsOf is what the status reports of an APIKey observed as obs after decision d was
@@ -90,6 +93,11 @@ func findingsOf(obs *observation, d decision, out outcome, life life) keyFinding
 	}
 	if i, ok := d.do.(issue); ok && i.renewal {
 		f.life.renewal = true
+		f.renewedUntil = life.notAfter // the life of the key it replaced (Reconcile)
+	}
+	if out.renewed {
+		f.life.renewal = true
+		f.renewedUntil = out.renewedUntil
 	}
 	return f
 }
@@ -256,8 +264,12 @@ func transitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings, now 
 		}
 	}
 	if f.life.renewal && gen > before.Status.KeyGeneration {
-		t := event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, which stays valid until %s",
-			after.Spec.SecretName, hint, gen, before.Status.KeyHint, f.life.notAfter.UTC().Format(time.RFC3339))
+		stays := "which is no longer accepted"
+		if !f.renewedUntil.IsZero() {
+			stays = "which stays valid until " + f.renewedUntil.UTC().Format(time.RFC3339)
+		}
+		t := event(corev1.EventTypeNormal, "KeyRenewed", "RenewKey", "renewed key into Secret %s: %s (generation %d) replaces %s, %s",
+			after.Spec.SecretName, hint, gen, before.Status.KeyHint, stays)
 		t.key = previous(keyEvent(webhookdelivery.KeyRenewed, t.note))
 	}
 	if (f.leakRefused || f.leakRolled) && f.leak != nil {
@@ -391,7 +403,7 @@ func setGraceCondition(key *switchboardv1alpha1.APIKey, f *keyFindings) {
 		meta.RemoveStatusCondition(&key.Status.Conditions, cond)
 	case f.grace.active:
 		status := metav1.ConditionFalse
-		if f.grace.moved {
+		if f.grace.moved || f.grace.ended {
 			status = metav1.ConditionTrue
 		}
 		controller.SetCondition(&key.Status.Conditions, key.Generation, cond, status, f.grace.reason, f.grace.message)

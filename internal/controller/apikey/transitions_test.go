@@ -79,7 +79,7 @@ func TestTransitions(t *testing.T) {
 		{name: "rotated, delivered: each generation delivered is revealed", before: transitionKey(1, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
 			wantEvents: []string{"KeyRotated"}, wantKey: []keyEventOf{{webhookdelivery.KeyRotated, 2}, {webhookdelivery.KeyRevealed, 2}}},
 		{name: "renewed: a renewal, not a rotation", before: transitionKey(1, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
-			f:          keyFindings{life: life{renewal: true, notAfter: end}},
+			f:          keyFindings{life: life{renewal: true, notAfter: end}, renewedUntil: end},
 			wantEvents: []string{"KeyRotated", "KeyRenewed"}, wantKey: []keyEventOf{{webhookdelivery.KeyRenewed, 2}, {webhookdelivery.KeyRevealed, 2}}},
 		{name: "status restored: nothing was issued", before: transitionKey(1, readyIssued, claimed), after: transitionKey(2, readyIssued, claimed), f: keyFindings{restored: true},
 			wantEvents: []string{ReasonStatusRestored}},

@@ -1,0 +1,166 @@
+//go:build !unit
+
+package apikey_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// A reconcile whose last write, the status patch, is lost (a conflict with a write that came
+// first, or the process dying) after its action landed: the next reconcile must still say what
+// that action did, from what the action recorded where only switchboard writes, not from the
+// status it never got to write.
+
+var errStatusLost = errors.New("injected: the status patch was lost")
+
+// statusLost is env.Client whose patches of an APIKey's status fail.
+func statusLost() client.WithWatch {
+	return interceptor.NewClient(env.Client, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if _, isKey := obj.(*switchboardv1alpha1.APIKey); isKey && sub == "status" {
+				return errStatusLost
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+}
+
+// recordedEvents keeps the reasons and notes of the Events a reconciler driven by hand emits.
+type recordedEvents struct {
+	mu    sync.Mutex
+	notes map[string][]string
+}
+
+func (e *recordedEvents) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, note string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.notes == nil {
+		e.notes = map[string][]string{}
+	}
+	e.notes[reason] = append(e.notes[reason], fmt.Sprintf(note, args...))
+}
+
+func (e *recordedEvents) of(reason string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.notes[reason]
+}
+
+// reconcileWith runs one reconcile of APIKey name with c as the client and events as the
+// recorder, and returns its error.
+func (w *crashWorld) reconcileWith(c client.WithWatch, events *recordedEvents, name string) error {
+	r := w.reconciler(c)
+	if events != nil {
+		r.Recorder = events
+	}
+	_, err := r.Reconcile(testCtx(w.t), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: w.ns, Name: name}})
+	return err
+}
+
+func (w *crashWorld) hashRecord(key *switchboardv1alpha1.APIKey) keysecret.Issued {
+	w.t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, s); err != nil {
+		w.t.Fatal(err)
+	}
+	rec, _ := keysecret.IssuedOf(s)
+	return rec
+}
+
+// TestRenewalWhoseStatusWasLostIsStillARenewal: a delivered key renewed by a reconcile whose
+// status patch is lost is published by the next one as the renewal it was: a KeyRenewed Event
+// (and so the apikey.renewed key event), saying until when the old key stays valid.
+func TestRenewalWhoseStatusWasLostIsStillARenewal(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t)
+	w.createKey("renews", func(k *switchboardv1alpha1.APIKey) {
+		k.Spec.SecretName = "app-key"
+		k.Spec.Lifetime, k.Spec.RenewBefore = durationOf(time.Hour), durationOf(20*time.Minute)
+	})
+	w.settle("renews")
+	issued := w.clock.Now()
+
+	w.clock.Step(45 * time.Minute) // past the renewal time, 40m after the issue
+	if err := w.reconcileWith(statusLost(), nil, "renews"); !errors.Is(err, errStatusLost) {
+		t.Fatalf("the renewal's reconcile: %v, want its status patch lost", err)
+	}
+	key := w.mustKey("renews")
+	if rec := w.hashRecord(key); rec.Generation != 2 || !rec.Renewal || key.Status.KeyGeneration != 1 {
+		t.Fatalf("after the lost status patch: recorded generation %d (renewal %t), published %d; want 2, true, 1",
+			rec.Generation, rec.Renewal, key.Status.KeyGeneration)
+	}
+
+	events := &recordedEvents{}
+	if err := w.reconcileWith(env.Client, events, "renews"); err != nil {
+		t.Fatal(err)
+	}
+	renewed := events.of("KeyRenewed")
+	want := "stays valid until " + issued.Add(time.Hour).UTC().Format(time.RFC3339)
+	if len(renewed) != 1 || !strings.Contains(renewed[0], want) {
+		t.Fatalf("KeyRenewed Events %q, want one saying %q (all: %v)", renewed, want, events.notes)
+	}
+	key = w.mustKey("renews")
+	if key.Status.KeyGeneration != 2 {
+		t.Fatalf("published generation %d, want 2", key.Status.KeyGeneration)
+	}
+	if err := hasCondition(key.Status.Conditions, switchboardv1alpha1.ConditionExpiringSoon, metav1.ConditionFalse, switchboardv1alpha1.ReasonRenewed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEarlyGraceEndWhoseStatusWasLostIsStillSaid: the reconcile that ends an old key's grace on
+// evidence drops its hash, and its status patch is lost. The next reconcile finds no old key in
+// its grace, and still says why it ended (GraceEvidence True/ConsumersMoved), from the hash
+// Secret's record.
+func TestEarlyGraceEndWhoseStatusWasLostIsStillSaid(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t)
+	w.createKey("quiet", func(k *switchboardv1alpha1.APIKey) { k.Spec.GraceEndsWhenUnusedFor = durationOf(10 * time.Minute) })
+	w.settle("quiet")
+	key := w.mustKey("quiet")
+	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: 24 * time.Hour}}
+	if err := env.Client.Update(testCtx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	w.settle("quiet")
+	if err := hasCondition(w.mustKey("quiet").Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionFalse, switchboardv1alpha1.ReasonPreviousKeyInUse); err != nil {
+		t.Fatal(err)
+	}
+
+	w.clock.Step(11 * time.Minute) // the old key unused for its quiet period
+	events := &recordedEvents{}
+	if err := w.reconcileWith(statusLost(), events, "quiet"); !errors.Is(err, errStatusLost) {
+		t.Fatalf("the reconcile that ends the grace: %v, want its status patch lost", err)
+	}
+	if rec := w.hashRecord(key); rec.PreviousEndedEarly == "" {
+		t.Fatal("the hash Secret does not record why the old key's grace ended")
+	}
+	if len(events.of("GraceEndedEarly")) != 1 {
+		t.Fatalf("GraceEndedEarly Events %v, want one", events.notes)
+	}
+
+	w.settle("quiet")
+	got := w.mustKey("quiet")
+	if err := hasCondition(got.Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionTrue, switchboardv1alpha1.ReasonConsumersMoved); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.PreviousKeyValidUntil != nil {
+		t.Fatalf("previousKeyValidUntil %s after the old key's grace ended", got.Status.PreviousKeyValidUntil)
+	}
+}
