@@ -149,6 +149,21 @@ type dropPrevious struct {
 	early string
 }
 
+// confirm: an early end rests on the old key's record of use (status.previousKeyUse), which the
+// cache may not have yet — the server's last write of it may be the newest thing there is —
+// and on the hash Secret: both are read from the API server, and a cached APIKey behind the
+// live one makes the reconcile stale. A grace that ran out rests on the hash Secret's instant
+// alone.
+func (p dropPrevious) confirm(ctx context.Context, r *Reconciler, s *keyState) (bool, error) {
+	if p.early == "" {
+		return false, nil
+	}
+	if err := r.liveKey(ctx, s); err != nil {
+		return false, err
+	}
+	return true, r.liveHash(ctx, s)
+}
+
 func (p dropPrevious) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (outcome, error) {
 	before := s.hash.DeepCopy()
 	if p.early != "" {

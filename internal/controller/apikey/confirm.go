@@ -150,8 +150,13 @@ func (r *Reconciler) liveKey(ctx context.Context, s *keyState) error {
 	return nil
 }
 
-// liveHash reads the APIKey's hash Secret from the API server into s.
+// liveHash reads the APIKey's hash Secret from the API server into s; none when the APIKey is
+// gone (liveKey found it deleted): the plan then sees no key to act on.
 func (r *Reconciler) liveHash(ctx context.Context, s *keyState) (err error) {
+	if s.key == nil {
+		s.hash, s.confirmed.hash = nil, true
+		return nil
+	}
 	s.hash, err = r.liveSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(s.key.UID)})
 	s.confirmed.hash = true
 	return err

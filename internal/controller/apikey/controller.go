@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,11 +26,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
@@ -86,6 +89,10 @@ type Reconciler struct {
 	MinRenewalInterval renewalinterval.Minimum
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions crcontroller.Options
+
+	// pods wakes the keys that wait for their consumers' pods to restart (consumers.go); set
+	// by SetupWithManager. Nil: such keys look again every consumersRetry.
+	pods *podwatch.Watcher
 }
 
 // SetupWithManager registers the reconciler with mgr. Reveal and delivery Secrets are owned by
@@ -112,6 +119,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if _, err := mgr.GetCache().GetInformer(ctx, &switchboardv1alpha1.KeyWebhook{}); err != nil {
 		return fmt.Errorf("watching KeyWebhooks: %w", err)
 	}
+	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating the pods' metadata client: %w", err)
+	}
+	r.pods = podwatch.New(md, 0, nil, mgr.GetLogger().WithName("podwatch"))
+	if err := mgr.Add(r.pods); err != nil {
+		return fmt.Errorf("adding the pod watcher: %w", err)
+	}
 	if err := (&LeakReportReconciler{Client: r.Client, SystemNamespace: r.SystemNamespace, ControllerOptions: r.ControllerOptions}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -120,6 +135,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&corev1.Secret{}, builder.WithPredicates(controller.MeaningfulUpdate)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(hashSecretToAPIKey), builder.WithPredicates(isHash, controller.MeaningfulUpdate)).
 		Watches(&switchboardv1alpha1.LeakReport{}, handler.EnqueueRequestsFromMapFunc(r.leakReportToAPIKey)).
+		WatchesRawSource(source.Channel(r.pods.Events(), &handler.EnqueueRequestForObject{})).
 		Named("apikey").
 		WithOptions(controller.FairOptions(r.ControllerOptions)).
 		Complete(r)

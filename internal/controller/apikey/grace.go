@@ -19,8 +19,13 @@ import (
 // upper bound: evidence only ever shortens it.
 
 // consumersRetry is how often pods that still hold the old key, or a namespace whose workloads
-// switchboard may not read, are looked at again: nothing wakes the operator when they change.
-const consumersRetry = 30 * time.Second
+// switchboard may not read, are looked at again when nothing wakes the operator when they
+// change; consumersResync when their namespace's pods are watched (internal/podwatch), and a
+// change wakes the key at once.
+const (
+	consumersRetry  = 30 * time.Second
+	consumersResync = 10 * time.Minute
+)
 
 // maxHoldersShown bounds the pods the GraceEvidence condition names.
 const maxHoldersShown = 10
@@ -34,6 +39,8 @@ type consumerState struct {
 	// holders name the pods that take the Secret by environment variable or subPath and started
 	// before the new key was written, as "kind/workload: pod/name".
 	holders []string
+	// watched: a change of the namespace's pods wakes the key (internal/podwatch).
+	watched bool
 }
 
 // graceEvidence is what the evidence says of the old key's grace, for the policy and the
@@ -125,7 +132,11 @@ func graceEvidenceOf(s *keyState, rec *keysecret.Issued, wake *requeue) graceEvi
 		e.message = fmt.Sprintf("%s, but switchboard may not read the workloads and pods of namespace %s (%s): bind it the Role switchboard-consumer-reader there to let their restarts end the grace early; until then it ends %s",
 			used, key.Namespace, s.consumers.unreadable, bound)
 	case len(s.consumers.holders) > 0:
-		wake.at(consumersRetry)
+		if s.consumers.watched {
+			wake.at(consumersResync)
+		} else {
+			wake.at(consumersRetry)
+		}
 		e.reason = switchboardv1alpha1.ReasonPodsHoldPreviousKey
 		e.message = fmt.Sprintf("%s, but %s started before key generation %d was written at %s and take%s Secret %s by environment variable or subPath, so they still hold the old key: restart them (kubectl rollout restart); its grace ends when they have, %s",
 			used, holdersText(s.consumers.holders), rec.Generation, written, map[bool]string{true: "s", false: ""}[len(s.consumers.holders) == 1], key.Spec.SecretName, bound)

@@ -139,7 +139,8 @@ func TestGraceStaysAtMostTheFixedBound(t *testing.T) {
 // environment variable. Its old key goes quiet, but a pod started before the rotation still
 // holds it: the grace stays, GraceEvidence names the pod. A Deployment that mounts the Secret as
 // a whole volume does not hold the grace (it sees the new key without a restart). Once the pod
-// is replaced by one started after the new key was written, the grace ends.
+// is replaced by one started after the new key was written, the grace ends, the operator woken
+// by the pods' changes alone.
 func TestGraceWaitsForPodsThatTakeTheKeyByEnv(t *testing.T) {
 	kt := newKeyTest(t)
 	ensureDefaultServiceAccount(t, kt.ns)
@@ -177,20 +178,40 @@ func TestGraceWaitsForPodsThatTakeTheKeyByEnv(t *testing.T) {
 		t.Fatal("the grace ended while a pod started before the rotation takes the key by env")
 	}
 
-	// The rollout: the old pod goes, a new one starts after the new key was written.
+	// The rollout: the old pod goes, a new one starts after the new key was written. First the
+	// reconcile that the status write above sets off runs out, so that only the pods' changes
+	// can wake the operator.
+	kt.quiet(key)
 	if err := env.Client.Delete(testCtx(t), oldPod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	written := rotated.Status.KeyIssuedAt.Time
 	time.Sleep(time.Until(written.Add(time.Second)) + 50*time.Millisecond)
 	createPod(t, kt.ns, "env-consumer-new", envApp)
-	kt.graceEvidence(key, metav1.ConditionTrue, switchboardv1alpha1.ReasonConsumersMoved)
+	// No poke: the operator watches the pods of the namespace while the key waits on them
+	// (internal/podwatch), and would otherwise look again only every 10 minutes.
+	kt.waitFor(key, "GraceEvidence ConsumersMoved, woken by the pods' changes", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionTrue, switchboardv1alpha1.ReasonConsumersMoved)
+	})
 	kt.waitFor(key, "the old key's grace over", func(k *switchboardv1alpha1.APIKey) error {
 		if k.Status.PreviousKeyValidUntil != nil {
 			return fmt.Errorf("previousKeyValidUntil %v", k.Status.PreviousKeyValidUntil)
 		}
 		return nil
 	})
+}
+
+// quiet waits until the APIKey has not changed for a second: the reconciles its last writes
+// set off have run.
+func (kt *keyTest) quiet(key *switchboardv1alpha1.APIKey) {
+	kt.t.Helper()
+	rv, since := kt.get(key).ResourceVersion, time.Now()
+	for time.Since(since) < time.Second {
+		time.Sleep(100 * time.Millisecond)
+		if now := kt.get(key).ResourceVersion; now != rv {
+			rv, since = now, time.Now()
+		}
+	}
 }
 
 // ensureDefaultServiceAccount creates ns's default ServiceAccount, which envtest has no

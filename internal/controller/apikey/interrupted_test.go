@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -162,5 +163,60 @@ func TestEarlyGraceEndWhoseStatusWasLostIsStillSaid(t *testing.T) {
 	}
 	if got.Status.PreviousKeyValidUntil != nil {
 		t.Fatalf("previousKeyValidUntil %s after the old key's grace ended", got.Status.PreviousKeyValidUntil)
+	}
+}
+
+// staleKey is env.Client whose reads of APIKey name answer stale, as a cache behind the API
+// server would.
+func staleKey(stale *switchboardv1alpha1.APIKey) client.WithWatch {
+	return interceptor.NewClient(env.Client, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if k, isKey := obj.(*switchboardv1alpha1.APIKey); isKey && key.Name == stale.Name && key.Namespace == stale.Namespace {
+				stale.DeepCopyInto(k)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+}
+
+// TestEarlyGraceEndWaitsForTheCache: the server records a use of the old key, and a reconcile
+// whose cache does not have that record yet sees the old key quiet for longer than its quiet
+// period. It must not end the grace: the early end is confirmed against the APIKey as the API
+// server has it.
+func TestEarlyGraceEndWaitsForTheCache(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t)
+	w.createKey("used", func(k *switchboardv1alpha1.APIKey) { k.Spec.GraceEndsWhenUnusedFor = durationOf(10 * time.Minute) })
+	w.settle("used")
+	key := w.mustKey("used")
+	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: 24 * time.Hour}}
+	if err := env.Client.Update(testCtx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	w.settle("used")
+	stale := w.mustKey("used")
+
+	w.clock.Step(9 * time.Minute)
+	at := w.clock.Now().UTC().Format(time.RFC3339)
+	body := fmt.Sprintf(`{"status":{"lastUsedAt":%q,"previousKeyUse":{"keyGeneration":1,"lastUsedAt":%q}}}`, at, at)
+	if err := env.Client.Status().Patch(testCtx(t), stale.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Step(2 * time.Minute) // unused for 11m as the cache has it, 2m as the API server has it
+
+	// Whatever it returns (a status patch from a stale APIKey conflicts), it must not have
+	// dropped the old key's hash.
+	_ = w.reconcileWith(staleKey(stale), nil, "used")
+	hash := &corev1.Secret{}
+	if err := env.Client.Get(testCtx(t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(stale.UID)}, hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := keysecret.PreviousValidUntil(hash); !kept {
+		t.Fatal("a reconcile behind the API server ended the grace of an old key used 2 minutes ago")
+	}
+	w.settle("used")
+	if err := hasCondition(w.mustKey("used").Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionFalse, switchboardv1alpha1.ReasonPreviousKeyInUse); err != nil {
+		t.Fatal(err)
 	}
 }

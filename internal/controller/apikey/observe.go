@@ -99,6 +99,7 @@ func (r *Reconciler) observe(ctx context.Context, req types.NamespacedName) (*ke
 		return nil, err
 	}
 	if key == nil {
+		r.pods.Release(req)
 		return s, nil
 	}
 	if s.hash, err = r.cachedSecret(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: keysecret.HashName(key.UID)}); err != nil {
@@ -119,6 +120,10 @@ func (r *Reconciler) observe(ctx context.Context, req types.NamespacedName) (*ke
 	}
 	if rec := s.record(); needsConsumers(s, rec) {
 		s.consumers = r.readConsumers(ctx, key, rec.IssuedAt)
+		// Watched from now on (a change wakes this key), unless the namespace does not let it.
+		s.consumers.watched = s.consumers.unreadable == "" && r.pods.Want(req)
+	} else {
+		r.pods.Release(req)
 	}
 	var reveals corev1.SecretList
 	if err := r.Client.List(ctx, &reveals, client.InNamespace(key.Namespace), client.MatchingLabels{
