@@ -88,6 +88,21 @@ func pod(ns, name string) *corev1.Pod {
 	}
 }
 
+// watched runs a Watcher as a cluster admin, with key "a" of a new namespace (prefix) waiting on
+// its pods, past the wake-ups of the watch's first list.
+func watched(t *testing.T, prefix string) (*podwatch.Watcher, types.NamespacedName) {
+	t.Helper()
+	ns := env.Namespace(t, prefix)
+	ensureDefaultServiceAccount(t, ns)
+	w := start(t, env.Config, 0, nil)
+	key := types.NamespacedName{Namespace: ns, Name: "a"}
+	if !want(t, w, key) {
+		t.Fatal("the pods of the namespace are not watched")
+	}
+	woken(t, w, 2*time.Second)
+	return w, key
+}
+
 func ensureDefaultServiceAccount(t *testing.T, ns string) {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
@@ -102,14 +117,12 @@ func ensureDefaultServiceAccount(t *testing.T, ns string) {
 func TestAChangeWakesTheKeysThatWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := env.Namespace(t, "pods")
-	ensureDefaultServiceAccount(t, ns)
-	w := start(t, env.Config, 0, nil)
-	a, b := types.NamespacedName{Namespace: ns, Name: "a"}, types.NamespacedName{Namespace: ns, Name: "b"}
-	if !want(t, w, a) || !w.Want(b) {
-		t.Fatal("the pods of the namespace are not watched")
+	w, a := watched(t, "pods")
+	ns := a.Namespace
+	b := types.NamespacedName{Namespace: ns, Name: "b"}
+	if !w.Want(b) {
+		t.Fatal("another key of a watched namespace was refused")
 	}
-	woken(t, w, 2*time.Second) // the watch's first list, if it named the keys already
 
 	p := pod(ns, "api-1")
 	if err := env.Client.Create(ctx, p); err != nil {
@@ -148,14 +161,8 @@ func TestAChangeWakesTheKeysThatWait(t *testing.T) {
 func TestManyChangesWakeAKeyFewTimes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := env.Namespace(t, "churn")
-	ensureDefaultServiceAccount(t, ns)
-	w := start(t, env.Config, 0, nil)
-	key := types.NamespacedName{Namespace: ns, Name: "a"}
-	if !want(t, w, key) {
-		t.Fatal("the pods of the namespace are not watched")
-	}
-	woken(t, w, 2*time.Second)
+	w, key := watched(t, "churn")
+	ns := key.Namespace
 	const pods = 100
 	for i := range pods {
 		if err := env.Client.Create(ctx, pod(ns, fmt.Sprintf("api-%d", i))); err != nil {

@@ -84,6 +84,21 @@ func (w *crashWorld) hashRecord(key *switchboardv1alpha1.APIKey) keysecret.Issue
 	return rec
 }
 
+// rotatedWithQuietPeriod creates revealed APIKey name, whose grace ends when its old key goes
+// unused for 10m, issues its key and rotates it with a day's grace, and returns it as created.
+func (w *crashWorld) rotatedWithQuietPeriod(name string) *switchboardv1alpha1.APIKey {
+	w.t.Helper()
+	w.createKey(name, func(k *switchboardv1alpha1.APIKey) { k.Spec.GraceEndsWhenUnusedFor = durationOf(10 * time.Minute) })
+	w.settle(name)
+	key := w.mustKey(name)
+	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: 24 * time.Hour}}
+	if err := env.Client.Update(testCtx(w.t), key); err != nil {
+		w.t.Fatal(err)
+	}
+	w.settle(name)
+	return key
+}
+
 // TestRenewalWhoseStatusWasLostIsStillARenewal: a delivered key renewed by a reconcile whose
 // status patch is lost is published by the next one as the renewal it was: a KeyRenewed Event
 // (and so the apikey.renewed key event), saying until when the old key stays valid.
@@ -132,14 +147,7 @@ func TestRenewalWhoseStatusWasLostIsStillARenewal(t *testing.T) {
 func TestEarlyGraceEndWhoseStatusWasLostIsStillSaid(t *testing.T) {
 	t.Parallel()
 	w := newCrashWorld(t)
-	w.createKey("quiet", func(k *switchboardv1alpha1.APIKey) { k.Spec.GraceEndsWhenUnusedFor = durationOf(10 * time.Minute) })
-	w.settle("quiet")
-	key := w.mustKey("quiet")
-	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: 24 * time.Hour}}
-	if err := env.Client.Update(testCtx(t), key); err != nil {
-		t.Fatal(err)
-	}
-	w.settle("quiet")
+	key := w.rotatedWithQuietPeriod("quiet")
 	if err := hasCondition(w.mustKey("quiet").Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionFalse, switchboardv1alpha1.ReasonPreviousKeyInUse); err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +195,7 @@ func staleKey(stale *switchboardv1alpha1.APIKey) client.WithWatch {
 func TestEarlyGraceEndWaitsForTheCache(t *testing.T) {
 	t.Parallel()
 	w := newCrashWorld(t)
-	w.createKey("used", func(k *switchboardv1alpha1.APIKey) { k.Spec.GraceEndsWhenUnusedFor = durationOf(10 * time.Minute) })
-	w.settle("used")
-	key := w.mustKey("used")
-	key.Spec.Rotation = &switchboardv1alpha1.APIKeyRotation{RequestedAt: "r1", GracePeriod: metav1.Duration{Duration: 24 * time.Hour}}
-	if err := env.Client.Update(testCtx(t), key); err != nil {
-		t.Fatal(err)
-	}
-	w.settle("used")
+	w.rotatedWithQuietPeriod("used")
 	stale := w.mustKey("used")
 
 	w.clock.Step(9 * time.Minute)
