@@ -13,6 +13,7 @@ package podwatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -50,6 +51,9 @@ type Watcher struct {
 	// changed carries the namespaces whose pods changed, each at most once until dispatched:
 	// however fast a tenant's pods churn, the memory this takes is one entry per namespace.
 	changed chan string
+
+	// changes counts the pod changes seen, wakes the keys woken.
+	changes, wakes atomic.Uint64
 
 	mu        sync.Mutex
 	ctx       context.Context // the manager's, once started
@@ -108,6 +112,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 				key := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 				select {
 				case w.events <- event.GenericEvent{Object: key}:
+					w.wakes.Add(1)
 				case <-ctx.Done():
 					return nil
 				}
@@ -245,8 +250,12 @@ func (w *Watcher) refused(ns string, nw *namespaceWatch) {
 	w.log.Info("may not watch the pods of a namespace; its keys look again on their own (bind switchboard-consumer-reader there)", "namespace", ns)
 }
 
+// Counts says how many pod changes the watches saw, and how many times they woke a key.
+func (w *Watcher) Counts() (changes, wakes uint64) { return w.changes.Load(), w.wakes.Load() }
+
 // notify queues a change of ns's pods, once until it is dispatched.
 func (w *Watcher) notify(ns string, nw *namespaceWatch) {
+	w.changes.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watches[ns] != nw || nw.pending {
