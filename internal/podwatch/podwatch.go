@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 const (
@@ -38,6 +40,26 @@ const (
 )
 
 var pods = corev1.SchemeGroupVersion.WithResource("pods")
+
+// The watch's metrics, on controller-runtime's registry (served with the operator's own).
+var (
+	metricWatches = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_operator_pod_watches",
+		Help: "Namespaces whose pods the operator watches now, because keys there wait for their consumers to restart.",
+	})
+	metricWakeups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_operator_pod_watch_wakeups_total",
+		Help: "Keys woken by a change of the pods they wait on.",
+	})
+	metricRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_operator_pod_watches_refused_total",
+		Help: "Pod watches a namespace refused (its switchboard-consumer-reader binding lacks watch); its keys look again every 30 s.",
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(metricWatches, metricWakeups, metricRefused)
+}
 
 // Watcher watches the pods of the namespaces its keys wait on. Add it to the manager (it runs
 // on the leader only) and feed Events to the controller of those keys.
@@ -100,6 +122,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		for ns, nw := range w.watches {
 			nw.stop()
 			delete(w.watches, ns)
+			metricWatches.Dec()
 		}
 		w.ctx = nil
 	}()
@@ -113,6 +136,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 				select {
 				case w.events <- event.GenericEvent{Object: key}:
 					w.wakes.Add(1)
+					metricWakeups.Inc()
 				case <-ctx.Done():
 					return nil
 				}
@@ -172,6 +196,7 @@ func (w *Watcher) Want(key types.NamespacedName) bool {
 		w.log.Error(err, "could not watch the pods of a namespace; its keys look again on their own", "namespace", ns)
 		return false
 	}
+	metricWatches.Inc()
 	return true
 }
 
@@ -191,6 +216,7 @@ func (w *Watcher) Release(key types.NamespacedName) {
 	if len(nw.keys) == 0 {
 		nw.stop()
 		delete(w.watches, key.Namespace)
+		metricWatches.Dec()
 	}
 }
 
@@ -246,6 +272,8 @@ func (w *Watcher) refused(ns string, nw *namespaceWatch) {
 	}
 	nw.stop()
 	delete(w.watches, ns)
+	metricWatches.Dec()
+	metricRefused.Inc()
 	w.forbidden[ns] = w.clock.Now()
 	w.log.Info("may not watch the pods of a namespace; its keys look again on their own (bind switchboard-consumer-reader there)", "namespace", ns)
 }

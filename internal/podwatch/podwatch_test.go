@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-dev/switchboard/internal/podwatch"
@@ -108,6 +109,27 @@ func watched(t *testing.T, prefix string) (*podwatch.Watcher, types.NamespacedNa
 	return w, key
 }
 
+// metric reads a metric of the operator's registry, 0 when it has no sample.
+func metric(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
 func ensureDefaultServiceAccount(t *testing.T, ns string) {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
@@ -122,6 +144,7 @@ func ensureDefaultServiceAccount(t *testing.T, ns string) {
 func TestAChangeWakesTheKeysThatWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	wakeupsBefore := metric(t, "switchboard_operator_pod_watch_wakeups_total")
 	w, a := watched(t, "pods")
 	ns := a.Namespace
 	b := types.NamespacedName{Namespace: ns, Name: "b"}
@@ -154,6 +177,9 @@ func TestAChangeWakesTheKeysThatWait(t *testing.T) {
 		t.Fatalf("a pod went: woke %v, want %v", got, want)
 	}
 
+	if got := metric(t, "switchboard_operator_pod_watch_wakeups_total"); got < wakeupsBefore+3 {
+		t.Fatalf("switchboard_operator_pod_watch_wakeups_total %v after three wake-ups, was %v", got, wakeupsBefore)
+	}
 	w.Release(b)
 	if slices.Contains(w.Watching(), ns) {
 		t.Fatal("the namespace is still watched after its last key was released")
@@ -203,6 +229,7 @@ func TestANamespaceThatForbidsTheWatch(t *testing.T) {
 	ns := env.Namespace(t, "nowatch")
 	cfg := env.ServiceAccount(t, ns, "operator", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	refusedBefore := metric(t, "switchboard_operator_pod_watches_refused_total")
 	w := start(t, cfg, 0, clk)
 	key := types.NamespacedName{Namespace: ns, Name: "a"}
 	want(t, w, key)
@@ -215,6 +242,9 @@ func TestANamespaceThatForbidsTheWatch(t *testing.T) {
 	}
 	if w.Want(key) {
 		t.Fatal("the watch was tried again at once")
+	}
+	if got := metric(t, "switchboard_operator_pod_watches_refused_total"); got < refusedBefore+1 {
+		t.Fatalf("switchboard_operator_pod_watches_refused_total %v after a refusal, was %v", got, refusedBefore)
 	}
 	clk.Step(podwatch.RetryForbidden)
 	if !w.Want(key) {
@@ -285,13 +315,17 @@ func TestTheShippedRoleLetsItWatch(t *testing.T) {
 }
 
 // TestAtMostMaxNamespaces: past its bound, a Watcher takes no other namespace, and the keys
-// there look again on their own.
+// there look again on their own; switchboard_operator_pod_watches says how many are watched.
+// Not parallel: no other test's watch moves the gauge meanwhile.
 func TestAtMostMaxNamespaces(t *testing.T) {
-	t.Parallel()
 	w := start(t, env.Config, 2, nil)
 	one, two, three := env.Namespace(t, "max"), env.Namespace(t, "max"), env.Namespace(t, "max")
+	before := metric(t, "switchboard_operator_pod_watches")
 	if !want(t, w, types.NamespacedName{Namespace: one, Name: "a"}) || !w.Want(types.NamespacedName{Namespace: two, Name: "a"}) {
 		t.Fatal("two namespaces were not watched")
+	}
+	if got := metric(t, "switchboard_operator_pod_watches"); got != before+2 {
+		t.Fatalf("switchboard_operator_pod_watches %v with two namespaces watched, want %v", got, before+2)
 	}
 	if w.Want(types.NamespacedName{Namespace: three, Name: "a"}) {
 		t.Fatal("a third namespace was watched past the bound of two")
@@ -300,6 +334,9 @@ func TestAtMostMaxNamespaces(t *testing.T) {
 		t.Fatal("another key of a watched namespace was refused")
 	}
 	w.Release(types.NamespacedName{Namespace: two, Name: "a"})
+	if got := metric(t, "switchboard_operator_pod_watches"); got != before+1 {
+		t.Fatalf("switchboard_operator_pod_watches %v after one watch stopped, want %v", got, before+1)
+	}
 	if !w.Want(types.NamespacedName{Namespace: three, Name: "a"}) {
 		t.Fatal("a namespace was refused after another's watch stopped")
 	}
