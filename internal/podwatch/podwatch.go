@@ -74,8 +74,8 @@ type Watcher struct {
 	// however fast a tenant's pods churn, the memory this takes is one entry per namespace.
 	changed chan string
 
-	// changes counts the pod changes seen, wakes the keys woken.
-	changes, wakes atomic.Uint64
+	// changes counts the pod changes the watches saw.
+	changes atomic.Uint64
 
 	mu        sync.Mutex
 	ctx       context.Context // the manager's, once started
@@ -120,9 +120,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for ns, nw := range w.watches {
-			nw.stop()
-			delete(w.watches, ns)
-			metricWatches.Dec()
+			w.drop(ns, nw)
 		}
 		w.ctx = nil
 	}()
@@ -135,7 +133,6 @@ func (w *Watcher) Start(ctx context.Context) error {
 				key := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 				select {
 				case w.events <- event.GenericEvent{Object: key}:
-					w.wakes.Add(1)
 					metricWakeups.Inc()
 				case <-ctx.Done():
 					return nil
@@ -214,10 +211,15 @@ func (w *Watcher) Release(key types.NamespacedName) {
 	}
 	delete(nw.keys, key.Name)
 	if len(nw.keys) == 0 {
-		nw.stop()
-		delete(w.watches, key.Namespace)
-		metricWatches.Dec()
+		w.drop(key.Namespace, nw)
 	}
+}
+
+// drop stops the watch nw of ns; w.mu is held.
+func (w *Watcher) drop(ns string, nw *namespaceWatch) {
+	nw.stop()
+	delete(w.watches, ns)
+	metricWatches.Dec()
 }
 
 // Watching reports the namespaces watched now, for tests and metrics.
@@ -270,16 +272,22 @@ func (w *Watcher) refused(ns string, nw *namespaceWatch) {
 	if w.watches[ns] != nw {
 		return
 	}
-	nw.stop()
-	delete(w.watches, ns)
-	metricWatches.Dec()
+	w.drop(ns, nw)
 	metricRefused.Inc()
+	// Refusals older than RetryForbidden are asked again anyway: the map keeps only the
+	// namespaces refused lately.
+	for other, at := range w.forbidden {
+		if w.clock.Since(at) >= RetryForbidden {
+			delete(w.forbidden, other)
+		}
+	}
 	w.forbidden[ns] = w.clock.Now()
 	w.log.Info("may not watch the pods of a namespace; its keys look again on their own (bind switchboard-consumer-reader there)", "namespace", ns)
 }
 
-// Counts says how many pod changes the watches saw, and how many times they woke a key.
-func (w *Watcher) Counts() (changes, wakes uint64) { return w.changes.Load(), w.wakes.Load() }
+// Changes says how many pod changes the watches saw (switchboard_operator_pod_watch_wakeups_total
+// counts the keys they woke).
+func (w *Watcher) Changes() uint64 { return w.changes.Load() }
 
 // notify queues a change of ns's pods, once until it is dispatched.
 func (w *Watcher) notify(ns string, nw *namespaceWatch) {

@@ -195,7 +195,7 @@ func TestManyChangesWakeAKeyFewTimes(t *testing.T) {
 	w, key := watched(t, "churn")
 	ns := key.Namespace
 	const pods = 100
-	changesBefore, _ := w.Counts()
+	changesBefore := w.Changes()
 	for i := range pods {
 		if err := env.Client.Create(ctx, pod(ns, fmt.Sprintf("api-%d", i))); err != nil {
 			t.Fatal(err)
@@ -203,7 +203,7 @@ func TestManyChangesWakeAKeyFewTimes(t *testing.T) {
 	}
 	// Every start seen by the watch before anyone takes a wake-up.
 	deadline := time.Now().Add(30 * time.Second)
-	for changes, _ := w.Counts(); changes-changesBefore < pods; changes, _ = w.Counts() {
+	for changes := w.Changes(); changes-changesBefore < pods; changes = w.Changes() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the watch saw %d of %d pods start", changes-changesBefore, pods)
 		}
