@@ -3,7 +3,6 @@ package secretscanning
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +13,10 @@ import (
 	"strings"
 )
 
-// DefaultMaxWebhookBody bounds a secret_scanning_alert delivery's body: GitHub's are a few
-// KiB (the repository and organization objects), and it caps any payload at 25 MB.
+// DefaultMaxWebhookBody bounds a secret_scanning_alert delivery's body. GitHub's are some 10 to
+// 30 KiB: the alert, and around it the full repository object (most of it: some 90 URLs and
+// settings), the organization, the sender and, for an app, the installation; 256 KiB is ten
+// times that. GitHub itself caps a payload at 25 MB, which no delivery of this event nears.
 const DefaultMaxWebhookBody = 256 << 10
 
 // AlertWebhookOptions configure an AlertWebhook.
@@ -94,24 +95,45 @@ func validRepository(name string) bool {
 	return repositoryName.MatchString(name) && owner != "." && owner != ".." && repo != "." && repo != ".."
 }
 
-// Read verifies r's X-Hub-Signature-256 over its raw body and returns the delivery. It refuses
-// a body over the bound (ErrTooLarge), a missing or wrong signature (ErrUnauthenticated), and
-// a signed body that is not a secret_scanning_alert payload in JSON (ErrMalformed). Other
-// events (ping included) and actions come back Ignored.
-//
-// The signature covers the body, not the headers: a signed body sent again under another
-// X-GitHub-Event names at worst another alert of the same repository, whose token is then
-// fetched from GitHub itself.
+// Read verifies r's X-Hub-Signature-256 over its raw body and returns the delivery: Verify,
+// then Parse.
 func (w *AlertWebhook) Read(r *http.Request) (AlertEvent, error) {
-	body, err := readBody(r, w.opts.MaxBody)
+	body, err := w.Verify(r)
 	if err != nil {
 		return AlertEvent{}, err
 	}
-	if err := verifyHub(w.opts.Secret, r.Header.Get("X-Hub-Signature-256"), body); err != nil {
-		return AlertEvent{}, err
+	return w.Parse(r.Header, body)
+}
+
+// Verify checks r's signature headers before it reads a byte of the body (CheckAlertHeaders),
+// then reads the body and verifies X-Hub-Signature-256 over it. It refuses a missing, garbled
+// or wrong signature (ErrUnauthenticated) and a body over the bound (ErrTooLarge); what it
+// returns is a body GitHub signed.
+func (w *AlertWebhook) Verify(r *http.Request) ([]byte, error) {
+	sum, err := parseHubSignature(r.Header.Get("X-Hub-Signature-256"))
+	if err != nil {
+		return nil, err
 	}
-	ev := AlertEvent{Delivery: r.Header.Get("X-GitHub-Delivery"), Event: r.Header.Get("X-GitHub-Event")}
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+	body, err := readBody(r, w.opts.MaxBody)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyHMAC(w.opts.Secret, sum, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// Parse reads a verified delivery (Verify's body, with its request's headers). It refuses a
+// body that is not a secret_scanning_alert payload in JSON (ErrMalformed); other events (ping
+// included) and actions come back Ignored.
+//
+// The signature covers the body, not the headers: a signed body sent again under another
+// X-GitHub-Event names at worst another alert of the same repository, whose token is then
+// fetched from GitHub itself; nor is X-GitHub-Delivery signed, so nothing is decided by it.
+func (w *AlertWebhook) Parse(h http.Header, body []byte) (AlertEvent, error) {
+	ev := AlertEvent{Delivery: h.Get("X-GitHub-Delivery"), Event: h.Get("X-GitHub-Event")}
+	if ct, _, _ := mime.ParseMediaType(h.Get("Content-Type")); ct != "application/json" {
 		return ev, fmt.Errorf("%w: content type %q: set the webhook's content type to application/json", ErrMalformed, ct)
 	}
 	switch ev.Event {
@@ -163,20 +185,18 @@ func parseAlertEvent(ev AlertEvent, body []byte) (AlertEvent, error) {
 // under secret, in constant time.
 // https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
 func verifyHub(secret []byte, header string, body []byte) error {
-	if header == "" {
-		return fmt.Errorf("%w: no X-Hub-Signature-256 header", ErrUnauthenticated)
+	sum, err := parseHubSignature(header)
+	if err != nil {
+		return err
 	}
-	hexSum, ok := strings.CutPrefix(header, "sha256=")
-	if !ok {
-		return fmt.Errorf("%w: X-Hub-Signature-256 does not begin with sha256=", ErrUnauthenticated)
-	}
-	got, err := hex.DecodeString(hexSum)
-	if err != nil || len(got) != sha256.Size {
-		return fmt.Errorf("%w: X-Hub-Signature-256 is not a hex SHA-256", ErrUnauthenticated)
-	}
+	return verifyHMAC(secret, sum, body)
+}
+
+// verifyHMAC checks that sum is the HMAC-SHA256 of body under secret, in constant time.
+func verifyHMAC(secret, sum, body []byte) error {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)
-	if !hmac.Equal(got, mac.Sum(nil)) {
+	if !hmac.Equal(sum, mac.Sum(nil)) {
 		return fmt.Errorf("%w: X-Hub-Signature-256 does not match the body under the webhook's secret", ErrUnauthenticated)
 	}
 	return nil

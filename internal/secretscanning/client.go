@@ -116,8 +116,8 @@ type location struct {
 // its first location's (a commit's file and line on the repository's page, an issue's or a
 // discussion's URL), or the alert's page when the locations cannot be had. The token does not
 // outlive the call. Its error wraps ErrUnavailable when GitHub could not be asked or refused
-// (a token without the permission gets 403 or 404), ErrMalformed when it answered something
-// else than an alert with its secret.
+// (a token without the permission gets 403 or 404), ErrBadGateway when it answered something
+// else than an alert with its secret. It makes at most two requests.
 func (c *AlertClient) Fetch(ctx context.Context, ref AlertRef) (Alert, error) {
 	if !validRepository(ref.Repository) || ref.Number <= 0 {
 		return Alert{}, fmt.Errorf("%w: alert %q is not owner/name#number", ErrMalformed, ref.ID())
@@ -132,7 +132,7 @@ func (c *AlertClient) Fetch(ctx context.Context, ref AlertRef) (Alert, error) {
 		return Alert{}, err
 	}
 	if a.Secret == "" {
-		return Alert{}, fmt.Errorf("%w: alert %s has no secret", ErrMalformed, ref.ID())
+		return Alert{}, fmt.Errorf("%w: alert %s has no secret (is the token allowed to read secret scanning alerts?)", ErrBadGateway, ref.ID())
 	}
 	alert := Alert{State: a.State, Resolution: a.Resolution, HTMLURL: a.HTMLURL}
 	where, source := a.HTMLURL, ""
@@ -177,19 +177,27 @@ func (c *AlertClient) get(ctx context.Context, path string, query url.Values, v 
 	u.Path += path
 	u.RawPath = ""
 	u.RawQuery = query.Encode()
+	_, err := c.getURL(ctx, &u, c.opts.MaxBody, v)
+	return err
+}
+
+// getURL GETs u into v, with GitHub's headers and the token, reading at most limit bytes, and
+// returns the answer's header. u must be under the API base: the token goes nowhere else. An
+// answer that is not JSON of v's shape is ErrBadGateway.
+func (c *AlertClient) getURL(ctx context.Context, u *url.URL, limit int64, v any) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("GET %s: %w", u.Redacted(), err)
 	}
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", APIVersion)
 	req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	body, err := get(c.opts.Client, req, c.opts.MaxBody)
+	body, header, err := getWithHeader(c.opts.Client, req, limit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%w: GET %s: not GitHub's format: %s", ErrMalformed, u.Redacted(), jsonError(err))
+		return nil, fmt.Errorf("%w: GET %s: not GitHub's format: %s", ErrBadGateway, u.Redacted(), jsonError(err))
 	}
-	return nil
+	return header, nil
 }

@@ -19,7 +19,10 @@
 //     and AlertClient fetches the alert's token and where it was found from GitHub's REST API
 //     (https://docs.github.com/en/rest/secret-scanning/secret-scanning).
 //
-// Nothing is believed without a valid signature. A token of another prefix or with a bad
+// Nothing is believed without a valid signature, and a request whose signature headers GitHub
+// could not have sent (CheckAlertHeaders, CheckPartnerHeaders) is refused before a byte of its
+// body is read: Verify checks the headers, then reads the bounded body and verifies it; Parse
+// reads a verified body. A token of another prefix or with a bad
 // checksum is a false positive, told from the format alone (apikey.Parse), so a flood of them
 // costs no lookup; any other token is a candidate, known from here on only by its SHA-256
 // (Report.Hash) and its hint: the plaintext does not outlive the call that read it.
@@ -29,8 +32,15 @@
 // Report.Hash. The same token reported twice (in one batch, in two deliveries, from two URLs,
 // or by both ways) is one leak, acted on once; a later report of it adds a place where it was
 // found and changes nothing else. An organization's alert has an identity before its token is
-// fetched, AlertRef.ID (repository and alert number), so a redelivered webhook need not call
-// GitHub's API again.
+// fetched, AlertRef.ID (repository and alert number, both in the signed body), so a
+// redelivered webhook need not call GitHub's API again (internal/server/leakreceiver remembers
+// them); X-GitHub-Delivery is not signed, and nothing is decided by it.
+//
+// GitHub does not deliver an organization's webhook again on its own: AlertClient.ListOpen
+// lists the organization's open alerts with their secrets (paged, within a budget of
+// requests), so that a leak whose delivery was lost is found all the same. A GitHub answer
+// that cannot be read is ErrBadGateway, one that is an error ErrUnavailable: either way the
+// delivery log shows a server error, never a bad request.
 //
 // Wiring. internal/server/leakreceiver serves this package on the server's "leak-reports" door
 // of internal/frontdoor (its own connection bounds, body limit and rate): Partner.Read or

@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -31,8 +30,6 @@ const (
 	DefaultRefreshInterval = time.Minute
 	// DefaultMaxKeysBody bounds GitHub's answer with the keys (a few KiB in 2026).
 	DefaultMaxKeysBody = 64 << 10
-	// maxIdentifier bounds a key identifier (GitHub's are 64 hex characters).
-	maxIdentifier = 256
 	// fetchTimeout bounds a fetch of the keys, whatever the client's timeout.
 	fetchTimeout = 10 * time.Second
 )
@@ -110,18 +107,9 @@ func NewKeySet(o KeySetOptions) (*KeySet, error) {
 // body, the raw request body. Its error wraps ErrUnauthenticated, or ErrUnavailable when the
 // identifier is unknown and GitHub's keys could not be fetched.
 func (k *KeySet) Verify(ctx context.Context, identifier, signature string, body []byte) error {
-	if identifier == "" {
-		return fmt.Errorf("%w: no Github-Public-Key-Identifier header", ErrUnauthenticated)
-	}
-	if len(identifier) > maxIdentifier {
-		return fmt.Errorf("%w: Github-Public-Key-Identifier is %d bytes, more than %d", ErrUnauthenticated, len(identifier), maxIdentifier)
-	}
-	if signature == "" {
-		return fmt.Errorf("%w: no Github-Public-Key-Signature header", ErrUnauthenticated)
-	}
-	sig, err := base64.StdEncoding.DecodeString(signature)
+	sig, err := parsePartnerSignature(identifier, signature)
 	if err != nil {
-		return fmt.Errorf("%w: Github-Public-Key-Signature is not base64", ErrUnauthenticated)
+		return err
 	}
 	key, err := k.key(ctx, identifier)
 	if err != nil {
@@ -243,22 +231,29 @@ func parseP256(p string) (*ecdsa.PublicKey, error) {
 }
 
 // get does req with c and returns the body of its 200 answer, at most limit bytes. Its error
-// wraps ErrUnavailable.
+// wraps ErrUnavailable when GitHub could not be asked or did not answer 200, ErrBadGateway when
+// its answer was too large.
 func get(c *http.Client, req *http.Request, limit int64) ([]byte, error) {
+	body, _, err := getWithHeader(c, req, limit)
+	return body, err
+}
+
+// getWithHeader is get that also returns the answer's header (its Link, for paging).
+func getWithHeader(c *http.Client, req *http.Request, limit int64) ([]byte, http.Header, error) {
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: GET %s: %s", ErrUnavailable, req.URL.Redacted(), resp.Status)
+		return nil, nil, fmt.Errorf("%w: GET %s: %s", ErrUnavailable, req.URL.Redacted(), resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: GET %s: reading the answer: %w", ErrUnavailable, req.URL.Redacted(), err)
+		return nil, nil, fmt.Errorf("%w: GET %s: reading the answer: %w", ErrUnavailable, req.URL.Redacted(), err)
 	}
 	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%w: GET %s: answer larger than %d bytes", ErrUnavailable, req.URL.Redacted(), limit)
+		return nil, nil, fmt.Errorf("%w: GET %s: answer larger than %d bytes", ErrBadGateway, req.URL.Redacted(), limit)
 	}
-	return body, nil
+	return body, resp.Header, nil
 }

@@ -11,12 +11,18 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 )
 
-// Defaults of PartnerOptions.
+// Bounds of a partner program request, and the defaults of PartnerOptions.
 const (
-	// DefaultMaxPartnerBody bounds a partner program request's body: some 4,000 matches.
-	DefaultMaxPartnerBody = 1 << 20
-	// DefaultMaxBatch bounds the matches of one request.
-	DefaultMaxBatch = 1000
+	// MaxPartnerEntryBytes is, generously, the most one match of a request takes: a token of
+	// the registered pattern (some 60 bytes), its type and source (a few tens), the URL where it
+	// was found (a blob, issue or gist URL: a few hundred) and the JSON around them.
+	MaxPartnerEntryBytes = 1 << 10
+	// DefaultMaxBatch bounds the matches of one request. GitHub sends what one push, issue or
+	// gist revealed, a handful of matches; past the bound the request is refused whole.
+	DefaultMaxBatch = 256
+	// DefaultMaxPartnerBody bounds a request's body: DefaultMaxBatch matches of
+	// MaxPartnerEntryBytes, 256 KiB.
+	DefaultMaxPartnerBody = DefaultMaxBatch * MaxPartnerEntryBytes
 )
 
 // PartnerOptions configure a Partner.
@@ -25,7 +31,8 @@ type PartnerOptions struct {
 	Keys *KeySet
 	// Prefix begins this installation's keys (default apikey.DefaultPrefix).
 	Prefix string
-	// MaxBody bounds a request's body in bytes (default DefaultMaxPartnerBody).
+	// MaxBody bounds a request's body in bytes (default MaxBatch matches of
+	// MaxPartnerEntryBytes).
 	MaxBody int64
 	// MaxBatch bounds the matches of one request (default DefaultMaxBatch).
 	MaxBatch int
@@ -50,22 +57,34 @@ func NewPartner(o PartnerOptions) (*Partner, error) {
 	if o.MaxBody < 0 || o.MaxBatch < 0 {
 		return nil, errors.New("secret scanning partner: body and batch bounds may not be negative")
 	}
-	if o.MaxBody == 0 {
-		o.MaxBody = DefaultMaxPartnerBody
-	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBody == 0 {
+		o.MaxBody = int64(o.MaxBatch) * MaxPartnerEntryBytes
 	}
 	return &Partner{opts: o}, nil
 }
 
 // Read verifies r's signature over its raw body and returns its reports, in the request's
-// order. It reads at most the body bound: past it, or past the batch bound, the request is
-// refused whole (ErrTooLarge) and no report is returned; so it is when the signature does not
-// verify (ErrUnauthenticated, or ErrUnavailable when GitHub's keys could not be fetched) or the
-// signed body is not a JSON array of matches (ErrMalformed). Error messages never contain a
-// token.
+// order: Verify, then Parse. Error messages never contain a token.
 func (p *Partner) Read(r *http.Request) ([]Report, error) {
+	body, err := p.Verify(r)
+	if err != nil {
+		return nil, err
+	}
+	return p.Parse(body)
+}
+
+// Verify checks r's signature headers before it reads a byte of the body
+// (CheckPartnerHeaders), then reads at most the body bound and verifies the signature over
+// it. Past the bound the request is refused (ErrTooLarge); so it is when the signature does
+// not verify (ErrUnauthenticated, or ErrUnavailable when GitHub's keys could not be fetched).
+// What it returns is a body GitHub signed.
+func (p *Partner) Verify(r *http.Request) ([]byte, error) {
+	if err := CheckPartnerHeaders(r.Header); err != nil {
+		return nil, err
+	}
 	body, err := readBody(r, p.opts.MaxBody)
 	if err != nil {
 		return nil, err
@@ -74,6 +93,13 @@ func (p *Partner) Read(r *http.Request) ([]Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	return body, nil
+}
+
+// Parse reads a verified body (Verify's): past the batch bound it is refused whole
+// (ErrTooLarge) and no report is returned; so it is when it is not a JSON array of matches
+// (ErrMalformed).
+func (p *Partner) Parse(body []byte) ([]Report, error) {
 	return parsePartner(body, p.opts.Prefix, p.opts.MaxBatch)
 }
 

@@ -162,9 +162,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // is refused before a byte of it is read, and the keys are not fetched.
 func TestPartnerReadRefusesOversizedBodyUnread(t *testing.T) {
 	f := newFakeKeys(t)
-	f.add(t, keyID, elliptic.P256())
+	signer := f.add(t, keyID, elliptic.P256())
 	p := newTestPartner(t, f, 100, 0)
-	r := partnerRequest(nil, keyID, "c2ln")
+	r := partnerRequest(nil, keyID, sign(t, signer, make([]byte, 101)))
 	body := &countingReader{r: bytes.NewReader(make([]byte, 101))}
 	r.Body, r.ContentLength = io.NopCloser(body), 101
 	_, err := p.Read(r)
@@ -361,6 +361,7 @@ func TestHTTPStatus(t *testing.T) {
 		{fmt.Errorf("%w: x", ErrTooLarge), http.StatusRequestEntityTooLarge},
 		{fmt.Errorf("%w: x", ErrMalformed), http.StatusBadRequest},
 		{fmt.Errorf("%w: %w", ErrUnavailable, context.DeadlineExceeded), http.StatusServiceUnavailable},
+		{fmt.Errorf("%w: not JSON", ErrBadGateway), http.StatusBadGateway},
 		{errors.New("other"), http.StatusInternalServerError},
 	}
 	for _, tt := range tests {

@@ -15,18 +15,26 @@ var (
 	ErrUnauthenticated = errors.New("request not signed by GitHub")
 	// ErrTooLarge: the body or the batch is past its bound.
 	ErrTooLarge = errors.New("request too large")
-	// ErrMalformed: a signed request (or a GitHub answer) that is not in GitHub's format.
+	// ErrMalformed: a signed request that is not in GitHub's format.
 	ErrMalformed = errors.New("request not in GitHub's format")
-	// ErrUnavailable: GitHub could not be asked (its signing keys, an alert); GitHub retries a
-	// delivery that fails this way.
+	// ErrUnavailable: GitHub could not be asked (its signing keys, an alert) or answered with
+	// an error; GitHub's log of deliveries shows a server error, and the partner program sends
+	// the request again.
 	ErrUnavailable = errors.New("GitHub unavailable")
+	// ErrBadGateway: GitHub's REST API answered, but with something that cannot be read (not
+	// JSON, not the expected shape, an alert without its secret, too large). Not the request's
+	// fault: GitHub's log of deliveries shows a server error, never a bad request.
+	ErrBadGateway = errors.New("GitHub's answer could not be read")
 )
 
 // HTTPStatus is the status code that answers a request that failed with err: 401 for a
-// request not signed by GitHub, 413 for one too large, 400 for one not in GitHub's format, 503
-// when GitHub could not be asked (so that it delivers again), 500 otherwise.
+// request not signed by GitHub, 413 for one too large, 400 for one not in GitHub's format, 502
+// when GitHub's API answered what cannot be read, 503 when GitHub could not be asked (so that
+// it delivers again), 500 otherwise.
 func HTTPStatus(err error) int {
 	switch {
+	case errors.Is(err, ErrBadGateway):
+		return http.StatusBadGateway
 	case errors.Is(err, ErrUnauthenticated):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrTooLarge):
