@@ -37,6 +37,10 @@ type Hashes struct {
 	// CurrentLeaked says Current was reported leaked (DataLeakedHash) with no overlap
 	// (DataLeakedAcceptedUntil): it is refused while its replacement is being issued.
 	CurrentLeaked bool
+	// Leaked is the hash of the APIKey's last key reported leaked (DataLeakedHash), which the
+	// operator has acted on; zero when none is recorded or the record does not parse. It
+	// authenticates nothing: it tells the leak receiver that a report of it was recorded.
+	Leaked apikey.Hash
 }
 
 // ParseHash reads a hash Secret strictly: anything it does not fully understand is an error,
@@ -65,6 +69,9 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	// Any value, even one that does not parse, revokes: a revocation is never half-understood.
 	h.Revoked = len(s.Data[DataRevokedAt]) > 0
 	leaked := string(s.Data[DataLeakedHash])
+	if l, err := apikey.ParseHash(leaked); err == nil {
+		h.Leaked = l
+	}
 	// A leaked key with an overlap (spec.leakOverlap) is accepted until the instant recorded,
 	// never later; without one, or with one that does not parse, it is refused now.
 	overlap, overlapErr := time.Parse(time.RFC3339, string(s.Data[DataLeakedAcceptedUntil]))

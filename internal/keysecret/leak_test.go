@@ -59,6 +59,9 @@ func TestLeakRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if h.Leaked != tc.leaked {
+				t.Fatalf("Leaked %s, want %s", h.Leaked, tc.leaked)
+			}
 			if h.CurrentLeaked != tc.currentLeaked || h.HasPrevious != tc.hasPrevious {
 				t.Fatalf("CurrentLeaked %v HasPrevious %v, want %v %v", h.CurrentLeaked, h.HasPrevious, tc.currentLeaked, tc.hasPrevious)
 			}

@@ -199,6 +199,8 @@ type Index struct {
 	mu           sync.RWMutex
 	hashes       map[apikey.Hash]hashRef
 	secretHashes map[string][]apikey.Hash // hash Secret name → the hashes it contributed
+	leaked       map[apikey.Hash]string   // a leaked key's hash → the hash Secret that records it
+	secretLeaked map[string]apikey.Hash   // hash Secret name → the leaked hash it records
 	duplicates   int                      // hashes held by more than one hash Secret
 	keys         map[types.UID]*Key
 	usage        map[types.UID]*Usage
@@ -210,6 +212,8 @@ func New() *Index {
 	return &Index{
 		hashes:       map[apikey.Hash]hashRef{},
 		secretHashes: map[string][]apikey.Hash{},
+		leaked:       map[apikey.Hash]string{},
+		secretLeaked: map[string]apikey.Hash{},
 		keys:         map[types.UID]*Key{},
 		usage:        map[types.UID]*Usage{},
 		conns:        map[string]*nsState{},

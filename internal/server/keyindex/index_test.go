@@ -170,6 +170,53 @@ func TestHashSecretChanges(t *testing.T) {
 	}
 }
 
+// TestLeaked: the index knows the key a hash Secret records as leaked, for the leak receiver
+// only (it authenticates nothing), until the record changes or the Secret goes; a broken Secret
+// records nothing.
+func TestLeaked(t *testing.T) {
+	leaked, replacement, other := mustKey(t), mustKey(t), mustKey(t)
+	isLeaked := func(x *Index, key string) bool { h := apikey.Sum(key); return x.Leaked(&h) }
+	x := New()
+	if err := putAPIKey(x, apiKey("u1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := putHashSecret(x, hashSecret("u1", leaked, "", time.Time{})); err != nil {
+		t.Fatal(err)
+	}
+	if isLeaked(x, leaked) {
+		t.Fatal("a key nobody reported is leaked")
+	}
+	// The operator replaced the leaked key with no grace: only its record knows it.
+	if err := putHashSecret(x, leakedKey(hashSecret("u1", replacement, "", time.Time{}), leaked)); err != nil {
+		t.Fatal(err)
+	}
+	if !isLeaked(x, leaked) || isLeaked(x, replacement) || isLeaked(x, other) {
+		t.Fatalf("Leaked: leaked %v, replacement %v, other %v; want true, false, false", isLeaked(x, leaked), isLeaked(x, replacement), isLeaked(x, other))
+	}
+	if lookup(x, leaked, now) != Unknown || lookup(x, replacement, now) != OK {
+		t.Fatal("the leak record changed what authenticates")
+	}
+	// The replacement leaks in turn: the record names it, and no longer the first.
+	if err := putHashSecret(x, leakedKey(hashSecret("u1", other, "", time.Time{}), replacement)); err != nil {
+		t.Fatal(err)
+	}
+	if isLeaked(x, leaked) || !isLeaked(x, replacement) {
+		t.Fatal("the index kept a leak record the Secret no longer holds")
+	}
+	broken := leakedKey(hashSecret("u1", other, "", time.Time{}), leaked)
+	broken.Type = corev1.SecretTypeOpaque
+	if err := putHashSecret(x, broken); err == nil || isLeaked(x, leaked) || isLeaked(x, replacement) {
+		t.Fatal("a broken hash Secret's leak record was believed")
+	}
+	if err := putHashSecret(x, leakedKey(hashSecret("u1", other, "", time.Time{}), replacement)); err != nil {
+		t.Fatal(err)
+	}
+	x.DeleteHashSecret("apikey-u1")
+	if isLeaked(x, replacement) {
+		t.Fatal("a deleted hash Secret's leak record stayed")
+	}
+}
+
 func TestSelector(t *testing.T) {
 	x := New()
 	err := putAPIKey(x, apiKey("u1", func(k *switchboardv1alpha1.APIKey) {

@@ -18,7 +18,10 @@ import (
 type HashSecret struct {
 	name    string
 	entries []hashEntry // one or two
-	err     error
+	// leaked is the hash of the APIKey's last key reported leaked (zero: none), which
+	// authenticates nothing (Index.Leaked).
+	leaked apikey.Hash
+	err    error
 }
 
 type hashEntry struct {
@@ -40,7 +43,7 @@ func ReadHashSecret(s *corev1.Secret) *HashSecret {
 	if err != nil {
 		return &HashSecret{name: s.Name, err: errorf("%v", err)}
 	}
-	out := &HashSecret{name: s.Name, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked || h.CurrentLeaked}}}}
+	out := &HashSecret{name: s.Name, leaked: h.Leaked, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked || h.CurrentLeaked}}}}
 	if h.HasPrevious { // never the current hash: ParseHash says so
 		// Generations go up by one per issue (internal/controller/apikey), so the previous
 		// key is the one before the current; a hash Secret without a generation has none to say.
@@ -82,6 +85,10 @@ func (x *Index) PutHashSecret(h *HashSecret) error {
 		dup.Others = append(dup.Others, existing.secret)
 	}
 	x.secretHashes[h.name] = hashes
+	if h.leaked != (apikey.Hash{}) {
+		x.leaked[h.leaked] = h.name
+		x.secretLeaked[h.name] = h.leaked
+	}
 	if dup != nil {
 		return dup
 	}
@@ -143,6 +150,23 @@ func (x *Index) removeSecretLocked(name string) {
 		}
 	}
 	delete(x.secretHashes, name)
+	if l, ok := x.secretLeaked[name]; ok {
+		if x.leaked[l] == name {
+			delete(x.leaked, l)
+		}
+		delete(x.secretLeaked, name)
+	}
+}
+
+// Leaked reports whether a hash Secret records h as its APIKey's last key reported leaked:
+// the operator acted on a LeakReport of it, which switchboard alone writes. Such a key
+// authenticates nothing (Lookup finds it Unknown, Revoked or past its overlap); this only
+// tells the leak receiver that a report of it is already recorded.
+func (x *Index) Leaked(h *apikey.Hash) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.leaked[*h]
+	return ok
 }
 
 // NewKey reads what the index needs of an APIKey, without the index: a cache transform builds
