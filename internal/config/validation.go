@@ -6,12 +6,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
@@ -21,6 +23,10 @@ const (
 	minGRPCMessage = 4 << 10
 	maxGRPCMessage = 512 << 10
 )
+
+// minCatchUpPeriod is the least time between two listings of an organization's alerts: a
+// listing may take its budget of requests, and the token's limit is per hour.
+const minCatchUpPeriod = time.Minute
 
 // ValidateServerConfiguration says what is wrong with a defaulted ServerConfiguration, each
 // error naming its field's path; empty when nothing is.
@@ -90,6 +96,12 @@ func validateLeakReports(lr *configv1alpha1.LeakReports, path *field.Path) field
 	errs = append(errs, atLeast(lr.MaxBatch, 1, path.Child("maxBatch"))...)
 	errs = append(errs, greaterThanZero(lr.Rate, path.Child("rate"))...)
 	errs = append(errs, atLeast(lr.Burst, 1, path.Child("burst"))...)
+	unverified := path.Child("unverifiedLimit")
+	errs = append(errs, greaterThanZero(lr.UnverifiedLimit.Rate, unverified.Child("rate"))...)
+	errs = append(errs, atLeast(lr.UnverifiedLimit.Burst, 1, unverified.Child("burst"))...)
+	errs = append(errs, atLeast(lr.UnverifiedLimit.Clients, 1, unverified.Child("clients"))...)
+	errs = append(errs, atLeast(lr.Replays.Entries, 1, path.Child("replays", "entries"))...)
+	errs = append(errs, positiveDuration(lr.Replays.TTL, path.Child("replays", "ttl"))...)
 	partner, alerts := path.Child("partner"), path.Child("organizationAlerts")
 	errs = append(errs, httpURL(lr.Partner.PublicKeysURL, partner.Child("publicKeysURL"))...)
 	errs = append(errs, httpURL(lr.OrganizationAlerts.APIBaseURL, alerts.Child("apiBaseURL"))...)
@@ -98,6 +110,20 @@ func validateLeakReports(lr *configv1alpha1.LeakReports, path *field.Path) field
 		errs = append(errs, field.Required(alerts.Child("apiTokenFile"),
 			"webhookSecretFile needs a token allowed to read the organization's secret scanning alerts, by file"))
 	}
+	switch {
+	case a.WebhookSecretFile != "" && a.Organization == "":
+		errs = append(errs, field.Required(alerts.Child("organization"),
+			"webhookSecretFile needs the organization's login, whose open alerts are listed for the deliveries GitHub does not make again"))
+	case a.Organization != "" && a.WebhookSecretFile == "":
+		errs = append(errs, field.Invalid(alerts.Child("organization"), a.Organization, "needs webhookSecretFile and apiTokenFile"))
+	case a.Organization != "" && !secretscanning.ValidOrganization(a.Organization):
+		errs = append(errs, field.Invalid(alerts.Child("organization"), a.Organization, "must be a GitHub organization's login"))
+	}
+	catchUp := alerts.Child("catchUp")
+	if p := a.CatchUp.Period; p != nil && p.Duration < minCatchUpPeriod {
+		errs = append(errs, field.Invalid(catchUp.Child("period"), p.Duration.String(), "must be at least "+minCatchUpPeriod.String()))
+	}
+	errs = append(errs, atLeast(a.CatchUp.MaxRequests, 1, catchUp.Child("maxRequests"))...)
 	if a.APITokenFile != "" && a.WebhookSecretFile == "" {
 		errs = append(errs, field.Required(alerts.Child("webhookSecretFile"), "apiTokenFile is used only with the webhook's secret, by file"))
 	}

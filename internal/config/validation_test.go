@@ -53,7 +53,34 @@ func TestValidateServerConfiguration(t *testing.T) {
 		{name: "leak reports, both ways", modify: func(c *configv1alpha1.ServerConfiguration) {
 			c.LeakReports.Listen, c.LeakReports.Partner.Enabled = ":8090", true
 			c.LeakReports.OrganizationAlerts.WebhookSecretFile, c.LeakReports.OrganizationAlerts.APITokenFile = "/s", "/t"
+			c.LeakReports.OrganizationAlerts.Organization = "acme-corp"
 		}},
+		{name: "an organization's webhook without the organization", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.WebhookSecretFile, c.LeakReports.OrganizationAlerts.APITokenFile = "/s", "/t"
+		}, want: "leakReports.organizationAlerts.organization: Required value"},
+		{name: "an organization without its webhook", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.Organization = "acme"
+		}, want: `leakReports.organizationAlerts.organization: Invalid value: "acme": needs webhookSecretFile`},
+		{name: "an organization that is a path", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.WebhookSecretFile, c.LeakReports.OrganizationAlerts.APITokenFile = "/s", "/t"
+			c.LeakReports.OrganizationAlerts.Organization = "../repos"
+		}, want: `leakReports.organizationAlerts.organization: Invalid value: "../repos"`},
+		{name: "a catch-up every few seconds", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.CatchUp.Period = dur(5 * time.Second)
+		}, want: `leakReports.organizationAlerts.catchUp.period: Invalid value: "5s": must be at least 1m0s`},
+		{name: "a catch-up without requests", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.OrganizationAlerts.CatchUp.MaxRequests = ptr.To[int32](0)
+		}, want: "leakReports.organizationAlerts.catchUp.maxRequests: Invalid value: 0"},
+		{name: "no unverified requests at all", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.UnverifiedLimit.Rate = ptr.To(0.0)
+		}, want: "leakReports.unverifiedLimit.rate"},
+		{name: "no client remembered", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.LeakReports.UnverifiedLimit.Clients = ptr.To[int32](0)
+		}, want: "leakReports.unverifiedLimit.clients: Invalid value: 0"},
+		{name: "no replay remembered", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.Replays.Entries = ptr.To[int32](0) },
+			want: "leakReports.replays.entries: Invalid value: 0"},
+		{name: "replays remembered for no time", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.Replays.TTL = dur(0) },
+			want: "leakReports.replays.ttl"},
 		{name: "a leak reports listener serving nothing", modify: func(c *configv1alpha1.ServerConfiguration) { c.LeakReports.Listen = ":8090" },
 			want: "leakReports.listen: Required value"},
 		{name: "a webhook secret without a token", modify: func(c *configv1alpha1.ServerConfiguration) {

@@ -58,9 +58,15 @@ func leakReports(lr *configv1alpha1.LeakReports) leakreceiver.Config {
 	if lr.Listen == "" {
 		return leakreceiver.Config{}
 	}
+	a := &lr.OrganizationAlerts
 	return leakreceiver.Config{
-		Partner: lr.Partner.Enabled, PublicKeysURL: lr.Partner.PublicKeysURL, APIBaseURL: lr.OrganizationAlerts.APIBaseURL,
+		Partner: lr.Partner.Enabled, PublicKeysURL: lr.Partner.PublicKeysURL, APIBaseURL: a.APIBaseURL,
 		MaxBody: *lr.MaxBodyBytes, MaxBatch: int(*lr.MaxBatch), Rate: *lr.Rate, Burst: int(*lr.Burst),
+		ClientRate: *lr.UnverifiedLimit.Rate, ClientBurst: int(*lr.UnverifiedLimit.Burst), Clients: int(*lr.UnverifiedLimit.Clients),
+		Replays: int(*lr.Replays.Entries), ReplayTTL: lr.Replays.TTL.Duration,
+		CatchUp: leakreceiver.CatchUp{
+			Organization: a.Organization, Period: a.CatchUp.Period.Duration, MaxCalls: int(*a.CatchUp.MaxRequests),
+		},
 	}
 }
 

@@ -55,7 +55,9 @@ func TestOptionsFromConfigDisabled(t *testing.T) {
 func TestOptionsFromConfigLeakReports(t *testing.T) {
 	c := &configv1alpha1.ServerConfiguration{LeakReports: configv1alpha1.LeakReports{
 		Listen: ":9003", MaxBatch: ptr.To[int32](10), Partner: configv1alpha1.LeakReportsPartner{Enabled: true},
-		OrganizationAlerts: configv1alpha1.LeakReportsOrganizationAlerts{APIBaseURL: "https://ghe.example.com/api/v3"},
+		OrganizationAlerts: configv1alpha1.LeakReportsOrganizationAlerts{APIBaseURL: "https://ghe.example.com/api/v3", Organization: "acme",
+			CatchUp: configv1alpha1.LeakReportsCatchUp{MaxRequests: ptr.To[int32](3)}},
+		UnverifiedLimit: configv1alpha1.LeakReportsUnverifiedLimit{Burst: ptr.To[int32](5)},
 	}}
 	configv1alpha1.SetDefaults_ServerConfiguration(c)
 	o, err := OptionsFromConfig(c)
@@ -67,5 +69,12 @@ func TestOptionsFromConfigLeakReports(t *testing.T) {
 		lr.Rate != configv1alpha1.DefaultLeakReportsRate || lr.Burst != configv1alpha1.DefaultLeakReportsBurst ||
 		lr.PublicKeysURL != configv1alpha1.DefaultLeakReportsPublicKeysURL || lr.APIBaseURL != "https://ghe.example.com/api/v3" {
 		t.Errorf("leakReports in Options: %q %+v", o.LeakReportsListen, lr)
+	}
+	if lr.ClientRate != configv1alpha1.DefaultLeakReportsUnverifiedRate || lr.ClientBurst != 5 || lr.Clients != configv1alpha1.DefaultLeakReportsUnverifiedClients ||
+		lr.Replays != configv1alpha1.DefaultLeakReportsReplays || lr.ReplayTTL != configv1alpha1.DefaultLeakReportsReplayTTL {
+		t.Errorf("leakReports' per-client and replay bounds in Options: %+v", lr)
+	}
+	if cu := lr.CatchUp; cu.Organization != "acme" || cu.Period != configv1alpha1.DefaultLeakReportsCatchUpPeriod || cu.MaxCalls != 3 {
+		t.Errorf("leakReports' catch-up in Options: %+v", cu)
 	}
 }

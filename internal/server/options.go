@@ -171,8 +171,9 @@ type Options struct {
 	LeakReportsListen string
 	// LeakReportsListener, when set, is used instead of listening on LeakReportsListen (tests).
 	LeakReportsListener net.Listener
-	// LeakReports configures the receiver; its Index, Client, Namespace, KeyPrefix, Clock and
-	// Logger are the server's own.
+	// LeakReports configures the receiver; its Index, Client, Namespace, KeyPrefix, Clock,
+	// TrustedProxies and Logger are the server's own, and so are its catch-up's Leases client
+	// and readiness.
 	LeakReports leakreceiver.Config
 
 	// PanelListen, when set, serves Panel on this address with the same timeouts and shutdown.

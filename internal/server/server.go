@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -129,10 +130,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	endpoints = append(endpoints, authzEndpoints...)
-	if e, err := leakReportsEndpoint(feed, mgr, &opts, &listeners, log); err != nil {
+	leaks, err := leakReportsEndpoint(cfg, feed, mgr, &synced, &opts, &listeners, log)
+	if err != nil {
 		return err
-	} else if e != nil {
-		endpoints = append(endpoints, *e)
+	}
+	if leaks != nil {
+		endpoints = append(endpoints, leaks.endpoint)
 	}
 	observed, err := probeAndMetricsEndpoints(ctx, cfg, &opts, &checks, &listeners, log)
 	if err != nil {
@@ -163,6 +166,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Logger: log.WithName("last-used"),
 	}).Run(mgrCtx)
 	go checker.Run(mgrCtx)
+	if leaks != nil {
+		go leaks.receiver.Run(mgrCtx) // the catch-up, when an organization is configured
+	}
 	listeners = nil // the group serves and closes them now
 	runErr := frontdoor.Group{
 		Endpoints:       endpoints,
@@ -251,10 +257,19 @@ func authzEndpoints(ctx context.Context, checker *keycheck.Checker, opts *Option
 	return endpoints, onSynced, nil
 }
 
+// leakListener is the leak reports listener's endpoint and its receiver, whose Run lists an
+// organization's open alerts.
+type leakListener struct {
+	endpoint frontdoor.Endpoint
+	receiver *leakreceiver.Receiver
+}
+
 // leakReportsEndpoint is the leak reports listener when opts asks for one (nil otherwise),
 // appending the listener it opens to listeners: GitHub's reports, behind the front door's
-// connection bounds, recorded with the server's client.
-func leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, opts *Options, listeners *[]net.Listener, log logr.Logger) (*frontdoor.Endpoint, error) {
+// connection bounds, recorded with the server's client; its client addresses judged by the
+// trusted proxies, as /v1's are; its catch-up holding a Lease with cfg, once the index has
+// synced.
+func leakReportsEndpoint(cfg *rest.Config, feed *indexfeed.Feed, mgr ctrl.Manager, synced *atomic.Bool, opts *Options, listeners *[]net.Listener, log logr.Logger) (*leakListener, error) {
 	l := opts.LeakReportsListener
 	if l == nil {
 		if opts.LeakReportsListen == "" {
@@ -266,15 +281,22 @@ func leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, opts *Options, 
 		}
 		*listeners = append(*listeners, l)
 	}
-	cfg := opts.LeakReports
-	cfg.Index, cfg.Client, cfg.Namespace, cfg.KeyPrefix, cfg.Clock = feed.Index(), mgr.GetClient(), opts.SystemNamespace, opts.KeyPrefix, opts.Clock
-	cfg.Logger = log.WithName("leak-reports")
-	recv, err := leakreceiver.New(cfg)
+	lr := opts.LeakReports
+	lr.Index, lr.Client, lr.Namespace, lr.KeyPrefix, lr.Clock = feed.Index(), mgr.GetClient(), opts.SystemNamespace, opts.KeyPrefix, opts.Clock
+	lr.TrustedProxies = opts.TrustedProxies
+	lr.Logger = log.WithName("leak-reports")
+	if lr.CatchUp.Organization != "" {
+		leases, err := coordinationv1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("leak reports: a client of Leases: %w", err)
+		}
+		lr.CatchUp.Leases, lr.CatchUp.Ready = leases, synced.Load
+	}
+	recv, err := leakreceiver.New(lr)
 	if err != nil {
 		return nil, err
 	}
-	e := frontdoor.HTTP(l, frontdoor.LeakReportLimits.Behind(opts.TrustedProxies), recv)
-	return &e, nil
+	return &leakListener{endpoint: frontdoor.HTTP(l, frontdoor.LeakReportLimits.Behind(opts.TrustedProxies), recv), receiver: recv}, nil
 }
 
 // msgBodyNotAllowed is the message of the /v1 door's refusal of a request with a body.

@@ -52,13 +52,27 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 
 	// DefaultLeakReportsMaxBodyBytes and DefaultLeakReportsMaxBatch bound a report request
-	// (internal/secretscanning's own bounds).
-	DefaultLeakReportsMaxBodyBytes = 1 << 20
-	DefaultLeakReportsMaxBatch     = 1000
-	// DefaultLeakReportsRate and DefaultLeakReportsBurst limit the leak reports listener's
-	// requests: GitHub sends a few a minute at most; a flood is turned away before its body.
+	// (internal/secretscanning's own bounds): an alert's delivery is some 10 to 30 KiB, a
+	// partner request 256 matches of at most 1 KiB.
+	DefaultLeakReportsMaxBodyBytes = 256 << 10
+	DefaultLeakReportsMaxBatch     = 256
+	// DefaultLeakReportsRate and DefaultLeakReportsBurst limit the verified requests that need a
+	// call: GitHub sends a few a minute at most.
 	DefaultLeakReportsRate  = 10.0
 	DefaultLeakReportsBurst = 100
+	// DefaultLeakReportsUnverifiedRate, …Burst and …Clients limit each client address's
+	// requests without a valid signature (internal/server/leakreceiver's defaults).
+	DefaultLeakReportsUnverifiedRate    = 1.0
+	DefaultLeakReportsUnverifiedBurst   = 10
+	DefaultLeakReportsUnverifiedClients = 10000
+	// DefaultLeakReportsReplays and DefaultLeakReportsReplayTTL bound the memory of handled
+	// alerts and recorded keys.
+	DefaultLeakReportsReplays   = 10000
+	DefaultLeakReportsReplayTTL = 24 * time.Hour
+	// DefaultLeakReportsCatchUpPeriod and DefaultLeakReportsCatchUpMaxRequests pace the listing
+	// of an organization's open alerts: 60 requests an hour of a token's 5,000.
+	DefaultLeakReportsCatchUpPeriod      = 10 * time.Minute
+	DefaultLeakReportsCatchUpMaxRequests = 10
 	// DefaultLeakReportsPublicKeysURL publishes the keys of GitHub's partner program requests.
 	DefaultLeakReportsPublicKeysURL = "https://api.github.com/meta/public_keys/secret_scanning"
 	// DefaultGitHubAPIBaseURL is GitHub's REST API.
@@ -162,6 +176,13 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDefault(&lr.MaxBatch, DefaultLeakReportsMaxBatch)
 	setDefault(&lr.Rate, DefaultLeakReportsRate)
 	setDefault(&lr.Burst, DefaultLeakReportsBurst)
+	setDefault(&lr.UnverifiedLimit.Rate, DefaultLeakReportsUnverifiedRate)
+	setDefault(&lr.UnverifiedLimit.Burst, DefaultLeakReportsUnverifiedBurst)
+	setDefault(&lr.UnverifiedLimit.Clients, DefaultLeakReportsUnverifiedClients)
+	setDefault(&lr.Replays.Entries, DefaultLeakReportsReplays)
+	setDuration(&lr.Replays.TTL, DefaultLeakReportsReplayTTL)
+	setDuration(&lr.OrganizationAlerts.CatchUp.Period, DefaultLeakReportsCatchUpPeriod)
+	setDefault(&lr.OrganizationAlerts.CatchUp.MaxRequests, DefaultLeakReportsCatchUpMaxRequests)
 	if lr.Partner.PublicKeysURL == "" {
 		lr.Partner.PublicKeysURL = DefaultLeakReportsPublicKeysURL
 	}

@@ -163,19 +163,51 @@ type LeakReports struct {
 	// listen is its address; "" (the default) serves none. It is meant to be reached by
 	// GitHub, through an ingress that terminates TLS.
 	Listen string `json:"listen,omitempty"`
-	// maxBodyBytes bounds a request's body (default 1048576): a larger one is 413, unread.
+	// maxBodyBytes bounds a request's body (default 262144): a larger one is 413, unread. GitHub's
+	// deliveries of an organization's alert are some 10 to 30 KiB; a partner program request of
+	// maxBatch matches of at most 1 KiB each fits 256 KiB.
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
-	// maxBatch bounds the reports of one partner program request (default 1000).
+	// maxBatch bounds the reports of one partner program request (default 256).
 	MaxBatch *int32 `json:"maxBatch,omitempty"`
-	// rate is how many requests per second the listener regains, from all senders together
-	// (default 10); past its burst, 429 before the body is read.
+	// rate is how many verified requests per second that need a call (to GitHub's REST API or
+	// to the API server) the listener regains, from all senders together (default 10); past
+	// its burst, 429. A request without a valid signature never takes from it, nor does one
+	// answered from the replays' memory.
 	Rate *float64 `json:"rate,omitempty"`
-	// burst is how many requests the listener takes at once (default 100).
+	// burst is how many such requests the listener takes at once (default 100).
 	Burst *int32 `json:"burst,omitempty"`
+	// unverifiedLimit limits, per client address, the requests without a valid signature.
+	UnverifiedLimit LeakReportsUnverifiedLimit `json:"unverifiedLimit"`
+	// replays remembers the alerts handled and the keys recorded, so that a delivery of them
+	// again is answered as before without a call.
+	Replays LeakReportsReplays `json:"replays"`
 	// partner receives the secret scanning partner program's reports (POST /github/secret-scanning).
 	Partner LeakReportsPartner `json:"partner"`
 	// organizationAlerts receives an organization's secret_scanning_alert webhook (POST /github/alerts).
 	OrganizationAlerts LeakReportsOrganizationAlerts `json:"organizationAlerts"`
+}
+
+// LeakReportsUnverifiedLimit is the limit, per client address (an IPv6 client by its /64; behind
+// trustedProxies, the address they forward), of the requests that carry no valid signature:
+// each takes a token, and an address without one is answered 429 before its body is read.
+// GitHub's requests are signed, so they take nothing and are never limited by it.
+type LeakReportsUnverifiedLimit struct {
+	// rate is how many unverified requests per second an address regains (default 1).
+	Rate *float64 `json:"rate,omitempty"`
+	// burst is how many an address may send at once (default 10).
+	Burst *int32 `json:"burst,omitempty"`
+	// clients is how many client addresses are remembered (default 10000).
+	Clients *int32 `json:"clients,omitempty"`
+}
+
+// LeakReportsReplays is the memory of handled alerts (by repository and number) and recorded
+// keys (by hash), per replica: only what GitHub signed goes in.
+type LeakReportsReplays struct {
+	// entries bounds what is remembered (default 10000), the least recently used going first.
+	Entries *int32 `json:"entries,omitempty"`
+	// ttl is how long each is remembered (default 24h); a delivery of it again after that costs
+	// its calls once more, then is remembered again.
+	TTL *metav1.Duration `json:"ttl,omitempty"`
 }
 
 // LeakReportsPartner is the secret scanning partner program's side: a provider that registered
@@ -203,4 +235,20 @@ type LeakReportsOrganizationAlerts struct {
 	// apiBaseURL is GitHub's REST API (default https://api.github.com; GitHub Enterprise Server:
 	// https://HOST/api/v3).
 	APIBaseURL string `json:"apiBaseURL,omitempty"`
+	// organization is the organization's login, whose open alerts the catch-up lists; required
+	// with webhookSecretFile.
+	Organization string `json:"organization,omitempty"`
+	// catchUp lists the organization's open alerts, as GitHub does not deliver a failed
+	// organization webhook again: any leak of an issued key not recorded yet is recorded then.
+	CatchUp LeakReportsCatchUp `json:"catchUp"`
+}
+
+// LeakReportsCatchUp is the periodic listing of an organization's open secret scanning alerts,
+// by one server replica at a time (a Lease in the system namespace).
+type LeakReportsCatchUp struct {
+	// period is the time between two listings (default 10m; at least 1m).
+	Period *metav1.Duration `json:"period,omitempty"`
+	// maxRequests bounds the REST API requests of one listing, each a page of 100 alerts, newest
+	// first (default 10); past it, the oldest open alerts wait for a period with fewer.
+	MaxRequests *int32 `json:"maxRequests,omitempty"`
 }

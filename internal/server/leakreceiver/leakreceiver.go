@@ -1,22 +1,21 @@
 package leakreceiver
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
@@ -29,18 +28,35 @@ const (
 	AlertsPath = "/github/alerts"
 )
 
+// Defaults of Config's bounds left zero: the configuration's.
+const (
+	// DefaultClientRate and DefaultClientBurst limit one client address's unverified
+	// requests: GitHub's are all verified, so these are a stranger's, or a misconfigured
+	// secret's (which the 401s in GitHub's log of deliveries show long before the 429s).
+	DefaultClientRate  = configv1alpha1.DefaultLeakReportsUnverifiedRate
+	DefaultClientBurst = configv1alpha1.DefaultLeakReportsUnverifiedBurst
+	// DefaultClients bounds the client addresses remembered (some 200 bytes each).
+	DefaultClients = configv1alpha1.DefaultLeakReportsUnverifiedClients
+	// DefaultReplays and DefaultReplayTTL bound the answers remembered (some 300 bytes each).
+	DefaultReplays   = configv1alpha1.DefaultLeakReportsReplays
+	DefaultReplayTTL = configv1alpha1.DefaultLeakReportsReplayTTL
+)
+
 // Config configures a Receiver: where records go, which of GitHub's ways are served, and the
 // bounds. Secrets are given as values; the caller reads them from their files.
 type Config struct {
 	// Index tells issued keys from others: a hash it holds (a current key, or a previous one not
-	// yet removed) was issued here.
+	// yet removed) was issued here, and one it records as leaked was recorded already.
 	Index *keyindex.Index
 	// Client creates the LeakReports; nothing else is asked of it.
 	Client client.Client
-	// Namespace is the system namespace, where the records go.
+	// Namespace is the system namespace, where the records go (and the catch-up's Lease).
 	Namespace string
 	// KeyPrefix begins every key this installation issues.
 	KeyPrefix string
+	// TrustedProxies are the peers whose X-Forwarded-For names the client (the server's
+	// --trusted-proxies), by whose address unverified requests are limited.
+	TrustedProxies []netip.Prefix
 
 	// Partner serves PartnerPath, verified with the keys published at PublicKeysURL (fetched with
 	// PublicKeysToken when set).
@@ -52,18 +68,34 @@ type Config struct {
 	WebhookSecret []byte
 	APIToken      string
 	APIBaseURL    string
+	// CatchUp lists the organization's open alerts, for the leaks whose delivery was lost.
+	CatchUp CatchUp
 
 	// MaxBody bounds a request's body; MaxBatch the reports of one partner request.
 	MaxBody  int64
 	MaxBatch int
-	// Rate and Burst limit the requests of all senders together, before their body is read.
+	// Rate and Burst limit, across all senders, the verified requests that need a call: to
+	// GitHub's REST API (an alert's token) or to the API server (a record). A safety bound on
+	// those calls: only GitHub's signature gets a request this far, and a replay, answered from
+	// memory, takes nothing.
 	Rate  float64
 	Burst int
+	// ClientRate and ClientBurst limit, per client address (an IPv6 client by its /64), the
+	// requests that carry no valid signature; past them, 429 before the body is read. Clients
+	// bounds the addresses remembered. Zero: the Default constants.
+	ClientRate  float64
+	ClientBurst int
+	Clients     int
+	// Replays bounds the handled alerts and recorded keys remembered, each for ReplayTTL, so
+	// that a delivery of them again costs no call. Zero: the Default constants.
+	Replays   int
+	ReplayTTL time.Duration
 
 	// HTTPClient makes the requests to GitHub (default: http.DefaultTransport's, with the
 	// secretscanning package's timeouts).
 	HTTPClient *http.Client
-	// Clock stamps the records and paces the limiter (default: the real clock).
+	// Clock stamps the records and paces the limiters and the replays (default: the real
+	// clock).
 	Clock clock.PassiveClock
 	// Logger logs each report by its hint, never the key.
 	Logger logr.Logger
@@ -75,7 +107,11 @@ type Receiver struct {
 	partner *secretscanning.Partner
 	webhook *secretscanning.AlertWebhook
 	alerts  *secretscanning.AlertClient
+	// limiter bounds the calls of verified requests, clients the unverified requests of each
+	// address, replays what was answered.
 	limiter *rate.Limiter
+	clients *clientBudgets
+	replays *replays
 	mux     *http.ServeMux
 }
 
@@ -90,10 +126,16 @@ func New(cfg Config) (*Receiver, error) {
 	if cfg.Rate <= 0 || cfg.Burst <= 0 {
 		return nil, errors.New("leak reports: the rate and burst must be positive")
 	}
+	if err := cfg.defaultBounds(); err != nil {
+		return nil, err
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &Receiver{cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst), mux: http.NewServeMux()}
+	r := &Receiver{
+		cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst), mux: http.NewServeMux(),
+		clients: newClientBudgets(cfg.ClientRate, cfg.ClientBurst, cfg.Clients), replays: newReplays(cfg.Replays, cfg.ReplayTTL),
+	}
 	if cfg.Partner {
 		keys, err := secretscanning.NewKeySet(secretscanning.KeySetOptions{
 			URL: cfg.PublicKeysURL, Token: cfg.PublicKeysToken, Client: cfg.HTTPClient, Clock: cfg.Clock,
@@ -122,30 +164,60 @@ func New(cfg Config) (*Receiver, error) {
 		}
 		r.mux.HandleFunc("POST "+AlertsPath, r.serveAlert)
 	}
+	if err := r.cfg.CatchUp.check(len(cfg.WebhookSecret) > 0); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
-// ServeHTTP limits the rate of every request before its route reads a byte of it.
-func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if !r.limiter.AllowN(r.cfg.Clock.Now(), 1) {
-		requests.WithLabelValues(source(req.URL.Path), "rate_limited").Inc()
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/r.cfg.Rate))))
-		http.Error(w, "too many requests", http.StatusTooManyRequests)
-		return
+// defaultBounds fills the per-client and replay bounds left zero, and refuses negative ones.
+func (c *Config) defaultBounds() error {
+	if c.ClientRate < 0 || c.ClientBurst < 0 || c.Clients < 0 || c.Replays < 0 || c.ReplayTTL < 0 {
+		return errors.New("leak reports: the per-client and replay bounds may not be negative")
 	}
-	r.mux.ServeHTTP(w, req)
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&c.ClientBurst, DefaultClientBurst}, {&c.Clients, DefaultClients}, {&c.Replays, DefaultReplays}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.ClientRate == 0 {
+		c.ClientRate = DefaultClientRate
+	}
+	if c.ReplayTTL == 0 {
+		c.ReplayTTL = DefaultReplayTTL
+	}
+	return nil
 }
 
+// ServeHTTP serves the routes; each limits a request by its client's budget before a byte of
+// its body is read, and by the shared limit only once verified and in need of a call.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
+
 // servePartner answers a partner program request with GitHub's feedback: true_positive for each
-// token whose key was issued here, recorded before the answer.
+// token whose key was issued here, recorded before the answer (or recorded already).
 func (r *Receiver) servePartner(w http.ResponseWriter, req *http.Request) {
 	log := r.cfg.Logger.WithValues("source", sourcePartner)
-	reports, err := r.partner.Read(req)
+	client, ok := r.admit(w, req, sourcePartner)
+	if !ok {
+		return
+	}
+	body, err := r.partner.Verify(req)
+	if err != nil {
+		r.refuseUnverified(w, log, client, sourcePartner, err)
+		return
+	}
+	reports, err := r.partner.Parse(body)
 	if err != nil {
 		r.refuse(w, log, sourcePartner, err)
 		return
 	}
+	now := r.cfg.Clock.Now()
 	recorded := map[apikey.Hash]bool{}
+	var toRecord []secretscanning.Report
+	remembered := 0
 	for _, rep := range reports {
 		if !rep.Candidate() {
 			reportsSeen.WithLabelValues(sourcePartner, "false_positive").Inc()
@@ -154,25 +226,53 @@ func (r *Receiver) servePartner(w http.ResponseWriter, req *http.Request) {
 		if _, done := recorded[rep.Hash]; done {
 			continue
 		}
-		ok, err := r.record(req.Context(), log, switchboardv1alpha1.LeakSourceGitHubPartner, rep, "")
-		if err != nil {
+		switch r.known(log, sourcePartner, rep, now) {
+		case knownNot:
+			recorded[rep.Hash] = false
+		case knownRemembered:
+			remembered++
+			recorded[rep.Hash] = true
+		case knownRecorded:
+			recorded[rep.Hash] = true
+		case knownIssued:
+			recorded[rep.Hash] = false // until recorded below
+			toRecord = append(toRecord, rep)
+		}
+	}
+	// Only a request that needs a call takes one of the shared limit: a replay takes nothing.
+	if len(toRecord) > 0 && !r.allowCalls(w, sourcePartner, now) {
+		return
+	}
+	for _, rep := range toRecord {
+		if err := r.record(req.Context(), log, sourcePartner, switchboardv1alpha1.LeakSourceGitHubPartner, rep, ""); err != nil {
 			// GitHub sends the request again: what was recorded stays one record.
 			requests.WithLabelValues(sourcePartner, "failed").Inc()
 			log.Error(err, "recording a leak report", "hint", rep.Hint)
 			http.Error(w, "the report could not be recorded; send it again", http.StatusServiceUnavailable)
 			return
 		}
-		recorded[rep.Hash] = ok
+		recorded[rep.Hash] = true
+		r.replays.rememberKey(rep.Hash, now)
 	}
-	requests.WithLabelValues(sourcePartner, "accepted").Inc()
+	requests.WithLabelValues(sourcePartner, outcomeAccepted(remembered > 0 && remembered == len(recorded))).Inc()
 	writeJSON(w, http.StatusOK, secretscanning.Feedback(reports, func(h apikey.Hash) bool { return recorded[h] }))
 }
 
 // serveAlert records the token of an organization's secret scanning alert and answers 200 with
-// what was done; events and actions that report no leak are answered 200 and ignored.
+// what was done; events and actions that report no leak are answered 200 and ignored. An alert
+// handled before is answered as it was, without a call.
 func (r *Receiver) serveAlert(w http.ResponseWriter, req *http.Request) {
 	log := r.cfg.Logger.WithValues("source", sourceAlert)
-	ev, err := r.webhook.Read(req)
+	client, ok := r.admit(w, req, sourceAlert)
+	if !ok {
+		return
+	}
+	body, err := r.webhook.Verify(req)
+	if err != nil {
+		r.refuseUnverified(w, log, client, sourceAlert, err)
+		return
+	}
+	ev, err := r.webhook.Parse(req.Header, body)
 	if err != nil {
 		r.refuse(w, log, sourceAlert, err)
 		return
@@ -184,74 +284,78 @@ func (r *Receiver) serveAlert(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, alertAnswer{Result: "ignored", Detail: ev.Ignored})
 		return
 	}
-	alert, err := r.alerts.Fetch(req.Context(), ev.Alert)
-	if err != nil {
-		r.refuse(w, log.WithValues("alert", ev.Alert.ID()), sourceAlert, err)
+	id := ev.Alert.ID()
+	now := r.cfg.Clock.Now()
+	if result, ok := r.replays.alert(id, now); ok {
+		requests.WithLabelValues(sourceAlert, "replayed").Inc()
+		log.V(1).Info("an alert handled before, answered as then", "alert", id, "result", result)
+		writeJSON(w, http.StatusOK, alertAnswer{Result: result, Alert: id})
 		return
 	}
-	result := "false_positive"
-	if alert.Candidate() {
-		ok, err := r.record(req.Context(), log, switchboardv1alpha1.LeakSourceGitHubAlert, alert.Report, ev.Alert.ID())
-		if err != nil {
-			requests.WithLabelValues(sourceAlert, "failed").Inc()
-			log.Error(err, "recording a leak report", "hint", alert.Hint, "alert", ev.Alert.ID())
-			http.Error(w, "the report could not be recorded; redeliver it", http.StatusServiceUnavailable)
-			return
-		}
-		if ok {
-			result = "recorded"
-		}
-	} else {
-		reportsSeen.WithLabelValues(sourceAlert, "false_positive").Inc()
+	if !r.allowCalls(w, sourceAlert, now) {
+		return
+	}
+	alert, err := r.alerts.Fetch(req.Context(), ev.Alert)
+	if err != nil {
+		r.refuse(w, log.WithValues("alert", id), sourceAlert, err)
+		return
+	}
+	result, err := r.handleAlert(req.Context(), log, sourceAlert, alert.Report, id)
+	if err != nil {
+		requests.WithLabelValues(sourceAlert, "failed").Inc()
+		log.Error(err, "recording a leak report", "hint", alert.Hint, "alert", id)
+		http.Error(w, "the report could not be recorded; redeliver it", http.StatusServiceUnavailable)
+		return
 	}
 	requests.WithLabelValues(sourceAlert, "accepted").Inc()
-	writeJSON(w, http.StatusOK, alertAnswer{Result: result, Alert: ev.Alert.ID()})
+	writeJSON(w, http.StatusOK, alertAnswer{Result: result, Alert: id})
 }
 
-// alertAnswer is the webhook's answer, shown in GitHub's log of deliveries.
-type alertAnswer struct {
-	Result string `json:"result"`
-	Alert  string `json:"alert,omitempty"`
-	Detail string `json:"detail,omitempty"`
+// admit finds the request's client and refuses it, before a byte of its body is read, when
+// that address has spent its budget of unverified requests.
+func (r *Receiver) admit(w http.ResponseWriter, req *http.Request, src string) (netip.Addr, bool) {
+	client := clientaddr.From(clientaddr.Parse(req.RemoteAddr), req.Header["X-Forwarded-For"], r.cfg.TrustedProxies)
+	blocked, wait := r.clients.blocked(client, r.cfg.Clock.Now())
+	if !blocked {
+		return client, true
+	}
+	requests.WithLabelValues(src, "client_limited").Inc()
+	w.Header().Set("Connection", "close") // its body is not wanted
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+	http.Error(w, "too many requests without a valid signature from this address", http.StatusTooManyRequests)
+	return client, false
 }
 
-// record creates rep's LeakReport if its key was issued here, and says whether it was (a
-// report of it already recorded counts). A key the index does not know is a false positive.
-func (r *Receiver) record(ctx context.Context, log logr.Logger, src string, rep secretscanning.Report, reference string) (bool, error) {
-	label := metricSource(src)
-	now := r.cfg.Clock.Now()
-	if _, res := r.cfg.Index.Lookup(&rep.Hash, now); res == keyindex.Unknown {
-		reportsSeen.WithLabelValues(label, "not_issued").Inc()
-		log.V(1).Info("a leak report of a key not issued here", "hint", rep.Hint)
-		return false, nil
+// allowCalls takes a call of the shared limit for a verified request, or answers 429.
+func (r *Receiver) allowCalls(w http.ResponseWriter, src string, now time.Time) bool {
+	if r.limiter.AllowN(now, 1) {
+		return true
 	}
-	lr := &switchboardv1alpha1.LeakReport{
-		ObjectMeta: metav1.ObjectMeta{Name: switchboardv1alpha1.LeakReportName(rep.Hash.String()), Namespace: r.cfg.Namespace},
-		Spec: switchboardv1alpha1.LeakReportSpec{
-			KeyHash: rep.Hash.String(), KeyHint: rep.Hint, Source: src, URL: truncate(rep.URL, 2048),
-			Location: truncate(rep.Source, 64), Reference: truncate(reference, 256), ReportedAt: metav1.NewTime(now),
-		},
-	}
-	switch err := r.cfg.Client.Create(ctx, lr); {
-	case apierrors.IsAlreadyExists(err):
-		reportsSeen.WithLabelValues(label, "already_recorded").Inc()
-		log.Info("a leaked key reported again", "hint", rep.Hint, "url", rep.URL, "reference", reference)
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("creating LeakReport %s/%s: %w", lr.Namespace, lr.Name, err)
-	}
-	reportsSeen.WithLabelValues(label, "recorded").Inc()
-	log.Info("a leaked key recorded", "hint", rep.Hint, "url", rep.URL, "reference", reference, "leakReport", lr.Name)
-	return true, nil
+	requests.WithLabelValues(src, "rate_limited").Inc()
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/r.cfg.Rate))))
+	http.Error(w, "too many requests", http.StatusTooManyRequests)
+	return false
 }
 
-// refuse answers a request that could not be read or verified, with secretscanning's status;
-// its error names no token.
+// refuseUnverified answers a request whose signature did not verify, or that could not be
+// verified, and charges its client's budget: a request GitHub did not sign spends its sender's
+// budget alone.
+func (r *Receiver) refuseUnverified(w http.ResponseWriter, log logr.Logger, client netip.Addr, src string, err error) {
+	r.clients.charge(client, r.cfg.Clock.Now())
+	if status := secretscanning.HTTPStatus(err); status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge {
+		w.Header().Set("Connection", "close") // what is left of its body is not wanted
+	}
+	r.refuse(w, log, src, err)
+}
+
+// refuse answers a request that could not be read, verified or handled, with secretscanning's
+// status; its error names no token. A server error (GitHub's API unavailable or unreadable) is
+// logged with why, so that the platform learns why a leak went unhandled.
 func (r *Receiver) refuse(w http.ResponseWriter, log logr.Logger, src string, err error) {
 	status := secretscanning.HTTPStatus(err)
 	requests.WithLabelValues(src, outcome(status)).Inc()
 	if status >= http.StatusInternalServerError {
-		log.Error(err, "a leak report could not be handled")
+		log.Error(err, "a leak report could not be handled", "status", status)
 	} else {
 		log.V(1).Info("a leak report refused", "status", status, "reason", err.Error())
 	}
@@ -267,23 +371,19 @@ func outcome(status int) string {
 		return "too_large"
 	case http.StatusBadRequest:
 		return "malformed"
+	case http.StatusBadGateway:
+		return "bad_gateway"
 	case http.StatusServiceUnavailable:
 		return "unavailable"
 	}
 	return "failed"
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// truncate cuts s to the record's bound of its field, at a byte: the fields are for people.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// outcomeAccepted names an accepted request: replayed when every key it reports was one this
+// replica remembers recording.
+func outcomeAccepted(replayed bool) string {
+	if replayed {
+		return "replayed"
 	}
-	return s[:n]
+	return "accepted"
 }

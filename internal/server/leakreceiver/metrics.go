@@ -1,47 +1,35 @@
 package leakreceiver
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
+import "github.com/prometheus/client_golang/prometheus"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-)
-
-// The metrics' source label: which of GitHub's ways a request came by.
+// The metrics' source label: which of GitHub's ways a request or a report came by.
 const (
 	sourcePartner = "partner"
 	sourceAlert   = "alert"
-	sourceOther   = "other"
+	// sourceCatchUp is the listing of an organization's open alerts (catchup.go).
+	sourceCatchUp = "catch_up"
 )
 
 var (
 	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_leak_report_requests_total",
-		Help: "Requests to the leak reports listener, by source (partner, alert, other) and outcome (accepted, ignored, rate_limited, unauthenticated, malformed, too_large, unavailable, failed).",
+		Help: "Requests to the leak reports listener, by source (partner, alert) and outcome (accepted, replayed, ignored, client_limited, rate_limited, unauthenticated, malformed, too_large, bad_gateway, unavailable, failed).",
 	}, []string{"source", "outcome"})
 	reportsSeen = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_leak_reports_total",
-		Help: "Leaked tokens in verified reports, by source (partner, alert) and outcome (recorded, already_recorded, not_issued, false_positive).",
+		Help: "Leaked tokens in verified reports and listed alerts, by source (partner, alert, catch_up) and outcome (recorded, already_recorded, not_issued, false_positive).",
 	}, []string{"source", "outcome"})
+	catchUpRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_leak_catch_up_runs_total",
+		Help: "Listings of the organization's open secret scanning alerts, by outcome (complete, budget_spent: pages left unread, failed).",
+	}, []string{"outcome"})
+	catchUpRequests = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_leak_catch_up_github_requests_total",
+		Help: "Requests to GitHub's REST API made to list the organization's open secret scanning alerts.",
+	})
 )
 
 // Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{requests, reportsSeen} }
-
-// source is the metrics' source of a request's path.
-func source(path string) string {
-	switch path {
-	case PartnerPath:
-		return sourcePartner
-	case AlertsPath:
-		return sourceAlert
-	}
-	return sourceOther
-}
-
-// metricSource is the metrics' source of a LeakReport's.
-func metricSource(src string) string {
-	if src == switchboardv1alpha1.LeakSourceGitHubAlert {
-		return sourceAlert
-	}
-	return sourcePartner
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{requests, reportsSeen, catchUpRuns, catchUpRequests}
 }
