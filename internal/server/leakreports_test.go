@@ -6,12 +6,10 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,15 +73,23 @@ func serveGitHubKeys(t *testing.T, keys map[string]*ecdsa.PrivateKey) string {
 // returns that listener's URL.
 func startLeakServer(t *testing.T, cfg *rest.Config, lr leakreceiver.Config) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return startLeakServerWith(t, cfg, Options{LeakReports: lr})
+}
+
+// startLeakServerWith is startLeakServer with more of the server's options; the leak reports
+// listener listens on every loopback address (127.0.0.2 and up are other clients).
+func startLeakServerWith(t *testing.T, cfg *rest.Config, opts Options) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lr.Rate == 0 {
-		lr.Rate, lr.Burst = 1000, 1000
+	if opts.LeakReports.Rate == 0 {
+		opts.LeakReports.Rate, opts.LeakReports.Burst = 1000, 1000
 	}
-	startServer(t, cfg, Options{LeakReportsListener: l, LeakReports: lr}, true)
-	return "http://" + l.Addr().String()
+	opts.LeakReportsListener = l
+	startServer(t, cfg, opts, true)
+	return fmt.Sprintf("http://127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
 
 type match struct {
@@ -250,73 +257,31 @@ func TestLeakReportsFromThePartnerProgram(t *testing.T) {
 	}
 }
 
-// serveGitHubAPI plays GitHub's REST API for one secret scanning alert of repo, whose secret is
-// token, for requests bearing apiToken; it returns its URL.
-func serveGitHubAPI(t *testing.T, apiToken, repo string, number int, token string) string {
-	t.Helper()
-	alert := fmt.Sprintf("/repos/%s/secret-scanning/alerts/%d", repo, number)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+apiToken {
-			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case alert:
-			_ = json.NewEncoder(w).Encode(map[string]any{"number": number, "state": "open", "secret_type": "switchboard_api_key",
-				"secret": token, "html_url": "https://github.com/" + repo + "/security/secret-scanning/" + fmt.Sprint(number)})
-		case alert + "/locations":
-			_ = json.NewEncoder(w).Encode([]map[string]any{{"type": "commit", "details": map[string]any{
-				"path": "deploy/app.env", "start_line": 12, "commit_sha": "0123456789abcdef0123456789abcdef01234567"}}})
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// postAlert POSTs an organization's secret_scanning_alert webhook for repo's alert number,
-// signed with secret.
-func postAlert(t *testing.T, url string, secret []byte, repo string, number int) (int, string) {
-	t.Helper()
-	body := fmt.Appendf(nil, `{"action":"created","alert":{"number":%d,"secret_type":"switchboard_api_key"},"repository":{"full_name":%q,"html_url":"https://github.com/%s"}}`, number, repo, repo)
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	req, err := http.NewRequestWithContext(ctx(t), http.MethodPost, url+leakreceiver.AlertsPath, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "secret_scanning_alert")
-	req.Header.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
-}
-
 // TestLeakReportsFromAnOrganizationsAlert: a webhook delivery signed with the organization's
 // secret makes the server fetch the alert's token from GitHub's API and record it, with the
 // alert as its reference; a delivery signed with another secret is 401 and records nothing.
+// The same alert delivered again (GitHub's redelivery, a later action, anyone's replay of a
+// captured delivery) is answered as the first was, with no call to GitHub's API nor to the
+// API server.
 func TestLeakReportsFromAnOrganizationsAlert(t *testing.T) {
 	ns := env.Namespace(t, "leak-alert")
 	leaked := newKey(t, ns, "leaked", switchboardv1alpha1.APIKeySpec{})
 	secret, apiToken := []byte("the organization's webhook secret"), "github_pat_test"
-	api := serveGitHubAPI(t, apiToken, "acme/app", 7, leaked.Key)
-	url := startLeakServer(t, nil, leakreceiver.Config{WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api})
+	api := newGitHubAPI(t, apiToken)
+	api.add("acme/app", 7, leaked.Key)
+	creates := &countingTransport{path: "/leakreports"}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(creates.wrap)
+	url := startLeakServer(t, cfg, leakreceiver.Config{WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url})
+	github := from("127.0.0.2")
 
-	if status, body := postAlert(t, url, []byte("another secret"), "acme/app", 7); status != http.StatusUnauthorized {
+	if status, body := send(t, github, alertDelivery(t, url, []byte("another secret"), "created", "acme/app", 7, "d-0")); status != http.StatusUnauthorized {
 		t.Fatalf("a delivery signed with another secret: %d %s, want 401", status, body)
 	}
-	if leakReport(t, leaked.Key) != nil {
-		t.Fatal("a delivery signed with another secret was recorded")
+	if leakReport(t, leaked.Key) != nil || api.total() != 0 {
+		t.Fatalf("a delivery signed with another secret was recorded, or cost %d requests to GitHub's API", api.total())
 	}
-	status, body := postAlert(t, url, secret, "acme/app", 7)
+	status, body := send(t, github, alertDelivery(t, url, secret, "created", "acme/app", 7, "d-1"))
 	if status != http.StatusOK || !strings.Contains(body, `"result":"recorded"`) {
 		t.Fatalf("the alert: %d %s, want 200 recorded", status, body)
 	}
@@ -329,6 +294,55 @@ func TestLeakReportsFromAnOrganizationsAlert(t *testing.T) {
 		s.URL != "https://github.com/acme/app/blob/0123456789abcdef0123456789abcdef01234567/deploy/app.env#L12" || s.Location != "commit" {
 		t.Errorf("the LeakReport says %+v", s)
 	}
+	restCalls, apiCalls := api.total(), creates.count()
+	if restCalls != 2 || apiCalls != 1 {
+		t.Fatalf("the first delivery cost %d requests to GitHub's API and %d creates, want 2 and 1", restCalls, apiCalls)
+	}
+
+	for _, replay := range []struct{ what, action, delivery string }{
+		{"GitHub's redelivery", "created", "d-1"},
+		{"a replay under another delivery id", "created", "d-forged"},
+		{"the alert reopened", "reopened", "d-2"},
+		{"the alert found in public", "publicly_leaked", "d-3"},
+	} {
+		for range 5 {
+			status, body := send(t, github, alertDelivery(t, url, secret, replay.action, "acme/app", 7, replay.delivery))
+			if status != http.StatusOK || !strings.Contains(body, `"result":"recorded"`) || !strings.Contains(body, `"alert":"acme/app#7"`) {
+				t.Fatalf("%s: %d %s, want 200 recorded as the first", replay.what, status, body)
+			}
+		}
+	}
+	if n, m := api.total()-restCalls, creates.count()-apiCalls; n != 0 || m != 0 {
+		t.Errorf("20 deliveries of an alert handled before cost %d requests to GitHub's API and %d to the API server, want 0 and 0", n, m)
+	}
+}
+
+// countingTransport counts the POSTs whose path ends in path, made through the config it wraps.
+type countingTransport struct {
+	path string
+	mu   sync.Mutex
+	n    int
+	next http.RoundTripper
+}
+
+func (c *countingTransport) wrap(rt http.RoundTripper) http.RoundTripper {
+	c.next = rt
+	return c
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, c.path) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingTransport) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }
 
 // TestLeakReportsRBACIsCreateOnly: the server, holding the chart's grants with leak reports
@@ -372,30 +386,6 @@ func TestLeakReportsRBACIsCreateOnly(t *testing.T) {
 	}
 }
 
-// TestLeakReportsAreRateLimited: past the listener's burst, a request is 429 before its body is
-// read or its signature checked (the limiter is the listener's, over all senders).
-func TestLeakReportsAreRateLimited(t *testing.T) {
-	url := startLeakServer(t, nil, leakreceiver.Config{Partner: true, PublicKeysURL: "http://127.0.0.1:1/keys", Rate: 0.001, Burst: 1})
-	post := func() (int, string) {
-		req, err := http.NewRequestWithContext(ctx(t), http.MethodPost, url+leakreceiver.PartnerPath, strings.NewReader("[]"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Retry-After")
-	}
-	if status, _ := post(); status != http.StatusUnauthorized {
-		t.Fatalf("an unsigned request within the burst: %d, want 401", status)
-	}
-	if status, retry := post(); status != http.StatusTooManyRequests || retry == "" {
-		t.Fatalf("past the burst: %d (Retry-After %q), want 429 with Retry-After", status, retry)
-	}
-}
-
 // TestGitHubReportRefusesTheKeyWithinOneSecond is the whole loop with the real operator: a
 // delivered key works on /v1; GitHub's partner program reports it (signed as GitHub does) to
 // the server's leak reports listener; within a second of the request the key is refused on /v1,
@@ -409,8 +399,9 @@ func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keysURL := serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer})
 	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1, LeakReportsListener: l, LeakReports: leakreceiver.Config{
-		Partner: true, PublicKeysURL: serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer}), Rate: 1000, Burst: 1000,
+		Partner: true, PublicKeysURL: keysURL, Rate: 1000, Burst: 1000,
 	}}, true)
 
 	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: switchboardv1alpha1.APIKeySpec{SecretName: "app-key"}}
@@ -433,5 +424,21 @@ func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 	t.Logf("the leaked key was refused on /v1 %v after GitHub's report was sent", time.Since(start).Round(100*time.Microsecond))
 	if next := deliveredKey(t, s, ns, "app-key", "2"); next == leaked {
 		t.Fatal("the delivery Secret still holds the leaked key")
+	}
+
+	// The same report again, once the operator has replaced the key (which no longer
+	// authenticates): a true leak, recorded already, by this replica and by a new one, which
+	// knows it from the hash Secret's record alone.
+	again := startLeakServerWith(t, nil, Options{SystemNamespace: sys, FailureRate: -1, LeakReports: leakreceiver.Config{
+		Partner: true, PublicKeysURL: keysURL,
+	}})
+	for name, url := range map[string]string{"the replica that recorded it": "http://" + l.Addr().String(), "a new replica": again} {
+		if status, fb := postPartner(t, url, report, "k1", signer, false); status != http.StatusOK || strings.Join(labels(fb), ",") != "true_positive" {
+			t.Errorf("the report again, to %s: %d %v, want true_positive", name, status, labels(fb))
+		}
+	}
+	var all switchboardv1alpha1.LeakReportList
+	if err := env.Client.List(ctx(t), &all, client.InNamespace(sys)); err != nil || len(all.Items) != 1 {
+		t.Errorf("%d LeakReports (%v) after the report came three times, want 1", len(all.Items), err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 )
 
 // TestLeastPrivilege runs the server as a ServiceAccount holding only the permissions the Helm
@@ -72,6 +73,13 @@ type grant struct {
 // (charts/switchboard/templates/server-rbac.yaml; test/chart checks the chart renders it so).
 var withLeakReports = grant{name: "leak-reports", rules: []rbacv1.PolicyRule{
 	{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"create"}},
+}}
+
+// withLeakCatchUp is the chart's grant with server.leakReports.organizationAlerts on, beside
+// withLeakReports: the one Lease the catch-up holds (test/chart checks the chart renders it so).
+var withLeakCatchUp = grant{name: "leak-catch-up", rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{leakreceiver.CatchUpLease}, Verbs: []string{"get", "update"}},
 }}
 
 // serviceAccountConfig returns a client config for a new ServiceAccount holding the server's
