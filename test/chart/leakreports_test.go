@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -19,7 +21,7 @@ import (
 // 9003 behind the Service switchboard-leak-reports, reads its secrets from the Secrets mounted
 // where its configuration says, and may create LeakReports in the release namespace and do
 // nothing else (internal/server's TestLeakReportsRBACIsCreateOnly runs the server with these
-// rules).
+// rules) but, with an organization's webhook, hold the catch-up's Lease.
 func TestHelmLeakReports(t *testing.T) {
 	off := render(t, nil)
 	for _, kn := range [][2]string{{"Service", "switchboard-leak-reports"}, {"Role", "switchboard-server-leak-reports"}, {"RoleBinding", "switchboard-server-leak-reports"}} {
@@ -33,12 +35,19 @@ func TestHelmLeakReports(t *testing.T) {
 
 	on := render(t, []string{"server.leakReports.enabled=true", "server.leakReports.port=443", "server.leakReports.partner.enabled=true",
 		"server.leakReports.organizationAlerts.webhookSecret.name=github-webhook", "server.leakReports.organizationAlerts.apiTokenSecret.name=github-api",
-		"server.leakReports.organizationAlerts.apiTokenSecret.key=pat", "server.leakReports.organizationAlerts.apiBaseURL=https://ghe.example.com/api/v3"})
+		"server.leakReports.organizationAlerts.apiTokenSecret.key=pat", "server.leakReports.organizationAlerts.apiBaseURL=https://ghe.example.com/api/v3",
+		"server.leakReports.organizationAlerts.organization=acme", "server.leakReports.organizationAlerts.catchUp.maxRequests=3",
+		"server.leakReports.unverifiedLimit.burst=5", "server.leakReports.replays.ttl=1h"})
 	c := serverConfig(t, on).LeakReports
 	a := c.OrganizationAlerts
 	if c.Listen != ":9003" || !c.Partner.Enabled || c.Partner.TokenFile != "" || a.APIBaseURL != "https://ghe.example.com/api/v3" ||
-		a.WebhookSecretFile != "/etc/switchboard/leak-reports/webhook-secret/secret" || a.APITokenFile != "/etc/switchboard/leak-reports/api-token/token" {
+		a.WebhookSecretFile != "/etc/switchboard/leak-reports/webhook-secret/secret" || a.APITokenFile != "/etc/switchboard/leak-reports/api-token/token" ||
+		a.Organization != "acme" || a.CatchUp.Period.Duration != 10*time.Minute || *a.CatchUp.MaxRequests != 3 {
 		t.Errorf("the server's leakReports: %+v", c)
+	}
+	if u, r := c.UnverifiedLimit, c.Replays; *u.Rate != 1 || *u.Burst != 5 || *u.Clients != 10000 || *r.Entries != 10000 || r.TTL.Duration != time.Hour ||
+		*c.MaxBodyBytes != 256<<10 || *c.MaxBatch != 256 {
+		t.Errorf("the server's leakReports bounds: %+v %+v, body %d, batch %d", u, r, *c.MaxBodyBytes, *c.MaxBatch)
 	}
 	svc := find(on, "Service", "switchboard-leak-reports")
 	if svc == nil {
@@ -84,10 +93,20 @@ func TestHelmLeakReports(t *testing.T) {
 		}
 	}
 
+	// With an organization's webhook, the catch-up's one Lease too (internal/server's
+	// TestLeakCatchUpRecordsAMissedAlert runs the server with these rules).
 	role := rolesOf(t, on, "Role")["switchboard-server-leak-reports"]
-	want := []rbacv1.PolicyRule{{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"create"}}}
+	create := rbacv1.PolicyRule{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"create"}}
+	want := []rbacv1.PolicyRule{create,
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{leakreceiver.CatchUpLease}, Verbs: []string{"get", "update"}},
+	}
 	if role == nil || !reflect.DeepEqual(role.Rules, want) {
 		t.Fatalf("the server's leak reports Role: %+v, want only %+v", role, want)
+	}
+	partnerOnly := render(t, []string{"server.leakReports.enabled=true", "server.leakReports.partner.enabled=true"})
+	if role := rolesOf(t, partnerOnly, "Role")["switchboard-server-leak-reports"]; role == nil || !reflect.DeepEqual(role.Rules, want[:1]) {
+		t.Errorf("the server's leak reports Role for the partner program alone: %+v, want only %+v", role, want[:1])
 	}
 	// config/rbac ships the same Role, for kustomize installs that turn the listener on.
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "server_leak_reports_role.yaml"))

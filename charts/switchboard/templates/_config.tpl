@@ -48,9 +48,12 @@ is ever here: the files name the mounted files that hold them.
 {{- with $v.leakReports }}{{ if .enabled -}}
 {{- /* Secrets are files of the mounted Secrets (server-deployment.yaml), never values. */ -}}
 {{- $lr := dict "listen" ":9003" "maxBodyBytes" (int64 .maxBodyBytes) "maxBatch" (int64 .maxBatch) "rate" (float64 .rate) "burst" (int64 .burst) -}}
+{{- $_ := set $lr "unverifiedLimit" (dict "rate" (float64 .unverifiedLimit.rate) "burst" (int64 .unverifiedLimit.burst) "clients" (int64 .unverifiedLimit.clients)) -}}
+{{- $_ := set $lr "replays" (dict "entries" (int64 .replays.entries) "ttl" .replays.ttl) -}}
 {{- $p := dict "enabled" .partner.enabled "publicKeysURL" .partner.publicKeysURL -}}
 {{- if .partner.tokenSecret.name }}{{ $_ := set $p "tokenFile" "/etc/switchboard/leak-reports/partner-token/token" }}{{ end -}}
-{{- $a := dict "apiBaseURL" .organizationAlerts.apiBaseURL -}}
+{{- $a := dict "apiBaseURL" .organizationAlerts.apiBaseURL "catchUp" (dict "period" .organizationAlerts.catchUp.period "maxRequests" (int64 .organizationAlerts.catchUp.maxRequests)) -}}
+{{- if .organizationAlerts.organization }}{{ $_ := set $a "organization" .organizationAlerts.organization }}{{ end -}}
 {{- if .organizationAlerts.webhookSecret.name -}}
 {{- $_ := set $a "webhookSecretFile" "/etc/switchboard/leak-reports/webhook-secret/secret" -}}
 {{- $_ := set $a "apiTokenFile" "/etc/switchboard/leak-reports/api-token/token" -}}
