@@ -213,3 +213,30 @@ func TestLeakReceiverAnswersServerErrorsWhenGitHubCannotBeRead(t *testing.T) {
 		t.Fatalf("the delivery once GitHub answers: %d %s, want 200 recorded", status, body)
 	}
 }
+
+// TestLeakReceiverWaitsForTheIndex: until the index has synced, a verified report is answered
+// 503 (GitHub sends it again; the catch-up lists an organization's alerts) and costs no call:
+// a key is never judged against a partial index, nor its leak remembered as a false positive.
+func TestLeakReceiverWaitsForTheIndex(t *testing.T) {
+	secret, apiToken := []byte("the organization's webhook secret"), "github_pat_test"
+	api := newGitHubAPI(t, apiToken)
+	api.add("acme/app", 1, "sb_live_whatever")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No right to read the hash Secrets: the index never syncs.
+	startServer(t, serviceAccountConfig(t, false, withLeakReports), Options{LeakReportsListener: l, LeakReports: leakreceiver.Config{
+		WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url, Rate: 1000, Burst: 1000,
+	}}, false)
+	url := "http://" + l.Addr().String()
+	for i := range 3 {
+		status, body := send(t, from("127.0.0.2"), alertDelivery(t, url, secret, "created", "acme/app", 1, fmt.Sprint("d-", i)))
+		if status != http.StatusServiceUnavailable {
+			t.Fatalf("a signed delivery before the index synced: %d %s, want 503", status, body)
+		}
+	}
+	if n := api.total(); n != 0 {
+		t.Errorf("deliveries before the index synced cost %d requests to GitHub's API, want 0", n)
+	}
+}

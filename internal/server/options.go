@@ -172,8 +172,8 @@ type Options struct {
 	// LeakReportsListener, when set, is used instead of listening on LeakReportsListen (tests).
 	LeakReportsListener net.Listener
 	// LeakReports configures the receiver; its Index, Client, Namespace, KeyPrefix, Clock,
-	// TrustedProxies and Logger are the server's own, and so are its catch-up's Leases client
-	// and readiness.
+	// TrustedProxies, Ready and Logger are the server's own, and so is its catch-up's Leases
+	// client.
 	LeakReports leakreceiver.Config
 
 	// PanelListen, when set, serves Panel on this address with the same timeouts and shutdown.

@@ -266,9 +266,8 @@ type leakListener struct {
 
 // leakReportsEndpoint is the leak reports listener when opts asks for one (nil otherwise),
 // appending the listener it opens to listeners: GitHub's reports, behind the front door's
-// connection bounds, recorded with the server's client; its client addresses judged by the
-// trusted proxies, as /v1's are; its catch-up holding a Lease with cfg, once the index has
-// synced.
+// connection bounds, recorded with the server's client once the index has synced; its client
+// addresses judged by the trusted proxies, as /v1's are; its catch-up holding a Lease with cfg.
 func leakReportsEndpoint(cfg *rest.Config, feed *indexfeed.Feed, mgr ctrl.Manager, synced *atomic.Bool, opts *Options, listeners *[]net.Listener, log logr.Logger) (*leakListener, error) {
 	l := opts.LeakReportsListener
 	if l == nil {
@@ -283,14 +282,14 @@ func leakReportsEndpoint(cfg *rest.Config, feed *indexfeed.Feed, mgr ctrl.Manage
 	}
 	lr := opts.LeakReports
 	lr.Index, lr.Client, lr.Namespace, lr.KeyPrefix, lr.Clock = feed.Index(), mgr.GetClient(), opts.SystemNamespace, opts.KeyPrefix, opts.Clock
-	lr.TrustedProxies = opts.TrustedProxies
+	lr.TrustedProxies, lr.Ready = opts.TrustedProxies, synced.Load
 	lr.Logger = log.WithName("leak-reports")
 	if lr.CatchUp.Organization != "" {
 		leases, err := coordinationv1client.NewForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("leak reports: a client of Leases: %w", err)
 		}
-		lr.CatchUp.Leases, lr.CatchUp.Ready = leases, synced.Load
+		lr.CatchUp.Leases = leases
 	}
 	recv, err := leakreceiver.New(lr)
 	if err != nil {

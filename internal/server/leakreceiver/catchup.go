@@ -62,9 +62,6 @@ type CatchUp struct {
 	Leases coordinationv1client.LeasesGetter
 	// Identity names this replica in the Lease (default: the host's name and a random suffix).
 	Identity string
-	// Ready says when the index can judge keys (default: always): the first listing waits
-	// for it, as a key must never be judged against a partial index.
-	Ready func() bool
 	// Clock paces the listings (default: the real clock).
 	Clock clock.WithTicker
 }
@@ -95,9 +92,6 @@ func (c *CatchUp) check(webhook bool) error {
 		suffix := make([]byte, 4)
 		_, _ = rand.Read(suffix)
 		c.Identity = host + "_" + hex.EncodeToString(suffix)
-	}
-	if c.Ready == nil {
-		c.Ready = func() bool { return true }
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -148,7 +142,7 @@ func (r *Receiver) catchUp(ctx context.Context, log logr.Logger) {
 	c := r.cfg.CatchUp
 	ready := time.NewTicker(100 * time.Millisecond)
 	defer ready.Stop()
-	for !c.Ready() {
+	for !r.cfg.Ready() { // a key must never be judged against a partial index
 		select {
 		case <-ctx.Done():
 			return

@@ -70,6 +70,11 @@ type Config struct {
 	APIBaseURL    string
 	// CatchUp lists the organization's open alerts, for the leaks whose delivery was lost.
 	CatchUp CatchUp
+	// Ready says when the index can judge keys (default: always). Until then a verified
+	// report is answered 503, so that GitHub sends it again (the catch-up finds an
+	// organization's alert): a key must never be judged against a partial index, nor a leak
+	// remembered as a false positive for it.
+	Ready func() bool
 
 	// MaxBody bounds a request's body; MaxBatch the reports of one partner request.
 	MaxBody  int64
@@ -131,6 +136,9 @@ func New(cfg Config) (*Receiver, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func() bool { return true }
 	}
 	r := &Receiver{
 		cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst), mux: http.NewServeMux(),
@@ -214,6 +222,9 @@ func (r *Receiver) servePartner(w http.ResponseWriter, req *http.Request) {
 		r.refuse(w, log, sourcePartner, err)
 		return
 	}
+	if !r.ready(w, sourcePartner) {
+		return
+	}
 	now := r.cfg.Clock.Now()
 	recorded := map[apikey.Hash]bool{}
 	var toRecord []secretscanning.Report
@@ -284,6 +295,9 @@ func (r *Receiver) serveAlert(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, alertAnswer{Result: "ignored", Detail: ev.Ignored})
 		return
 	}
+	if !r.ready(w, sourceAlert) {
+		return
+	}
 	id := ev.Alert.ID()
 	now := r.cfg.Clock.Now()
 	if result, ok := r.replays.alert(id, now); ok {
@@ -324,6 +338,17 @@ func (r *Receiver) admit(w http.ResponseWriter, req *http.Request, src string) (
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
 	http.Error(w, "too many requests without a valid signature from this address", http.StatusTooManyRequests)
 	return client, false
+}
+
+// ready answers 503 to a verified report while the index cannot judge keys.
+func (r *Receiver) ready(w http.ResponseWriter, src string) bool {
+	if r.cfg.Ready() {
+		return true
+	}
+	requests.WithLabelValues(src, "unavailable").Inc()
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "the server's index of keys has not synced yet; send the report again", http.StatusServiceUnavailable)
+	return false
 }
 
 // allowCalls takes a call of the shared limit for a verified request, or answers 429.
