@@ -16,7 +16,16 @@
 //
 // The record is named after the key's hash (v1alpha1.LeakReportName), so a report received
 // twice, by either route or by two replicas, is one record: the create's AlreadyExists is the
-// idempotency GitHub's unsigned-timestamp partner format needs. Requests are limited in rate
-// before their body is read, so a flood of forged reports costs neither an API server call nor
-// more than the KeySet's own paced refresh of GitHub's keys.
+// idempotency GitHub's unsigned-timestamp partner format needs.
+//
+// GitHub is heard first, whatever strangers send (budgets.go). The signature headers are
+// checked before a byte of the body is read; a request without a valid signature spends its
+// client address's budget alone, and one from an address that spent it is answered 429 before
+// its body; the shared rate is taken only by verified requests that need a call (to GitHub's
+// REST API or the API server). What verified requests handled is remembered, so a replay, or
+// GitHub's own redelivery, is answered as before with no call.
+//
+// GitHub does not deliver a failed organization webhook again: the catch-up (catchup.go) lists
+// the organization's open alerts every period, within a budget of requests, on one replica at a
+// time (a Lease), and records what was missed by the same path as the webhook.
 package leakreceiver
