@@ -33,6 +33,7 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 			"must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63"))
 	}
 	errs = append(errs, trustedProxies(c.TrustedProxies, field.NewPath("trustedProxies"))...)
+	errs = append(errs, trustedProxies(c.Authz.GRPC.Gateways, field.NewPath("authz", "grpc", "gateways"))...)
 	errs = append(errs, atLeast(c.MaxInFlightBytesPerNamespace, 0, field.NewPath("maxInFlightBytesPerNamespace"))...)
 	errs = append(errs, atLeast(c.MaxConnections, 0, field.NewPath("maxConnections"))...)
 	errs = append(errs, atLeast(c.MaxConnectionsPerClient, 0, field.NewPath("maxConnectionsPerClient"))...)

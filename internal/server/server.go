@@ -245,7 +245,7 @@ func authzEndpoints(ctx context.Context, checker *keycheck.Checker, opts *Option
 		// reaches the port may connect, so one client address holds at most its share, but for
 		// the gateways named in --trusted-proxies, which carry many clients' requests.
 		limits := frontdoor.ForwardAuthLimits.Behind(opts.TrustedProxies)
-		limits.MaxConnections, limits.MaxConnectionsPerClient = opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient
+		limits.ConnLimits = limits.WithBounds(opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient)
 		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, log.WithName("forward-auth"))))
 	}
 	return endpoints, onSynced, nil
@@ -273,7 +273,9 @@ func leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, opts *Options, 
 	if err != nil {
 		return nil, err
 	}
-	e := frontdoor.HTTP(l, frontdoor.LeakReportLimits.Behind(opts.TrustedProxies), recv)
+	limits := frontdoor.LeakReportLimits.Behind(opts.TrustedProxies)
+	limits.MaxBody = cfg.MaxBody
+	e := frontdoor.HTTP(l, limits, recv)
 	return &e, nil
 }
 
@@ -284,8 +286,8 @@ const msgBodyNotAllowed = "The request carries a body, and no /v1 route reads on
 // refused before them (413 BODY_NOT_ALLOWED) and its connection closed.
 func apiLimits(opts *Options) frontdoor.HTTPLimits {
 	limits := frontdoor.APILimits.Behind(opts.TrustedProxies)
-	limits.MaxConnections, limits.MaxConnectionsPerClient = opts.MaxConnections, opts.MaxConnectionsPerClient
-	limits.RefuseBodies = &frontdoor.Refusal{
+	limits.ConnLimits = limits.WithBounds(opts.MaxConnections, opts.MaxConnectionsPerClient)
+	limits.BodyRefusal = &frontdoor.Refusal{
 		Status: http.StatusRequestEntityTooLarge,
 		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},
 		Body:   apierror.JSON(apierror.CodeBodyNotAllowed, msgBodyNotAllowed),

@@ -28,13 +28,14 @@ const (
 	// DefaultMaxInFlightBytesPerNamespace bounds one namespace's list responses being written.
 	DefaultMaxInFlightBytesPerNamespace = 16 << 20
 	// DefaultMaxConnections and DefaultMaxConnectionsPerClient bound /v1's connections: at
-	// about 150 KiB each at worst, 1024 fit the chart's 256 MiB (internal/frontdoor's table).
+	// about 150 KiB each at worst, 1024 fit the chart's 256 MiB, and eight client addresses
+	// together hold at most half of what clients may take (internal/frontdoor's table).
 	DefaultMaxConnections          = 1024
-	DefaultMaxConnectionsPerClient = 256
+	DefaultMaxConnectionsPerClient = 48
 	// DefaultAuthzHTTPMaxConnections and DefaultAuthzHTTPMaxConnectionsPerClient bound
 	// forward-auth's, whose connections cost some 80 KiB at most.
 	DefaultAuthzHTTPMaxConnections          = 256
-	DefaultAuthzHTTPMaxConnectionsPerClient = 64
+	DefaultAuthzHTTPMaxConnectionsPerClient = 12
 	// DefaultAuthzGRPCMaxMessageBytes is the largest ext_authz CheckRequest read.
 	DefaultAuthzGRPCMaxMessageBytes = 256 << 10
 	// DefaultAuthFailureRate, DefaultAuthFailureBurst and DefaultAuthFailureClients shape the
