@@ -33,11 +33,11 @@ func TestStreamBudget(t *testing.T) {
 		{true, a, false, "", false}, {true, a, false, "", false}, {true, a, false, "client_streams", false}, // a holds its 2
 		{true, b, false, "", false}, {true, b, false, "streams", false}, // 3 anyone may take, in all
 		{true, gw, true, "", true}, {true, gw, true, "", true}, // the gateways' own 2, though the rest are taken
-		{true, gw, true, "streams", false}, // and no more while the rest are
+		{true, gw, true, "streams", false},                        // and no more while the rest are
 		{false, a, false, "", false}, {true, b, false, "", false}, // a gave one back: b takes its second
 		{true, a, false, "streams", false},
 		{false, b, false, "", false}, {true, gw, true, "", false}, // a gateway takes of the rest once its own are held,
-		{true, gw, true, "streams", false}, // bounded by them only, not per client
+		{true, gw, true, "streams", false},                              // bounded by them only, not per client
 		{false, gw, true, "", true}, {true, a, false, "streams", false}, // its own back: no use to a client
 		{false, gw, true, "", false}, {true, a, false, "", false}, {true, a, false, "streams", false},
 	}
