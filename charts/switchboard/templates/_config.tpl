@@ -39,6 +39,7 @@ is ever here: the files name the mounted files that hold them.
 {{- $g := dict "listen" ":9001" "maxMessageBytes" (int64 .maxMessageBytes) "stripAuthorization" .stripAuthorization -}}
 {{- if .tls.secretName }}{{ $_ := set $g "tlsCertFile" "/etc/switchboard/authz-grpc-tls/tls.crt" }}{{ $_ := set $g "tlsKeyFile" "/etc/switchboard/authz-grpc-tls/tls.key" }}{{ end -}}
 {{- if .tls.clientCASecretName }}{{ $_ := set $g "clientCAFile" "/etc/switchboard/authz-grpc-client-ca/ca.crt" }}{{ end -}}
+{{- with .gateways }}{{ $_ := set $g "gateways" . }}{{ end -}}
 {{- $_ := set $authz "grpc" $g -}}
 {{- end }}{{ end -}}
 {{- with $v.authz.http }}{{ if .enabled -}}
