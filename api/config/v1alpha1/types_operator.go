@@ -69,13 +69,15 @@ type OperatorConfiguration struct {
 // the platform's to say.
 type WebhooksConfiguration struct {
 	// deniedNetworks are CIDRs no endpoint may resolve to, besides loopback, link-local,
-	// multicast and unspecified, which are always refused: the cluster's Service and pod
-	// networks and the nodes' (default: the private networks 10.0.0.0/8, 172.16.0.0/12,
-	// 192.168.0.0/16, 100.64.0.0/10 and fc00::/7, where those usually are). [] denies none
-	// beyond the always refused.
+	// multicast, unspecified and Teredo, which are always refused: the cluster's Service and
+	// pod networks and the nodes' (default: the private networks 10.0.0.0/8, 172.16.0.0/12,
+	// 192.168.0.0/16, 100.64.0.0/10 and fc00::/7, where those usually are; an IPv6 cluster
+	// must add its own ranges). NAT64, 6to4 and IPv4-compatible addresses are also judged as
+	// the IPv4 address they carry. [] denies none beyond the always refused.
 	DeniedNetworks []string `json:"deniedNetworks,omitempty"`
 	// allowedNetworks are CIDRs endpoints may reach even so (an in-cluster receiver): an address
-	// in one is never refused.
+	// in one is not refused, but the cloud metadata endpoints (169.254.169.254 and the others
+	// docs/webhooks.md lists) always are.
 	AllowedNetworks []string `json:"allowedNetworks,omitempty"`
 	// allowHTTP lets endpoints be plain http:// URLs, whose payloads anyone on the path reads
 	// (default false).
