@@ -59,8 +59,9 @@ type OperatorConfiguration struct {
 
 	// webhooks configures the delivery of key events to tenants' KeyWebhooks: `switchboard
 	// webhooks` sends them, and the operator checks each KeyWebhook's URL against the same
-	// networks. The sender reads this same file, and shares the settings above that are not the
-	// operator's alone (systemNamespace, leaderElect, the metrics and probes, the API client).
+	// networks and copies its signing secrets into webhooks.signingNamespace. The sender reads
+	// this same file, and shares the settings above that are not the operator's alone
+	// (systemNamespace, leaderElect, the metrics and probes, the API client).
 	Webhooks WebhooksConfiguration `json:"webhooks"`
 }
 
@@ -79,6 +80,12 @@ type WebhooksConfiguration struct {
 	// in one is not refused, but the cloud metadata endpoints (169.254.169.254 and the others
 	// docs/webhooks.md lists) always are.
 	AllowedNetworks []string `json:"allowedNetworks,omitempty"`
+	// signingNamespace holds the copies of KeyWebhooks' signing secrets, which the operator
+	// writes and the sender reads, and nothing else (default: systemNamespace followed by
+	// "-webhook-signing"): the sender may read Secrets there and nowhere else, so RBAC keeps it
+	// from every other Secret of the system namespace. It must exist and differ from
+	// systemNamespace.
+	SigningNamespace string `json:"signingNamespace,omitempty"`
 	// allowHTTP lets endpoints be plain http:// URLs, whose payloads anyone on the path reads
 	// (default false).
 	AllowHTTP bool `json:"allowHTTP,omitempty"`
