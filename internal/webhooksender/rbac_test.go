@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +112,17 @@ func asSender(t *testing.T, sys string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// The sender refuses to start reading its copies from the system namespace (or from none):
+// its grant there would be every Secret of it.
+func TestNewManagerRefusesCopiesInTheSystemNamespace(t *testing.T) {
+	for _, signingNS := range []string{"", "switchboard-system"} {
+		_, err := NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, Options{
+			SystemNamespace: "switchboard-system", SigningNamespace: signingNS, Concurrency: 1, PerNamespace: 1,
+		})
+		if err == nil || !strings.Contains(err.Error(), "need a namespace of their own") {
+			t.Errorf("signing namespace %q: %v, want refused", signingNS, err)
+		}
+	}
 }
