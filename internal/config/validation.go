@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -145,7 +146,21 @@ func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) fiel
 			"the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
 	}
 	errs = append(errs, validateWebhooks(&c.Webhooks, field.NewPath("webhooks"))...)
+	errs = append(errs, signingNamespace(c.Webhooks.SigningNamespace, c.SystemNamespace, field.NewPath("webhooks", "signingNamespace"))...)
 	return errs
+}
+
+// signingNamespace checks the namespace of the signing secrets' copies: a namespace's name, and
+// not the system namespace, whose every Secret the sender could read otherwise.
+func signingNamespace(ns, system string, path *field.Path) field.ErrorList {
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(path, ns, "must be a namespace's name: "+strings.Join(msgs, "; "))}
+	}
+	if ns == system {
+		return field.ErrorList{field.Invalid(path, ns,
+			"must differ from systemNamespace: the webhook sender may read every Secret of this namespace, so the copies live where nothing else does")}
+	}
+	return nil
 }
 
 // validateWebhooks checks the webhook sender's settings under path.

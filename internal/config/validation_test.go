@@ -122,6 +122,17 @@ func TestValidateOperatorConfiguration(t *testing.T) {
 		}, want: "webhooks.perNamespaceConcurrency: Invalid value: 5: must be at most concurrency (4)"},
 		{name: "no attempt timeout", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.AttemptTimeout = dur(0) },
 			want: "webhooks.attemptTimeout"},
+		{name: "a signing namespace of its own", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.SystemNamespace, c.Webhooks.SigningNamespace = "ops", "ops-signing"
+		}},
+		{name: "the signing copies in the system namespace", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.SystemNamespace, c.Webhooks.SigningNamespace = "ops", "ops"
+		}, want: `webhooks.signingNamespace: Invalid value: "ops": must differ from systemNamespace`},
+		{name: "a signing namespace that is no name", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.SigningNamespace = "Signing_Copies" },
+			want: `webhooks.signingNamespace: Invalid value: "Signing_Copies": must be a namespace's name`},
+		{name: "a system namespace too long for the default signing namespace", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.SystemNamespace = strings.Repeat("s", 50)
+		}, want: "webhooks.signingNamespace: Invalid value"},
 		{name: "a reveal endpoint without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Reveal.BindAddress = ":9445" },
 			want: "reveal.names: Required value"},
 	}

@@ -14,6 +14,7 @@ func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) Options {
 	policy, _ := config.WebhookPolicy(&c.Webhooks)
 	return Options{
 		WebhookPolicy:                policy,
+		WebhookSigningNamespace:      c.Webhooks.SigningNamespace,
 		SystemNamespace:              c.SystemNamespace,
 		KeyPrefix:                    c.KeyPrefix,
 		RevealTTL:                    c.RevealTTL.Duration,

@@ -87,6 +87,11 @@ type Options struct {
 	// webhook sender's. Its Denied networks default to the configuration's (the private ones)
 	// when nil; empty, only the always refused networks are.
 	WebhookPolicy webhookdelivery.Policy
+	// WebhookSigningNamespace holds the copies of KeyWebhooks' signing secrets, and nothing
+	// else: the webhook sender may read Secrets there only (default SystemNamespace followed by
+	// "-webhook-signing"; not SystemNamespace). Copies an older operator left in SystemNamespace
+	// are deleted.
+	WebhookSigningNamespace string
 	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
 	// past it only the aggregates are exported (negative: no per-key series at all).
 	KeyMetricsLimit int
@@ -175,6 +180,9 @@ func (o *Options) Default() {
 	if o.KeyMetricsLimit == 0 {
 		o.KeyMetricsLimit = DefaultKeyMetricsLimit
 	}
+	if o.WebhookSigningNamespace == "" {
+		o.WebhookSigningNamespace = configv1alpha1.DefaultWebhookSigningNamespace(o.SystemNamespace)
+	}
 	if o.WebhookPolicy.Denied == nil {
 		for _, n := range configv1alpha1.DefaultWebhookDeniedNetworks() {
 			o.WebhookPolicy.Denied = append(o.WebhookPolicy.Denied, netip.MustParsePrefix(n))
@@ -254,6 +262,9 @@ func (o *Options) Validate() error {
 		if _, _, err := hostPort(o.WebhookBindAddress); err != nil {
 			errs = append(errs, fmt.Errorf("--webhook-bind-address: %w", err))
 		}
+	}
+	if o.WebhookSigningNamespace == o.SystemNamespace {
+		errs = append(errs, errors.New("webhooks.signingNamespace: the signing secrets' copies need a namespace of their own, not the system namespace, whose every Secret the webhook sender could read"))
 	}
 	if o.KeyWorkers < 0 {
 		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
@@ -369,6 +380,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		SystemNamespace:   opts.SystemNamespace,
+		SigningNamespace:  opts.WebhookSigningNamespace,
 		Policy:            opts.WebhookPolicy,
 		ControllerOptions: ctrlOpts,
 	}

@@ -205,7 +205,14 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setDefault(&c.KubeAPIQPS, DefaultKubeAPIQPS)
 	setDefault(&c.KubeAPIBurst, DefaultKubeAPIBurst)
 	SetDefaults_WebhooksConfiguration(&c.Webhooks)
+	if c.Webhooks.SigningNamespace == "" {
+		c.Webhooks.SigningNamespace = DefaultWebhookSigningNamespace(c.SystemNamespace)
+	}
 }
+
+// DefaultWebhookSigningNamespace returns the namespace of the signing secrets' copies when none
+// is configured: the system namespace's name followed by "-webhook-signing".
+func DefaultWebhookSigningNamespace(system string) string { return system + "-webhook-signing" }
 
 // DefaultWebhookDeniedNetworks returns the networks endpoints may not reach when none are
 // configured: the private ones, where a cluster's Services, pods and nodes usually are.

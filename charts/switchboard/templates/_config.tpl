@@ -130,7 +130,8 @@ is ever here: the files name the mounted files that hold them.
 {{- /* The webhook sender reads this file too: the networks, also the operator's check of KeyWebhooks. */ -}}
 {{- with .Values.webhooks -}}
 {{- $_ := set $c "webhooks" (dict "deniedNetworks" .deniedNetworks "allowedNetworks" .allowedNetworks "allowHTTP" .allowHTTP
-  "concurrency" (.concurrency | int64) "perNamespaceConcurrency" (.perNamespaceConcurrency | int64) "attemptTimeout" .attemptTimeout) -}}
+  "concurrency" (.concurrency | int64) "perNamespaceConcurrency" (.perNamespaceConcurrency | int64) "attemptTimeout" .attemptTimeout
+  "signingNamespace" (include "switchboard.webhookSigningNamespace" $)) -}}
 {{- end -}}
 {{- toYaml $c -}}
 {{- end }}
