@@ -136,8 +136,9 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
 				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel",
-				"Namespace/" + signingNamespace, "Role/switchboard-webhooks", "Role/switchboard-webhooks-signing"},
-			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz",
+				"Namespace/" + signingNamespace, "Role/switchboard-webhooks", "Role/switchboard-webhooks-signing",
+				"NetworkPolicy/switchboard-server", "NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "NetworkPolicy/switchboard-webhooks"},
+			not: []string{"Ingress", "ServiceMonitor", "HorizontalPodAutoscaler", "Service/switchboard-authz",
 				"Service/switchboard-leak-reports", "Role/switchboard-server-leak-reports",
 				"PrometheusRule", "ConfigMap/switchboard-dashboard"},
 		},
@@ -264,7 +265,10 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "authz gRPC behind a NetworkPolicy naming no gateway", set: "networkPolicy.enabled=true,server.authz.grpc.enabled=true", want: "/server/authz/allowedClients"},
 		{name: "authz HTTP behind a NetworkPolicy naming no gateway", set: "networkPolicy.enabled=true,server.authz.http.enabled=true", want: "/server/authz/allowedClients"},
 		// Without the NetworkPolicy nothing would enforce the list: refused rather than ignored.
-		{name: "allowed clients without the NetworkPolicy", set: "server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
+		{name: "allowed clients without the NetworkPolicy", set: "networkPolicy.enabled=false,server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
+		// The NetworkPolicy is on by default: an authz listener alone names no gateway.
+		{name: "authz gRPC with the default NetworkPolicy naming no gateway", set: "server.authz.grpc.enabled=true", want: "/server/authz/allowedClients"},
+		{name: "an empty gateway address", set: "server.authz.grpc.gateways[0]=", want: "/server/authz/grpc/gateways/0"},
 		{name: "allowed client not a NetworkPolicyPeer", set: "networkPolicy.enabled=true,server.authz.http.enabled=true,server.authz.allowedClients[0].port=9002", want: "/server/authz/allowedClients/0"},
 		{name: "unknown authz value", set: "server.authz.grpc.audience=orders", want: "/server/authz/grpc"},
 		// Single sign-on: nothing half-configured, the secret only by reference.
