@@ -122,3 +122,33 @@ func TestLeakFindingHeld(t *testing.T) {
 		t.Fatalf("held at its end: %+v", f)
 	}
 }
+
+// TestPlanHeldLeakReplacement: while a leaked key's replacement is held, nothing is issued on
+// its account, and the wake-up is its end; a rotation asked by hand meanwhile is carried out
+// (the chain goes on past Leaked); at its end the replacement is issued.
+func TestPlanHeldLeakReplacement(t *testing.T) {
+	p := planParams{revealTTL: planTTL, expiryWarning: 7 * 24 * time.Hour, unusedAfter: 90 * 24 * time.Hour, minRenewal: renewalinterval.Default}
+	held := func(now time.Time, f func(s *keyState)) *keyState {
+		s := deliveredPolicyState(func(s *keyState) {
+			keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2, At: planNow,
+				ReplaceAfter: planNow.Add(3 * time.Minute), LastReplacement: planNow.Add(3 * time.Minute)})
+			s.now = now
+		})
+		if f != nil {
+			f(s)
+		}
+		return s
+	}
+	obs, d := plan(held(planNow, nil), p)
+	if d.policy == "Leaked" || d.policy == "KeyToIssue" || obs.wake.after != 3*time.Minute {
+		t.Fatalf("held: policy %q (%s), wake after %s; want no issue, a wake-up in 3m", d.policy, d.why, obs.wake.after)
+	}
+	_, d = plan(held(planNow, func(s *keyState) { s.key.Spec.Rotation.RequestedAt = "by hand" }), p)
+	if d.policy != "KeyToIssue" {
+		t.Fatalf("a rotation asked while held: policy %q (%s), want KeyToIssue", d.policy, d.why)
+	}
+	_, d = plan(held(planNow.Add(3*time.Minute), nil), p)
+	if a, ok := d.do.(refuseLeaked); d.policy != "Leaked" || !ok || !a.leak.replace || d.gen != 3 {
+		t.Fatalf("at the hold's end: policy %q (%+v), want Leaked replacing with generation 3", d.policy, d)
+	}
+}
