@@ -84,17 +84,36 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	release, err := v.turns.acquire(ctx, req.Namespace)
+	if errors.Is(err, errNamespaceBusy) {
+		err = fmt.Errorf("%w %s; retry", err, req.Namespace)
+	} else if err != nil {
+		err = fmt.Errorf("%w (no turn within %s); retry", err, v.turns.maxWait)
+	}
 	switch {
+	case err != nil && !hasCron(key.Spec.RenewalWindows):
+		// Weekly windows alone come through the webhook that fails open (RenewalWebhook), and
+		// CEL checked them: admitted, as they would be were the operator down.
+		return admission.Allowed("").WithWarnings("spec.renewalWindows not checked across daylight saving time changes: " + err.Error())
 	case errors.Is(err, errNamespaceBusy):
-		return admission.Errored(http.StatusTooManyRequests, fmt.Errorf("%w %s; retry", err, req.Namespace))
+		return admission.Errored(http.StatusTooManyRequests, err)
 	case err != nil:
-		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("%w (no turn within %s); retry", err, v.turns.maxWait))
+		return admission.Errored(http.StatusServiceUnavailable, err)
 	}
 	defer release()
 	if msg := renewalwindow.Check(key.Spec.RenewalWindows, period, v.Clock.Now()); msg != "" {
 		return admission.Denied("spec.renewalWindows: " + msg)
 	}
 	return admission.Allowed("")
+}
+
+// hasCron says whether any of windows is a cron window, which only the webhook can check.
+func hasCron(windows []switchboardv1alpha1.APIKeyRenewalWindow) bool {
+	for i := range windows {
+		if windows[i].Cron != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func sameRenewal(a, b *switchboardv1alpha1.APIKeySpec) bool {

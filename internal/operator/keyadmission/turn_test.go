@@ -172,24 +172,28 @@ func TestTurnsWaitIsBounded(t *testing.T) {
 	again()
 }
 
-// TestHandlerTurns: through the handler, a check whose namespace's turns are all held is
-// refused at once with a 429 that names the namespace and says to retry; one of another
-// namespace waits for its turn and gives up with a 503 when its request ends first; once the
-// turn is free it is checked.
+// TestHandlerTurns: through the handler, a check of cron windows whose namespace's turns are
+// all held is refused at once with a 429 that names the namespace and says to retry (weekly
+// windows alone, which CEL checked and whose webhook fails open, are admitted with a warning);
+// one of another namespace waits for its turn and gives up with a 503 when its request ends
+// first; once the turn is free it is checked.
 func TestHandlerTurns(t *testing.T) {
 	wh := Handler(clocktesting.NewFakePassiveClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)), renewalinterval.Default)
 	v := wh.Handler.(*Validator)
-	request := func(ns string) admission.Request {
+	cron := switchboardv1alpha1.APIKeyRenewalWindow{Cron: "0 0 * * *", Duration: metav1.Duration{Duration: time.Minute}, TimeZone: "UTC"}
+	weekly := switchboardv1alpha1.APIKeyRenewalWindow{Start: "00:00", Duration: metav1.Duration{Duration: time.Minute}, TimeZone: "UTC"}
+	requestOf := func(ns string, w switchboardv1alpha1.APIKeyRenewalWindow) admission.Request {
 		key := switchboardv1alpha1.APIKey{TypeMeta: metav1.TypeMeta{APIVersion: "switchboard.dev/v1alpha1", Kind: "APIKey"},
 			ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: ns}}
 		key.Spec.RenewBefore = &metav1.Duration{Duration: time.Hour}
-		key.Spec.RenewalWindows = []switchboardv1alpha1.APIKeyRenewalWindow{{Cron: "0 0 * * *", Duration: metav1.Duration{Duration: time.Minute}, TimeZone: "UTC"}}
+		key.Spec.RenewalWindows = []switchboardv1alpha1.APIKeyRenewalWindow{w}
 		raw, err := json.Marshal(&key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: raw}}}
 	}
+	request := func(ns string) admission.Request { return requestOf(ns, cron) }
 
 	running, err := v.turns.acquire(context.Background(), "flood") // a check in progress
 	if err != nil {
@@ -201,6 +205,10 @@ func TestHandlerTurns(t *testing.T) {
 	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusTooManyRequests ||
 		resp.Result.Message != "too many renewal-window checks in progress for namespace flood; retry" {
 		t.Fatalf("a check of a namespace whose turns are held: %+v, want a 429 naming it", resp.Result)
+	}
+	if resp := v.Handle(context.Background(), requestOf("flood", weekly)); !resp.Allowed || len(resp.Warnings) != 1 ||
+		!strings.Contains(resp.Warnings[0], "not checked across daylight saving time changes: too many renewal-window checks in progress for namespace flood") {
+		t.Fatalf("weekly windows of a namespace whose turns are held: allowed %v, warnings %q; want admitted with a warning", resp.Allowed, resp.Warnings)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
