@@ -1,9 +1,9 @@
 // Package apikey is the APIKey controller: it turns APIKeys into hashed keys, issued, revealed
 // once or delivered, rotated, renewed, expired, revoked, and refused and replaced when reported
-// leaked (leak.go; leakreport.go reports on the LeakReport), in four steps per reconcile: observe
-// (observe.go), plan (plan.go: the facts, and the chain of named policies in policies.go),
-// confirm (confirm.go) and act (act.go, issue.go, hash.go), the status written once, at the end
-// (status.go). It never writes an APIKey's spec.
+// leaked (leak.go; leakreport.go reports on the LeakReport, and deletes it in time), in four
+// steps per reconcile: observe (observe.go), plan (plan.go: the facts, and the chain of named
+// policies in policies.go), confirm (confirm.go) and act (act.go, issue.go, hash.go), the
+// status written once, at the end (status.go). It never writes an APIKey's spec.
 package apikey
 
 import (

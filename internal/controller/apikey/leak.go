@@ -147,15 +147,16 @@ func leakOf(s *keyState, obs *observation, p planParams) (leakToAct, bool) {
 	// A leaked key replaced with an overlap stays the previous key until the overlap ends,
 	// when the server stops accepting it and GraceEnded drops it.
 	overlapping := recorded.Hash == previous && s.now.Before(recorded.AcceptedUntil)
+	interval := leakReplacementInterval(s.key, p)
 	switch {
 	case previous != "" && s.leaks[previous] != nil && !overlapping:
 		return leakToAct{report: s.leaks[previous], hash: previous, previous: true}, true
 	case current != "" && s.leaks[current] != nil && recorded.Hash != current:
-		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace, interval: leakReplacementInterval(s.key, p)}, true
+		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace, interval: interval}, true
 	case current != "" && recorded.Hash == current && canReplace && !s.now.Before(recorded.ReplaceAfter):
 		// Refused by an earlier reconcile that did not get to issue the replacement, or held
 		// until now.
-		return leakToAct{report: s.leaks[current], hash: current, replace: true}, true
+		return leakToAct{report: s.leaks[current], hash: current, replace: true, interval: interval}, true
 	}
 	return leakToAct{}, false
 }
