@@ -128,6 +128,7 @@ func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) fiel
 	errs = append(errs, positiveDuration(c.ExpiryWarning, field.NewPath("expiryWarning"))...)
 	errs = append(errs, nonNegativeDuration(c.UnusedAfter, field.NewPath("unusedAfter"))...)
 	errs = append(errs, nonNegativeDuration(c.MinRenewalInterval, field.NewPath("minRenewalInterval"))...)
+	errs = append(errs, nonNegativeDuration(c.LeakReportRetention, field.NewPath("leakReportRetention"))...)
 	pct := field.NewPath("minRenewalIntervalPercentage")
 	errs = append(errs, atLeast(c.MinRenewalIntervalPercentage, 0, pct)...)
 	if p := c.MinRenewalIntervalPercentage; p != nil && *p > 99 {

@@ -51,6 +51,8 @@ const (
 	// DefaultExpiryWarning and DefaultUnusedAfter: the ExpiringSoon and Unused conditions.
 	DefaultExpiryWarning = apikeyctrl.DefaultExpiryWarning
 	DefaultUnusedAfter   = apikeyctrl.DefaultUnusedAfter
+	// DefaultLeakReportRetention is how long a LeakReport is kept once its key is refused.
+	DefaultLeakReportRetention = configv1alpha1.DefaultLeakReportRetention
 	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
 	DefaultKeyMetricsLimit = configv1alpha1.DefaultKeyMetricsLimit
 	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
@@ -92,6 +94,9 @@ type Options struct {
 	// "-webhook-signing"; not SystemNamespace). Copies an older operator left in SystemNamespace
 	// are deleted.
 	WebhookSigningNamespace string
+	// LeakReportRetention is how long a LeakReport is kept once its key is refused (default
+	// 720h; negative: until its key is gone, which deletes it too).
+	LeakReportRetention time.Duration
 	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
 	// past it only the aggregates are exported (negative: no per-key series at all).
 	KeyMetricsLimit int
@@ -176,6 +181,9 @@ func (o *Options) Default() {
 	}
 	if o.MinRenewalIntervalPercentage == 0 {
 		o.MinRenewalIntervalPercentage = renewalinterval.Default.Percentage
+	}
+	if o.LeakReportRetention == 0 {
+		o.LeakReportRetention = DefaultLeakReportRetention
 	}
 	if o.KeyMetricsLimit == 0 {
 		o.KeyMetricsLimit = DefaultKeyMetricsLimit
@@ -361,17 +369,18 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 	keyCtrlOpts := ctrlOpts
 	keyCtrlOpts.MaxConcurrentReconciles = opts.KeyWorkers
 	keys := &apikeyctrl.Reconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder(EventSource),
-		Clock:              opts.Clock,
-		SystemNamespace:    opts.SystemNamespace,
-		KeyPrefix:          opts.KeyPrefix,
-		RevealTTL:          opts.RevealTTL,
-		ExpiryWarning:      opts.ExpiryWarning,
-		UnusedAfter:        opts.UnusedAfter,
-		MinRenewalInterval: opts.minRenewal(),
-		ControllerOptions:  keyCtrlOpts,
+		Client:              mgr.GetClient(),
+		APIReader:           mgr.GetAPIReader(),
+		Recorder:            mgr.GetEventRecorder(EventSource),
+		Clock:               opts.Clock,
+		SystemNamespace:     opts.SystemNamespace,
+		KeyPrefix:           opts.KeyPrefix,
+		RevealTTL:           opts.RevealTTL,
+		ExpiryWarning:       opts.ExpiryWarning,
+		UnusedAfter:         opts.UnusedAfter,
+		MinRenewalInterval:  opts.minRenewal(),
+		LeakReportRetention: opts.LeakReportRetention,
+		ControllerOptions:   keyCtrlOpts,
 	}
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)

@@ -27,7 +27,7 @@ func TestOptionsComplete(t *testing.T) {
 					o.MetricsBindAddress != "0" || o.HealthProbeBindAddress != "0" || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
 					o.Clock == nil || o.WebhookClock != o.Clock || o.Logger.GetSink() == nil ||
 					o.WebhookSigningNamespace != switchboardv1alpha1.DefaultSystemNamespace+"-webhook-signing" ||
-					o.minRenewal() != (renewalinterval.Minimum{Floor: 5 * time.Minute, Percentage: 10}) {
+					o.minRenewal() != (renewalinterval.Minimum{Floor: 5 * time.Minute, Percentage: 10}) || o.LeakReportRetention != 720*time.Hour {
 					t.Fatalf("defaults not applied: %+v", o)
 				}
 			},

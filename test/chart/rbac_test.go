@@ -153,7 +153,7 @@ func grants(rules []rbacv1.PolicyRule) []string {
 // elector gets, creates and updates), core Events only beside its Lease (the elector's), and
 // events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces), its
 // one webhook configuration by name (its caBundle), its version ConfigMap by name, and
-// LeakReports only in its own namespace (read, and their status).
+// LeakReports only in its own namespace (read, their status, and their deletion).
 func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantCluster := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "patch"}},
@@ -173,7 +173,7 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{version.ConfigMap}, Verbs: []string{"get", "update"}},
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"get", "list", "watch", "delete"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"webhookoutboxes"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeyhistories"}, Verbs: []string{"delete"}},

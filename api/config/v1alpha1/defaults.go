@@ -79,6 +79,8 @@ const (
 	// between two renewals of a key: a 90-day key renews at most every 9 days.
 	DefaultMinRenewalInterval           = 5 * time.Minute
 	DefaultMinRenewalIntervalPercentage = 10
+	// DefaultLeakReportRetention is how long a LeakReport is kept once its key is refused.
+	DefaultLeakReportRetention = 30 * 24 * time.Hour
 	// DefaultKeyMetricsLimit bounds the APIKeys with per-key series.
 	DefaultKeyMetricsLimit = 10000
 	// DefaultKeyWorkers is how many APIKeys are reconciled at once: issuing a key is four
@@ -190,6 +192,7 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setDuration(&c.UnusedAfter, DefaultUnusedAfter)
 	setDuration(&c.MinRenewalInterval, DefaultMinRenewalInterval)
 	setDefault(&c.MinRenewalIntervalPercentage, DefaultMinRenewalIntervalPercentage)
+	setDuration(&c.LeakReportRetention, DefaultLeakReportRetention)
 	setDefault(&c.KeyMetricsLimit, DefaultKeyMetricsLimit)
 	setDefault(&c.KeyWorkers, DefaultKeyWorkers)
 	setDefault(&c.LeaderElect, true)

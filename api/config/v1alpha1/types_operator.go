@@ -29,6 +29,11 @@ type OperatorConfiguration struct {
 	// minRenewalIntervalPercentage raises minRenewalInterval to this percentage of a key's
 	// lifetime (default 10; at most 99). 0: none.
 	MinRenewalIntervalPercentage *int32 `json:"minRenewalIntervalPercentage,omitempty"`
+	// leakReportRetention is how long a LeakReport is kept after it was received, once its key
+	// is refused (default 720h). A report is deleted sooner when no hash Secret knows its key
+	// any more (a later leak of the same APIKey replaced it, or the APIKey was deleted); the
+	// key stays refused either way. 0: kept until then.
+	LeakReportRetention *metav1.Duration `json:"leakReportRetention,omitempty"`
 	// keyMetricsLimit is how many APIKeys get series of their own in the switchboard_apikey_*
 	// metrics (default 10000); past it only the aggregates are exported. 0: no per-key series.
 	KeyMetricsLimit *int32 `json:"keyMetricsLimit,omitempty"`

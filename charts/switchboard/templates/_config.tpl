@@ -110,6 +110,7 @@ is ever here: the files name the mounted files that hold them.
   "keyPrefix" .Values.keyPrefix
   "revealTTL" $v.revealTTL
   "minRenewalIntervalPercentage" (include "switchboard.bound" $v.minRenewalIntervalPercentage | int64)
+  "leakReportRetention" $v.leakReportRetention
   "leaderElect" true
   "metricsBindAddress" (ternary ":8080" "" .Values.metrics.enabled)
   "metricsSecure" .Values.metrics.secure
