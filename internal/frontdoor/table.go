@@ -25,10 +25,11 @@ type Door struct {
 	Attack string
 }
 
-// The HTTP doors' default limits. Flags may change the connection bounds. On every door one
-// client address holds at most a sixteenth of what anyone may take (an eighth on the doors a
-// handful of callers use), so that eight addresses together leave at least half of it; the
-// proxies and gateways the platform names (--trusted-proxies) have a share of their own.
+// The HTTP doors' default limits. Flags may change the connection bounds. On every door but the
+// admission webhook's one client address holds at most a sixteenth of what anyone may take (an
+// eighth on the doors a handful of callers use), so that eight addresses together leave at
+// least half of it; the proxies and gateways the platform names (--trusted-proxies) have a
+// share of their own.
 var (
 	// APILimits are /v1's: at about 150 KiB each at worst, 1024 connections fit the chart's
 	// 256 MiB beside the server's own needs. Its handlers read no body.
@@ -48,11 +49,15 @@ var (
 	// RevealLimits are the reveal endpoint's, called by the panel with a few hundred bytes of
 	// JSON (reveal's maxRequestBytes).
 	RevealLimits = doorLimits(DefaultHTTPLimits, 128, 8, 0, 16<<10)
-	// WebhookLimits are the admission webhook's: its one caller, the API server, opens a
-	// connection per admission in progress (HTTP/1.1), 12 at once at most per address. An
-	// AdmissionReview of an APIKey is a few KiB; 1 MiB leaves room for an object and its old
-	// self at the API server's own bound on annotations.
-	WebhookLimits = doorLimits(DefaultHTTPLimits, 128, 12, 0, 1<<20)
+	// WebhookLimits are the admission webhook's. Its one caller, the API server, carries every
+	// tenant's admissions from one address, a connection per admission in progress (HTTP/1.1),
+	// so that address may hold them all: a bound per client would refuse one tenant's write for
+	// another's flood. What else connects gives way: a connection waiting on its client (headers,
+	// body) of the client holding the most goes for a newcomer of one holding fewer, and an
+	// answer is bounded by the checks' turns per namespace (keyadmission). An AdmissionReview of
+	// an APIKey is a few KiB; 1 MiB leaves room for an object and its old self at the API
+	// server's own bound on annotations.
+	WebhookLimits = doorLimits(DefaultHTTPLimits, 128, 128, 0, 1<<20)
 	// LeakReportLimits are the leak reports listener's, reached by GitHub through an ingress: a
 	// few requests a minute, each answered within the 10 s bound of a call to GitHub's API. Its
 	// body bound is the receiver's (leakReports.maxBodyBytes, whose default this is), set where
