@@ -94,12 +94,16 @@ type door struct {
 
 	mu    sync.Mutex
 	conns map[*doorConn]struct{}
+	// The clients of the connections waiting, and how many of them are proxies': an idle
+	// connection closes for a waiting one only if that one's client may take its place.
+	waiters      map[netip.Addr]int
+	proxyWaiters int
 }
 
 func newDoor(l net.Listener, limits ConnLimits, firstPhase int64) *door {
 	d := &door{Listener: l, limits: limits, shares: newClientShares(limits.MaxConnectionsPerClient), firstPhase: firstPhase,
 		base: time.Now(), accepted: make(chan *doorConn), failed: make(chan error), done: make(chan struct{}),
-		conns: map[*doorConn]struct{}{}}
+		conns: map[*doorConn]struct{}{}, waiters: map[netip.Addr]int{}}
 	if limits.MaxConnections > 0 {
 		d.shared = make(chan struct{}, limits.MaxConnections-limits.reserved())
 		if limits.reserved() > 0 {
@@ -226,9 +230,45 @@ func (d *door) admit(c net.Conn) {
 		_ = c.Close()
 		return
 	}
-	d.waiting.Add(1)
+	d.wait(dc, 1)
 	d.evict(dc)
 	go d.await(dc)
+}
+
+// wait counts c among the connections waiting (by +1), or no more (by −1).
+func (d *door) wait(c *doorConn, by int) {
+	d.mu.Lock()
+	if c.proxy {
+		d.proxyWaiters += by
+	} else if d.waiters[c.client] += by; d.waiters[c.client] <= 0 {
+		delete(d.waiters, c.client)
+	}
+	d.mu.Unlock()
+	d.waiting.Add(int32(by))
+}
+
+// idleGivesWay says whether c, turning idle, should close for a connection waiting: one of its
+// own client's, a proxy's, or one of a client that holds no more than c's does (pickVictim's
+// rule for idle connections).
+func (d *door) idleGivesWay(c *doorConn) bool {
+	if c.reserved || d.waiting.Load() == 0 {
+		return false
+	}
+	if c.proxy {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.proxyWaiters > 0 || d.waiters[c.client] > 0 {
+		return true
+	}
+	mine := d.shares.count(c.client)
+	for w := range d.waiters {
+		if d.shares.count(w) <= mine {
+			return true
+		}
+	}
+	return false
 }
 
 // trySlot takes a slot for c if one is free: a proxy's own first.
@@ -263,12 +303,12 @@ func (d *door) await(c *doorConn) {
 	case reserve <- struct{}{}:
 		c.reserved = true
 	case <-d.done:
-		d.waiting.Add(-1)
+		d.wait(c, -1)
 		d.forget(c)
 		_ = c.Conn.Close()
 		return
 	}
-	d.waiting.Add(-1)
+	d.wait(c, -1)
 	d.hand(c)
 }
 
@@ -319,11 +359,15 @@ func (d *door) SyscallConn() (syscall.RawConn, error) {
 	return nil, errors.ErrUnsupported
 }
 
-// evict closes one connection not making progress, to make room for newcomer: an idle one, or
-// one waiting on its client (its headers, its body) whose client holds more than newcomer's
-// would with it; of the client holding the most, the one that has waited longest. A proxy's
-// only when idle, and after every client's. Its client sees what a keep-alive or header timeout
-// looks like. A gRPC door's connections have no phase and never give way.
+// evict closes one connection not making progress, to make room for newcomer: one waiting on
+// its client (its headers, its body) whose client holds more than newcomer's would with it, or
+// an idle one whose client holds at least as many (or is newcomer's own); of the client holding
+// the most, the one that has waited longest. A proxy's only when idle, and after every client's.
+// Its client sees what a keep-alive or header timeout looks like. An idle keep-alive connection
+// closed just as its client sends on it fails that request (a POST is not retried), so a client
+// holding fewer never loses one to a bigger holder's newcomer: the API server calling the
+// admission webhook does not lose its connections to an attacker's. A gRPC door's connections
+// have no phase and never give way.
 func (d *door) evict(newcomer *doorConn) {
 	d.mu.Lock()
 	victim := pickVictim(d.conns, newcomer)
@@ -369,7 +413,7 @@ func pickVictim(conns map[*doorConn]struct{}, newcomer *doorConn) *doorConn {
 		}
 		mark := c.mark.Load()
 		switch phase := mark & phaseMask; {
-		case phase == phaseIdle,
+		case phase == phaseIdle && (c.proxy || newcomer.proxy || held[c.client] >= would || c.client == newcomer.client),
 			(phase == phaseHeaders || phase == phaseBody) && !c.proxy && held[c.client] > would:
 			if better(c, mark) {
 				victim, victimMark = c, mark
@@ -400,6 +444,13 @@ func (s *clientShares) take(client netip.Addr) bool {
 	}
 	s.held[client]++
 	return true
+}
+
+// count is how many client holds.
+func (s *clientShares) count(client netip.Addr) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[client]
 }
 
 // give counts one less for client, forgetting a client that holds nothing.

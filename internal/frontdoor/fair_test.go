@@ -71,8 +71,12 @@ func TestPickVictim(t *testing.T) {
 			conn(a, false, 1, phaseHeaders), conn(b, false, 2, phaseDone), conn(b, false, 3, phaseDone)}, newcomer, -1},
 		{"headers of a client holding one give way to a proxy", []*doorConn{
 			conn(a, false, 1, phaseHeaders), conn(b, false, 2, phaseActive)}, &doorConn{client: n, proxy: true}, 0},
-		{"an idle connection gives way whoever holds it", []*doorConn{
+		{"an idle connection gives way to a newcomer of a client that would hold as many", []*doorConn{
 			conn(a, false, 1, phaseIdle), conn(b, false, 2, phaseDone), conn(b, false, 3, phaseDone)}, newcomer, 0},
+		{"not to a bigger holder's: its client would lose a request sent on it", []*doorConn{
+			conn(a, false, 1, phaseIdle), conn(b, false, 2, phaseBody), conn(b, false, 3, phaseBody)}, &doorConn{client: b}, -1},
+		{"but to its own client's", []*doorConn{
+			conn(b, false, 1, phaseIdle), conn(b, false, 2, phaseActive)}, &doorConn{client: b}, 0},
 		{"not to a newcomer of the client holding the most", []*doorConn{
 			conn(a, false, 1, phaseHeaders), conn(a, false, 2, phaseHeaders), conn(b, false, 3, phaseHeaders), conn(b, false, 4, phaseActive)}, &doorConn{client: a}, -1},
 		{"a hijacked connection is not the door's to close", []*doorConn{conn(a, false, 1, phaseDone)}, newcomer, -1},

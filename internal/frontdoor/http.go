@@ -221,8 +221,9 @@ func (l HTTPLimits) overdue(mark, now int64) bool {
 }
 
 // connState is the http.Server's ConnState hook: it records each connection's phase, and closes
-// one that turns idle while a new connection waits for a slot it could take. Per request it
-// costs two stores to the connection's own mark and a load, no lock.
+// one that turns idle while a new connection waits that may take its place. Per request it
+// costs two stores to the connection's own mark and a load, no lock (a lock only while
+// connections wait).
 func (d *httpDoor) connState(c net.Conn, s http.ConnState) {
 	dc, ok := unwrap(c).(*doorConn)
 	if !ok {
@@ -235,7 +236,7 @@ func (d *httpDoor) connState(c net.Conn, s http.ConnState) {
 		dc.enter(phaseActive)
 	case http.StateIdle:
 		dc.enter(phaseIdle)
-		if d.waiting.Load() > 0 && !dc.reserved {
+		if d.idleGivesWay(dc) {
 			_ = dc.Close()
 		}
 	default:
