@@ -274,7 +274,9 @@ func leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, opts *Options, 
 		return nil, err
 	}
 	limits := frontdoor.LeakReportLimits.Behind(opts.TrustedProxies)
-	limits.MaxBody = cfg.MaxBody
+	if cfg.MaxBody > 0 { // else the receiver's defaults, which the door's is
+		limits.MaxBody = cfg.MaxBody
+	}
 	e := frontdoor.HTTP(l, limits, recv)
 	return &e, nil
 }
