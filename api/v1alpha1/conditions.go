@@ -63,6 +63,10 @@ const (
 	// ReasonLeakRefused: the leaked key is refused and no replacement is issued yet, or none can
 	// be (the delivery Secret is someone else's, the APIKey expired or was revoked).
 	ReasonLeakRefused = "Refused"
+	// ReasonLeakReplacementHeld: the leaked current key is refused, and its replacement is
+	// issued at the instant the message names: the APIKey's last leaked key was replaced less
+	// than the platform's minimum interval between renewals before.
+	ReasonLeakReplacementHeld = "ReplacementHeld"
 )
 
 // Reasons of a LeakReport's Ready condition.

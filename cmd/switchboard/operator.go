@@ -74,6 +74,8 @@ configuration is an OperatorConfiguration (--config), which the flags given over
 		func(c *oc, v time.Duration) { c.MinRenewalInterval = periodOrNone(v) })
 	flags.Int32("min-renewal-interval-percentage", *def.MinRenewalIntervalPercentage, "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none",
 		func(c *oc, v int32) { c.MinRenewalIntervalPercentage = bound(v) })
+	flags.Duration("leak-report-retention", def.LeakReportRetention.Duration, "how long a LeakReport is kept once its key is refused (one whose key no hash Secret knows any more goes sooner); negative: until then",
+		func(c *oc, v time.Duration) { c.LeakReportRetention = periodOrNone(v) })
 	flags.Int32("key-metrics-limit", *def.KeyMetricsLimit, "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none",
 		func(c *oc, v int32) { c.KeyMetricsLimit = bound(v) })
 	flags.Bool("leader-elect", *def.LeaderElect, "elect one active replica through a Lease", func(c *oc, v bool) { c.LeaderElect = &v })

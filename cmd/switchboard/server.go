@@ -137,6 +137,8 @@ web panel from this process too.`,
 	flags.String("authz-grpc-tls-key-file", "", "private key of --authz-grpc-tls-cert-file", func(c *sc, v string) { c.Authz.GRPC.TLSKeyFile = v })
 	flags.String("authz-grpc-client-ca-file", "", "CA certificates the gateways' client certificates must chain to (mutual TLS); needs the TLS flags",
 		func(c *sc, v string) { c.Authz.GRPC.ClientCAFile = v })
+	flags.StringSlice("authz-grpc-gateways", nil, "CIDRs (or addresses) of the gateways that call the ext_authz listener (Envoy's pods): a quarter of its connections and calls are theirs alone, and no bound per client address applies to them",
+		func(c *sc, v []string) { c.Authz.GRPC.Gateways = v })
 	flags.Int32("authz-grpc-max-message-bytes", *def.Authz.GRPC.MaxMessageBytes, "largest CheckRequest the ext_authz listener reads, in bytes (4096 to 512 KiB): Envoy's headers (60 KiB by default) plus any body with_request_body forwards; a larger one is an RPC error, on which a gateway must not fail open",
 		func(c *sc, v int32) { c.Authz.GRPC.MaxMessageBytes = orDefault(v) })
 	flags.Bool("authz-strip-authorization", false, "ext_authz: remove the Authorization field before an allowed request goes upstream, so backends never see keys",

@@ -23,8 +23,9 @@ func newWebhooksCommand() *cobra.Command {
 		Short: "Send key events to tenants' KeyWebhooks (Standard Webhooks), from the outboxes of the system namespace",
 		Long: `Deliver the key events the operator records in the WebhookOutboxes of the system namespace to
 the endpoints tenants subscribe with KeyWebhooks, signed in the Standard Webhooks format, at least
-once, retried on the specification's schedule, and never to loopback, link-local or the networks
-the platform denies. It is the one component that needs egress to the internet. Replicas elect a
+once, retried on the specification's schedule, and never to loopback, link-local, the cloud
+metadata endpoints or the networks the platform denies (NAT64 and 6to4 addresses judged by the
+IPv4 address they carry). It is the one component that needs egress to the internet. Replicas elect a
 leader. It reads the operator's configuration file (--config): its webhooks section, and the
 settings it shares with the operator (systemNamespace, leaderElect, metrics, probes, API client).`,
 		Args: cobra.NoArgs,

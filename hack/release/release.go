@@ -295,8 +295,10 @@ func notes(r *release, section, digest, chartDigest string) string {
 		return b.String()
 	}
 	b.WriteString("\n## Verify\n\n" +
-		"The image index, the chart and `checksums.txt` are signed with cosign by the release key, whose public half is " +
-		"`cosign.pub` in the repository and in this release (no transparency log: hence `--insecure-ignore-tlog`):\n\n```sh\n")
+		"The image index, the chart and `checksums.txt` are signed with cosign by the release key (no transparency log: hence " +
+		"`--insecure-ignore-tlog`). Take its public half from the repository at this release's tag, never from the release " +
+		"itself: whoever could replace the release's files could replace a key shipped beside them.\n\n```sh\n" +
+		"curl -fsSLO " + pubKeyURL(r.version) + "\n")
 	if chartDigest != "" {
 		b.WriteString("cosign verify --key cosign.pub --insecure-ignore-tlog " + r.imageRepo + "@" + digest + "\n" +
 			"cosign verify --key cosign.pub --insecure-ignore-tlog " + r.chartRef() + "@" + chartDigest + "\n")
@@ -304,6 +306,12 @@ func notes(r *release, section, digest, chartDigest string) string {
 	b.WriteString("cosign verify-blob --key cosign.pub --insecure-ignore-tlog --signature checksums.txt.sig checksums.txt\n" +
 		"sha256sum --check --ignore-missing checksums.txt\n```\n")
 	return b.String()
+}
+
+// pubKeyURL is the release key's public half in the repository at version's tag: the anchor a
+// release's notes point at, which replacing the release does not replace.
+func pubKeyURL(version string) string {
+	return "https://raw.githubusercontent.com/switchboard-dev/switchboard/refs/tags/" + version + "/cosign.pub"
 }
 
 // chartRegistry is where the notes say the chart is: the release's registry, else the image's.

@@ -124,6 +124,10 @@ func checkNotes(t testing.TB, dir string) {
 	if !strings.Contains(b, "- The first release.") || strings.Contains(b, "Not released yet") {
 		t.Errorf("notes.md is not the changelog's 0.1.0 section:\n%s", b)
 	}
+	if want := "curl -fsSLO https://raw.githubusercontent.com/switchboard-dev/switchboard/refs/tags/v0.1.0/cosign.pub"; !strings.Contains(b, want) ||
+		strings.Contains(b, "in this release") {
+		t.Errorf("notes.md does not take the release key from the tagged repository (%q):\n%s", want, b)
+	}
 	for _, want := range []string{"cosign verify --key cosign.pub --insecure-ignore-tlog ",
 		"cosign verify-blob --key cosign.pub --insecure-ignore-tlog --signature checksums.txt.sig checksums.txt"} {
 		if !strings.Contains(b, want) || strings.Contains(b, "not signed") {

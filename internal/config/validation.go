@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -39,6 +40,7 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 			"must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63"))
 	}
 	errs = append(errs, trustedProxies(c.TrustedProxies, field.NewPath("trustedProxies"))...)
+	errs = append(errs, trustedProxies(c.Authz.GRPC.Gateways, field.NewPath("authz", "grpc", "gateways"))...)
 	errs = append(errs, atLeast(c.MaxInFlightBytesPerNamespace, 0, field.NewPath("maxInFlightBytesPerNamespace"))...)
 	errs = append(errs, atLeast(c.MaxConnections, 0, field.NewPath("maxConnections"))...)
 	errs = append(errs, atLeast(c.MaxConnectionsPerClient, 0, field.NewPath("maxConnectionsPerClient"))...)
@@ -152,6 +154,7 @@ func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) fiel
 	errs = append(errs, positiveDuration(c.ExpiryWarning, field.NewPath("expiryWarning"))...)
 	errs = append(errs, nonNegativeDuration(c.UnusedAfter, field.NewPath("unusedAfter"))...)
 	errs = append(errs, nonNegativeDuration(c.MinRenewalInterval, field.NewPath("minRenewalInterval"))...)
+	errs = append(errs, nonNegativeDuration(c.LeakReportRetention, field.NewPath("leakReportRetention"))...)
 	pct := field.NewPath("minRenewalIntervalPercentage")
 	errs = append(errs, atLeast(c.MinRenewalIntervalPercentage, 0, pct)...)
 	if p := c.MinRenewalIntervalPercentage; p != nil && *p > 99 {
@@ -170,7 +173,21 @@ func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) fiel
 			"the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
 	}
 	errs = append(errs, validateWebhooks(&c.Webhooks, field.NewPath("webhooks"))...)
+	errs = append(errs, signingNamespace(c.Webhooks.SigningNamespace, c.SystemNamespace, field.NewPath("webhooks", "signingNamespace"))...)
 	return errs
+}
+
+// signingNamespace checks the namespace of the signing secrets' copies: a namespace's name, and
+// not the system namespace, whose every Secret the sender could read otherwise.
+func signingNamespace(ns, system string, path *field.Path) field.ErrorList {
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(path, ns, "must be a namespace's name: "+strings.Join(msgs, "; "))}
+	}
+	if ns == system {
+		return field.ErrorList{field.Invalid(path, ns,
+			"must differ from systemNamespace: the webhook sender may read every Secret of this namespace, so the copies live where nothing else does")}
+	}
+	return nil
 }
 
 // validateWebhooks checks the webhook sender's settings under path.

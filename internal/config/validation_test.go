@@ -129,6 +129,9 @@ func TestValidateOperatorConfiguration(t *testing.T) {
 		{name: "a bad key prefix", modify: func(c *configv1alpha1.OperatorConfiguration) { c.KeyPrefix = "1x" }, want: "keyPrefix: Invalid value"},
 		{name: "no reveal TTL", modify: func(c *configv1alpha1.OperatorConfiguration) { c.RevealTTL = dur(0) }, want: "revealTTL"},
 		{name: "a negative unused period", modify: func(c *configv1alpha1.OperatorConfiguration) { c.UnusedAfter = dur(-time.Hour) }, want: "unusedAfter"},
+		{name: "LeakReports kept until their key is gone", modify: func(c *configv1alpha1.OperatorConfiguration) { c.LeakReportRetention = dur(0) }},
+		{name: "a negative leak report retention", modify: func(c *configv1alpha1.OperatorConfiguration) { c.LeakReportRetention = dur(-time.Hour) },
+			want: "leakReportRetention"},
 		{name: "a percentage past 99", modify: func(c *configv1alpha1.OperatorConfiguration) { c.MinRenewalIntervalPercentage = ptr.To[int32](100) },
 			want: "minRenewalIntervalPercentage: Invalid value: 100: must be at most 99"},
 		{name: "no key workers", modify: func(c *configv1alpha1.OperatorConfiguration) { c.KeyWorkers = ptr.To[int32](0) }, want: "keyWorkers"},
@@ -149,6 +152,17 @@ func TestValidateOperatorConfiguration(t *testing.T) {
 		}, want: "webhooks.perNamespaceConcurrency: Invalid value: 5: must be at most concurrency (4)"},
 		{name: "no attempt timeout", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.AttemptTimeout = dur(0) },
 			want: "webhooks.attemptTimeout"},
+		{name: "a signing namespace of its own", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.SystemNamespace, c.Webhooks.SigningNamespace = "ops", "ops-signing"
+		}},
+		{name: "the signing copies in the system namespace", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.SystemNamespace, c.Webhooks.SigningNamespace = "ops", "ops"
+		}, want: `webhooks.signingNamespace: Invalid value: "ops": must differ from systemNamespace`},
+		{name: "a signing namespace that is no name", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Webhooks.SigningNamespace = "Signing_Copies" },
+			want: `webhooks.signingNamespace: Invalid value: "Signing_Copies": must be a namespace's name`},
+		{name: "a system namespace too long for the default signing namespace", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.SystemNamespace = strings.Repeat("s", 50)
+		}, want: "webhooks.signingNamespace: Invalid value"},
 		{name: "a reveal endpoint without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Reveal.BindAddress = ":9445" },
 			want: "reveal.names: Required value"},
 	}

@@ -36,14 +36,18 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 }
 
 // TestPickVictim: at the bound, the connection closed for a newcomer is one not being answered:
-// an idle one, or one still sending its headers of a client that holds more than the newcomer's
-// would; of the client holding the most, the one that has waited longest; a proxy's only when
-// idle and no client's will do; none when every connection is being answered.
+// an idle one, or one waiting on its client (headers, body) of a client that holds more than
+// the newcomer's would; of the client holding the most, the one that has waited longest; a
+// proxy's only when idle and no client's will do; none when every connection is being answered.
 func TestPickVictim(t *testing.T) {
 	a, b, n := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.9")
 	conn := func(client netip.Addr, proxy bool, began time.Duration, phase int64) *doorConn {
 		c := &doorConn{client: client, proxy: proxy}
 		c.mark.Store(int64(began)<<phaseBits | phase)
+		return c
+	}
+	reserved := func(c *doorConn) *doorConn {
+		c.reserved = true
 		return c
 	}
 	newcomer := &doorConn{client: n}
@@ -67,11 +71,23 @@ func TestPickVictim(t *testing.T) {
 			conn(a, false, 1, phaseHeaders), conn(b, false, 2, phaseDone), conn(b, false, 3, phaseDone)}, newcomer, -1},
 		{"headers of a client holding one give way to a proxy", []*doorConn{
 			conn(a, false, 1, phaseHeaders), conn(b, false, 2, phaseActive)}, &doorConn{client: n, proxy: true}, 0},
-		{"an idle connection gives way whoever holds it", []*doorConn{
+		{"an idle connection gives way to a newcomer of a client that would hold as many", []*doorConn{
 			conn(a, false, 1, phaseIdle), conn(b, false, 2, phaseDone), conn(b, false, 3, phaseDone)}, newcomer, 0},
+		{"not to a bigger holder's: its client would lose a request sent on it", []*doorConn{
+			conn(a, false, 1, phaseIdle), conn(b, false, 2, phaseBody), conn(b, false, 3, phaseBody)}, &doorConn{client: b}, -1},
+		{"but to its own client's", []*doorConn{
+			conn(b, false, 1, phaseIdle), conn(b, false, 2, phaseActive)}, &doorConn{client: b}, 0},
 		{"not to a newcomer of the client holding the most", []*doorConn{
 			conn(a, false, 1, phaseHeaders), conn(a, false, 2, phaseHeaders), conn(b, false, 3, phaseHeaders), conn(b, false, 4, phaseActive)}, &doorConn{client: a}, -1},
 		{"a hijacked connection is not the door's to close", []*doorConn{conn(a, false, 1, phaseDone)}, newcomer, -1},
+		{"a body the client holds back gives way as headers do", []*doorConn{
+			conn(a, false, 1, phaseActive), conn(a, false, 2, phaseBody), conn(b, false, 3, phaseActive)}, newcomer, 1},
+		{"whatever the phase, of the client holding the most", []*doorConn{
+			conn(b, false, 1, phaseHeaders), conn(a, false, 2, phaseBody), conn(a, false, 3, phaseActive), conn(a, false, 4, phaseHeaders)}, newcomer, 1},
+		{"a proxy's own slot gives way only to a proxy", []*doorConn{
+			reserved(conn(b, true, 1, phaseIdle)), conn(a, false, 2, phaseActive)}, newcomer, -1},
+		{"to a proxy, it does", []*doorConn{
+			reserved(conn(b, true, 1, phaseIdle)), conn(a, false, 2, phaseActive)}, &doorConn{client: n, proxy: true}, 0},
 		{"every connection is being answered", []*doorConn{conn(a, false, 1, phaseActive), conn(b, true, 1, phaseActive)}, newcomer, -1},
 	}
 	for _, tt := range tests {
@@ -178,7 +194,7 @@ func TestOneClientCannotHoldTheDoor(t *testing.T) {
 // its connection closed; a request without one is served.
 func TestBodiesRefused(t *testing.T) {
 	limits := DefaultHTTPLimits
-	limits.RefuseBodies = &Refusal{Status: http.StatusRequestEntityTooLarge, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"refused":true}`)}
+	limits.BodyRefusal = &Refusal{Status: http.StatusRequestEntityTooLarge, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"refused":true}`)}
 	handled := make(chan string, 10)
 	addr, _ := serveLimited(t, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handled <- r.URL.Path

@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
@@ -27,21 +29,28 @@ import (
 
 // GRPCLimits bound a gRPC listener.
 type GRPCLimits struct {
-	// MaxConnections bounds the listener's connections, MaxConnectionsPerClient those of one
-	// client address (Listener).
-	MaxConnections, MaxConnectionsPerClient int
+	// ConnLimits bound its connections in number (Listener); its Proxies are the gateways the
+	// platform names, which carry many clients' checks: they are bounded by MaxConnections
+	// only, ProxyConnections of which are theirs alone.
+	ConnLimits
 	// MaxMessage is the largest request message, in bytes; a larger one is refused
 	// (ResourceExhausted) before it is decoded.
 	MaxMessage int
 	// MaxStreams bounds the calls in progress on the listener, all connections together;
 	// MaxStreamsPerClient bounds those of one client address (an IPv6 client by its /64). A
 	// call past either is refused at once (ResourceExhausted), before its message is read.
-	MaxStreams, MaxStreamsPerClient int
+	// GatewayStreams of MaxStreams are kept for the gateways (Proxies, and with mutual TLS
+	// every verified caller), which MaxStreamsPerClient does not bound.
+	MaxStreams, MaxStreamsPerClient, GatewayStreams int
 	// MaxStreamsPerConn is each connection's SETTINGS_MAX_CONCURRENT_STREAMS: further streams
 	// are reset (REFUSED_STREAM) by the transport.
 	MaxStreamsPerConn uint32
-	// CallTimeout bounds a call from its headers to its answer: a message that does not
-	// arrive within it ends the call (DeadlineExceeded) and frees what it held.
+	// FirstMessage bounds the wait for a call's message after its headers: a gateway sends
+	// both at once, so a call still without its message then is holding a place, and ends
+	// (Canceled).
+	FirstMessage time.Duration
+	// CallTimeout bounds a call from its headers to its answer: a call not answered within it
+	// ends (DeadlineExceeded) and frees what it held.
 	CallTimeout time.Duration
 	// DecodeBudget bounds the memory of the requests decoded and being answered at once, in
 	// bytes, each counted at decodeExpansion times its size on the wire (the most a protobuf
@@ -58,6 +67,12 @@ type GRPCLimits struct {
 	KeepaliveMinTime time.Duration
 }
 
+// Behind is l with gateways as the peers that carry many clients' checks.
+func (l GRPCLimits) Behind(gateways []netip.Prefix) GRPCLimits {
+	l.Proxies = gateways
+	return l
+}
+
 // decodeExpansion is how many times its wire size a decoded request may take (see
 // DecodeBudget); TestDecodeExpansion measures the worst message of the ext_authz API.
 const decodeExpansion = 80
@@ -71,27 +86,30 @@ const window = 64 << 10
 
 // DefaultGRPCLimits are the ext_authz listener's: a Check is a few KiB (Envoy's own header
 // bound is 60 KiB by default; MaxMessage leaves room for a forwarded body, see
-// --authz-grpc-max-message-bytes), answered in microseconds.
+// --authz-grpc-max-message-bytes), answered in microseconds. One client address holds at most
+// a sixteenth of the connections and calls anyone may take, so that eight addresses together
+// leave half of them; the gateways have a quarter of their own.
 var DefaultGRPCLimits = GRPCLimits{
-	MaxConnections:          256,
-	MaxConnectionsPerClient: 32,
-	MaxMessage:              256 << 10,
-	MaxStreams:              256,
-	MaxStreamsPerClient:     128,
-	MaxStreamsPerConn:       64,
-	CallTimeout:             10 * time.Second,
-	DecodeBudget:            64 << 20,
-	Handshake:               5 * time.Second,
-	MaxConnectionIdle:       5 * time.Minute,
-	MaxConnectionAge:        30 * time.Minute,
-	MaxConnectionAgeGrace:   30 * time.Second,
-	KeepaliveMinTime:        10 * time.Second,
+	ConnLimits:            ConnLimits{MaxConnections: 256, MaxConnectionsPerClient: 12, ProxyConnections: 64},
+	MaxMessage:            256 << 10,
+	MaxStreams:            256,
+	MaxStreamsPerClient:   12,
+	GatewayStreams:        64,
+	MaxStreamsPerConn:     64,
+	FirstMessage:          time.Second,
+	CallTimeout:           10 * time.Second,
+	DecodeBudget:          64 << 20,
+	Handshake:             5 * time.Second,
+	MaxConnectionIdle:     5 * time.Minute,
+	MaxConnectionAge:      30 * time.Minute,
+	MaxConnectionAgeGrace: 30 * time.Second,
+	KeepaliveMinTime:      10 * time.Second,
 }
 
 // grpcRefused counts the calls the door refused, by why.
 var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "switchboard_frontdoor_grpc_refused_total",
-	Help: "gRPC calls refused by the listener's limits before they were answered, by limit (streams, client_streams, decode_budget); a message over the size bound is refused by gRPC itself, uncounted.",
+	Help: "gRPC calls refused or ended by the listener's limits before they were answered, by limit (streams, client_streams, first_message, decode_budget); a message over the size bound is refused by gRPC itself, uncounted.",
 }, []string{"limit"})
 
 // GRPC is a gRPC door: its ServerOptions make a grpc.Server keep the limits, for the methods
@@ -105,7 +123,7 @@ type GRPC struct {
 
 // NewGRPC is a door with limits, serving only methods (full names, "/package.Service/Method").
 func NewGRPC(limits GRPCLimits, methods ...string) *GRPC {
-	g := &GRPC{limits: limits, methods: map[string]bool{}, streams: newStreamBudget(limits.MaxStreams, limits.MaxStreamsPerClient),
+	g := &GRPC{limits: limits, methods: map[string]bool{}, streams: newStreamBudget(limits.MaxStreams, limits.MaxStreamsPerClient, limits.GatewayStreams),
 		decode: &decodeBudget{sem: semaphore.NewWeighted(limits.DecodeBudget), max: limits.DecodeBudget, wait: limits.CallTimeout}}
 	for _, m := range methods {
 		g.methods[m] = true
@@ -143,7 +161,7 @@ func (g *GRPC) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 // runs as the endpoint starts to drain (to fail the health service).
 func (g *GRPC) Endpoint(l net.Listener, srv *grpc.Server, beforeStop func()) Endpoint {
 	return Endpoint{
-		Listener: Listener(l, g.limits.MaxConnections, g.limits.MaxConnectionsPerClient),
+		Listener: Listener(l, g.limits.ConnLimits),
 		server:   &grpcServer{srv: srv, beforeStop: beforeStop},
 	}
 }
@@ -176,60 +194,116 @@ func (g *grpcServer) Shutdown(ctx context.Context) error {
 
 // admit runs as a stream opens, before its message is read (grpc-go's tap, under the
 // transport's lock: it never waits). It refuses a method not served, and a call past the
-// stream bounds; an admitted call ends within CallTimeout, and frees its place when it ends.
+// stream bounds; an admitted call ends unless its message arrives within FirstMessage, and
+// within CallTimeout in any case, and frees its place when it ends.
 func (g *GRPC) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if !g.methods[info.FullMethodName] {
 		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", info.FullMethodName)
 	}
 	var client netip.Addr
+	gateway := false
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		client = clientaddr.Bucket(clientaddr.Parse(p.Addr.String()))
+		addr := clientaddr.Parse(p.Addr.String())
+		gateway = clientaddr.Trusted(addr, g.limits.Proxies) || verifiedClient(p)
+		client = clientaddr.Bucket(addr)
 	}
-	if limit := g.streams.take(client); limit != "" {
+	reserved, limit := g.streams.take(client, gateway)
+	if limit != "" {
 		grpcRefused.WithLabelValues(limit).Inc()
 		return nil, status.Errorf(codes.ResourceExhausted, "too many calls in progress (%s): try again", limit)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.limits.CallTimeout)
+	call := &callState{}
+	if g.limits.FirstMessage > 0 {
+		call.late = time.AfterFunc(g.limits.FirstMessage, func() {
+			if !call.arrived.Load() {
+				grpcRefused.WithLabelValues("first_message").Inc()
+				cancel()
+			}
+		})
+	}
 	// The stream's context ends with the stream, however it ends (answered, reset, its
 	// connection closed) and at the latest at the timeout.
 	context.AfterFunc(ctx, func() {
 		cancel()
-		g.streams.give(client)
+		if call.late != nil {
+			call.late.Stop()
+		}
+		g.streams.give(client, gateway, reserved)
 	})
-	return ctx, nil
+	return context.WithValue(ctx, callKey{}, call), nil
 }
 
-// streamBudget counts the calls in progress, in all and per client.
+// callState is what the door knows of a call in progress: whether its message has arrived.
+type callState struct {
+	arrived atomic.Bool
+	late    *time.Timer // ends the call if its message has not arrived
+}
+
+// callKey keys a call's *callState in its context.
+type callKey struct{}
+
+// arrived notes that the call of ctx has its message (the unary interceptor: the message has
+// been decoded).
+func arrived(ctx context.Context) {
+	if c, ok := ctx.Value(callKey{}).(*callState); ok {
+		c.arrived.Store(true)
+	}
+}
+
+// verifiedClient says whether p presented a client certificate the listener verified (mutual
+// TLS): only the gateways hold one.
+func verifiedClient(p *peer.Peer) bool {
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	return ok && len(info.State.VerifiedChains) > 0
+}
+
+// streamBudget counts the calls in progress: in all, per client, and the gateways' own.
 type streamBudget struct {
-	mu     sync.Mutex
-	max    int
-	total  int
-	shares *clientShares
+	mu       sync.Mutex
+	shared   int // the calls anyone may hold
+	reserve  int // the calls only gateways hold
+	total    int // held of shared
+	reserved int // held of reserve
+	shares   *clientShares
 }
 
-func newStreamBudget(max, perClient int) *streamBudget {
-	return &streamBudget{max: max, shares: newClientShares(perClient)}
+func newStreamBudget(all, perClient, gateways int) *streamBudget {
+	gateways = min(max(gateways, 0), all)
+	return &streamBudget{shared: all - gateways, reserve: gateways, shares: newClientShares(perClient)}
 }
 
-// take counts one call of client, or says which bound refuses it.
-func (b *streamBudget) take(client netip.Addr) string {
+// take counts one call of client (a gateway's in their own calls first, then in the rest, and
+// bounded per client only if it is no gateway's), and says whether it took one of the
+// gateways' own; or it says which bound refuses the call.
+func (b *streamBudget) take(client netip.Addr, gateway bool) (reserved bool, refused string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.total >= b.max:
-		return "streams"
-	case !b.shares.take(client):
-		return "client_streams"
+	case gateway && b.reserved < b.reserve:
+		b.reserved++
+		return true, ""
+	case b.total >= b.shared:
+		return false, "streams"
+	case !gateway && !b.shares.take(client):
+		return false, "client_streams"
 	}
 	b.total++
-	return ""
+	return false, ""
 }
 
-func (b *streamBudget) give(client netip.Addr) {
+// give counts one call less, as take counted it.
+func (b *streamBudget) give(client netip.Addr, gateway, reserved bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if reserved {
+		b.reserved--
+		return
+	}
 	b.total--
-	b.mu.Unlock()
-	b.shares.give(client)
+	if !gateway {
+		b.shares.give(client)
+	}
 }
 
 // decodeBudget is the memory of the requests decoded and being answered: the codec takes a
@@ -252,8 +326,10 @@ func (b *decodeBudget) take(n int64) bool {
 	return b.sem.Acquire(ctx, n) == nil
 }
 
-// releaseAfter is the unary interceptor: it gives back req's share once the call is answered.
+// releaseAfter is the unary interceptor: it notes that the call's message arrived, and gives
+// back req's share once the call is answered.
 func (b *decodeBudget) releaseAfter(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	arrived(ctx)
 	defer func() {
 		if n, ok := b.held.LoadAndDelete(req); ok {
 			b.sem.Release(n.(int64))

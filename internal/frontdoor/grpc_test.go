@@ -21,30 +21,39 @@ import (
 )
 
 func TestStreamBudget(t *testing.T) {
-	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	steps := []struct {
-		take   bool // false: give
-		client netip.Addr
-		want   string
-	}{
-		{true, a, ""}, {true, a, ""}, {true, a, "client_streams"}, // a holds its 2
-		{true, b, ""}, {true, b, "streams"}, // 3 in all
-		{false, a, ""}, {true, b, ""}, // a gave one back: b takes its second
-		{true, a, "streams"},
-		{false, b, ""}, {false, b, ""}, {true, a, ""}, {true, a, "client_streams"}, {true, b, ""},
+	a, b, gw := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.9")
+	type step struct {
+		take     bool // false: give
+		client   netip.Addr
+		gateway  bool
+		want     string
+		reserved bool // take: where it counted; give: where it was counted
 	}
-	budget := newStreamBudget(3, 2)
+	steps := []step{
+		{true, a, false, "", false}, {true, a, false, "", false}, {true, a, false, "client_streams", false}, // a holds its 2
+		{true, b, false, "", false}, {true, b, false, "streams", false}, // 3 anyone may take, in all
+		{true, gw, true, "", true}, {true, gw, true, "", true}, // the gateways' own 2, though the rest are taken
+		{true, gw, true, "streams", false},                        // and no more while the rest are
+		{false, a, false, "", false}, {true, b, false, "", false}, // a gave one back: b takes its second
+		{true, a, false, "streams", false},
+		{false, b, false, "", false}, {true, gw, true, "", false}, // a gateway takes of the rest once its own are held,
+		{true, gw, true, "streams", false},                              // bounded by them only, not per client
+		{false, gw, true, "", true}, {true, a, false, "streams", false}, // its own back: no use to a client
+		{false, gw, true, "", false}, {true, a, false, "", false}, {true, a, false, "streams", false},
+	}
+	budget := newStreamBudget(5, 2, 2)
 	for i, s := range steps {
 		if !s.take {
-			budget.give(s.client)
+			budget.give(s.client, s.gateway, s.reserved)
 			continue
 		}
-		if got := budget.take(s.client); got != s.want {
-			t.Fatalf("step %d: take(%s) = %q, want %q", i, s.client, got, s.want)
+		reserved, got := budget.take(s.client, s.gateway)
+		if got != s.want || reserved != s.reserved {
+			t.Fatalf("step %d: take(%s, gateway %v) = %v, %q, want %v, %q", i, s.client, s.gateway, reserved, got, s.reserved, s.want)
 		}
 	}
-	if budget.total != 3 || len(budget.shares.held) != 2 {
-		t.Fatalf("after the steps: %d in all, %v", budget.total, budget.shares.held)
+	if budget.total != 3 || budget.reserved != 1 || len(budget.shares.held) != 2 {
+		t.Fatalf("after the steps: %d of the rest, %d of the gateways' own, %v", budget.total, budget.reserved, budget.shares.held)
 	}
 }
 
@@ -158,7 +167,7 @@ func TestListenerBoundsEachClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Listener(raw, 10, 2, netip.MustParsePrefix("127.0.0.3/32"))
+	l := Listener(raw, ConnLimits{MaxConnections: 10, MaxConnectionsPerClient: 2, Proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}})
 	t.Cleanup(func() { _ = l.Close() })
 	accepted := make(chan net.Conn, 10)
 	go func() {

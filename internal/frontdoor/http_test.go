@@ -17,7 +17,7 @@ import (
 )
 
 // serveLimited serves h through an HTTP door with limits on a loopback listener.
-func serveLimited(t *testing.T, limits HTTPLimits, h http.Handler) (string, *httpDoor) {
+func serveLimited(t *testing.T, limits HTTPLimits, h http.Handler) (string, *door) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,7 +28,7 @@ func serveLimited(t *testing.T, limits HTTPLimits, h http.Handler) (string, *htt
 	go e.watch(ctx)
 	go func() { _ = e.server.Serve(e.Listener) }()
 	t.Cleanup(func() { _ = e.server.(*http.Server).Close(); cancel() })
-	return l.Addr().String(), e.Listener.(*httpDoor)
+	return l.Addr().String(), e.Listener.(*door)
 }
 
 // withMax is the default time limits with at most max connections.
@@ -348,7 +348,7 @@ func TestConnLimiterForgetsClosedConnections(t *testing.T) {
 			t.Fatalf("%d closed connections still in the listener's set after 5 s", open())
 		}
 	}
-	if n := len(limited.slots); n != 0 {
+	if n := len(limited.shared); n != 0 {
 		t.Errorf("%d slots held by closed connections", n)
 	}
 }

@@ -9,5 +9,5 @@ import (
 // limits refuse (switchboard dev runs several components in one process, so the door cannot be
 // left to each component to register).
 func init() {
-	ctrlmetrics.Registry.MustRegister(grpcRefused, connRefused, httpEvicted, bodiesRefused, timedOut)
+	ctrlmetrics.Registry.MustRegister(grpcRefused, connRefused, connTurnedAway, httpEvicted, bodiesRefused, bodiesUnread, timedOut)
 }

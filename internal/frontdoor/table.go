@@ -2,7 +2,6 @@ package frontdoor
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 )
@@ -26,32 +25,48 @@ type Door struct {
 	Attack string
 }
 
-// The HTTP doors' default limits. Flags may change the connection bounds.
+// The HTTP doors' default limits. Flags may change the connection bounds. On every door but the
+// admission webhook's one client address holds at most a sixteenth of what anyone may take (an
+// eighth on the doors a handful of callers use), so that eight addresses together leave at
+// least half of it; the proxies and gateways the platform names (--trusted-proxies) have a
+// share of their own.
 var (
 	// APILimits are /v1's: at about 150 KiB each at worst, 1024 connections fit the chart's
-	// 256 MiB beside the server's own needs, and one address holds at most a quarter.
-	APILimits = withConns(DefaultHTTPLimits, 1024, 256)
+	// 256 MiB beside the server's own needs. Its handlers read no body.
+	APILimits = doorLimits(DefaultHTTPLimits, 1024, 48, 256, 0)
 	// ForwardAuthLimits are forward-auth's: its answers are a few hundred bytes, so a
-	// connection costs its buffers and goroutine, some 80 KiB at most.
-	ForwardAuthLimits = withConns(DefaultHTTPLimits, 256, 64)
-	// PanelLimits are the panel's, reached by people through an ingress.
-	PanelLimits = withConns(DefaultHTTPLimits, 256, 32)
-	// ProbeLimits are the health probes', reached by the kubelet once every few seconds.
-	ProbeLimits = withConns(HTTPLimits{Headers: 5 * time.Second, Active: 10 * time.Second, Idle: 30 * time.Second}, 32, 8)
-	// ServiceLimits are those of the listeners a few known callers use over TLS: the panel
-	// (reveals), Prometheus (metrics).
-	ServiceLimits = withConns(DefaultHTTPLimits, 128, 32)
-	// WebhookLimits are the admission webhook's: its one caller, the API server, opens a
-	// connection per admission in progress (HTTP/1.1), so its address may hold them all; a
-	// client that fills them gives way to the API server's next one (it holds the most).
-	WebhookLimits = withConns(DefaultHTTPLimits, 128, 128)
+	// connection costs its buffers and goroutine, some 80 KiB at most. It reads no body.
+	ForwardAuthLimits = doorLimits(DefaultHTTPLimits, 256, 12, 64, 0)
+	// PanelLimits are the panel's, reached by people through an ingress; its largest body is a
+	// form (panel's maxFormBytes).
+	PanelLimits = doorLimits(DefaultHTTPLimits, 256, 12, 64, 64<<10)
+	// ProbeLimits are the health probes', reached by the kubelet once every few seconds, a new
+	// connection each time: a client holds at most 4, so that the kubelet's next probe finds
+	// room whoever else connects.
+	ProbeLimits = doorLimits(HTTPLimits{Headers: 5 * time.Second, Body: time.Second, Active: 10 * time.Second, Idle: 30 * time.Second}, 64, 4, 0, 0)
+	// MetricsLimits are the metrics listener's, scraped by Prometheus; it reads no body.
+	MetricsLimits = doorLimits(DefaultHTTPLimits, 128, 8, 0, 0)
+	// RevealLimits are the reveal endpoint's, called by the panel with a few hundred bytes of
+	// JSON (reveal's maxRequestBytes).
+	RevealLimits = doorLimits(DefaultHTTPLimits, 128, 8, 0, 16<<10)
+	// WebhookLimits are the admission webhook's. Its one caller, the API server, carries every
+	// tenant's admissions from one address, a connection per admission in progress (HTTP/1.1),
+	// so that address may hold them all: a bound per client would refuse one tenant's write for
+	// another's flood. What else connects gives way: a connection waiting on its client (headers,
+	// body) of the client holding the most goes for a newcomer of one holding fewer, and an
+	// answer is bounded by the checks' turns per namespace (keyadmission). An AdmissionReview of
+	// an APIKey is a few KiB; 1 MiB leaves room for an object and its old self at the API
+	// server's own bound on annotations.
+	WebhookLimits = doorLimits(DefaultHTTPLimits, 128, 128, 0, 1<<20)
 	// LeakReportLimits are the leak reports listener's, reached by GitHub through an ingress: a
-	// few requests a minute, each answered within the 10 s bound of a call to GitHub's API.
-	LeakReportLimits = withConns(DefaultHTTPLimits, 128, 32)
+	// few requests a minute, each answered within the 10 s bound of a call to GitHub's API. Its
+	// body bound is the receiver's (leakReports.maxBodyBytes, whose default this is), set where
+	// it is served.
+	LeakReportLimits = doorLimits(DefaultHTTPLimits, 128, 8, 32, 1<<20)
 )
 
-func withConns(l HTTPLimits, all, perClient int) HTTPLimits {
-	l.MaxConnections, l.MaxConnectionsPerClient = all, perClient
+func doorLimits(l HTTPLimits, all, perClient, proxies int, maxBody int64) HTTPLimits {
+	l.MaxConnections, l.MaxConnectionsPerClient, l.ProxyConnections, l.MaxBody = all, perClient, proxies, maxBody
 	return l
 }
 
@@ -60,21 +75,21 @@ var Doors = []Door{
 	{Name: "api", Flags: "server --listen", Reach: "API clients, through the ingress (--trusted-proxies)", HTTP: &APILimits,
 		Note: "a request with a body: 413 BODY_NOT_ALLOWED, connection closed", Attack: "TestAPIWithstandsHeldBodies"},
 	{Name: "forward-auth", Flags: "server --authz-http-listen", Reach: "gateways (forward-auth, auth_request)", HTTP: &ForwardAuthLimits,
-		Attack: "TestForwardAuthBoundsHeldConnections"},
+		Attack: "TestForwardAuthBoundsHeldConnections, TestGatewaysAnsweredUnderAttack"},
 	{Name: "ext-authz", Flags: "server --authz-grpc-listen", Reach: "Envoy (ext_authz)", GRPC: &DefaultGRPCLimits,
-		Note: "only Authorization/Check and Health/Check", Attack: "TestExtAuthzWithstandsAnonymousFloods"},
+		Note: "only Authorization/Check and Health/Check", Attack: "TestExtAuthzWithstandsAnonymousFloods, TestGatewaysAnsweredUnderAttack"},
 	{Name: "panel", Flags: "panel --listen, server panel.listen", Reach: "people, through the ingress", HTTP: &PanelLimits,
 		Note: "sign-in limited per client", Attack: "TestEveryListenerIsBounded"},
 	{Name: "probes", Flags: "server, operator, panel --health-probe-bind-address", Reach: "the kubelet", HTTP: &ProbeLimits,
-		Attack: "TestEveryListenerIsBounded"},
-	{Name: "metrics", Flags: "server, operator --metrics-bind-address", Reach: "Prometheus", HTTP: &ServiceLimits,
+		Attack: "TestEveryListenerIsBounded, TestProbesAnsweredUnderAttack"},
+	{Name: "metrics", Flags: "server, operator --metrics-bind-address", Reach: "Prometheus", HTTP: &MetricsLimits,
 		Note: "HTTPS; a TokenReview and SubjectAccessReview per scrape", Attack: "TestEveryListenerIsBounded"},
 	{Name: "webhook", Flags: "operator --webhook-bind-address", Reach: "the API server", HTTP: &WebhookLimits,
-		Note: "HTTPS", Attack: "TestEveryListenerIsBounded"},
-	{Name: "reveal", Flags: "operator --reveal-bind-address", Reach: "the panel", HTTP: &ServiceLimits,
+		Note: "HTTPS", Attack: "TestEveryListenerIsBounded, TestWebhookAnsweredUnderAttack"},
+	{Name: "reveal", Flags: "operator --reveal-bind-address", Reach: "the panel", HTTP: &RevealLimits,
 		Note: "HTTPS; the caller's token reviewed", Attack: "TestEveryListenerIsBounded"},
 	{Name: "leak-reports", Flags: "server leakReports.listen", Reach: "GitHub's secret scanning, through the ingress", HTTP: &LeakReportLimits,
-		Note: "requests rate-limited before their body (429); body leakReports.maxBodyBytes; a signature verified before any API server call", Attack: "TestEveryListenerIsBounded"},
+		Note: "the body bound is leakReports.maxBodyBytes; signature headers checked before the body is read, a signature verified before any shared budget is spent", Attack: "TestLeakReceiverHearsGitHubUnderFlood"},
 }
 
 // DoorNamed is the door named name, if any.
@@ -88,29 +103,35 @@ func DoorNamed(name string) (Door, bool) {
 }
 
 // TableHeader is the head of the docs' table of doors.
-const TableHeader = "| Listener | Opened by | Reached by | Connections (per client) | Time bounds | Other bounds | Attacked by |\n" +
-	"|---|---|---|---|---|---|---|"
+const TableHeader = "| Listener | Opened by | Reached by | Connections: all, per client, proxies' own | Time bounds | Body | Other bounds | Attacked by |\n" +
+	"|---|---|---|---|---|---|---|---|"
 
 // Row is d's row in the docs' table.
 func (d Door) Row() string {
-	var conns, times, other string
+	var conns, times, body, other string
 	switch {
 	case d.HTTP != nil:
 		l := d.HTTP
-		conns = fmt.Sprintf("%d (%d)", l.MaxConnections, l.MaxConnectionsPerClient)
-		times = fmt.Sprintf("headers %v, answer %v, idle %v", l.Headers, l.Active, l.Idle)
+		conns = fmt.Sprintf("%d, %d, %d", l.MaxConnections, l.MaxConnectionsPerClient, l.ProxyConnections)
+		times = fmt.Sprintf("headers %v, body %v, answer %v, idle %v", l.Headers, l.Body, l.Active, l.Idle)
+		body = "refused (413), unread"
+		if l.MaxBody > 0 {
+			body = fmt.Sprintf("read by the door, up to %d KiB", l.MaxBody>>10)
+		}
 		other = fmt.Sprintf("headers %d KiB", MaxHeaderBlock>>10)
 	case d.GRPC != nil:
 		l := d.GRPC
-		conns = fmt.Sprintf("%d (%d)", l.MaxConnections, l.MaxConnectionsPerClient)
-		times = fmt.Sprintf("handshake %v, call %v, idle %v, age %v", l.Handshake, l.CallTimeout, l.MaxConnectionIdle, l.MaxConnectionAge)
-		other = fmt.Sprintf("message %d KiB, calls %d (%d per client, %d per connection), decoding %d MiB", l.MaxMessage>>10,
-			l.MaxStreams, l.MaxStreamsPerClient, l.MaxStreamsPerConn, l.DecodeBudget>>20)
+		conns = fmt.Sprintf("%d, %d, %d", l.MaxConnections, l.MaxConnectionsPerClient, l.ProxyConnections)
+		times = fmt.Sprintf("handshake %v, first message %v, call %v, idle %v, age %v", l.Handshake, l.FirstMessage, l.CallTimeout,
+			l.MaxConnectionIdle, l.MaxConnectionAge)
+		body = fmt.Sprintf("message %d KiB", l.MaxMessage>>10)
+		other = fmt.Sprintf("calls: %d, %d per client, %d the gateways' own, %d per connection; decoding %d MiB",
+			l.MaxStreams, l.MaxStreamsPerClient, l.GatewayStreams, l.MaxStreamsPerConn, l.DecodeBudget>>20)
 	}
 	if d.Note != "" {
 		other += "; " + d.Note
 	}
-	cells := []string{d.Name, "`" + d.Flags + "`", d.Reach, conns, times, other, "`" + d.Attack + "`"}
+	cells := []string{d.Name, "`" + d.Flags + "`", d.Reach, conns, times, body, other, "`" + d.Attack + "`"}
 	return "| " + strings.Join(cells, " | ") + " |"
 }
 
@@ -121,10 +142,4 @@ func Table() string {
 		rows = append(rows, d.Row())
 	}
 	return strings.Join(rows, "\n")
-}
-
-// Behind is l with proxies as its Proxies: the peers that carry many clients' connections.
-func (l HTTPLimits) Behind(proxies []netip.Prefix) HTTPLimits {
-	l.Proxies = proxies
-	return l
 }

@@ -35,7 +35,7 @@ func TestDoorsAreWhole(t *testing.T) {
 		if (d.HTTP == nil) == (d.GRPC == nil) {
 			t.Errorf("door %q: exactly one of HTTP and GRPC limits must be set", d.Name)
 		}
-		if l := d.HTTP; l != nil && (l.MaxConnections <= 0 || l.MaxConnectionsPerClient <= 0 || l.Headers <= 0 || l.Active <= 0 || l.Idle <= 0) {
+		if l := d.HTTP; l != nil && (l.MaxConnections <= 0 || l.MaxConnectionsPerClient <= 0 || l.Headers <= 0 || l.Body <= 0 || l.Active <= 0 || l.Idle <= 0) {
 			t.Errorf("door %q: an HTTP limit is unset: %+v", d.Name, *l)
 		}
 		if d.Attack == "" || d.Reach == "" || d.Flags == "" {

@@ -128,6 +128,20 @@ const (
 	// delivered key's Secret: RolloutPending until the operator tried, then what it did, in a
 	// sentence (absent: no rollout is asked, the key was not delivered).
 	DataLeakedRollout = "leaked.rollout"
+	// DataLeakedHint, DataLeakedSource and DataLeakedURL copy, into the record, what the
+	// LeakReport said of the leak (the key's hint, how it was reported, where it was found), so
+	// that what the APIKey says of its leak outlives the report, which the operator deletes.
+	DataLeakedHint   = "leaked.keyHint"
+	DataLeakedSource = "leaked.source"
+	DataLeakedURL    = "leaked.url"
+	// DataLeakedReplaceAfter, when present, is the RFC 3339 instant before which the leaked
+	// current key is not replaced (it is refused meanwhile): the APIKey's last replacement of a
+	// leaked key was less than the platform's minimum interval between renewals before.
+	// DataLeakedLastReplacement is when that last replacement was issued, or is to be: each
+	// record carries it on from the one before, so that the interval holds whatever leaked in
+	// between (a previous key, a key rotated by hand).
+	DataLeakedReplaceAfter    = "leaked.replaceAfter"
+	DataLeakedLastReplacement = "leaked.lastReplacement"
 	// DataKey holds the plaintext key in reveal and delivery Secrets.
 	DataKey = "apiKey"
 	// DataHint holds the key's hint in reveal, delivery and hash Secrets.

@@ -24,6 +24,15 @@ type Leak struct {
 	// Rollout is what became of the rollout of the workloads reading the delivery Secret:
 	// RolloutPending, or what was done; "" when none is asked.
 	Rollout string
+	// Hint, Source and URL are what the LeakReport said: the leaked key's hint, how it was
+	// reported and where it was found ("": not said, or recorded before they were kept).
+	Hint, Source, URL string
+	// ReplaceAfter is when the leaked current key's replacement may be issued (zero: at once):
+	// the APIKey's leaked keys are replaced at most once per minimum interval between renewals.
+	ReplaceAfter time.Time
+	// LastReplacement is when the APIKey's last leaked key was replaced, or is to be (this
+	// leak's, or carried on from an earlier record; zero: none recorded).
+	LastReplacement time.Time
 }
 
 // RolloutPending is Leak.Rollout while the workloads reading a leaked delivered key's Secret
@@ -45,6 +54,12 @@ func LeakOf(s *corev1.Secret) (Leak, bool) {
 		l.AcceptedUntil, _ = time.Parse(time.RFC3339, string(raw))
 	}
 	l.Rollout = string(s.Data[DataLeakedRollout])
+	l.Hint, l.Source, l.URL = string(s.Data[DataLeakedHint]), string(s.Data[DataLeakedSource]), string(s.Data[DataLeakedURL])
+	if raw := s.Data[DataLeakedReplaceAfter]; len(raw) > 0 {
+		// One that does not parse holds nothing back: the key is refused either way.
+		l.ReplaceAfter, _ = time.Parse(time.RFC3339, string(raw))
+	}
+	l.LastReplacement, _ = time.Parse(time.RFC3339, string(s.Data[DataLeakedLastReplacement]))
 	return l, true
 }
 
@@ -69,6 +84,11 @@ func SetLeaked(s *corev1.Secret, l Leak) {
 	setTime(s, DataLeakedAt, l.At)
 	s.Data[DataLeakedGeneration] = []byte(strconv.FormatInt(l.Generation, 10))
 	setTime(s, DataLeakedLastUsedAt, l.LastUsedAt)
+	setString(s, DataLeakedHint, l.Hint)
+	setString(s, DataLeakedSource, l.Source)
+	setString(s, DataLeakedURL, l.URL)
+	setTime(s, DataLeakedReplaceAfter, l.ReplaceAfter)
+	setTime(s, DataLeakedLastReplacement, l.LastReplacement)
 }
 
 // HashesOf are the hashes hash Secret s knows of, for the index that finds the APIKey of a

@@ -94,3 +94,33 @@ func TestLeakOverlapThatDoesNotParse(t *testing.T) {
 		}
 	}
 }
+
+// TestLeakRecordKeepsTheReportAndTheReplacements: what the report said and when the APIKey's
+// leaked keys are replaced are read back as written, cleared by a record without them (the
+// caller carries LastReplacement on), and change nothing of what the server accepts: a
+// current key whose replacement is held is refused.
+func TestLeakRecordKeepsTheReportAndTheReplacements(t *testing.T) {
+	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "k", UID: "u1"}}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := keysecret.NewHash(key, "sys", 2, apikey.Sum("k2"))
+	want := keysecret.Leak{Hash: apikey.Sum("k2").String(), At: at, Generation: 2, Hint: "sb_live_k2…", Source: "GitHubAlert",
+		URL: "https://github.com/o/r/blob/1/x", ReplaceAfter: at.Add(5 * time.Minute), LastReplacement: at.Add(5 * time.Minute)}
+	keysecret.SetLeaked(s, want)
+	got, ok := keysecret.LeakOf(s)
+	if !ok || got != want {
+		t.Fatalf("LeakOf = %+v, want %+v", got, want)
+	}
+	if h, err := keysecret.ParseHash(s); err != nil || !h.CurrentLeaked {
+		t.Fatalf("a current key whose replacement is held: CurrentLeaked %v (%v), want refused", h.CurrentLeaked, err)
+	}
+	keysecret.SetLeaked(s, keysecret.Leak{Hash: apikey.Sum("k2").String(), At: at, Generation: 2})
+	for _, k := range []string{keysecret.DataLeakedHint, keysecret.DataLeakedSource, keysecret.DataLeakedURL, keysecret.DataLeakedReplaceAfter, keysecret.DataLeakedLastReplacement} {
+		if _, there := s.Data[k]; there {
+			t.Errorf("%s outlived a record without it", k)
+		}
+	}
+	s.Data[keysecret.DataLeakedReplaceAfter] = []byte("later")
+	if l, _ := keysecret.LeakOf(s); !l.ReplaceAfter.IsZero() {
+		t.Fatalf("a replaceAfter that does not parse holds the replacement until %v", l.ReplaceAfter)
+	}
+}

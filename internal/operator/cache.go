@@ -19,7 +19,8 @@ import (
 // takes as little of them as it can:
 //
 //   - in the system namespace, switchboard's Secrets, with the data of hash Secrets, which the
-//     reconciler reads on every pass;
+//     reconciler reads on every pass; in the signing namespace, the KeyWebhooks' signing
+//     secrets' copies, without their data;
 //   - elsewhere, only Secrets labelled as reveal or delivery Secrets, and of those only their
 //     name, UID, resourceVersion, switchboard's labels, type and controller reference: never
 //     their data (the plaintext keys, or whatever a tenant put there), annotations or
@@ -30,12 +31,16 @@ import (
 // last-applied-configuration alone is a copy of the object), and every replica of the operator
 // would hold them for every tenant. Other kinds lose their managedFields.
 func CacheOptions(opts Options) cache.Options {
-	system := opts.SystemNamespace
+	system, signing := opts.SystemNamespace, opts.WebhookSigningNamespace
 	inSystem := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
+	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keywebhook.ComponentSigning})
 	keyHolders := keyHolderSelector()
 	secrets := cache.ByObject{
 		Namespaces: map[string]cache.Config{system: {LabelSelector: inSystem}},
-		Transform:  trimSecret(system),
+		Transform:  trimSecret(system, signing),
+	}
+	if signing != "" && signing != system {
+		secrets.Namespaces[signing] = cache.Config{LabelSelector: copies}
 	}
 	c := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -57,7 +62,7 @@ func CacheOptions(opts Options) cache.Options {
 	c.DefaultNamespaces = map[string]cache.Config{system: {}}
 	for _, ns := range opts.Namespaces {
 		c.DefaultNamespaces[ns] = cache.Config{}
-		if ns != system {
+		if ns != system && ns != signing {
 			secrets.Namespaces[ns] = cache.Config{LabelSelector: keyHolders}
 		}
 	}
@@ -92,8 +97,9 @@ func keyHolderSelector() labels.Selector {
 
 // trimSecret keeps of a Secret what the reconciler reads from the cache: the data of hash
 // Secrets in the system namespace only, and of every Secret its identity, switchboard's
-// labels, its type and its controller reference (which maps it to its APIKey).
-func trimSecret(system string) toolscache.TransformFunc {
+// labels (a signing copy's, in the system or the signing namespace), its type and its
+// controller reference (which maps it to its APIKey).
+func trimSecret(system, signing string) toolscache.TransformFunc {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)
 		if !ok {
@@ -110,7 +116,7 @@ func trimSecret(system string) toolscache.TransformFunc {
 			}
 		}
 		for k, v := range s.Labels {
-			if s.Namespace == system && keywebhook.IsCopyLabel(k) {
+			if (s.Namespace == system || s.Namespace == signing) && keywebhook.IsCopyLabel(k) {
 				kept[k] = v
 			}
 		}

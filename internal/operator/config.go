@@ -14,6 +14,7 @@ func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) Options {
 	policy, _ := config.WebhookPolicy(&c.Webhooks)
 	return Options{
 		WebhookPolicy:                policy,
+		WebhookSigningNamespace:      c.Webhooks.SigningNamespace,
 		SystemNamespace:              c.SystemNamespace,
 		KeyPrefix:                    c.KeyPrefix,
 		RevealTTL:                    c.RevealTTL.Duration,
@@ -21,6 +22,7 @@ func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) Options {
 		UnusedAfter:                  orNone(c.UnusedAfter.Duration),
 		MinRenewalInterval:           orNone(c.MinRenewalInterval.Duration),
 		MinRenewalIntervalPercentage: orNone(*c.MinRenewalIntervalPercentage),
+		LeakReportRetention:          orNone(c.LeakReportRetention.Duration),
 		KeyMetricsLimit:              int(orNone(*c.KeyMetricsLimit)),
 		KeyWorkers:                   int(*c.KeyWorkers),
 		LeaderElection:               *c.LeaderElect,

@@ -37,11 +37,11 @@ func TestOptionsFromDefaultConfigAreTheCommandsDefaults(t *testing.T) {
 // negative).
 func TestOptionsFromConfigDisabled(t *testing.T) {
 	c := &configv1alpha1.OperatorConfiguration{MetricsBindAddress: ptr.To(""), UnusedAfter: &metav1.Duration{}, MinRenewalInterval: &metav1.Duration{},
-		MinRenewalIntervalPercentage: ptr.To[int32](0), KeyMetricsLimit: ptr.To[int32](0)}
+		MinRenewalIntervalPercentage: ptr.To[int32](0), KeyMetricsLimit: ptr.To[int32](0), LeakReportRetention: &metav1.Duration{}}
 	configv1alpha1.SetDefaults_OperatorConfiguration(c)
 	o := OptionsFromConfig(c)
 	if o.MetricsBindAddress != "0" || o.RevealBindAddress != "0" || o.WebhookBindAddress != "0" || o.UnusedAfter != -1 ||
-		o.MinRenewalInterval != -1 || o.MinRenewalIntervalPercentage != -1 || o.KeyMetricsLimit != -1 {
+		o.MinRenewalInterval != -1 || o.MinRenewalIntervalPercentage != -1 || o.KeyMetricsLimit != -1 || o.LeakReportRetention != -1 {
 		t.Errorf("disabled in the configuration, in Options: %+v", o)
 	}
 }

@@ -51,6 +51,8 @@ const (
 	// DefaultExpiryWarning and DefaultUnusedAfter: the ExpiringSoon and Unused conditions.
 	DefaultExpiryWarning = apikeyctrl.DefaultExpiryWarning
 	DefaultUnusedAfter   = apikeyctrl.DefaultUnusedAfter
+	// DefaultLeakReportRetention is how long a LeakReport is kept once its key is refused.
+	DefaultLeakReportRetention = configv1alpha1.DefaultLeakReportRetention
 	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
 	DefaultKeyMetricsLimit = configv1alpha1.DefaultKeyMetricsLimit
 	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
@@ -87,6 +89,14 @@ type Options struct {
 	// webhook sender's. Its Denied networks default to the configuration's (the private ones)
 	// when nil; empty, only the always refused networks are.
 	WebhookPolicy webhookdelivery.Policy
+	// WebhookSigningNamespace holds the copies of KeyWebhooks' signing secrets, and nothing
+	// else: the webhook sender may read Secrets there only (default SystemNamespace followed by
+	// "-webhook-signing"; not SystemNamespace). Copies an older operator left in SystemNamespace
+	// are deleted.
+	WebhookSigningNamespace string
+	// LeakReportRetention is how long a LeakReport is kept once its key is refused (default
+	// 720h; negative: until its key is gone, which deletes it too).
+	LeakReportRetention time.Duration
 	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
 	// past it only the aggregates are exported (negative: no per-key series at all).
 	KeyMetricsLimit int
@@ -172,8 +182,14 @@ func (o *Options) Default() {
 	if o.MinRenewalIntervalPercentage == 0 {
 		o.MinRenewalIntervalPercentage = renewalinterval.Default.Percentage
 	}
+	if o.LeakReportRetention == 0 {
+		o.LeakReportRetention = DefaultLeakReportRetention
+	}
 	if o.KeyMetricsLimit == 0 {
 		o.KeyMetricsLimit = DefaultKeyMetricsLimit
+	}
+	if o.WebhookSigningNamespace == "" {
+		o.WebhookSigningNamespace = configv1alpha1.DefaultWebhookSigningNamespace(o.SystemNamespace)
 	}
 	if o.WebhookPolicy.Denied == nil {
 		for _, n := range configv1alpha1.DefaultWebhookDeniedNetworks() {
@@ -254,6 +270,9 @@ func (o *Options) Validate() error {
 		if _, _, err := hostPort(o.WebhookBindAddress); err != nil {
 			errs = append(errs, fmt.Errorf("--webhook-bind-address: %w", err))
 		}
+	}
+	if o.WebhookSigningNamespace == o.SystemNamespace {
+		errs = append(errs, errors.New("webhooks.signingNamespace: the signing secrets' copies need a namespace of their own, not the system namespace, whose every Secret the webhook sender could read"))
 	}
 	if o.KeyWorkers < 0 {
 		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
@@ -350,17 +369,18 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 	keyCtrlOpts := ctrlOpts
 	keyCtrlOpts.MaxConcurrentReconciles = opts.KeyWorkers
 	keys := &apikeyctrl.Reconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder(EventSource),
-		Clock:              opts.Clock,
-		SystemNamespace:    opts.SystemNamespace,
-		KeyPrefix:          opts.KeyPrefix,
-		RevealTTL:          opts.RevealTTL,
-		ExpiryWarning:      opts.ExpiryWarning,
-		UnusedAfter:        opts.UnusedAfter,
-		MinRenewalInterval: opts.minRenewal(),
-		ControllerOptions:  keyCtrlOpts,
+		Client:              mgr.GetClient(),
+		APIReader:           mgr.GetAPIReader(),
+		Recorder:            mgr.GetEventRecorder(EventSource),
+		Clock:               opts.Clock,
+		SystemNamespace:     opts.SystemNamespace,
+		KeyPrefix:           opts.KeyPrefix,
+		RevealTTL:           opts.RevealTTL,
+		ExpiryWarning:       opts.ExpiryWarning,
+		UnusedAfter:         opts.UnusedAfter,
+		MinRenewalInterval:  opts.minRenewal(),
+		LeakReportRetention: opts.LeakReportRetention,
+		ControllerOptions:   keyCtrlOpts,
 	}
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the APIKey controller: %w", err)
@@ -369,6 +389,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		SystemNamespace:   opts.SystemNamespace,
+		SigningNamespace:  opts.WebhookSigningNamespace,
 		Policy:            opts.WebhookPolicy,
 		ControllerOptions: ctrlOpts,
 	}

@@ -26,7 +26,8 @@ func TestOptionsComplete(t *testing.T) {
 					o.LeaderElectionID != DefaultLeaderElectionID || o.LeaderElectionNamespace != o.SystemNamespace ||
 					o.MetricsBindAddress != "0" || o.HealthProbeBindAddress != "0" || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
 					o.Clock == nil || o.WebhookClock != o.Clock || o.Logger.GetSink() == nil ||
-					o.minRenewal() != (renewalinterval.Minimum{Floor: 5 * time.Minute, Percentage: 10}) {
+					o.WebhookSigningNamespace != switchboardv1alpha1.DefaultSystemNamespace+"-webhook-signing" ||
+					o.minRenewal() != (renewalinterval.Minimum{Floor: 5 * time.Minute, Percentage: 10}) || o.LeakReportRetention != 720*time.Hour {
 					t.Fatalf("defaults not applied: %+v", o)
 				}
 			},
@@ -36,7 +37,7 @@ func TestOptionsComplete(t *testing.T) {
 			in:   Options{SystemNamespace: "sys", KeyPrefix: "acme", RevealTTL: time.Minute, QPS: 7, Burst: 9, MetricsBindAddress: ":1"},
 			check: func(t *testing.T, o Options) {
 				if o.SystemNamespace != "sys" || o.KeyPrefix != "acme" || o.RevealTTL != time.Minute || o.QPS != 7 || o.Burst != 9 ||
-					o.LeaderElectionNamespace != "sys" || o.MetricsBindAddress != ":1" {
+					o.LeaderElectionNamespace != "sys" || o.MetricsBindAddress != ":1" || o.WebhookSigningNamespace != "sys-webhook-signing" {
 					t.Fatalf("explicit values changed: %+v", o)
 				}
 			},
@@ -53,6 +54,8 @@ func TestOptionsComplete(t *testing.T) {
 		{name: "bad prefix", in: Options{KeyPrefix: "Bad_Prefix"}, wantErr: "key prefix"},
 		{name: "a minimum renewal interval of the whole lifetime", in: Options{MinRenewalIntervalPercentage: 100}, wantErr: "--min-renewal-interval-percentage: at most 99"},
 		{name: "negative TTL", in: Options{RevealTTL: -time.Second}, wantErr: "reveal TTL"},
+		{name: "the signing copies in the system namespace", in: Options{SystemNamespace: "sys", WebhookSigningNamespace: "sys"},
+			wantErr: "webhooks.signingNamespace: the signing secrets' copies need a namespace of their own"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

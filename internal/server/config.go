@@ -15,6 +15,10 @@ func OptionsFromConfig(c *configv1alpha1.ServerConfiguration) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	gateways, err := config.ParsePrefixes(c.Authz.GRPC.Gateways)
+	if err != nil {
+		return Options{}, err
+	}
 	return Options{
 		LeakReportsListen:                c.LeakReports.Listen,
 		LeakReports:                      leakReports(&c.LeakReports),
@@ -46,6 +50,7 @@ func OptionsFromConfig(c *configv1alpha1.ServerConfiguration) (Options, error) {
 		AuthzGRPCTLSCertFile:             c.Authz.GRPC.TLSCertFile,
 		AuthzGRPCTLSKeyFile:              c.Authz.GRPC.TLSKeyFile,
 		AuthzGRPCClientCAFile:            c.Authz.GRPC.ClientCAFile,
+		AuthzGRPCGateways:                gateways,
 		AuthzGRPCMaxMessageBytes:         int(*c.Authz.GRPC.MaxMessageBytes),
 		AuthzStripAuthorization:          c.Authz.GRPC.StripAuthorization,
 		AuthzHTTPListen:                  c.Authz.HTTP.Listen,

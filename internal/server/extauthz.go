@@ -29,8 +29,11 @@ import (
 // newExtAuthz is the gRPC endpoint of Check and health on l. Health says NOT_SERVING until the
 // index has synced (setServing), as /readyz does, and again as the endpoint drains.
 func newExtAuthz(ctx context.Context, l net.Listener, checker *keycheck.Checker, opts *Options, log logr.Logger) (frontdoor.Endpoint, func(), error) {
-	limits := frontdoor.DefaultGRPCLimits
+	limits := frontdoor.DefaultGRPCLimits.Behind(opts.AuthzGRPCGateways)
 	limits.MaxMessage = opts.AuthzGRPCMaxMessageBytes
+	if len(opts.AuthzGRPCGateways) == 0 && opts.AuthzGRPCClientCAFile == "" {
+		limits.GatewayStreams = 0 // no caller is a gateway: everyone shares every call
+	}
 	door := frontdoor.NewGRPC(limits, authv3.Authorization_Check_FullMethodName, healthpb.Health_Check_FullMethodName)
 	var serverOpts []grpc.ServerOption
 	if opts.AuthzGRPCTLSCertFile != "" {

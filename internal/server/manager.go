@@ -63,7 +63,7 @@ func probeAndMetricsEndpoints(ctx context.Context, cfg *rest.Config, opts *Optio
 			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		}
 		// A CPU profile or trace answers after the seconds it asks for (30 by default).
-		limits := frontdoor.ServiceLimits
+		limits := frontdoor.MetricsLimits
 		limits.Active = pprofActive
 		metrics.Limits = &limits
 	}

@@ -152,6 +152,9 @@ type Options struct {
 	AuthzGRPCTLSKeyFile  string
 	// AuthzGRPCClientCAFile, when set, requires gateways to present a certificate it signed.
 	AuthzGRPCClientCAFile string
+	// AuthzGRPCGateways are the gateways' addresses: the ext_authz listener keeps capacity for
+	// them (and for callers verified with AuthzGRPCClientCAFile) that other clients cannot take.
+	AuthzGRPCGateways []netip.Prefix
 	// AuthzGRPCMaxMessageBytes is the largest CheckRequest the gRPC listener reads (default
 	// frontdoor.DefaultGRPCLimits.MaxMessage): Envoy's headers at its own bound (60 KiB by
 	// default) plus what with_request_body forwards. A larger one is an RPC error

@@ -251,7 +251,7 @@ func authzEndpoints(ctx context.Context, checker *keycheck.Checker, opts *Option
 		// reaches the port may connect, so one client address holds at most its share, but for
 		// the gateways named in --trusted-proxies, which carry many clients' requests.
 		limits := frontdoor.ForwardAuthLimits.Behind(opts.TrustedProxies)
-		limits.MaxConnections, limits.MaxConnectionsPerClient = opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient
+		limits.ConnLimits = limits.WithBounds(opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient)
 		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, log.WithName("forward-auth"))))
 	}
 	return endpoints, onSynced, nil
@@ -295,7 +295,12 @@ func leakReportsEndpoint(cfg *rest.Config, feed *indexfeed.Feed, mgr ctrl.Manage
 	if err != nil {
 		return nil, err
 	}
-	return &leakListener{endpoint: frontdoor.HTTP(l, frontdoor.LeakReportLimits.Behind(opts.TrustedProxies), recv), receiver: recv}, nil
+	// The door reads the body; the receiver's bound is the door's, and the receiver refuses,
+	// before a byte of it is read, a request without a signature GitHub could have made or from
+	// an address that spent its budget.
+	limits := frontdoor.LeakReportLimits.Behind(opts.TrustedProxies)
+	limits.MaxBody, limits.BeforeBody = recv.MaxBody(), recv.BeforeBody
+	return &leakListener{endpoint: frontdoor.HTTP(l, limits, recv), receiver: recv}, nil
 }
 
 // msgBodyNotAllowed is the message of the /v1 door's refusal of a request with a body.
@@ -305,8 +310,8 @@ const msgBodyNotAllowed = "The request carries a body, and no /v1 route reads on
 // refused before them (413 BODY_NOT_ALLOWED) and its connection closed.
 func apiLimits(opts *Options) frontdoor.HTTPLimits {
 	limits := frontdoor.APILimits.Behind(opts.TrustedProxies)
-	limits.MaxConnections, limits.MaxConnectionsPerClient = opts.MaxConnections, opts.MaxConnectionsPerClient
-	limits.RefuseBodies = &frontdoor.Refusal{
+	limits.ConnLimits = limits.WithBounds(opts.MaxConnections, opts.MaxConnectionsPerClient)
+	limits.BodyRefusal = &frontdoor.Refusal{
 		Status: http.StatusRequestEntityTooLarge,
 		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},
 		Body:   apierror.JSON(apierror.CodeBodyNotAllowed, msgBodyNotAllowed),

@@ -9,11 +9,14 @@
 //     EventType per key event, each with a JSON Schema (Draft 2020-12) in schema/ that tenants
 //     can validate against (Schema), and an example in example/. A payload carries a key's hint,
 //     never its plaintext: NewMessage refuses a hint that is not one.
-//   - Policy says which endpoints may be called: HTTPS only, and never an address that is
-//     loopback, link-local (169.254.169.254 included), unspecified, multicast or in the
-//     platform's denied networks (the cluster's Service and pod CIDRs), IPv4-mapped IPv6 forms
-//     included, unless the platform allows the network. It is enforced on the socket's actual
-//     remote address, after DNS resolution, so neither a name that resolves to loopback nor DNS
+//   - Policy says which endpoints may be called: HTTPS only, never a cloud metadata endpoint
+//     (169.254.169.254, fd00:ec2::254, 100.100.100.200 and the others of one list, whatever
+//     the platform allows), and never an address that is loopback, link-local, unspecified,
+//     multicast, Teredo or in the platform's denied networks (the cluster's Service and pod
+//     CIDRs) unless the platform allows the network. IPv4-mapped IPv6 forms are judged as the
+//     IPv4 address they are, and NAT64, 6to4, IPv4-compatible and IPv4-translated addresses
+//     also as the IPv4 address they carry. It is enforced on the socket's actual remote
+//     address, after DNS resolution, so neither a name that resolves to loopback nor DNS
 //     rebinding gets through.
 //   - Sender makes one attempt (Send) with a client that takes no proxy from the environment,
 //     follows no redirect (the specification counts a 3xx as a failure: the tenant updates its

@@ -325,6 +325,16 @@ func TestSendRefuses(t *testing.T) {
 		{"::ffff:127.0.0.1", "http://[::ffff:127.0.0.1]:" + v4.port() + "/in", v4, loopback},
 		{"a ClusterIP", "http://10.96.0.1/in", nil, []netip.Prefix{clusterIP}},
 		{"a name that resolves to loopback", "http://localhost:" + v4.port() + "/in", v4, loopback},
+		// Translation addresses, judged as the IPv4 address they carry, on the URL and at dial
+		// time; what the platform allows of that IPv4 address makes them reachable.
+		{"NAT64 of a ClusterIP", "http://[64:ff9b::a60:1]/in", nil, []netip.Prefix{clusterIP}},
+		{"local-use NAT64 of a ClusterIP", "http://[64:ff9b:1::a60:1]/in", nil, []netip.Prefix{clusterIP}},
+		{"6to4 of loopback", "http://[2002:7f00:1::1]/in", nil, nil},
+		{"IPv4-compatible of a ClusterIP", "http://[::a60:1]/in", nil, []netip.Prefix{clusterIP}},
+		// Metadata endpoints: refused whatever the platform allows.
+		{"fd00:ec2::254", "http://[fd00:ec2::254]/latest/meta-data/", nil, nil},
+		{"100.100.100.200", "http://100.100.100.200/latest/meta-data/", nil, nil},
+		{"NAT64 of 169.254.169.254", "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "::1" && v6 == nil {

@@ -36,7 +36,8 @@ type dispatcher struct {
 	cache   cache.Cache
 	sender  *webhookdelivery.Sender
 	policy  webhookdelivery.Policy
-	system  string
+	system  string // the outboxes
+	signing string // the signing secrets' copies
 	global  int
 	perNS   int
 	clock   clock.Clock
@@ -256,7 +257,7 @@ func (d *dispatcher) endpoint(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 		return webhookdelivery.Endpoint{}, err
 	}
 	s := &corev1.Secret{}
-	if err := d.client.Get(ctx, types.NamespacedName{Namespace: d.system, Name: keywebhook.SigningSecretName(kw.UID)}, s); err != nil {
+	if err := d.client.Get(ctx, types.NamespacedName{Namespace: d.signing, Name: keywebhook.SigningSecretName(kw.UID)}, s); err != nil {
 		return webhookdelivery.Endpoint{}, fmt.Errorf("the copy of its signing secrets: %w", err)
 	}
 	signer, err := webhookdelivery.NewSigner(strings.Fields(string(s.Data[keywebhook.SigningSecretsKey]))...)

@@ -4,8 +4,9 @@
 //
 // One replica at a time sends (leader election). For each message that is due it reads the
 // KeyWebhook the message names (its UID must match, else the message is dropped), the copy of
-// its signing secrets that the operator keeps in the system namespace
-// (internal/controller/keywebhook: the sender reads no Secret elsewhere), makes one attempt
+// its signing secrets that the operator keeps in the signing namespace, which holds nothing
+// else (internal/controller/keywebhook: the sender reads, and may read, no Secret elsewhere,
+// none of the system namespace's), makes one attempt
 // (webhookdelivery.Sender.Send, whose Policy refuses loopback, link-local and the platform's
 // denied networks on the socket's actual address) and records the result in the outbox with
 // optimistic concurrency: a delivered message is removed, a failed one gets its next attempt

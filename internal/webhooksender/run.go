@@ -38,8 +38,11 @@ const DefaultLeaderElectionID = "switchboard-webhooks.switchboard.dev"
 
 // Options configure the sender; OptionsFromConfig reads them from the operator's configuration.
 type Options struct {
-	// SystemNamespace holds the outboxes, the signing secrets' copies and the Lease.
+	// SystemNamespace holds the outboxes and the Lease.
 	SystemNamespace string
+	// SigningNamespace holds the signing secrets' copies the operator makes, and nothing else:
+	// the one namespace whose Secrets the sender reads (and may read).
+	SigningNamespace string
 	// Policy says which endpoints may be called.
 	Policy webhookdelivery.Policy
 	// Concurrency bounds the attempts in flight; PerNamespace those of one namespace's endpoints.
@@ -79,6 +82,7 @@ func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) (Options, error)
 	}
 	return Options{
 		SystemNamespace:        c.SystemNamespace,
+		SigningNamespace:       c.Webhooks.SigningNamespace,
 		Policy:                 policy,
 		Concurrency:            int(*c.Webhooks.Concurrency),
 		PerNamespace:           int(*c.Webhooks.PerNamespaceConcurrency),
@@ -93,14 +97,15 @@ func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) (Options, error)
 }
 
 // CacheOptions are what the sender caches: KeyWebhooks everywhere (without tenants' labels
-// and annotations), and in the system namespace only, the outboxes and the signing secrets'
-// copies. It reads no other Secret, and holds no right to.
-func CacheOptions(system string) cache.Options {
+// and annotations), the outboxes of the system namespace, and the signing secrets' copies of
+// the signing namespace. It reads no other Secret, and holds no right to: none in the system
+// namespace, none in tenants'.
+func CacheOptions(system, signing string) cache.Options {
 	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelComponent: keywebhook.ComponentSigning})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:                     {Namespaces: map[string]cache.Config{system: {LabelSelector: copies}}},
+			&corev1.Secret{}:                     {Namespaces: map[string]cache.Config{signing: {LabelSelector: copies}}},
 			&switchboardv1alpha1.WebhookOutbox{}: {Namespaces: map[string]cache.Config{system: {}}},
 			&switchboardv1alpha1.KeyWebhook{}: {Transform: func(obj any) (any, error) {
 				if o, ok := obj.(client.Object); ok {
@@ -119,6 +124,9 @@ func CacheOptions(system string) cache.Options {
 func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if o.SystemNamespace == "" {
 		return nil, errors.New("webhooks: no system namespace")
+	}
+	if o.SigningNamespace == "" || o.SigningNamespace == o.SystemNamespace {
+		return nil, fmt.Errorf("webhooks: the signing secrets' copies need a namespace of their own (signing %q, system %q)", o.SigningNamespace, o.SystemNamespace)
 	}
 	if o.Concurrency < 1 || o.PerNamespace < 1 || o.PerNamespace > o.Concurrency {
 		return nil, fmt.Errorf("webhooks: concurrency %d, per namespace %d: both at least 1, the second at most the first", o.Concurrency, o.PerNamespace)
@@ -143,7 +151,7 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 	inner, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme.Scheme,
 		Logger:                        o.Logger,
-		Cache:                         CacheOptions(o.SystemNamespace),
+		Cache:                         CacheOptions(o.SystemNamespace, o.SigningNamespace),
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              DefaultLeaderElectionID,
 		LeaderElectionNamespace:       o.SystemNamespace,
@@ -167,7 +175,7 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	d := &dispatcher{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), sender: sender, policy: o.Policy,
-		system: o.SystemNamespace, global: o.Concurrency, perNS: o.PerNamespace, clock: o.Clock, log: o.Logger,
+		system: o.SystemNamespace, signing: o.SigningNamespace, global: o.Concurrency, perNS: o.PerNamespace, clock: o.Clock, log: o.Logger,
 		wakeups: make(chan struct{}, 1), inflight: map[string]bool{}, nsBusy: map[string]int{},
 		holds: map[string]time.Time{}, written: map[string]int32{},
 	}

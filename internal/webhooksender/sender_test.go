@@ -243,9 +243,9 @@ func TestBlackHolesDoNotDelayOtherNamespaces(t *testing.T) {
 	}
 }
 
-// Endpoints that reach the sender's host, link-local or the cluster's networks are refused
-// through the real sender path, literally or by name or by redirect: nothing is received,
-// and the KeyWebhook's status says why.
+// Endpoints that reach the sender's host, a cloud metadata endpoint or the cluster's networks
+// are refused through the real sender path, literally, through a NAT64 or 6to4 address, by name
+// or by redirect: nothing is received, and the KeyWebhook's status says why.
 func TestRefusesForbiddenTargets(t *testing.T) {
 	ns := env.Namespace(t, "ssrf")
 	secret := testSecret(5)
@@ -271,7 +271,10 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 	}{
 		{"ipv6-loopback", "https://[::1]:" + port + "/", "InvalidEndpoint", "::1 is loopback"},
 		{"loopback", "https://127.0.0.2:" + port + "/", "InvalidEndpoint", "127.0.0.2 is loopback"},
-		{"metadata", "https://169.254.169.254/latest/meta-data", "InvalidEndpoint", "169.254.169.254 is link-local"},
+		{"metadata", "https://169.254.169.254/latest/meta-data", "InvalidEndpoint", "169.254.169.254 is the cloud metadata endpoint"},
+		{"ipv6-metadata", "https://[fd00:ec2::254]/latest/meta-data", "InvalidEndpoint", "fd00:ec2::254 is AWS's IPv6 instance metadata endpoint"},
+		{"nat64-cluster-ip", "https://[64:ff9b::a60:a]/", "InvalidEndpoint", "(NAT64 of 10.96.0.10) is in the denied network 10.96.0.0/12"},
+		{"6to4-loopback", "https://[2002:7f00:2::1]:" + port + "/", "InvalidEndpoint", "(6to4 of 127.0.0.2) is loopback"},
 		{"mapped-loopback", "https://[::ffff:127.0.0.1]:" + port + "/", "InvalidEndpoint", "is loopback"},
 		{"cluster-ip", "https://10.96.0.10/", "InvalidEndpoint", "in the denied network 10.96.0.0/12"},
 		{"name-to-loopback", "https://localhost:" + port + "/", "Failing", "refused by the webhook network policy"},
@@ -296,8 +299,8 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		t.Error("the redirecting endpoint was never called: the redirect case proves nothing")
 	}
 	// Nothing was delivered: the refused messages wait (or wait to be retried) in the outbox.
-	if ob := outbox(t, sys, ns); len(ob.Spec.Messages) != 7 {
-		t.Errorf("%d messages in the outbox; the 7 refused ones should wait there", len(ob.Spec.Messages))
+	if ob := outbox(t, sys, ns); len(ob.Spec.Messages) != 10 {
+		t.Errorf("%d messages in the outbox; the 10 refused ones should wait there", len(ob.Spec.Messages))
 	}
 }
 

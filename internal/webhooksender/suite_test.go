@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -150,21 +151,25 @@ func pool(rs ...*receiver) *x509.CertPool {
 	return p
 }
 
-// system starts, for one test, a system namespace with the real operator (whose KeyWebhook
-// controller copies the signing secrets) watching namespaces, and the sender with o, both
-// stopped when the test ends; it returns the system namespace.
+// system starts, for one test, a system namespace and its signing namespace (signing) with
+// the real operator (whose KeyWebhook controller copies the signing secrets) watching
+// namespaces, and the sender with o, both stopped when the test ends; it returns the system
+// namespace.
 func system(t *testing.T, o Options, namespaces ...string) string {
 	t.Helper()
 	sys := env.Namespace(t, "system")
+	if err := env.EnsureNamespace(context.Background(), signing(sys)); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	op, err := operator.NewManager(env.Config, operator.Options{
-		SystemNamespace: sys, Namespaces: namespaces, WebhookPolicy: o.Policy, Logger: testenv.Logger(t),
-		SkipControllerNameValidation: true,
+		SystemNamespace: sys, WebhookSigningNamespace: signing(sys), Namespaces: namespaces, WebhookPolicy: o.Policy,
+		Logger: testenv.Logger(t), SkipControllerNameValidation: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.SystemNamespace = sys
+	o.SystemNamespace, o.SigningNamespace = sys, signing(sys)
 	o.LeaderElection = true
 	asSender := shippedIdentity(t, sys)
 	o.SkipControllerNameValidation = true
@@ -193,16 +198,24 @@ func system(t *testing.T, o Options, namespaces ...string) string {
 	return sys
 }
 
+// signing is the signing namespace of the system namespace sys: the configuration's default.
+func signing(sys string) string { return configv1alpha1.DefaultWebhookSigningNamespace(sys) }
+
 // shippedIdentity returns a client configuration of a ServiceAccount of sys with exactly the
-// sender's shipped RBAC (config/rbac/webhooks_role.yaml; the chart's is the same, test/chart):
-// the suite runs the sender as it is deployed, so a grant missing fails it.
+// sender's shipped RBAC (config/rbac/webhooks_role.yaml; the chart's is the same, test/chart),
+// each Role in the namespace it is shipped for (switchboard-system is sys, its signing
+// namespace signing(sys)): the suite runs the sender as it is deployed, so a grant missing
+// fails it, and a grant too many shows in TestSenderReadsOnlyTheSigningCopies.
 func shippedIdentity(t *testing.T, sys string) *rest.Config {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "webhooks_role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var roleRules, clusterRules []rbacv1.PolicyRule
+	asShipped := configv1alpha1.DefaultSystemNamespace
+	shipped := map[string]string{asShipped: sys, configv1alpha1.DefaultWebhookSigningNamespace(asShipped): signing(sys)}
+	roleRules := map[string][]rbacv1.PolicyRule{}
+	var clusterRules []rbacv1.PolicyRule
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var r rbacv1.ClusterRole
 		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
@@ -210,23 +223,34 @@ func shippedIdentity(t *testing.T, sys string) *rest.Config {
 		}
 		switch r.Kind {
 		case "Role":
-			roleRules = r.Rules
+			ns, ok := shipped[r.Namespace]
+			if !ok {
+				t.Fatalf("config/rbac/webhooks_role.yaml: Role %s is in %q, neither the system nor the signing namespace", r.Name, r.Namespace)
+			}
+			roleRules[ns] = append(roleRules[ns], r.Rules...)
 		case "ClusterRole":
 			clusterRules = r.Rules
 		}
 	}
-	if len(roleRules) == 0 || len(clusterRules) == 0 {
-		t.Fatal("config/rbac/webhooks_role.yaml has no Role or ClusterRole")
+	if len(roleRules[sys]) == 0 || len(roleRules[signing(sys)]) == 0 || len(clusterRules) == 0 {
+		t.Fatal("config/rbac/webhooks_role.yaml lacks a Role in the system namespace, one in the signing namespace or a ClusterRole")
 	}
-	cfg := env.ServiceAccount(t, sys, "webhooks", roleRules...)
+	cfg := env.ServiceAccount(t, sys, "webhooks", roleRules[sys]...)
 	ctx := context.Background()
+	sa := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sys, Name: "webhooks"}}
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: sys + "-webhooks"}, Rules: clusterRules}
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: sys + "-webhooks"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sys, Name: "webhooks"}},
+		Subjects:   sa,
 	}
-	for _, o := range []client.Object{cr, crb} {
+	r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: signing(sys), Name: "webhooks-signing"}, Rules: roleRules[signing(sys)]}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: signing(sys), Name: "webhooks-signing"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name},
+		Subjects:   sa,
+	}
+	for _, o := range []client.Object{cr, crb, r, rb} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}

@@ -76,6 +76,9 @@ func authzArgs(c *configv1alpha1.ServerConfiguration) []string {
 		if g.ClientCAFile != "" {
 			out = append(out, "--authz-grpc-client-ca-file="+g.ClientCAFile)
 		}
+		for _, gw := range g.Gateways {
+			out = append(out, "--authz-grpc-gateways="+gw)
+		}
 	}
 	if h := c.Authz.HTTP; h.Listen != "" {
 		out = append(out, "--authz-http-listen="+h.Listen, fmt.Sprintf("--authz-http-max-connections=%d", *h.MaxConnections),
@@ -90,8 +93,10 @@ func authzArgs(c *configv1alpha1.ServerConfiguration) []string {
 // NetworkPolicy on, the authz ports admit exactly server.authz.allowedClients. Every rendering
 // is also dry-run against the API server.
 func TestHelmAuthzListeners(t *testing.T) {
-	if err := env.EnsureNamespace(context.Background(), releaseNamespace); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{releaseNamespace, signingNamespace} {
+		if err := env.EnsureNamespace(context.Background(), ns); err != nil {
+			t.Fatal(err)
+		}
 	}
 	type port struct {
 		name        string
@@ -115,14 +120,14 @@ func TestHelmAuthzListeners(t *testing.T) {
 		},
 		{
 			name:           "gRPC only",
-			sets:           []string{"server.authz.grpc.enabled=true"},
+			sets:           []string{"networkPolicy.enabled=false", "server.authz.grpc.enabled=true"},
 			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-grpc-max-message-bytes=262144", "--authz-strip-authorization"},
 			containerPorts: map[string]int64{"authz-grpc": 9001},
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}},
 		},
 		{
 			name: "HTTP only, on another Service port, with the server's own audience renamed",
-			sets: []string{"server.authz.http.enabled=true", "server.authz.http.port=80", "server.audience=billing-v2",
+			sets: []string{"networkPolicy.enabled=false", "server.authz.http.enabled=true", "server.authz.http.port=80", "server.audience=billing-v2",
 				"server.authz.http.maxConnections=100", "server.authz.http.maxConnectionsPerClient=8"},
 			args:           []string{"--audience=billing-v2", "--authz-http-listen=:9002", "--authz-http-max-connections=100", "--authz-http-max-connections-per-client=8"},
 			containerPorts: map[string]int64{"authz-http": 9002},
@@ -130,13 +135,14 @@ func TestHelmAuthzListeners(t *testing.T) {
 		},
 		{
 			name: "both, gRPC over mTLS",
-			sets: []string{"server.authz.grpc.enabled=true", "server.authz.http.enabled=true",
-				"server.authz.grpc.tls.secretName=switchboard-authz-tls", "server.authz.grpc.tls.clientCASecretName=gateways-ca"},
+			sets: []string{"networkPolicy.enabled=false", "server.authz.grpc.enabled=true", "server.authz.http.enabled=true",
+				"server.authz.grpc.tls.secretName=switchboard-authz-tls", "server.authz.grpc.tls.clientCASecretName=gateways-ca",
+				"server.authz.grpc.gateways[0]=10.42.7.0/24"},
 			args: []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-grpc-max-message-bytes=262144", "--authz-strip-authorization",
 				"--authz-grpc-tls-cert-file=/etc/switchboard/authz-grpc-tls/tls.crt",
 				"--authz-grpc-tls-key-file=/etc/switchboard/authz-grpc-tls/tls.key",
-				"--authz-grpc-client-ca-file=/etc/switchboard/authz-grpc-client-ca/ca.crt",
-				"--authz-http-listen=:9002", "--authz-http-max-connections=256", "--authz-http-max-connections-per-client=64"},
+				"--authz-grpc-client-ca-file=/etc/switchboard/authz-grpc-client-ca/ca.crt", "--authz-grpc-gateways=10.42.7.0/24",
+				"--authz-http-listen=:9002", "--authz-http-max-connections=256", "--authz-http-max-connections-per-client=12"},
 			containerPorts: map[string]int64{"authz-grpc": 9001, "authz-http": 9002},
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}, {"http", 9002, "authz-http", "http"}},
 			mounts:         map[string]string{"authz-grpc-tls": "/etc/switchboard/authz-grpc-tls", "authz-grpc-client-ca": "/etc/switchboard/authz-grpc-client-ca"},
@@ -144,7 +150,7 @@ func TestHelmAuthzListeners(t *testing.T) {
 		},
 		{
 			name:           "gRPC, the Authorization field left to the upstream",
-			sets:           []string{"server.authz.grpc.enabled=true", "server.authz.grpc.stripAuthorization=false", "server.authz.grpc.maxMessageBytes=524288"},
+			sets:           []string{"networkPolicy.enabled=false", "server.authz.grpc.enabled=true", "server.authz.grpc.stripAuthorization=false", "server.authz.grpc.maxMessageBytes=524288"},
 			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-grpc-max-message-bytes=524288"},
 			containerPorts: map[string]int64{"authz-grpc": 9001},
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}},
@@ -163,7 +169,7 @@ func TestHelmAuthzListeners(t *testing.T) {
 		{
 			name:           "NetworkPolicy, both listeners, the gateways allowed",
 			sets:           append([]string{"networkPolicy.enabled=true", "server.authz.grpc.enabled=true", "server.authz.http.enabled=true"}, gatewayPeerSets...),
-			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-grpc-max-message-bytes=262144", "--authz-strip-authorization", "--authz-http-listen=:9002", "--authz-http-max-connections=256", "--authz-http-max-connections-per-client=64"},
+			args:           []string{"--audience=connections", "--authz-grpc-listen=:9001", "--authz-grpc-max-message-bytes=262144", "--authz-strip-authorization", "--authz-http-listen=:9002", "--authz-http-max-connections=256", "--authz-http-max-connections-per-client=12"},
 			containerPorts: map[string]int64{"authz-grpc": 9001, "authz-http": 9002},
 			servicePorts:   []port{{"grpc", 9001, "authz-grpc", "grpc"}, {"http", 9002, "authz-http", "http"}},
 			policyPorts:    []string{"authz-grpc", "authz-http"},
@@ -171,7 +177,7 @@ func TestHelmAuthzListeners(t *testing.T) {
 		{
 			name:           "NetworkPolicy, HTTP only",
 			sets:           append([]string{"networkPolicy.enabled=true", "server.authz.http.enabled=true"}, gatewayPeerSets...),
-			args:           []string{"--audience=connections", "--authz-http-listen=:9002", "--authz-http-max-connections=256", "--authz-http-max-connections-per-client=64"},
+			args:           []string{"--audience=connections", "--authz-http-listen=:9002", "--authz-http-max-connections=256", "--authz-http-max-connections-per-client=12"},
 			containerPorts: map[string]int64{"authz-http": 9002},
 			servicePorts:   []port{{"http", 9002, "authz-http", "http"}},
 			policyPorts:    []string{"authz-http"},

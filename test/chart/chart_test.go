@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -32,6 +34,10 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Run(m, &env) }
 
 const releaseNamespace = "switchboard-system"
+
+// signingNamespace is the release's namespace of the signing secrets' copies (its default name;
+// config/default's too).
+const signingNamespace = releaseNamespace + "-webhook-signing"
 
 // allFeatures turns on every optional part of the chart.
 var allFeatures = []string{
@@ -112,8 +118,10 @@ func TestHelmLintStrict(t *testing.T) {
 func TestHelmTemplateServerSideDryRun(t *testing.T) {
 	helm := testenv.Helm(t)
 	ctx := context.Background()
-	if err := env.EnsureNamespace(ctx, releaseNamespace); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{releaseNamespace, signingNamespace} {
+		if err := env.EnsureNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
 	}
 	installMonitoringCRDs(t)
 	tests := []struct {
@@ -128,8 +136,10 @@ func TestHelmTemplateServerSideDryRun(t *testing.T) {
 				"Deployment/switchboard-operator", "Deployment/switchboard-server", "Service/switchboard-api", "Service/switchboard-panel",
 				"PodDisruptionBudget/switchboard-server", "ClusterRole/switchboard-operator", "Role/switchboard-operator", "ClusterRole/switchboard-server",
 				"Role/switchboard-server", "ServiceAccount/switchboard-operator", "ServiceAccount/switchboard-server",
-				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel"},
-			not: []string{"Ingress", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "Service/switchboard-authz",
+				"Deployment/switchboard-panel", "PodDisruptionBudget/switchboard-panel", "ClusterRole/switchboard-panel", "ServiceAccount/switchboard-panel",
+				"Namespace/" + signingNamespace, "Role/switchboard-webhooks", "Role/switchboard-webhooks-signing",
+				"NetworkPolicy/switchboard-server", "NetworkPolicy/switchboard-operator", "NetworkPolicy/switchboard-panel", "NetworkPolicy/switchboard-webhooks"},
+			not: []string{"Ingress", "ServiceMonitor", "HorizontalPodAutoscaler", "Service/switchboard-authz",
 				"Service/switchboard-leak-reports", "Role/switchboard-server-leak-reports",
 				"PrometheusRule", "ConfigMap/switchboard-dashboard"},
 		},
@@ -260,7 +270,10 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "authz gRPC behind a NetworkPolicy naming no gateway", set: "networkPolicy.enabled=true,server.authz.grpc.enabled=true", want: "/server/authz/allowedClients"},
 		{name: "authz HTTP behind a NetworkPolicy naming no gateway", set: "networkPolicy.enabled=true,server.authz.http.enabled=true", want: "/server/authz/allowedClients"},
 		// Without the NetworkPolicy nothing would enforce the list: refused rather than ignored.
-		{name: "allowed clients without the NetworkPolicy", set: "server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
+		{name: "allowed clients without the NetworkPolicy", set: "networkPolicy.enabled=false,server.authz.allowedClients[0].namespaceSelector.matchLabels.name=gw", want: "/networkPolicy/enabled"},
+		// The NetworkPolicy is on by default: an authz listener alone names no gateway.
+		{name: "authz gRPC with the default NetworkPolicy naming no gateway", set: "server.authz.grpc.enabled=true", want: "/server/authz/allowedClients"},
+		{name: "an empty gateway address", set: "server.authz.grpc.gateways[0]=", want: "/server/authz/grpc/gateways/0"},
 		{name: "allowed client not a NetworkPolicyPeer", set: "networkPolicy.enabled=true,server.authz.http.enabled=true,server.authz.allowedClients[0].port=9002", want: "/server/authz/allowedClients/0"},
 		{name: "unknown authz value", set: "server.authz.grpc.audience=orders", want: "/server/authz/grpc"},
 		// Single sign-on: nothing half-configured, the secret only by reference.
@@ -280,6 +293,7 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "expiry warning of zero days", set: "monitoring.prometheusRule.expiringWithinDays=0", want: "/monitoring/prometheusRule/expiringWithinDays"},
 		{name: "dashboard namespace not a name", set: "monitoring.dashboard.namespace=Grafana", want: "/monitoring/dashboard/namespace"},
 		{name: "unknown monitoring value", set: "monitoring.prometheusRule.severity=page", want: "/monitoring/prometheusRule"},
+		{name: "signing namespace not a name", set: "webhooks.signingNamespace.name=Signing_Copies", want: "/webhooks/signingNamespace/name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,20 +318,26 @@ func TestKustomizeServerSideDryRun(t *testing.T) {
 	kinds := map[string]bool{}
 	for _, o := range objs {
 		kinds[o.GetKind()+"/"+o.GetName()] = true
-		if ns := o.GetNamespace(); ns != "" && ns != releaseNamespace {
+		switch ns := o.GetNamespace(); {
+		case ns == signingNamespace && o.GetName() != "switchboard-webhooks-signing":
+			t.Errorf("%s/%s is in the signing namespace %s, which holds the sender's Secret grant only", o.GetKind(), o.GetName(), ns)
+		case ns != "" && ns != releaseNamespace && ns != signingNamespace:
 			t.Errorf("%s/%s is in namespace %q, not %s", o.GetKind(), o.GetName(), ns, releaseNamespace)
 		}
 	}
 	for _, k := range []string{"Namespace/switchboard-system", "CustomResourceDefinition/apikeys.switchboard.dev", "CustomResourceDefinition/connections.switchboard.dev", "CustomResourceDefinition/leakreports.switchboard.dev",
 		"ClusterRole/switchboard-operator", "ClusterRole/switchboard-server", "ClusterRole/switchboard-panel", "Deployment/switchboard-operator",
 		"Deployment/switchboard-server", "Deployment/switchboard-panel", "Service/switchboard-panel", "Service/switchboard-api",
-		"PodDisruptionBudget/switchboard-server", "PodDisruptionBudget/switchboard-panel"} {
+		"PodDisruptionBudget/switchboard-server", "PodDisruptionBudget/switchboard-panel", "Namespace/" + signingNamespace,
+		"Role/switchboard-webhooks-signing", "RoleBinding/switchboard-webhooks-signing"} {
 		if !kinds[k] {
 			t.Errorf("config/default renders no %s", k)
 		}
 	}
-	if err := env.EnsureNamespace(context.Background(), releaseNamespace); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{releaseNamespace, signingNamespace} {
+		if err := env.EnsureNamespace(context.Background(), ns); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dryRunApply(t, objs)
 	checkRestricted(t, objs)
@@ -364,8 +384,17 @@ func TestContainerArgsParse(t *testing.T) {
 					}
 					args = append(slices.Clone(args[:i]), append([]string{"--config=" + file}, args[i+1:]...)...)
 				}
-				if out, err := run(t, bin, append(args, "--print-config")...); err != nil {
+				out, err := run(t, bin, append(args, "--print-config")...)
+				if err != nil {
 					t.Errorf("%s: %s: the binary refuses its args: %v\n%s", source, o.GetName(), err, out)
+				}
+				// The operator writes the signing secrets' copies where the sender reads them:
+				// the namespace the rendering makes and grants the sender Secrets in.
+				if args[0] == "operator" || args[0] == "webhooks" {
+					c := &configv1alpha1.OperatorConfiguration{}
+					if err := config.Decode([]byte(out), c); err != nil || c.Webhooks.SigningNamespace != signingNamespace {
+						t.Errorf("%s: %s: webhooks.signingNamespace %q (%v), want %s", source, o.GetName(), c.Webhooks.SigningNamespace, err, signingNamespace)
+					}
 				}
 			}
 		}

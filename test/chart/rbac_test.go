@@ -117,7 +117,7 @@ func TestOperatorRBACIsMinimal(t *testing.T) {
 				if slices.Contains(r.Resources, "leases") {
 					leases = true
 				}
-				if slices.Contains(r.Resources, "secrets") && name != "switchboard-server" && name != "switchboard-webhooks" {
+				if slices.Contains(r.Resources, "secrets") && name != "switchboard-server" && name != "switchboard-webhooks-signing" {
 					t.Errorf("%s: Role %s grants Secrets the ClusterRole already covers", source, name)
 				}
 			}
@@ -153,7 +153,7 @@ func grants(rules []rbacv1.PolicyRule) []string {
 // elector gets, creates and updates), core Events only beside its Lease (the elector's), and
 // events.k8s.io Events everywhere (the reconciler's, on APIKeys in tenant namespaces), its
 // one webhook configuration by name (its caBundle), its version ConfigMap by name, and
-// LeakReports only in its own namespace (read, and their status).
+// LeakReports only in its own namespace (read, their status, and their deletion).
 func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantCluster := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch", "patch"}},
@@ -173,7 +173,7 @@ func TestOperatorGrantsOnlyWhatItsCodeUses(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{version.ConfigMap}, Verbs: []string{"get", "update"}},
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports"}, Verbs: []string{"get", "list", "watch", "delete"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"leakreports/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"webhookoutboxes"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeyhistories"}, Verbs: []string{"delete"}},
@@ -475,9 +475,10 @@ func mustRun(t *testing.T, args ...string) string {
 
 // TestWebhookSenderGrantsOnlyWhatItsCodeUses: the chart and config/rbac give the webhook sender,
 // the one component with egress to the internet, the same permissions, each one a call its
-// code makes: KeyWebhooks read and their status patched cluster-wide, and in the system
-// namespace alone its outboxes (read and updated), Secrets read (the signing secrets' copies),
-// its Lease and the elector's Events. No Secret anywhere else, no tenant object written.
+// code makes: KeyWebhooks read and their status patched cluster-wide; in the system namespace
+// its outboxes (read and updated), its Lease and the elector's Events, and no Secret; Secrets
+// read in the signing namespace alone, where the operator's copies of the signing secrets are
+// and nothing else. No other Secret, no tenant object written.
 func TestWebhookSenderGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	wantCluster := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"keywebhooks"}, Verbs: []string{"get", "list", "watch"}},
@@ -485,35 +486,107 @@ func TestWebhookSenderGrantsOnlyWhatItsCodeUses(t *testing.T) {
 	})
 	wantSystem := grants([]rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"webhookoutboxes"}, Verbs: []string{"get", "list", "watch", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	})
+	wantSigning := grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
 	})
 	for source, objs := range renderings(t) {
 		cluster := rolesOf(t, objs, "ClusterRole")["switchboard-webhooks"]
 		system := rolesOf(t, objs, "Role")["switchboard-webhooks"]
-		if cluster == nil || system == nil {
-			t.Fatalf("%s has no ClusterRole and Role switchboard-webhooks", source)
+		signing := rolesOf(t, objs, "Role")["switchboard-webhooks-signing"]
+		if cluster == nil || system == nil || signing == nil {
+			t.Fatalf("%s has no ClusterRole switchboard-webhooks, Role switchboard-webhooks and Role switchboard-webhooks-signing", source)
 		}
 		if got := grants(cluster.Rules); !slices.Equal(got, wantCluster) {
 			t.Errorf("%s: the sender's ClusterRole grants\n%s\nwant\n%s", source, strings.Join(got, "\n"), strings.Join(wantCluster, "\n"))
 		}
-		if got := grants(system.Rules); !slices.Equal(got, wantSystem) {
-			t.Errorf("%s: the sender's Role grants\n%s\nwant\n%s", source, strings.Join(got, "\n"), strings.Join(wantSystem, "\n"))
+		if got := grants(system.Rules); !slices.Equal(got, wantSystem) || system.Namespace != releaseNamespace {
+			t.Errorf("%s: the sender's Role in %s grants\n%s\nwant, in %s\n%s", source, system.Namespace, strings.Join(got, "\n"), releaseNamespace, strings.Join(wantSystem, "\n"))
+		}
+		if got := grants(signing.Rules); !slices.Equal(got, wantSigning) || signing.Namespace != signingNamespace {
+			t.Errorf("%s: the sender's Role in %s grants\n%s\nwant, in %s\n%s", source, signing.Namespace, strings.Join(got, "\n"), signingNamespace, strings.Join(wantSigning, "\n"))
 		}
 		for _, o := range objs {
 			if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
 				continue
 			}
-			b := &rbacv1.ClusterRoleBinding{}
+			b := &rbacv1.RoleBinding{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, b); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range b.Subjects {
-				if s.Name == "switchboard-webhooks" && b.RoleRef.Name != "switchboard-webhooks" && b.RoleRef.Name != "switchboard-metrics-auth" {
+				if s.Name != "switchboard-webhooks" {
+					continue
+				}
+				switch b.RoleRef.Name {
+				case "switchboard-webhooks", "switchboard-metrics-auth":
+				case "switchboard-webhooks-signing":
+					if b.Namespace != signingNamespace {
+						t.Errorf("%s: %s %s binds the sender's Secret grant in %q, not the signing namespace %s", source, o.GetKind(), o.GetName(), b.Namespace, signingNamespace)
+					}
+				default:
 					t.Errorf("%s: %s %s binds the sender to %s", source, o.GetKind(), o.GetName(), b.RoleRef.Name)
 				}
 			}
 		}
+		if ns := find(objs, "Namespace", signingNamespace); ns == nil {
+			t.Errorf("%s makes no namespace %s for the signing secrets' copies", source, signingNamespace)
+		}
+	}
+}
+
+// TestWebhookSigningNamespace: the chart's signing namespace is the one its operator and sender
+// are configured with and the sender's Secret Role is in: "<release namespace>-webhook-signing"
+// by default, made by the chart and kept on uninstall; another when named, not made when
+// create is false, and never the release namespace or a name too long for one.
+func TestWebhookSigningNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sets   []string
+		want   string
+		create bool
+	}{
+		{"default", nil, signingNamespace, true},
+		{"named", []string{"webhooks.signingNamespace.name=hook-copies"}, "hook-copies", true},
+		{"made by the platform", []string{"webhooks.signingNamespace.create=false"}, signingNamespace, false},
+		{"the sender off", []string{"webhooks.enabled=false"}, signingNamespace, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.sets)
+			if got := operatorConfig(t, objs).Webhooks.SigningNamespace; got != tc.want {
+				t.Errorf("the operator's (and sender's) webhooks.signingNamespace is %q, want %q", got, tc.want)
+			}
+			ns := find(objs, "Namespace", tc.want)
+			switch {
+			case tc.create && ns == nil:
+				t.Errorf("no Namespace %s", tc.want)
+			case !tc.create && ns != nil:
+				t.Errorf("Namespace %s rendered with signingNamespace.create=false", tc.want)
+			case tc.create && ns.GetAnnotations()["helm.sh/resource-policy"] != "keep":
+				t.Errorf("Namespace %s is not kept on uninstall: annotations %v", tc.want, ns.GetAnnotations())
+			}
+			role := rolesOf(t, objs, "Role")["switchboard-webhooks-signing"]
+			if slices.Contains(tc.sets, "webhooks.enabled=false") {
+				if role != nil {
+					t.Error("the sender's Role is rendered with webhooks.enabled=false")
+				}
+				return
+			}
+			if role == nil || role.Namespace != tc.want {
+				t.Fatalf("the sender's Secret Role is not in %s: %v", tc.want, role)
+			}
+		})
+	}
+	for _, set := range []string{"webhooks.signingNamespace.name=" + releaseNamespace, "webhooks.signingNamespace.name=" + strings.Repeat("n", 64)} {
+		if out, err := run(t, testenv.Helm(t), "template", "switchboard", chartDir(), "--namespace", releaseNamespace, "--set", set); err == nil {
+			t.Errorf("helm template accepted %s:\n%.300s", set, out)
+		}
+	}
+	long := strings.Repeat("r", 50)
+	if _, err := run(t, testenv.Helm(t), "template", "switchboard", chartDir(), "--namespace", long); err == nil ||
+		!strings.Contains(err.Error(), "longer than a namespace's 63 characters") {
+		t.Errorf("a release namespace too long for the default signing namespace: %v", err)
 	}
 }

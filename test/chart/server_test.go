@@ -39,7 +39,7 @@ func TestHelmServerMemoryAndClientAddress(t *testing.T) {
 			if *cfg.MaxInFlightBytesPerNamespace != want || *cfg.MaxConnections != 1024 {
 				t.Errorf("maxInFlightBytesPerNamespace %d, maxConnections %d; want %d, 1024", *cfg.MaxInFlightBytesPerNamespace, *cfg.MaxConnections, want)
 			}
-			perClient := int32(256)
+			perClient := int32(48)
 			if slices.Contains(tt.sets, "server.maxConnectionsPerClient=16") {
 				perClient = 16
 			}

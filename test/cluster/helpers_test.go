@@ -25,6 +25,10 @@ import (
 // systemNamespace is where the chart is installed, as docs/operating.md shows.
 const systemNamespace = "switchboard-system"
 
+// signingNamespace is the chart's namespace of the KeyWebhooks' signing-secret copies (its
+// default, webhooks.signingNamespace.name).
+const signingNamespace = systemNamespace + "-webhook-signing"
+
 // cli runs a client command inside the cluster's network namespace with the admin kubeconfig,
 // kubectl and the plugin on PATH, as a person would from a shell there; stdin may be nil.
 func (s *suite) cli(t testing.TB, stdin string, name string, args ...string) (stdout string, err error) {

@@ -20,15 +20,20 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/webhooksender"
 )
 
-// leftOnPurpose is what `helm uninstall` leaves in the release namespace, as docs/operating.md says:
-// the hash Secrets (so that a reinstall keeps every issued key valid), the keys' histories, the
-// webhook outboxes and signing-secret copies (so that it keeps the histories and delivers what
-// was pending), and the operator's and the sender's leader-election Leases, which they make
-// and Helm does not know; and what Kubernetes puts in every namespace.
+// leftOnPurpose is what `helm uninstall` leaves in the release namespace and the signing
+// namespace, as docs/operating.md says: the hash Secrets (so that a reinstall keeps every issued
+// key valid), the keys' histories, the webhook outboxes and, in the signing namespace, the
+// signing-secret copies (so that it keeps the histories and delivers what was pending), and the
+// operator's and the sender's leader-election Leases, which they make and Helm does not know;
+// and what Kubernetes puts in every namespace.
 func leftOnPurpose(kind, name string, obj map[string]any) bool {
 	switch kind {
 	case "Secret":
-		return obj["type"] == string(keysecret.TypeHash) || obj["type"] == string(keywebhook.SecretType)
+		meta, _ := obj["metadata"].(map[string]any)
+		if meta["namespace"] == signingNamespace {
+			return obj["type"] == string(keywebhook.SecretType)
+		}
+		return obj["type"] == string(keysecret.TypeHash)
 	case "APIKeyHistory", "WebhookOutbox":
 		return true
 	case "Lease":
@@ -59,10 +64,11 @@ func testUninstall(t *testing.T) {
 	})
 
 	namespaced := strings.Fields(s.kubectl(t, "api-resources", "--verbs=list", "--namespaced=true", "-o", "name"))
-	left := s.objects(t, strings.Join(namespaced, ","), "-n", systemNamespace)
-	for _, o := range left {
-		if !leftOnPurpose(o.kind, o.name, o.obj) {
-			t.Errorf("helm uninstall left %s %s/%s", o.kind, systemNamespace, o.name)
+	for _, ns := range []string{systemNamespace, signingNamespace} {
+		for _, o := range s.objects(t, strings.Join(namespaced, ","), "-n", ns) {
+			if !leftOnPurpose(o.kind, o.name, o.obj) {
+				t.Errorf("helm uninstall left %s %s/%s", o.kind, ns, o.name)
+			}
 		}
 	}
 	clusterScoped := strings.Fields(s.kubectl(t, "api-resources", "--verbs=list", "--namespaced=false", "-o", "name"))
@@ -73,6 +79,8 @@ func testUninstall(t *testing.T) {
 			crds++ // kept: the chart's CRDs carry helm.sh/resource-policy: keep (crds.keep, on by default)
 		case o.kind == "Namespace" && o.name == systemNamespace:
 			// made by --create-namespace, which Helm never deletes
+		case o.kind == "Namespace" && o.name == signingNamespace:
+			// the chart's, kept (helm.sh/resource-policy: keep) with the signing-secret copies
 		case o.kind == "APIService" && o.name == "v1alpha1.switchboard.dev":
 			// the API server's own entry for the CRDs' group, which lives as long as they do
 		case strings.Contains(o.name, "switchboard"):

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
@@ -338,8 +339,12 @@ func revoke(t *testing.T, ns, name string) {
 
 func ensureSystemNamespace(t *testing.T) {
 	t.Helper()
-	if err := env.EnsureNamespace(ctxFor(t, 10*time.Second), systemNamespace); err != nil {
-		t.Fatal(err)
+	// The signing namespace too: the operator copies KeyWebhooks' signing secrets there, and the
+	// webhook sender reads them there (the configuration's default for systemNamespace).
+	for _, ns := range []string{systemNamespace, configv1alpha1.DefaultWebhookSigningNamespace(systemNamespace)} {
+		if err := env.EnsureNamespace(ctxFor(t, 10*time.Second), ns); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -42,8 +43,9 @@ type port struct {
 // TestEveryListenerIsBounded runs the operator, the server and the panel with every listener
 // each can open, finds every port each process listens on from /proc, and fails for a port
 // that is no door of frontdoor.Doors (a listener built outside the front door). It then holds
-// 400 connections to each port from 127.0.0.1, sending headers that never end (nothing at all
-// over TLS and gRPC): the process's open files grow by at most the door's share of one client,
+// 400 connections to each port from four addresses, over HTTP and TLS in every phase a client
+// can hold (headers that never end, a body that never comes, answers never read), over gRPC
+// sending nothing: the process's open files grow by at most the door's share of four clients,
 // and a client at 127.0.0.2 is still answered within a second.
 func TestEveryListenerIsBounded(t *testing.T) {
 	ensureSystemNamespace(t)
@@ -131,51 +133,74 @@ func TestEveryListenerIsBounded(t *testing.T) {
 	}
 }
 
-// attackPort holds heldPerPort connections to pt from 127.0.0.1, then checks the process's open
-// files and that a client at 127.0.0.2 is answered.
+// heldFrom are the addresses the attacker holds its connections from.
+var heldFrom = []string{"127.0.0.1", "127.0.0.3", "127.0.0.4", "127.0.0.5"}
+
+// phaseOpenings hold an HTTP connection in each phase a client can: headers that never end, a
+// body that never comes, and answers never read (enough pipelined requests that their answers
+// fill the socket buffers, so that the server's writes wait on the client).
+var phaseOpenings = []string{
+	"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+	"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx",
+	strings.Repeat("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 2000),
+}
+
+// attackPort holds heldPerPort connections to pt from four addresses (heldFrom), an HTTP one in
+// each phase by turns (over TLS too), a gRPC one sending nothing, then checks the process's
+// open files and that a client at 127.0.0.2 is answered.
 func attackPort(t *testing.T, p *process, pt port) {
 	door, _ := frontdoor.DoorNamed(pt.door)
-	share := 0
+	share, all := 0, 0
 	switch {
 	case door.HTTP != nil:
-		share = door.HTTP.MaxConnectionsPerClient
+		share, all = door.HTTP.MaxConnectionsPerClient, door.HTTP.MaxConnections
 	case door.GRPC != nil:
-		share = door.GRPC.MaxConnectionsPerClient
+		share, all = door.GRPC.MaxConnectionsPerClient, door.GRPC.MaxConnections
 	}
 	// Served before the attack, and the process's files settled (the last attack's closed).
 	testenv.Eventually(t, time.Minute, pt.door+" answering", func() error { return answered(pt) })
 	filesBefore := settledFiles(p.Pid())
-	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: time.Second}
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {
 			_ = c.Close()
 		}
 	}()
-	for range heldPerPort {
+	for i := range heldPerPort {
+		attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(heldFrom[i%len(heldFrom)])}, Timeout: time.Second}
 		c, err := attacker.Dial("tcp", pt.addr)
 		if err != nil {
 			continue
 		}
-		if !pt.tls && !pt.grpc {
-			_, _ = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "))
-		}
 		held = append(held, c)
+		if pt.grpc {
+			continue
+		}
+		if pt.tls {
+			tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the attacker trusts anything
+			_ = tc.SetDeadline(time.Now().Add(time.Second))
+			if tc.Handshake() != nil {
+				continue // closed past its client's share
+			}
+			_ = tc.SetDeadline(time.Time{})
+			c = tc
+		}
+		go func() { _, _ = io.WriteString(c, phaseOpenings[(i/len(heldFrom))%len(phaseOpenings)]) }()
 	}
-	time.Sleep(200 * time.Millisecond) // the process accepts (and closes past the share)
+	time.Sleep(500 * time.Millisecond) // the process accepts (and closes past the share)
 	peak := openFiles(p.Pid())
 	start := time.Now()
 	err := answered(pt)
 	took := time.Since(start)
-	t.Logf("%s: %d connections held; the process's open files %d before, %d during; another client answered after %v (%v)",
-		pt.addr, len(held), filesBefore, peak, took.Round(time.Millisecond), err)
+	t.Logf("%s: %d connections held from %d addresses; the process's open files %d before, %d during; another client answered after %v (%v)",
+		pt.addr, len(held), len(heldFrom), filesBefore, peak, took.Round(time.Millisecond), err)
 	if len(held) < heldPerPort/2 {
 		t.Errorf("only %d connections were opened: the attack did not happen as described", len(held))
 	}
-	// The attacker's share, the other client's connection, and what the process opens meanwhile.
-	if peak > filesBefore+share+16 {
-		t.Errorf("the process held %d open files during the attack (%d before; the door's share of one client is %d): the attacker's connections are not bounded",
-			peak, filesBefore, share)
+	// The attackers' shares, the other client's connection, and what the process opens meanwhile.
+	if bound := min(share*len(heldFrom), all); peak > filesBefore+bound+16 {
+		t.Errorf("the process held %d open files during the attack (%d before; the door's share of %d clients is %d): the attackers' connections are not bounded",
+			peak, filesBefore, len(heldFrom), bound)
 	}
 	if err != nil || took > time.Second {
 		t.Errorf("a client at another address was not answered within a second during the attack (%v): %v", took, err)

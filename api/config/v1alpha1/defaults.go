@@ -28,13 +28,14 @@ const (
 	// DefaultMaxInFlightBytesPerNamespace bounds one namespace's list responses being written.
 	DefaultMaxInFlightBytesPerNamespace = 16 << 20
 	// DefaultMaxConnections and DefaultMaxConnectionsPerClient bound /v1's connections: at
-	// about 150 KiB each at worst, 1024 fit the chart's 256 MiB (internal/frontdoor's table).
+	// about 150 KiB each at worst, 1024 fit the chart's 256 MiB, and eight client addresses
+	// together hold at most half of what clients may take (internal/frontdoor's table).
 	DefaultMaxConnections          = 1024
-	DefaultMaxConnectionsPerClient = 256
+	DefaultMaxConnectionsPerClient = 48
 	// DefaultAuthzHTTPMaxConnections and DefaultAuthzHTTPMaxConnectionsPerClient bound
 	// forward-auth's, whose connections cost some 80 KiB at most.
 	DefaultAuthzHTTPMaxConnections          = 256
-	DefaultAuthzHTTPMaxConnectionsPerClient = 64
+	DefaultAuthzHTTPMaxConnectionsPerClient = 12
 	// DefaultAuthzGRPCMaxMessageBytes is the largest ext_authz CheckRequest read.
 	DefaultAuthzGRPCMaxMessageBytes = 256 << 10
 	// DefaultAuthFailureRate, DefaultAuthFailureBurst and DefaultAuthFailureClients shape the
@@ -92,6 +93,8 @@ const (
 	// between two renewals of a key: a 90-day key renews at most every 9 days.
 	DefaultMinRenewalInterval           = 5 * time.Minute
 	DefaultMinRenewalIntervalPercentage = 10
+	// DefaultLeakReportRetention is how long a LeakReport is kept once its key is refused.
+	DefaultLeakReportRetention = 30 * 24 * time.Hour
 	// DefaultKeyMetricsLimit bounds the APIKeys with per-key series.
 	DefaultKeyMetricsLimit = 10000
 	// DefaultKeyWorkers is how many APIKeys are reconciled at once: issuing a key is four
@@ -210,6 +213,7 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setDuration(&c.UnusedAfter, DefaultUnusedAfter)
 	setDuration(&c.MinRenewalInterval, DefaultMinRenewalInterval)
 	setDefault(&c.MinRenewalIntervalPercentage, DefaultMinRenewalIntervalPercentage)
+	setDuration(&c.LeakReportRetention, DefaultLeakReportRetention)
 	setDefault(&c.KeyMetricsLimit, DefaultKeyMetricsLimit)
 	setDefault(&c.KeyWorkers, DefaultKeyWorkers)
 	setDefault(&c.LeaderElect, true)
@@ -225,7 +229,14 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setDefault(&c.KubeAPIQPS, DefaultKubeAPIQPS)
 	setDefault(&c.KubeAPIBurst, DefaultKubeAPIBurst)
 	SetDefaults_WebhooksConfiguration(&c.Webhooks)
+	if c.Webhooks.SigningNamespace == "" {
+		c.Webhooks.SigningNamespace = DefaultWebhookSigningNamespace(c.SystemNamespace)
+	}
 }
+
+// DefaultWebhookSigningNamespace returns the namespace of the signing secrets' copies when none
+// is configured: the system namespace's name followed by "-webhook-signing".
+func DefaultWebhookSigningNamespace(system string) string { return system + "-webhook-signing" }
 
 // DefaultWebhookDeniedNetworks returns the networks endpoints may not reach when none are
 // configured: the private ones, where a cluster's Services, pods and nodes usually are.

@@ -29,6 +29,11 @@ type OperatorConfiguration struct {
 	// minRenewalIntervalPercentage raises minRenewalInterval to this percentage of a key's
 	// lifetime (default 10; at most 99). 0: none.
 	MinRenewalIntervalPercentage *int32 `json:"minRenewalIntervalPercentage,omitempty"`
+	// leakReportRetention is how long a LeakReport is kept after it was received, once its key
+	// is refused (default 720h). A report is deleted sooner when no hash Secret knows its key
+	// any more (a later leak of the same APIKey replaced it, or the APIKey was deleted); the
+	// key stays refused either way. 0: kept until then.
+	LeakReportRetention *metav1.Duration `json:"leakReportRetention,omitempty"`
 	// keyMetricsLimit is how many APIKeys get series of their own in the switchboard_apikey_*
 	// metrics (default 10000); past it only the aggregates are exported. 0: no per-key series.
 	KeyMetricsLimit *int32 `json:"keyMetricsLimit,omitempty"`
@@ -59,8 +64,9 @@ type OperatorConfiguration struct {
 
 	// webhooks configures the delivery of key events to tenants' KeyWebhooks: `switchboard
 	// webhooks` sends them, and the operator checks each KeyWebhook's URL against the same
-	// networks. The sender reads this same file, and shares the settings above that are not the
-	// operator's alone (systemNamespace, leaderElect, the metrics and probes, the API client).
+	// networks and copies its signing secrets into webhooks.signingNamespace. The sender reads
+	// this same file, and shares the settings above that are not the operator's alone
+	// (systemNamespace, leaderElect, the metrics and probes, the API client).
 	Webhooks WebhooksConfiguration `json:"webhooks"`
 }
 
@@ -69,14 +75,22 @@ type OperatorConfiguration struct {
 // the platform's to say.
 type WebhooksConfiguration struct {
 	// deniedNetworks are CIDRs no endpoint may resolve to, besides loopback, link-local,
-	// multicast and unspecified, which are always refused: the cluster's Service and pod
-	// networks and the nodes' (default: the private networks 10.0.0.0/8, 172.16.0.0/12,
-	// 192.168.0.0/16, 100.64.0.0/10 and fc00::/7, where those usually are). [] denies none
-	// beyond the always refused.
+	// multicast, unspecified and Teredo, which are always refused: the cluster's Service and
+	// pod networks and the nodes' (default: the private networks 10.0.0.0/8, 172.16.0.0/12,
+	// 192.168.0.0/16, 100.64.0.0/10 and fc00::/7, where those usually are; an IPv6 cluster
+	// must add its own ranges). NAT64, 6to4 and IPv4-compatible addresses are also judged as
+	// the IPv4 address they carry. [] denies none beyond the always refused.
 	DeniedNetworks []string `json:"deniedNetworks,omitempty"`
 	// allowedNetworks are CIDRs endpoints may reach even so (an in-cluster receiver): an address
-	// in one is never refused.
+	// in one is not refused, but the cloud metadata endpoints (169.254.169.254 and the others
+	// docs/webhooks.md lists) always are.
 	AllowedNetworks []string `json:"allowedNetworks,omitempty"`
+	// signingNamespace holds the copies of KeyWebhooks' signing secrets, which the operator
+	// writes and the sender reads, and nothing else (default: systemNamespace followed by
+	// "-webhook-signing"): the sender may read Secrets there and nowhere else, so RBAC keeps it
+	// from every other Secret of the system namespace. It must exist and differ from
+	// systemNamespace.
+	SigningNamespace string `json:"signingNamespace,omitempty"`
 	// allowHTTP lets endpoints be plain http:// URLs, whose payloads anyone on the path reads
 	// (default false).
 	AllowHTTP bool `json:"allowHTTP,omitempty"`

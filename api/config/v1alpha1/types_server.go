@@ -42,10 +42,11 @@ type ServerConfiguration struct {
 	// none is in flight. 0: no bound.
 	MaxInFlightBytesPerNamespace *int64 `json:"maxInFlightBytesPerNamespace,omitempty"`
 	// maxConnections bounds the open connections of the /v1 listener (default 1024; each costs up
-	// to about 150 KiB). 0: no bound.
+	// to about 150 KiB), a quarter of which are kept for trustedProxies peers when there are
+	// any. 0: no bound.
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
 	// maxConnectionsPerClient bounds the open connections of one client address (an IPv6 client
-	// by its /64) on the /v1 listener, but for trustedProxies peers (default 256). 0: no bound.
+	// by its /64) on the /v1 listener, but for trustedProxies peers (default 48). 0: no bound.
 	MaxConnectionsPerClient *int32 `json:"maxConnectionsPerClient,omitempty"`
 
 	// authFailureLimit limits failed authentications per client address.
@@ -125,8 +126,12 @@ type AuthzGRPC struct {
 	// tlsKeyFile is the private key of tlsCertFile.
 	TLSKeyFile string `json:"tlsKeyFile,omitempty"`
 	// clientCAFile holds the CA certificates the gateways' client certificates must chain to
-	// (mutual TLS); it needs tlsCertFile.
+	// (mutual TLS); it needs tlsCertFile. A caller it verified is a gateway.
 	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// gateways are the CIDRs (or addresses) of the gateways that call the listener (Envoy's
+	// pods): they have a quarter of its connections and calls of their own, which other clients
+	// cannot take, and no bound per client address (they carry many clients' checks).
+	Gateways []string `json:"gateways,omitempty"`
 	// maxMessageBytes is the largest CheckRequest read (default 262144; 4096 to 524288): Envoy's
 	// headers plus any body with_request_body forwards. A larger one is an RPC error, on which a
 	// gateway must not fail open.
@@ -140,10 +145,11 @@ type AuthzGRPC struct {
 type AuthzHTTP struct {
 	// listen is its address; "" (the default) serves none.
 	Listen string `json:"listen,omitempty"`
-	// maxConnections bounds its open connections (default 256). 0: no bound.
+	// maxConnections bounds its open connections (default 256), a quarter of which are kept
+	// for trustedProxies peers when there are any. 0: no bound.
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
 	// maxConnectionsPerClient bounds the open connections of one client address, but for
-	// trustedProxies peers (default 64). 0: no bound.
+	// trustedProxies peers (default 12). 0: no bound.
 	MaxConnectionsPerClient *int32 `json:"maxConnectionsPerClient,omitempty"`
 }
 

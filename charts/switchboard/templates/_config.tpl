@@ -39,6 +39,7 @@ is ever here: the files name the mounted files that hold them.
 {{- $g := dict "listen" ":9001" "maxMessageBytes" (int64 .maxMessageBytes) "stripAuthorization" .stripAuthorization -}}
 {{- if .tls.secretName }}{{ $_ := set $g "tlsCertFile" "/etc/switchboard/authz-grpc-tls/tls.crt" }}{{ $_ := set $g "tlsKeyFile" "/etc/switchboard/authz-grpc-tls/tls.key" }}{{ end -}}
 {{- if .tls.clientCASecretName }}{{ $_ := set $g "clientCAFile" "/etc/switchboard/authz-grpc-client-ca/ca.crt" }}{{ end -}}
+{{- with .gateways }}{{ $_ := set $g "gateways" . }}{{ end -}}
 {{- $_ := set $authz "grpc" $g -}}
 {{- end }}{{ end -}}
 {{- with $v.authz.http }}{{ if .enabled -}}
@@ -112,6 +113,7 @@ is ever here: the files name the mounted files that hold them.
   "keyPrefix" .Values.keyPrefix
   "revealTTL" $v.revealTTL
   "minRenewalIntervalPercentage" (include "switchboard.bound" $v.minRenewalIntervalPercentage | int64)
+  "leakReportRetention" $v.leakReportRetention
   "leaderElect" true
   "metricsBindAddress" (ternary ":8080" "" .Values.metrics.enabled)
   "metricsSecure" .Values.metrics.secure
@@ -132,7 +134,8 @@ is ever here: the files name the mounted files that hold them.
 {{- /* The webhook sender reads this file too: the networks, also the operator's check of KeyWebhooks. */ -}}
 {{- with .Values.webhooks -}}
 {{- $_ := set $c "webhooks" (dict "deniedNetworks" .deniedNetworks "allowedNetworks" .allowedNetworks "allowHTTP" .allowHTTP
-  "concurrency" (.concurrency | int64) "perNamespaceConcurrency" (.perNamespaceConcurrency | int64) "attemptTimeout" .attemptTimeout) -}}
+  "concurrency" (.concurrency | int64) "perNamespaceConcurrency" (.perNamespaceConcurrency | int64) "attemptTimeout" .attemptTimeout
+  "signingNamespace" (include "switchboard.webhookSigningNamespace" $)) -}}
 {{- end -}}
 {{- toYaml $c -}}
 {{- end }}

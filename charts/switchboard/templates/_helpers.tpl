@@ -75,6 +75,19 @@ that was signed and verified), else repository:tag.
 {{- end -}}
 {{- end -}}
 
+{{/* The namespace of the KeyWebhooks' signing secrets' copies, which the operator writes and the
+webhook sender reads, and nothing else: "<release namespace>-webhook-signing" unless named. */}}
+{{- define "switchboard.webhookSigningNamespace" -}}
+{{- $ns := default (printf "%s-webhook-signing" .Release.Namespace) .Values.webhooks.signingNamespace.name -}}
+{{- if gt (len $ns) 63 -}}
+{{- fail (printf "webhooks.signingNamespace.name: %q is longer than a namespace's 63 characters; name a shorter one" $ns) -}}
+{{- end -}}
+{{- if eq $ns .Release.Namespace -}}
+{{- fail "webhooks.signingNamespace.name must differ from the release namespace, whose every Secret the webhook sender could read otherwise" -}}
+{{- end -}}
+{{- $ns -}}
+{{- end -}}
+
 {{/* The restricted Pod Security Standard, for pods and containers. */}}
 {{- define "switchboard.podSecurityContext" -}}
 runAsNonRoot: true

@@ -1,9 +1,9 @@
 // Package apikey is the APIKey controller: it turns APIKeys into hashed keys, issued, revealed
 // once or delivered, rotated, renewed, expired, revoked, and refused and replaced when reported
-// leaked (leak.go; leakreport.go reports on the LeakReport), in four steps per reconcile: observe
-// (observe.go), plan (plan.go: the facts, and the chain of named policies in policies.go),
-// confirm (confirm.go) and act (act.go, issue.go, hash.go), the status written once, at the end
-// (status.go). It never writes an APIKey's spec.
+// leaked (leak.go; leakreport.go reports on the LeakReport, and deletes it in time), in four
+// steps per reconcile: observe (observe.go), plan (plan.go: the facts, and the chain of named
+// policies in policies.go), confirm (confirm.go) and act (act.go, issue.go, hash.go), the
+// status written once, at the end (status.go). It never writes an APIKey's spec.
 package apikey
 
 import (
@@ -85,8 +85,12 @@ type Reconciler struct {
 	// negative: never).
 	UnusedAfter time.Duration
 	// MinRenewalInterval is the least interval between two renewals of a key, whatever its
-	// lifecycle asks (renewalinterval.Default when zero).
+	// lifecycle asks (renewalinterval.Default when zero), and between two replacements of an
+	// APIKey's leaked keys.
 	MinRenewalInterval renewalinterval.Minimum
+	// LeakReportRetention is how long a LeakReport is kept once its key is refused (zero or
+	// negative: until its key is gone; LeakReportReconciler).
+	LeakReportRetention time.Duration
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions crcontroller.Options
 
@@ -127,7 +131,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if err := mgr.Add(r.pods); err != nil {
 		return fmt.Errorf("adding the pod watcher: %w", err)
 	}
-	if err := (&LeakReportReconciler{Client: r.Client, SystemNamespace: r.SystemNamespace, ControllerOptions: r.ControllerOptions}).SetupWithManager(mgr); err != nil {
+	reports := &LeakReportReconciler{Client: r.Client, Clock: r.Clock, SystemNamespace: r.SystemNamespace, Retention: r.LeakReportRetention, ControllerOptions: r.ControllerOptions}
+	if err := reports.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

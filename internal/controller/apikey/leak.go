@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/workloads"
 )
@@ -40,7 +38,7 @@ const ReasonKeyLeaked = "KeyLeaked"
 // URL is no label.
 var keysLeaked = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "switchboard_operator_keys_leaked_total",
-	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), refused (no replacement: a previous key in its grace, or nothing to replace it with).",
+	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), replacement_held (refused at once, replaced once the minimum interval since the APIKey's last leak replacement has passed), refused (no replacement: a previous key in its grace, or nothing to replace it with).",
 }, []string{"source", "action"})
 
 // The actions of keysLeaked.
@@ -48,6 +46,7 @@ const (
 	leakActionReplaced        = "replaced"
 	leakActionReplacedOverlap = "replaced_after_overlap"
 	leakActionRefused         = "refused"
+	leakActionHeld            = "replacement_held"
 )
 
 // leakRollouts counts the rollouts of the workloads reading a leaked delivered key's Secret,
@@ -129,12 +128,16 @@ type leakToAct struct {
 	report   *switchboardv1alpha1.LeakReport
 	hash     string
 	previous bool
-	// replace: the current key leaked and is (or is about to be) refused; a new one is issued.
-	replace bool
+	// replace: the current key leaked and is (or is about to be) refused; a new one is issued,
+	// once the APIKey's last replacement of a leaked key is interval old (nextReplacement).
+	replace  bool
+	interval time.Duration
 }
 
-// leakOf reads what the leak reports of s ask (false: nothing).
-func leakOf(s *keyState, obs *observation) (leakToAct, bool) {
+// leakOf reads what the leak reports of s ask (false: nothing). A refused current key whose
+// replacement is held (keysecret.Leak.ReplaceAfter) asks nothing until then: observeFacts
+// wakes the reconcile at that instant.
+func leakOf(s *keyState, obs *observation, p planParams) (leakToAct, bool) {
 	if s.hash == nil {
 		return leakToAct{}, false
 	}
@@ -144,23 +147,58 @@ func leakOf(s *keyState, obs *observation) (leakToAct, bool) {
 	// A leaked key replaced with an overlap stays the previous key until the overlap ends,
 	// when the server stops accepting it and GraceEnded drops it.
 	overlapping := recorded.Hash == previous && s.now.Before(recorded.AcceptedUntil)
+	interval := leakReplacementInterval(s.key, p)
 	switch {
 	case previous != "" && s.leaks[previous] != nil && !overlapping:
 		return leakToAct{report: s.leaks[previous], hash: previous, previous: true}, true
 	case current != "" && s.leaks[current] != nil && recorded.Hash != current:
-		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace}, true
-	case current != "" && recorded.Hash == current && canReplace:
-		// Refused by an earlier reconcile that did not get to issue the replacement.
-		return leakToAct{report: s.leaks[current], hash: current, replace: true}, true
+		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace, interval: interval}, true
+	case current != "" && recorded.Hash == current && canReplace && !s.now.Before(recorded.ReplaceAfter):
+		// Refused by an earlier reconcile that did not get to issue the replacement, or held
+		// until now.
+		return leakToAct{report: s.leaks[current], hash: current, replace: true, interval: interval}, true
 	}
 	return leakToAct{}, false
+}
+
+// leakReplacementInterval is the least time between two replacements of an APIKey's leaked
+// keys: the platform's minimum interval between renewals for its lifetime. Each replacement
+// writes the key's Secrets and rolls the workloads that read it, so a tenant that publishes
+// every new key it gets cannot make the operator do so faster than its renewals would.
+func leakReplacementInterval(key *switchboardv1alpha1.APIKey, p planParams) time.Duration {
+	var lifetime time.Duration
+	if key.Spec.Lifetime != nil {
+		lifetime = key.Spec.Lifetime.Duration
+	}
+	return p.minRenewal.Of(lifetime)
+}
+
+// nextReplacement is when the replacement of a leaked current key may be issued, reported at
+// now, given the APIKey's earlier leak record: at once (replaceAfter zero), unless its last
+// replacement of a leaked key was less than interval before; last is the instant of this one,
+// which the next leak counts from.
+func nextReplacement(earlier keysecret.Leak, now time.Time, interval time.Duration) (replaceAfter, last time.Time) {
+	now = now.Truncate(time.Second)
+	if earlier.LastReplacement.IsZero() || interval <= 0 {
+		return time.Time{}, now
+	}
+	due := earlier.LastReplacement.Add(interval)
+	if t := due.Truncate(time.Second); t.Before(due) {
+		due = t.Add(time.Second) // recorded to the second, never sooner than the interval
+	}
+	if !due.After(now) {
+		return time.Time{}, now
+	}
+	return due, due
 }
 
 // leaked: a key reported leaked is refused at once, recorded in its hash Secret, before any
 // renewal, grace or reveal policy: a leaked current key is replaced with no grace (as a renewal
 // would, into its delivery Secret, or a new reveal), a leaked previous key's grace ends now.
+// A current key that leaks within the minimum interval of the APIKey's last replacement of a
+// leaked key is refused as well, but replaced only once the interval has passed.
 func leaked(in input) (decision, bool) {
-	l, ok := leakOf(in.s, in.obs)
+	l, ok := leakOf(in.s, in.obs, in.p)
 	if !ok {
 		return decision{}, false
 	}
@@ -180,9 +218,9 @@ func leaked(in input) (decision, bool) {
 type refuseLeaked struct{ leak leakToAct }
 
 // leakOverlap is how long a leaked current key of s stays accepted once it is replaced:
-// spec.leakOverlap for a delivered key, 0 (refused at once) otherwise.
-func leakOverlap(s *keyState, l leakToAct) time.Duration {
-	if !l.replace || l.previous || s.key.Spec.LeakOverlap == nil || !delivered(s.key, s.record()) {
+// spec.leakOverlap for a delivered key replaced at once, 0 (refused at once) otherwise.
+func leakOverlap(s *keyState, l leakToAct, held bool) time.Duration {
+	if !l.replace || held || l.previous || s.key.Spec.LeakOverlap == nil || !delivered(s.key, s.record()) {
 		return 0
 	}
 	return s.key.Spec.LeakOverlap.Duration
@@ -218,11 +256,17 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		if l.previous {
 			gen--
 		}
-		rec := keysecret.Leak{Hash: l.hash, At: s.now.Truncate(time.Second), Generation: gen}
+		rec := keysecret.Leak{Hash: l.hash, At: s.now.Truncate(time.Second), Generation: gen, LastReplacement: earlier.LastReplacement}
+		if l.report != nil {
+			rec.Hint, rec.Source, rec.URL = l.report.Spec.KeyHint, l.report.Spec.Source, l.report.Spec.URL
+		}
 		if key.Status.LastUsedAt != nil {
 			rec.LastUsedAt = key.Status.LastUsedAt.Time
 		}
-		if d := leakOverlap(s, l); d > 0 {
+		if l.replace {
+			rec.ReplaceAfter, rec.LastReplacement = nextReplacement(earlier, s.now, l.interval)
+		}
+		if d := leakOverlap(s, l, s.now.Before(rec.ReplaceAfter)); d > 0 {
 			// Truncated, so never later than asked: the server honours it to the second.
 			rec.AcceptedUntil = s.now.Add(d).Truncate(time.Second)
 		}
@@ -239,19 +283,28 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		}
 	}
 	recorded, _ := keysecret.LeakOf(hash)
+	held := l.replace && s.now.Before(recorded.ReplaceAfter)
 	if out.leakRefused {
 		source, action := "", leakActionRefused
 		if l.report != nil {
 			source = l.report.Spec.Source
 		}
 		switch {
+		case held:
+			action = leakActionHeld
 		case l.replace && !recorded.AcceptedUntil.IsZero():
 			action = leakActionReplacedOverlap
 		case l.replace:
 			action = leakActionReplaced
 		}
 		keysLeaked.WithLabelValues(source, action).Inc()
-		log.FromContext(ctx).Info("refused the leaked key", "previous", l.previous, "acceptedUntil", recorded.AcceptedUntil)
+		log.FromContext(ctx).Info("refused the leaked key", "previous", l.previous, "acceptedUntil", recorded.AcceptedUntil,
+			"replaceAfter", recorded.ReplaceAfter)
+	}
+	if held {
+		// Refused now; replaced once the interval has passed (observeFacts wakes it then).
+		out.after = recorded.ReplaceAfter.Sub(s.now)
+		return out, nil
 	}
 	if l.replace {
 		// With an overlap, the leaked key becomes the previous key until its recorded end:
@@ -333,74 +386,6 @@ func (rollLeaked) do(ctx context.Context, r *Reconciler, s *keyState, _ decision
 	log.FromContext(ctx).Info("rolled the workloads that read the delivery Secret of a leaked key", "secret", key.Spec.SecretName,
 		"rolled", res.Rolled, "forbidden", res.Forbidden)
 	return outcome{leakRolled: true}, nil
-}
-
-// leakFinding is what the Leaked condition says: the last leak the hash Secret records.
-type leakFinding struct {
-	leak     keysecret.Leak
-	report   *switchboardv1alpha1.LeakReport
-	replaced bool
-}
-
-// leakFindingOf reads the last leak recorded in the hash Secret of s (nil: none).
-func leakFindingOf(s *keyState) *leakFinding {
-	if s.hash == nil {
-		return nil
-	}
-	l, ok := keysecret.LeakOf(s.hash)
-	if !ok {
-		return nil
-	}
-	return &leakFinding{leak: l, report: s.leaks[l.Hash], replaced: keysecret.Generation(s.hash) > l.Generation}
-}
-
-// message says what leaked where, what was done and when the key was last used: the hint,
-// never the key.
-func (f *leakFinding) message(key *switchboardv1alpha1.APIKey) string {
-	hint, where, source := "", "an unknown place", "a report"
-	if f.report != nil {
-		hint, source = f.report.Spec.KeyHint, f.report.Spec.Source
-		if f.report.Spec.URL != "" {
-			where = f.report.Spec.URL
-		}
-	}
-	if hint == "" {
-		hint = fmt.Sprintf("of generation %d", f.leak.Generation)
-	}
-	used := "no use recorded"
-	if !f.leak.LastUsedAt.IsZero() {
-		used = "the APIKey was last used at " + f.leak.LastUsedAt.UTC().Format(time.RFC3339)
-	}
-	done := "it is refused; no replacement is issued (see Ready)"
-	switch {
-	case f.replaced && !f.leak.AcceptedUntil.IsZero():
-		done = fmt.Sprintf("it is replaced first, by %s, and refused from %s (spec.leakOverlap)",
-			key.Status.KeyHint, f.leak.AcceptedUntil.UTC().Format(time.RFC3339))
-	case f.replaced:
-		done = fmt.Sprintf("it is refused and replaced; the current key is %s", key.Status.KeyHint)
-	}
-	switch f.leak.Rollout {
-	case "":
-	case keysecret.RolloutPending:
-		done += fmt.Sprintf("; the workloads reading Secret %s are not rolled yet", key.Spec.SecretName)
-	default:
-		done += fmt.Sprintf("; Secret %s: %s", key.Spec.SecretName, f.leak.Rollout)
-	}
-	return fmt.Sprintf("key %s was reported leaked by %s at %s, found at %s; %s (%s)",
-		hint, source, f.leak.At.UTC().Format(time.RFC3339), where, done, used)
-}
-
-// setLeakCondition sets Leaked from the last leak the hash Secret records; it is left as it is
-// when the hash Secret was not seen.
-func setLeakCondition(key *switchboardv1alpha1.APIKey, f *leakFinding) {
-	if f == nil {
-		return
-	}
-	reason := switchboardv1alpha1.ReasonLeakRefused
-	if f.replaced {
-		reason = switchboardv1alpha1.ReasonLeakReplaced
-	}
-	controller.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, reason, f.message(key))
 }
 
 // leakReportToAPIKey maps a LeakReport of the system namespace to the APIKey whose hash Secret

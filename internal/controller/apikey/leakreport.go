@@ -3,15 +3,21 @@ package apikey
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -22,15 +28,44 @@ import (
 
 // LeakReportReconciler writes what became of a LeakReport of the system namespace: the APIKey
 // whose key it names (status.keyRef) and whether that key is refused (Ready). The APIKey
-// reconciler does the acting; this one only reports, from the hash Secrets.
+// reconciler does the acting; this one reports, from the hash Secrets, and deletes the report
+// once it is no longer needed: when no hash Secret knows its hash any more (leakReportSettle
+// after its creation), or Retention after its creation once the key is refused. What refuses
+// the key is the hash Secret's record, never the report, so the key stays refused.
 type LeakReportReconciler struct {
 	// Client reads through the cache and writes LeakReports' status.
 	Client client.Client
+	// Clock tells the reports' ages.
+	Clock clock.PassiveClock
 	// SystemNamespace is the one namespace whose LeakReports are believed.
 	SystemNamespace string
+	// Retention is how long a LeakReport is kept after its creation once its key is refused
+	// (zero or negative: until its key is gone).
+	Retention time.Duration
 	// ControllerOptions tune the controller (tests skip the name validation).
 	ControllerOptions crcontroller.Options
 }
+
+// leakReportSettle is how long a LeakReport whose hash no hash Secret knows is kept after its
+// creation: the operator's cache may not have seen yet the hash Secret of a key issued just
+// before it was reported, and once deleted the report would be lost to that key. A key
+// replaced or deleted since it was reported is refused anyway.
+const leakReportSettle = 10 * time.Minute
+
+// leakReportsDeleted counts the LeakReports deleted, by why: key_gone (no hash Secret knows
+// the hash) or retention.
+var leakReportsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "switchboard_operator_leak_reports_deleted_total",
+	Help: "LeakReports the operator deleted, by reason: key_gone (no hash Secret knows the leaked key's hash any more: replaced by a later leak, or its APIKey deleted) or retention (older than --leak-report-retention, its key refused).",
+}, []string{"reason"})
+
+// The reasons of leakReportsDeleted.
+const (
+	reportGone      = "key_gone"
+	reportRetention = "retention"
+)
+
+func init() { ctrlmetrics.Registry.MustRegister(leakReportsDeleted) }
 
 // SetupWithManager registers the reconciler: LeakReports of the system namespace, and the hash
 // Secrets whose hashes name them.
@@ -61,9 +96,10 @@ func (r *LeakReportReconciler) hashSecretToReports(_ context.Context, o client.O
 	return out
 }
 
-// Reconcile reports on one LeakReport: KeyNotFound when no hash Secret knows its hash, Acting
-// while the key's hash Secret does not record it refused yet, KeyRefused once it does (final:
-// a later leak of the same APIKey replaces the record, not this report's outcome).
+// Reconcile reports on one LeakReport, or deletes it: KeyNotFound when no hash Secret knows
+// its hash, Acting while the key's hash Secret does not record it refused yet, KeyRefused once
+// it does (final: a later leak of the same APIKey replaces the record, not this report's
+// outcome); deleted as reportFate says.
 func (r *LeakReportReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if req.Namespace != r.SystemNamespace {
 		return reconcile.Result{}, nil
@@ -75,14 +111,18 @@ func (r *LeakReportReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if !isLeakReport(report, r.SystemNamespace) {
 		return reconcile.Result{}, nil
 	}
-	if controller.ConditionReason(report.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonLeakActedOn {
-		return reconcile.Result{}, nil
-	}
-	before := report.DeepCopy()
-	ref, acted, err := r.keyOf(ctx, report.Spec.KeyHash)
+	ref, known, acted, err := r.keyOf(ctx, report.Spec.KeyHash)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	why, wait := reportFate(report.CreationTimestamp.Time, r.Clock.Now(), known, acted, r.Retention)
+	if why != "" {
+		return reconcile.Result{}, r.delete(ctx, report, why)
+	}
+	if controller.ConditionReason(report.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonLeakActedOn {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	before := report.DeepCopy()
 	set := func(status metav1.ConditionStatus, reason, message string) {
 		controller.SetCondition(&report.Status.Conditions, report.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
 	}
@@ -99,16 +139,54 @@ func (r *LeakReportReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 			fmt.Sprintf("refusing the key of APIKey %s/%s", ref.Namespace, ref.Name))
 	}
 	report.Status.ObservedGeneration = report.Generation
-	return reconcile.Result{}, controller.PatchStatus(ctx, r.Client, before, report)
+	return reconcile.Result{RequeueAfter: wait}, controller.PatchStatus(ctx, r.Client, before, report)
+}
+
+// reportFate says whether a LeakReport created at created goes at now, and why (a reason of
+// leakReportsDeleted), or how long until it may ("": kept; wait 0: until a hash Secret's change
+// says more). known: a hash Secret knows its hash; acted: the key's hash Secret records it
+// refused. A report of a key found and not refused yet is kept whatever its age: it is what
+// the APIKey reconciler acts on.
+func reportFate(created, now time.Time, known, acted bool, retention time.Duration) (why string, wait time.Duration) {
+	var at time.Time
+	switch {
+	case !known:
+		why, at = reportGone, created.Add(leakReportSettle)
+	case acted && retention > 0:
+		why, at = reportRetention, created.Add(retention)
+	default:
+		return "", 0
+	}
+	if now.Before(at) {
+		return "", at.Sub(now)
+	}
+	return why, 0
+}
+
+// delete deletes report, this very one (by UID: the receiver may have created it again), and
+// counts it.
+func (r *LeakReportReconciler) delete(ctx context.Context, report *switchboardv1alpha1.LeakReport, why string) error {
+	uid := report.UID
+	if err := r.Client.Delete(ctx, report, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // gone already, or another report now: its own event brings it here
+		}
+		return fmt.Errorf("deleting LeakReport %s/%s: %w", report.Namespace, report.Name, err)
+	}
+	leakReportsDeleted.WithLabelValues(why).Inc()
+	log.FromContext(ctx).Info("deleted the leak report", "reason", why, "hint", report.Spec.KeyHint,
+		"created", report.CreationTimestamp.UTC().Format(time.RFC3339))
+	return nil
 }
 
 // keyOf finds the APIKey whose hash Secret knows sum, by the hash Secret's name and UID label
-// (the system namespace's, which tenants cannot write) and the APIKey of that UID; acted says
-// the hash Secret records the key refused (for this leak, or revoked altogether).
-func (r *LeakReportReconciler) keyOf(ctx context.Context, sum string) (*switchboardv1alpha1.LeakedKeyReference, bool, error) {
+// (the system namespace's, which tenants cannot write) and the APIKey of that UID; known says
+// a hash Secret of the system namespace knows sum, whether or not its APIKey is there; acted
+// says the hash Secret records the key refused (for this leak, or revoked altogether).
+func (r *LeakReportReconciler) keyOf(ctx context.Context, sum string) (ref *switchboardv1alpha1.LeakedKeyReference, known, acted bool, err error) {
 	var hashes corev1.SecretList
 	if err := r.Client.List(ctx, &hashes, client.InNamespace(r.SystemNamespace), client.MatchingFields{LeakHashIndex: sum}); err != nil {
-		return nil, false, fmt.Errorf("listing hash Secrets by hash: %w", err)
+		return nil, false, false, fmt.Errorf("listing hash Secrets by hash: %w", err)
 	}
 	for i := range hashes.Items {
 		h := &hashes.Items[i]
@@ -116,18 +194,19 @@ func (r *LeakReportReconciler) keyOf(ctx context.Context, sum string) (*switchbo
 		if uid == "" || h.Name != keysecret.HashName(uid) {
 			continue
 		}
+		known = true
 		key := &switchboardv1alpha1.APIKey{}
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: h.Labels[keysecret.LabelAPIKeyNamespace], Name: h.Labels[keysecret.LabelAPIKeyName]}, key)
 		if client.IgnoreNotFound(err) != nil {
-			return nil, false, fmt.Errorf("reading the APIKey of hash Secret %s: %w", h.Name, err)
+			return nil, false, false, fmt.Errorf("reading the APIKey of hash Secret %s: %w", h.Name, err)
 		}
 		if err != nil || key.UID != uid {
 			continue
 		}
 		leak, _ := keysecret.LeakOf(h)
 		rec, _ := keysecret.IssuedOf(h)
-		acted := leak.Hash == sum || rec.Revoked()
-		return &switchboardv1alpha1.LeakedKeyReference{Namespace: key.Namespace, Name: key.Name, UID: string(key.UID)}, acted, nil
+		refused := leak.Hash == sum || rec.Revoked()
+		return &switchboardv1alpha1.LeakedKeyReference{Namespace: key.Namespace, Name: key.Name, UID: string(key.UID)}, true, refused, nil
 	}
-	return nil, false, nil
+	return nil, known, false, nil
 }

@@ -133,6 +133,10 @@ func observeFacts(s *keyState, p planParams) *observation {
 		if until, ok := keysecret.PreviousValidUntil(s.hash); ok && s.now.Before(until) {
 			obs.wake.at(until.Sub(s.now))
 		}
+		if l, ok := keysecret.LeakOf(s.hash); ok && s.now.Before(l.ReplaceAfter) {
+			// A leaked key's held replacement is issued then (leakOf).
+			obs.wake.at(l.ReplaceAfter.Sub(s.now))
+		}
 		if !obs.expired {
 			obs.grace = graceEvidenceOf(s, obs.rec, &obs.wake)
 		}

@@ -102,6 +102,12 @@ func TestPolicies(t *testing.T) {
 			{"refused, its replacement not issued", policyState(func(s *keyState) {
 				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2})
 			}), true, "refuseLeaked"},
+			{"refused, its replacement held back", policyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2, ReplaceAfter: planNow.Add(time.Second)})
+			}), false, ""},
+			{"refused, its replacement held back until now", policyState(func(s *keyState) {
+				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2, ReplaceAfter: planNow})
+			}), true, "refuseLeaked"},
 			{"refused and replaced, the report seen again", policyState(func(s *keyState) {
 				reportLeak(s, keysecret.DataHash)
 				keysecret.SetLeaked(s.hash, keysecret.Leak{Hash: string(s.hash.Data[keysecret.DataHash]), Generation: 2})

@@ -121,8 +121,7 @@ func setKeyConditions(key *switchboardv1alpha1.APIKey, f *keyFindings, systemNam
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired,
 			fmt.Sprintf("the key expired at %s (spec.expiresAt)", key.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 	case f.leak != nil && !f.leak.replaced:
-		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonLeaked,
-			fmt.Sprintf("key %s was reported leaked and is refused; no replacement is issued yet", hintOf(key)))
+		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonLeaked, f.leak.readyMessage(key))
 	case f.conflict != "":
 		set(ready, metav1.ConditionFalse, switchboardv1alpha1.ReasonDeliveryConflict, f.conflict)
 	case f.life.ended && !f.issued && f.life.limited != "":
@@ -335,9 +334,7 @@ func transitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings, now 
 // as the report or the status before knew it), where it was found and when it was last used.
 func leakEvent(before, after *switchboardv1alpha1.APIKey, f *leakFinding, reason string) webhookdelivery.Event {
 	d := webhookdelivery.KeyData{Namespace: after.Namespace, Name: after.Name, KeyGeneration: f.leak.Generation, Reason: reason}
-	if f.report != nil {
-		d.KeyHint, d.URL = f.report.Spec.KeyHint, f.report.Spec.URL
-	}
+	d.KeyHint, _, d.URL = f.said()
 	if d.KeyHint == "" && f.leak.Generation == before.Status.KeyGeneration {
 		d.KeyHint = before.Status.KeyHint
 	}

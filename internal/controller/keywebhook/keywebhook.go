@@ -1,8 +1,10 @@
 // Package keywebhook is the operator's KeyWebhook controller: it checks each subscription's
 // endpoint against the platform's webhook network policy and copies its signing secrets into
-// the system namespace, so that the webhook sender (the one component with egress) signs
-// deliveries without any right to read tenants' Secrets. It says on the KeyWebhook's Ready
-// condition when either is wrong; the sender reports on deliveries.
+// the signing namespace, a namespace that holds nothing else, so that the webhook sender (the
+// one component with egress) signs deliveries with a right to read the Secrets of that
+// namespace only: neither tenants' Secrets nor the system namespace's. It says on the
+// KeyWebhook's Ready condition when either is wrong; the sender reports on deliveries. Copies
+// an older operator kept in the system namespace are deleted as each KeyWebhook is reconciled.
 package keywebhook
 
 import (
@@ -32,7 +34,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
-// The signing secrets' copy in the system namespace, as the sender finds it.
+// The signing secrets' copy in the signing namespace, as the sender finds it.
 const (
 	// ComponentSigning is the switchboard.dev/component label of a copy.
 	ComponentSigning = "webhook-signing"
@@ -53,7 +55,7 @@ const (
 	Resync = time.Minute
 )
 
-// SigningSecretName is the name, in the system namespace, of the copy of the signing secrets
+// SigningSecretName is the name, in the signing namespace, of the copy of the signing secrets
 // of the KeyWebhook with UID uid.
 func SigningSecretName(uid types.UID) string { return "webhook-signing-" + string(uid) }
 
@@ -63,7 +65,9 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads tenants' Secrets (never cached) and the copies' data (the cache drops it).
 	APIReader client.Reader
-	// SystemNamespace holds the copies.
+	// SigningNamespace holds the copies, and nothing else: the sender may read its Secrets.
+	SigningNamespace string
+	// SystemNamespace held the copies before SigningNamespace did: those left there are deleted.
 	SystemNamespace string
 	// Policy is the platform's webhook network policy, the sender's own.
 	Policy webhookdelivery.Policy
@@ -74,12 +78,17 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler with mgr: it runs on KeyWebhooks, and on their
-// copies (a copy deleted by hand is made again).
+// copies (a copy deleted by hand is made again; one left in the system namespace by an older
+// operator, found as the cache starts, is deleted).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.SigningNamespace == "" || r.SigningNamespace == r.SystemNamespace {
+		return fmt.Errorf("the signing secrets' copies need a namespace of their own (signing %q, system %q)", r.SigningNamespace, r.SystemNamespace)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&switchboardv1alpha1.KeyWebhook{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(ofCopy), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.SystemNamespace && o.GetLabels()[keysecret.LabelComponent] == ComponentSigning
+			ns := o.GetNamespace()
+			return (ns == r.SigningNamespace || ns == r.SystemNamespace) && o.GetLabels()[keysecret.LabelComponent] == ComponentSigning
 		}))).
 		Named("keywebhook").
 		WithOptions(controller.FairOptions(r.ControllerOptions)).
@@ -108,7 +117,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !kw.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.deleteCopies(ctx, req.NamespacedName, "")
 	}
-	// A KeyWebhook deleted and made again under the same name has a new UID: the old copy goes.
+	// A KeyWebhook deleted and made again under the same name has a new UID: the old copy goes,
+	// and so does any copy an older operator kept in the system namespace.
 	if err := r.deleteCopies(ctx, req.NamespacedName, kw.UID); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -194,7 +204,7 @@ func (r *Reconciler) signingSecrets(ctx context.Context, kw *switchboardv1alpha1
 func (r *Reconciler) keepCopy(ctx context.Context, kw *switchboardv1alpha1.KeyWebhook, secrets string) error {
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: r.SystemNamespace,
+			Namespace: r.SigningNamespace,
 			Name:      SigningSecretName(kw.UID),
 			Labels: map[string]string{
 				keysecret.LabelManagedBy: keysecret.ManagedBy,
@@ -229,21 +239,27 @@ func (r *Reconciler) keepCopy(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 	return nil
 }
 
-// deleteCopies deletes the copies made for the KeyWebhook named name but those of UID keep.
+// deleteCopies deletes the copies made for the KeyWebhook named name but the one of UID keep
+// in the signing namespace: every one in the system namespace, where an older operator kept
+// them and the sender no longer reads.
 func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName, keep types.UID) error {
 	var list corev1.SecretList
-	if err := r.Client.List(ctx, &list, client.InNamespace(r.SystemNamespace), client.MatchingLabels{
-		keysecret.LabelComponent: ComponentSigning, LabelWebhookNamespace: name.Namespace, LabelWebhookName: name.Name,
-	}); err != nil {
-		return fmt.Errorf("listing the signing secrets' copies of KeyWebhook %s: %w", name, err)
+	for _, ns := range []string{r.SigningNamespace, r.SystemNamespace} {
+		var in corev1.SecretList
+		if err := r.Client.List(ctx, &in, client.InNamespace(ns), client.MatchingLabels{
+			keysecret.LabelComponent: ComponentSigning, LabelWebhookNamespace: name.Namespace, LabelWebhookName: name.Name,
+		}); err != nil {
+			return fmt.Errorf("listing the signing secrets' copies of KeyWebhook %s in %s: %w", name, ns, err)
+		}
+		list.Items = append(list.Items, in.Items...)
 	}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if keep != "" && s.Labels[LabelWebhookUID] == string(keep) {
+		if keep != "" && s.Namespace == r.SigningNamespace && s.Labels[LabelWebhookUID] == string(keep) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting the signing secrets' copy %s: %w", s.Name, err)
+			return fmt.Errorf("deleting the signing secrets' copy %s/%s: %w", s.Namespace, s.Name, err)
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -41,11 +42,25 @@ func secret(n byte) string {
 	return webhookdelivery.SecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
-// start runs the controller, with the operator's cache, for one test's namespace.
+// start runs the controller, with the operator's cache, for one test's namespace, in a new
+// system namespace, which it returns, and its signing namespace (signing).
 func start(t *testing.T, ns string) string {
 	t.Helper()
 	sys := env.Namespace(t, "system")
-	opts := operator.Options{SystemNamespace: sys, Namespaces: []string{ns}}
+	startIn(t, ns, sys)
+	return sys
+}
+
+// signing is the signing namespace of the system namespace sys.
+func signing(sys string) string { return sys + "-webhook-signing" }
+
+// startIn is start in the system namespace sys, which exists.
+func startIn(t *testing.T, ns, sys string) {
+	t.Helper()
+	if err := env.EnsureNamespace(context.Background(), signing(sys)); err != nil {
+		t.Fatal(err)
+	}
+	opts := operator.Options{SystemNamespace: sys, WebhookSigningNamespace: signing(sys), Namespaces: []string{ns}}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: scheme.Scheme, Logger: testenv.Logger(t), Cache: operator.CacheOptions(opts),
 		Metrics: metricsserver.Options{BindAddress: "0"}, Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -54,7 +69,7 @@ func start(t *testing.T, ns string) string {
 		t.Fatal(err)
 	}
 	r := &keywebhook.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SystemNamespace: sys,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SystemNamespace: sys, SigningNamespace: signing(sys),
 		Policy:       webhookdelivery.Policy{Denied: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}},
 		ResyncPeriod: 300 * time.Millisecond,
 	}
@@ -71,7 +86,6 @@ func start(t *testing.T, ns string) string {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return sys
 }
 
 func ready(t *testing.T, key types.NamespacedName) (*switchboardv1alpha1.KeyWebhook, string) {
@@ -88,16 +102,18 @@ func ready(t *testing.T, key types.NamespacedName) (*switchboardv1alpha1.KeyWebh
 	return kw, "none"
 }
 
+// copyOf reads the copy of the signing secrets of the KeyWebhook of UID uid, in the signing
+// namespace of sys.
 func copyOf(t *testing.T, sys string, uid types.UID) (*corev1.Secret, error) {
 	t.Helper()
 	s := &corev1.Secret{}
-	err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: sys, Name: keywebhook.SigningSecretName(uid)}, s)
+	err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: signing(sys), Name: keywebhook.SigningSecretName(uid)}, s)
 	return s, err
 }
 
-// The signing secrets are checked and copied into the system namespace, copied again when
-// the tenant rotates them, and the copy goes with the KeyWebhook; what is wrong is said on
-// Ready, never with a secret's content.
+// The signing secrets are checked and copied into the signing namespace (never the system
+// namespace), copied again when the tenant rotates them, and the copy goes with the
+// KeyWebhook; what is wrong is said on Ready, never with a secret's content.
 func TestSigningSecretsAreCopied(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t, "kw")
@@ -194,8 +210,84 @@ func TestSigningSecretsAreCopied(t *testing.T) {
 		}
 		return nil
 	})
-	var list corev1.SecretList
-	if err := env.Client.List(ctx, &list, client.InNamespace(sys)); err != nil || len(list.Items) != 0 {
-		t.Errorf("%d Secrets left in the system namespace (%v)", len(list.Items), err)
+	for _, in := range []string{sys, signing(sys)} {
+		var list corev1.SecretList
+		if err := env.Client.List(ctx, &list, client.InNamespace(in)); err != nil || len(list.Items) != 0 {
+			t.Errorf("%d Secrets left in %s (%v)", len(list.Items), in, err)
+		}
+	}
+}
+
+// legacyCopy is a copy of the signing secrets as an operator before the signing namespace kept
+// it: in the system namespace sys, for the KeyWebhook ns/name of UID uid.
+func legacyCopy(sys, ns, name string, uid types.UID, secrets string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: sys, Name: keywebhook.SigningSecretName(uid),
+			Labels: map[string]string{
+				keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keywebhook.ComponentSigning,
+				keywebhook.LabelWebhookNamespace: ns, keywebhook.LabelWebhookName: name, keywebhook.LabelWebhookUID: string(uid),
+			},
+		},
+		Type: keywebhook.SecretType,
+		Data: map[string][]byte{keywebhook.SigningSecretsKey: []byte(secrets)},
+	}
+}
+
+// An upgrade from an operator that kept the copies in the system namespace converges: as the
+// controller starts, each KeyWebhook's copy is written in the signing namespace, with the
+// tenant's current secrets, and its stale copy in the system namespace is deleted, as is the
+// stale copy of a KeyWebhook deleted meanwhile; the system namespace's other Secrets stay.
+func TestStaleCopiesInTheSystemNamespaceAreDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t, "kw")
+	sys := env.Namespace(t, "system")
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "signing"}, StringData: map[string]string{"secret": secret(3)}}
+	kw := &switchboardv1alpha1.KeyWebhook{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "audit"}, Spec: switchboardv1alpha1.KeyWebhookSpec{
+		URL: "https://hooks.example.com/switchboard", SigningSecretRef: switchboardv1alpha1.KeyWebhookSecretReference{Name: s.Name},
+	}}
+	// What an older operator left: the copy of kw (with the secret before a rotation), the
+	// copy of a KeyWebhook since deleted, and the system namespace's own Secrets.
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "github-org-token"}, StringData: map[string]string{"token": "x"}}
+	for _, o := range []client.Object{s, kw, other} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := legacyCopy(sys, ns, kw.Name, kw.UID, secret(2))
+	gone := legacyCopy(sys, ns, "gone", types.UID("0b7e4a52-9d7c-4f0e-8c1a-3e2f5d6a7b8c"), secret(4))
+	for _, o := range []client.Object{stale, gone} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	startIn(t, ns, sys)
+	testenv.Eventually(t, 30*time.Second, "the copy in the signing namespace", func() error {
+		c, err := copyOf(t, sys, kw.UID)
+		if err != nil {
+			return err
+		}
+		if string(c.Data[keywebhook.SigningSecretsKey]) != secret(3) {
+			return errors.New("the copy does not hold the tenant's current secret")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 30*time.Second, "the stale copies deleted", func() error {
+		for _, o := range []*corev1.Secret{stale, gone} {
+			switch err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), &corev1.Secret{}); {
+			case err == nil:
+				return fmt.Errorf("%s is still in the system namespace", o.Name)
+			case !apierrors.IsNotFound(err):
+				return err
+			}
+		}
+		return nil
+	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(other), &corev1.Secret{}); err != nil {
+		t.Errorf("the system namespace's own Secret: %v", err)
+	}
+	if _, r := ready(t, types.NamespacedName{Namespace: ns, Name: kw.Name}); !strings.HasPrefix(r, "True/Active") {
+		t.Errorf("Ready %s", r)
 	}
 }

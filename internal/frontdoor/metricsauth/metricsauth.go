@@ -47,7 +47,7 @@ type Options struct {
 	CertDir string
 	// ExtraHandlers are served beside Path by path, behind the same filter (pprof).
 	ExtraHandlers map[string]http.Handler
-	// Limits are the door's (default frontdoor.ServiceLimits).
+	// Limits are the door's (default frontdoor.MetricsLimits).
 	Limits *frontdoor.HTTPLimits
 	// Logger logs the filter's refusals, the certificate watcher's errors and, at V(1),
 	// failed handshakes.
@@ -65,7 +65,7 @@ func Endpoint(ctx context.Context, cfg *rest.Config, l net.Listener, opts Option
 		}
 		handlers[path] = h
 	}
-	limits := frontdoor.ServiceLimits
+	limits := frontdoor.MetricsLimits
 	if opts.Limits != nil {
 		limits = *opts.Limits
 	}

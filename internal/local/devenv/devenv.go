@@ -145,8 +145,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := installCRDs(cp.config); err != nil {
 		return err
 	}
-	if err := ensureNamespace(ctx, c, opts.SystemNamespace); err != nil {
-		return err
+	// The system namespace, and beside it the one of the KeyWebhooks' signing secrets' copies
+	// (the operator's and the sender's configuration default to it, as a cluster's does).
+	for _, ns := range []string{opts.SystemNamespace, configv1alpha1.DefaultWebhookSigningNamespace(opts.SystemNamespace)} {
+		if err := ensureNamespace(ctx, c, ns); err != nil {
+			return err
+		}
 	}
 
 	panelURL := ""

@@ -12,11 +12,14 @@
 // APIKeys that do not never depend on the operator being up. Those with a cron window are
 // refused while it is down (failurePolicy Fail); the others, whose weekly windows CEL checks too
 // and whose renewals the operator holds to the minimum interval anyway, pass then (Ignore).
+// Window checks take turns between namespaces (turns.go), so that one tenant's flood of them
+// refuses only its own, at once, and never holds another's past the API server's timeout.
 package keyadmission
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -41,10 +44,8 @@ type Validator struct {
 	// MinRenewal is the least interval between renewals a lifecycle may ask for.
 	MinRenewal renewalinterval.Minimum
 	decoder    admission.Decoder
-	// turn lets one check run at a time: a check costs up to renewalwindow's bound of calendar
-	// lookups (tens of milliseconds), and any tenant may ask for as many as it likes (a dry run
-	// costs it nothing), so the webhook takes at most one core from the operator's reconcilers.
-	turn chan struct{}
+	// turns let one window check run at a time, namespaces in turn (turns.go).
+	turns *turns
 }
 
 // Handler returns the webhook's handler, following windows on c and holding lifecycles to
@@ -53,7 +54,8 @@ func Handler(c clock.PassiveClock, minRenewal renewalinterval.Minimum) *admissio
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &admission.Webhook{Handler: &Validator{Clock: c, MinRenewal: minRenewal, decoder: admission.NewDecoder(scheme.Scheme), turn: make(chan struct{}, 1)}}
+	return &admission.Webhook{Handler: &Validator{Clock: c, MinRenewal: minRenewal, decoder: admission.NewDecoder(scheme.Scheme),
+		turns: newTurns(checksRunning, checksPerNamespace, maxTurnWait)}}
 }
 
 // Handle admits or refuses one APIKey.
@@ -81,16 +83,37 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if len(key.Spec.RenewalWindows) == 0 || period <= 0 {
 		return admission.Allowed("")
 	}
-	select {
-	case v.turn <- struct{}{}:
-		defer func() { <-v.turn }()
-	case <-ctx.Done():
-		return admission.Errored(http.StatusServiceUnavailable, errors.New("too many renewal-window checks at once: try again"))
+	release, err := v.turns.acquire(ctx, req.Namespace)
+	if errors.Is(err, errNamespaceBusy) {
+		err = fmt.Errorf("%w %s; retry", err, req.Namespace)
+	} else if err != nil {
+		err = fmt.Errorf("%w (no turn within %s); retry", err, v.turns.maxWait)
 	}
+	switch {
+	case err != nil && !hasCron(key.Spec.RenewalWindows):
+		// Weekly windows alone come through the webhook that fails open (RenewalWebhook), and
+		// CEL checked them: admitted, as they would be were the operator down.
+		return admission.Allowed("").WithWarnings("spec.renewalWindows not checked across daylight saving time changes: " + err.Error())
+	case errors.Is(err, errNamespaceBusy):
+		return admission.Errored(http.StatusTooManyRequests, err)
+	case err != nil:
+		return admission.Errored(http.StatusServiceUnavailable, err)
+	}
+	defer release()
 	if msg := renewalwindow.Check(key.Spec.RenewalWindows, period, v.Clock.Now()); msg != "" {
 		return admission.Denied("spec.renewalWindows: " + msg)
 	}
 	return admission.Allowed("")
+}
+
+// hasCron says whether any of windows is a cron window, which only the webhook can check.
+func hasCron(windows []switchboardv1alpha1.APIKeyRenewalWindow) bool {
+	for i := range windows {
+		if windows[i].Cron != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func sameRenewal(a, b *switchboardv1alpha1.APIKeySpec) bool {

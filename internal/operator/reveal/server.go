@@ -77,7 +77,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reveal endpoint: %w", err)
 	}
-	limits := frontdoor.ServiceLimits
+	limits := frontdoor.RevealLimits
 	// Failed handshakes (a caller that trusts another bundle) are the callers' to report.
 	limits.ErrorLog = s.opts.Logger.V(1)
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: s.opts.GetCertificate}

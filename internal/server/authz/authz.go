@@ -6,6 +6,7 @@
 package authz
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,12 @@ const (
 	HeaderKeyHint = "X-Switchboard-Key-Hint"
 	HeaderCode    = "X-Switchboard-Code"
 )
+
+// hintField is a key's hint as a header field's value: ASCII, as HTTP field values should be
+// (a gateway or an upstream may read them as Latin-1), the ellipsis spelled "...".
+func hintField(hint string) string {
+	return strings.ReplaceAll(hint, "…", "...")
+}
 
 // The authorization endpoints' metrics. Never a per-key label: a series per key would let
 // tenants grow the scrape without bound.

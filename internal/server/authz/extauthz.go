@@ -97,7 +97,7 @@ func (s *ExtAuthz) response(v *keycheck.Verdict) *authv3.CheckResponse {
 	}
 	if v.Allowed() {
 		key := v.Key()
-		id, uid, hint := key.Namespace+"/"+key.Name, string(key.UID), v.Hint()
+		id, uid, hint := key.Namespace+"/"+key.Name, string(key.UID), hintField(v.Hint())
 		ok := &authv3.OkHttpResponse{
 			Headers:              []*corev3.HeaderValueOption{setHeader(HeaderKey, id), setHeader(HeaderKeyUID, uid), setHeader(HeaderKeyHint, hint)},
 			ResponseHeadersToAdd: rateLimit,

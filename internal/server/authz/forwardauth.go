@@ -67,7 +67,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := v.Key()
 		h.Set(HeaderKey, key.Namespace+"/"+key.Name)
 		h.Set(HeaderKeyUID, string(key.UID))
-		h.Set(HeaderKeyHint, v.Hint())
+		h.Set(HeaderKeyHint, hintField(v.Hint()))
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)

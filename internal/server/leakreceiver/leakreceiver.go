@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,7 +14,6 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
@@ -323,92 +321,4 @@ func (r *Receiver) serveAlert(w http.ResponseWriter, req *http.Request) {
 	}
 	requests.WithLabelValues(sourceAlert, "accepted").Inc()
 	writeJSON(w, http.StatusOK, alertAnswer{Result: result, Alert: id})
-}
-
-// admit finds the request's client and refuses it, before a byte of its body is read, when
-// that address has spent its budget of unverified requests.
-func (r *Receiver) admit(w http.ResponseWriter, req *http.Request, src string) (netip.Addr, bool) {
-	client := clientaddr.From(clientaddr.Parse(req.RemoteAddr), req.Header["X-Forwarded-For"], r.cfg.TrustedProxies)
-	blocked, wait := r.clients.blocked(client, r.cfg.Clock.Now())
-	if !blocked {
-		return client, true
-	}
-	requests.WithLabelValues(src, "client_limited").Inc()
-	w.Header().Set("Connection", "close") // its body is not wanted
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
-	http.Error(w, "too many requests without a valid signature from this address", http.StatusTooManyRequests)
-	return client, false
-}
-
-// ready answers 503 to a verified report while the index cannot judge keys.
-func (r *Receiver) ready(w http.ResponseWriter, src string) bool {
-	if r.cfg.Ready() {
-		return true
-	}
-	requests.WithLabelValues(src, "unavailable").Inc()
-	w.Header().Set("Retry-After", "5")
-	http.Error(w, "the server's index of keys has not synced yet; send the report again", http.StatusServiceUnavailable)
-	return false
-}
-
-// allowCalls takes a call of the shared limit for a verified request, or answers 429.
-func (r *Receiver) allowCalls(w http.ResponseWriter, src string, now time.Time) bool {
-	if r.limiter.AllowN(now, 1) {
-		return true
-	}
-	requests.WithLabelValues(src, "rate_limited").Inc()
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/r.cfg.Rate))))
-	http.Error(w, "too many requests", http.StatusTooManyRequests)
-	return false
-}
-
-// refuseUnverified answers a request whose signature did not verify, or that could not be
-// verified, and charges its client's budget: a request GitHub did not sign spends its sender's
-// budget alone.
-func (r *Receiver) refuseUnverified(w http.ResponseWriter, log logr.Logger, client netip.Addr, src string, err error) {
-	r.clients.charge(client, r.cfg.Clock.Now())
-	if status := secretscanning.HTTPStatus(err); status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge {
-		w.Header().Set("Connection", "close") // what is left of its body is not wanted
-	}
-	r.refuse(w, log, src, err)
-}
-
-// refuse answers a request that could not be read, verified or handled, with secretscanning's
-// status; its error names no token. A server error (GitHub's API unavailable or unreadable) is
-// logged with why, so that the platform learns why a leak went unhandled.
-func (r *Receiver) refuse(w http.ResponseWriter, log logr.Logger, src string, err error) {
-	status := secretscanning.HTTPStatus(err)
-	requests.WithLabelValues(src, outcome(status)).Inc()
-	if status >= http.StatusInternalServerError {
-		log.Error(err, "a leak report could not be handled", "status", status)
-	} else {
-		log.V(1).Info("a leak report refused", "status", status, "reason", err.Error())
-	}
-	http.Error(w, http.StatusText(status), status)
-}
-
-// outcome names a refusal's status for the metrics.
-func outcome(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return "unauthenticated"
-	case http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case http.StatusBadRequest:
-		return "malformed"
-	case http.StatusBadGateway:
-		return "bad_gateway"
-	case http.StatusServiceUnavailable:
-		return "unavailable"
-	}
-	return "failed"
-}
-
-// outcomeAccepted names an accepted request: replayed when every key it reports was one this
-// replica remembers recording.
-func outcomeAccepted(replayed bool) string {
-	if replayed {
-		return "replayed"
-	}
-	return "accepted"
 }
