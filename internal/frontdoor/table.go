@@ -62,7 +62,7 @@ var (
 	// few requests a minute, each answered within the 10 s bound of a call to GitHub's API. Its
 	// body bound is the receiver's (leakReports.maxBodyBytes, whose default this is), set where
 	// it is served.
-	LeakReportLimits = doorLimits(DefaultHTTPLimits, 128, 8, 32, 1<<20)
+	LeakReportLimits = doorLimits(DefaultHTTPLimits, 128, 8, 32, 256<<10)
 )
 
 func doorLimits(l HTTPLimits, all, perClient, proxies int, maxBody int64) HTTPLimits {
