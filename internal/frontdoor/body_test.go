@@ -93,7 +93,7 @@ func (r Refusal) String() string { return string(r.Body) }
 func TestHeldBodiesGiveWay(t *testing.T) {
 	limits := DefaultHTTPLimits
 	limits.MaxConnections, limits.MaxBody = 4, 1<<10
-	addr, d := serveLimited(t, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, d := serveLimited(t, limits, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	var held []net.Conn

@@ -236,15 +236,15 @@ func (d *door) admit(c net.Conn) {
 }
 
 // wait counts c among the connections waiting (by +1), or no more (by −1).
-func (d *door) wait(c *doorConn, by int) {
+func (d *door) wait(c *doorConn, by int32) {
 	d.mu.Lock()
 	if c.proxy {
-		d.proxyWaiters += by
-	} else if d.waiters[c.client] += by; d.waiters[c.client] <= 0 {
+		d.proxyWaiters += int(by)
+	} else if d.waiters[c.client] += int(by); d.waiters[c.client] <= 0 {
 		delete(d.waiters, c.client)
 	}
 	d.mu.Unlock()
-	d.waiting.Add(int32(by))
+	d.waiting.Add(by)
 }
 
 // idleGivesWay says whether c, turning idle, should close for a connection waiting: one of its
