@@ -3,7 +3,6 @@
 package fault
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -18,8 +17,6 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,12 +255,6 @@ func TestGatewaysAnsweredUnderAttack(t *testing.T) {
 // server ends one and a new connection whenever it closes this one, until ctx is done.
 func holdIdleStreams(ctx context.Context, from, addr string, streams int, opened, ended *atomic.Int64) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: time.Second}
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", authv3.Authorization_Check_FullMethodName},
-		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
 	for ctx.Err() == nil {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -271,61 +262,25 @@ func holdIdleStreams(ctx context.Context, from, addr string, streams int, opened
 			continue
 		}
 		stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-		fr := http2.NewFramer(c, c)
-		var writing sync.Mutex
-		if _, err := c.Write([]byte(http2.ClientPreface)); err != nil || fr.WriteSettings() != nil {
-			stop()
-			_ = c.Close()
-			continue
-		}
 		free := make(chan struct{}, streams)
 		for range streams {
 			free <- struct{}{}
 		}
-		closed := make(chan struct{})
-		go func() {
-			defer close(closed)
-			rf := http2.NewFramer(nil, c)
-			for {
-				f, err := rf.ReadFrame()
-				if err != nil {
-					return
-				}
-				switch f := f.(type) {
-				case *http2.RSTStreamFrame:
-					ended.Add(1)
-					free <- struct{}{}
-				case *http2.HeadersFrame:
-					if f.StreamEnded() {
-						ended.Add(1)
-						free <- struct{}{}
-					}
-				case *http2.SettingsFrame:
-					if !f.IsAck() {
-						writing.Lock()
-						_ = fr.WriteSettingsAck()
-						writing.Unlock()
-					}
-				}
-			}
-		}()
-		id := uint32(1)
-	streaming:
-		for {
+		h, err := startCheckStreams(c, addr, func(bool) {
+			ended.Add(1)
+			free <- struct{}{}
+		})
+		for err == nil {
 			select {
-			case <-closed:
-				break streaming
+			case <-h.closed:
+				err = net.ErrClosed
+				continue
 			case <-free:
 			}
-			writing.Lock()
-			err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
-			writing.Unlock()
-			if err != nil {
-				break
+			if err = h.open(); err == nil {
+				opened.Add(1)
+				time.Sleep(20 * time.Millisecond)
 			}
-			opened.Add(1)
-			id += 2
-			time.Sleep(20 * time.Millisecond)
 		}
 		stop()
 		_ = c.Close()

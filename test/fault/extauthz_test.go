@@ -185,15 +185,52 @@ func openIdleStreams(ctx context.Context, t *testing.T, addr string, opened, res
 	}
 	defer func() { _ = c.Close() }()
 	context.AfterFunc(ctx, func() { _ = c.Close() })
-	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+	h, err := startCheckStreams(c, addr, func(rst bool) {
+		if rst {
+			reset.Add(1)
+		}
+	})
+	if err != nil {
 		return
 	}
-	fr := http2.NewFramer(c, c)
-	var writing sync.Mutex // a Framer writes one frame at a time
-	if err := fr.WriteSettings(); err != nil {
-		return
+	for range idleStreams {
+		if ctx.Err() != nil || h.open() != nil {
+			return
+		}
+		opened.Add(1)
+	}
+	<-ctx.Done()
+}
+
+// checkStreams is an HTTP/2 connection of an attacker opening Check streams that send their
+// headers and never a message.
+type checkStreams struct {
+	fr      *http2.Framer
+	writing *sync.Mutex // a Framer writes one frame at a time
+	block   []byte      // the streams' header block
+	next    uint32      // the next stream's id
+	closed  chan struct{}
+}
+
+// startCheckStreams sends c the client preface and its settings, and reads what the server
+// sends until c closes (closed), acknowledging its settings and calling ended for each stream it
+// ends (rst: by RST_STREAM; else by its trailers).
+func startCheckStreams(c net.Conn, authority string, ended func(rst bool)) (*checkStreams, error) {
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", authv3.Authorization_Check_FullMethodName},
+		{":authority", authority}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	h := &checkStreams{fr: http2.NewFramer(c, c), writing: &sync.Mutex{}, block: block.Bytes(), next: 1, closed: make(chan struct{})}
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		return nil, err
+	}
+	if err := h.fr.WriteSettings(); err != nil {
+		return nil, err
 	}
 	go func() {
+		defer close(h.closed)
 		rf := http2.NewFramer(nil, c)
 		for {
 			f, err := rf.ReadFrame()
@@ -202,33 +239,28 @@ func openIdleStreams(ctx context.Context, t *testing.T, addr string, opened, res
 			}
 			switch f := f.(type) {
 			case *http2.RSTStreamFrame:
-				reset.Add(1)
+				ended(true)
+			case *http2.HeadersFrame:
+				if f.StreamEnded() {
+					ended(false)
+				}
 			case *http2.SettingsFrame:
 				if !f.IsAck() {
-					writing.Lock()
-					_ = fr.WriteSettingsAck()
-					writing.Unlock()
+					h.writing.Lock()
+					_ = h.fr.WriteSettingsAck()
+					h.writing.Unlock()
 				}
 			}
 		}
 	}()
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", authv3.Authorization_Check_FullMethodName},
-		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	for i := range idleStreams {
-		if ctx.Err() != nil {
-			return
-		}
-		writing.Lock()
-		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block.Bytes(), EndHeaders: true})
-		writing.Unlock()
-		if err != nil {
-			return
-		}
-		opened.Add(1)
-	}
-	<-ctx.Done()
+	return h, nil
+}
+
+// open opens the next stream: its headers, and never a message.
+func (h *checkStreams) open() error {
+	h.writing.Lock()
+	defer h.writing.Unlock()
+	err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.next, BlockFragment: h.block, EndHeaders: true})
+	h.next += 2
+	return err
 }
