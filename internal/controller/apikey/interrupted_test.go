@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // A reconcile whose last write, the status patch, is lost (a conflict with a write that came
@@ -76,11 +78,7 @@ func (w *crashWorld) reconcileWith(c client.WithWatch, events *recordedEvents, n
 
 func (w *crashWorld) hashRecord(key *switchboardv1alpha1.APIKey) keysecret.Issued {
 	w.t.Helper()
-	s := &corev1.Secret{}
-	if err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, s); err != nil {
-		w.t.Fatal(err)
-	}
-	rec, _ := keysecret.IssuedOf(s)
+	rec, _ := keysecret.IssuedOf(w.hash(key))
 	return rec
 }
 
@@ -220,4 +218,83 @@ func TestEarlyGraceEndWaitsForTheCache(t *testing.T) {
 	if err := hasCondition(w.mustKey("used").Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionFalse, switchboardv1alpha1.ReasonPreviousKeyInUse); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLeakWhoseStatusWasLostIsStillTold: a delivered key that its tenant leaks twice within the
+// minimum interval, each of the three reconciles that act on the leaks losing its status
+// patch: the one that refuses the first leaked key and replaces it at once, the one that
+// refuses the second and holds its replacement, the one that issues the held replacement once
+// the interval has passed (and rolls the workloads). Each time the next reconcile, which did
+// not act on the leak, still tells of it in a KeyLeaked Event, from the hash Secret's record;
+// the replacements are not reported as plain rotations.
+func TestLeakWhoseStatusWasLostIsStillTold(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t)
+	w.createKey("loop", func(k *switchboardv1alpha1.APIKey) { k.Spec.SecretName = "loop-key" })
+	w.settle("loop")
+	lost := func(step string, gen int64) {
+		t.Helper()
+		if err := w.reconcileWith(statusLost(), nil, "loop"); !errors.Is(err, errStatusLost) {
+			t.Fatalf("%s: %v, want its status patch lost", step, err)
+		}
+		if rec := w.hashRecord(w.mustKey("loop")); rec.Generation != gen {
+			t.Fatalf("%s: recorded generation %d, want %d", step, rec.Generation, gen)
+		}
+	}
+	told := func(step, want string) {
+		t.Helper()
+		events := &recordedEvents{}
+		if err := w.reconcileWith(env.Client, events, "loop"); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if leaked := events.of(apikeyctrl.ReasonKeyLeaked); len(leaked) != 1 || !strings.Contains(leaked[0], want) {
+			t.Fatalf("%s: KeyLeaked Events %q, want one saying %q (all: %v)", step, leaked, want, events.notes)
+		}
+		w.settle("loop")
+	}
+
+	createLeakReport(t, w.system, w.deliveredKey("loop-key"))
+	lost("the first leak, replaced at once", 2)
+	told("the first leak", "it is refused and replaced; the current key is "+w.hashRecord(w.mustKey("loop")).Hint)
+	replacedAt := w.clock.Now()
+
+	createLeakReport(t, w.system, w.deliveredKey("loop-key"))
+	lost("the second leak, its replacement held", 2)
+	until := replacedAt.Add(renewalinterval.Default.Floor).UTC().Format(time.RFC3339)
+	told("the second leak", "it is refused, and replaced at "+until)
+
+	w.clock.Step(renewalinterval.Default.Floor)
+	lost("the held replacement", 3)
+	key := w.mustKey("loop")
+	if l, _ := keysecret.LeakOf(w.hash(key)); l.Generation != 2 || l.Rollout == "" || l.Rollout == keysecret.RolloutPending || key.Status.KeyGeneration != 2 {
+		t.Fatalf("after the lost status patch: leak of generation %d, rollout %q; published %d; want 2, done, 2", l.Generation, l.Rollout, key.Status.KeyGeneration)
+	}
+	told("the held replacement", "it is refused and replaced; the current key is "+w.hashRecord(key).Hint)
+	key = w.mustKey("loop")
+	if key.Status.KeyGeneration != 3 {
+		t.Fatalf("published generation %d, want 3", key.Status.KeyGeneration)
+	}
+	if err := hasCondition(key.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakReplaced); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deliveredKey is the key delivery Secret name holds.
+func (w *crashWorld) deliveredKey(name string) string {
+	w.t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.ns, Name: name}, s); err != nil {
+		w.t.Fatal(err)
+	}
+	return plaintextOf(w.t, s)
+}
+
+// hash is the hash Secret of key, as the API server has it.
+func (w *crashWorld) hash(key *switchboardv1alpha1.APIKey) *corev1.Secret {
+	w.t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(testCtx(w.t), client.ObjectKey{Namespace: w.system, Name: keysecret.HashName(key.UID)}, s); err != nil {
+		w.t.Fatal(err)
+	}
+	return s
 }

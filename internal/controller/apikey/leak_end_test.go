@@ -3,6 +3,7 @@
 package apikey_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -72,7 +73,7 @@ func TestLeakReplacementsHeldToTheMinimumInterval(t *testing.T) {
 	// Once it has passed, the held replacement is issued, and the leaked key stays refused.
 	kt.op.Clock.Step(time.Second)
 	poke(t, key)
-	got = kt.waitIssued(key, 3)
+	kt.waitIssued(key, 3)
 	third := kt.delivered("loop-key")
 	got = kt.waitFor(key, "Leaked Replaced", func(k *switchboardv1alpha1.APIKey) error {
 		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakReplaced)
@@ -123,8 +124,12 @@ func TestLeakReportsEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the deleted APIKey's hash Secret gone", func() error {
-		if _, err := kt.hashSecret(dropped); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("hash Secret: %v", err)
+		_, err := kt.hashSecret(dropped)
+		switch {
+		case err == nil:
+			return errors.New("the hash Secret is still there")
+		case !apierrors.IsNotFound(err):
+			return err
 		}
 		return nil
 	})

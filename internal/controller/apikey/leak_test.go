@@ -23,9 +23,16 @@ import (
 
 const leakURL = "https://github.com/octo/app/blob/0123abc/config.env"
 
-// report creates, in namespace ns, the LeakReport the receiver would write for plaintext.
+// report is createLeakReport, in kt's test.
 func (kt *keyTest) report(ns, plaintext string) *switchboardv1alpha1.LeakReport {
 	kt.t.Helper()
+	return createLeakReport(kt.t, ns, plaintext)
+}
+
+// createLeakReport creates, in namespace ns, the LeakReport the receiver would write for
+// plaintext.
+func createLeakReport(t *testing.T, ns, plaintext string) *switchboardv1alpha1.LeakReport {
+	t.Helper()
 	sum := apikey.Sum(plaintext).String()
 	r := &switchboardv1alpha1.LeakReport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: switchboardv1alpha1.LeakReportName(sum)},
@@ -34,8 +41,8 @@ func (kt *keyTest) report(ns, plaintext string) *switchboardv1alpha1.LeakReport 
 			URL: leakURL, Location: "content", ReportedAt: metav1.NewTime(time.Now().Truncate(time.Second)),
 		},
 	}
-	if err := env.Client.Create(testCtx(kt.t), r); err != nil {
-		kt.t.Fatalf("creating the LeakReport: %v", err)
+	if err := env.Client.Create(testCtx(t), r); err != nil {
+		t.Fatalf("creating the LeakReport: %v", err)
 	}
 	return r
 }

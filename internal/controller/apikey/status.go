@@ -271,9 +271,10 @@ func transitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings, now 
 			after.Spec.SecretName, hint, gen, before.Status.KeyHint, stays)
 		t.key = previous(keyEvent(webhookdelivery.KeyRenewed, t.note))
 	}
-	if (f.leakRefused || f.leakRolled) && f.leak != nil {
+	if f.leak != nil && (f.leakRefused || f.leakRolled || leakToTell(before, after, f.leak, issued)) {
 		// One Event in the usual run, which refuses, replaces and rolls; a rollout a later run
-		// finished says it again, completed (its key event has the same id: one delivery).
+		// finished says it again, completed, and the run after one whose status patch was lost
+		// says what that one did (their key events have the same id: one delivery).
 		t := event(corev1.EventTypeWarning, ReasonKeyLeaked, "RefuseLeakedKey", "%s", f.leak.message(after))
 		t.key = leakEvent(before, after, f.leak, t.note)
 	}
@@ -328,6 +329,20 @@ func transitions(before, after *switchboardv1alpha1.APIKey, f *keyFindings, now 
 		only(keyEvent(webhookdelivery.KeyRevealed, fmt.Sprintf("key %s was delivered to Secret %s", hint, after.Spec.SecretName)))
 	}
 	return ts
+}
+
+// leakToTell says whether a reconcile tells of the leak l though it did not act on it: what
+// Leaked says changed in kind (refused, replacement held, replaced), or it published the
+// generation that replaced the leaked key. Both follow from the hash Secret's record, so when a
+// reconcile's action landed and its status patch was lost (a conflict, the operator stopping),
+// the next one, which publishes what the record holds, still says it; a held replacement was
+// reported as a plain rotation.
+func leakToTell(before, after *switchboardv1alpha1.APIKey, l *leakFinding, issued bool) bool {
+	const leaked = switchboardv1alpha1.ConditionLeaked
+	if controller.ConditionReason(before.Status.Conditions, leaked) != controller.ConditionReason(after.Status.Conditions, leaked) {
+		return true
+	}
+	return issued && l.replaced && l.leak.Generation >= before.Status.KeyGeneration
 }
 
 // leakEvent is the key event of the leak f: the key that leaked (its generation, and its hint

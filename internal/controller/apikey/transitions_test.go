@@ -47,6 +47,8 @@ var (
 	expiringSoon  = cond(switchboardv1alpha1.ConditionExpiringSoon, metav1.ConditionTrue, "EndsSoon")
 	used          = cond(switchboardv1alpha1.ConditionUnused, metav1.ConditionFalse, switchboardv1alpha1.ReasonUsed)
 	unused        = cond(switchboardv1alpha1.ConditionUnused, metav1.ConditionTrue, switchboardv1alpha1.ReasonUnused)
+	leakReplaced  = cond(switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakReplaced)
+	leakedHeld    = cond(switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, switchboardv1alpha1.ReasonLeakReplacementHeld)
 )
 
 // keyEventOf is what the table expects of one key event: its type and key generation.
@@ -110,6 +112,26 @@ func TestTransitions(t *testing.T) {
 			wantKey:    []keyEventOf{{webhookdelivery.KeyRotated, 2}, {webhookdelivery.KeyLeaked, 1}, {webhookdelivery.KeyRevealed, 2}}},
 		{name: "a leak recorded earlier is not told again", before: transitionKey(2, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
 			f: keyFindings{leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 1, At: transitionsNow}}}},
+		{name: "a leak recorded earlier is not told again, nor with a later rotation",
+			before: transitionKey(2, readyIssued, deliveredCond, leakReplaced), after: transitionKey(3, readyIssued, deliveredCond, leakReplaced),
+			f:          keyFindings{leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 1, At: transitionsNow}}},
+			wantEvents: []string{"KeyRotated"}, wantKey: []keyEventOf{{webhookdelivery.KeyRotated, 3}, {webhookdelivery.KeyRevealed, 3}}},
+		// A reconcile whose status patch was lost after its action landed: the next one, which
+		// did not act on the leak, tells of it from the record.
+		{name: "a held replacement published by the next reconcile: told, not only a rotation",
+			before: transitionKey(2, leakedHeld, deliveredCond), after: transitionKey(3, readyIssued, deliveredCond, leakReplaced),
+			f:          keyFindings{issued: true, leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
+			wantEvents: []string{"KeyRotated", ReasonKeyLeaked},
+			wantKey:    []keyEventOf{{webhookdelivery.KeyRotated, 3}, {webhookdelivery.KeyLeaked, 2}, {webhookdelivery.KeyRevealed, 3}}},
+		{name: "a second leak's replacement published by the next reconcile: Leaked was Replaced already",
+			before: transitionKey(2, readyIssued, deliveredCond, leakReplaced), after: transitionKey(3, readyIssued, deliveredCond, leakReplaced),
+			f:          keyFindings{issued: true, leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
+			wantEvents: []string{"KeyRotated", ReasonKeyLeaked},
+			wantKey:    []keyEventOf{{webhookdelivery.KeyRotated, 3}, {webhookdelivery.KeyLeaked, 2}, {webhookdelivery.KeyRevealed, 3}}},
+		{name: "a leak held by a reconcile whose status was lost: Leaked turns ReplacementHeld",
+			before: transitionKey(2, readyIssued, deliveredCond, leakReplaced), after: transitionKey(2, leakedHeld, deliveredCond),
+			f:          keyFindings{leak: &leakFinding{report: leakReport, heldUntil: transitionsNow.Add(time.Minute), leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
+			wantEvents: []string{ReasonKeyLeaked}, wantKey: []keyEventOf{{webhookdelivery.KeyLeaked, 2}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
