@@ -176,17 +176,19 @@ func sendRaw(api, authorization string) (string, error) {
 	return fmt.Sprint(resp.StatusCode) + code, nil
 }
 
-// TestSlowClientsDoNotHurtOthers: clients that send their headers a byte at a time are cut off
-// at the API listener's 5 s bound for headers, while a normal client keeps getting answers.
+// TestSlowClientsDoNotHurtOthers: clients that send their headers a byte at a time, from eight
+// addresses (each within its share of the listener's connections), are cut off at the API
+// listener's 5 s bound for headers, while a normal client keeps getting answers.
 func TestSlowClientsDoNotHurtOthers(t *testing.T) {
 	scanAfter(t)
 	api, valid := servingWithOneKey(t, "slow")
 
 	const slow = 100
 	cutOff := make(chan time.Duration, slow)
-	for range slow {
+	for i := range slow {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(attackers[i%len(attackers)])}}
 		go func() {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(api, "http://"))
+			conn, err := d.Dial("tcp", strings.TrimPrefix(api, "http://"))
 			if err != nil {
 				cutOff <- -1
 				return

@@ -42,7 +42,9 @@ type authzService struct {
 func chartAuthzService(t *testing.T) authzService {
 	t.Helper()
 	cmd := exec.Command(testenv.Helm(t), "template", "switchboard", filepath.Join(testenv.RepoRoot(), "charts", "switchboard"),
-		"--namespace", releaseNamespace, "--set", "server.authz.grpc.enabled=true", "--set", "server.authz.http.enabled=true")
+		"--namespace", releaseNamespace, "--set", "server.authz.grpc.enabled=true", "--set", "server.authz.http.enabled=true",
+		// Behind the chart's NetworkPolicy (on by default), which then needs the gateways named.
+		"--set", "server.authz.allowedClients[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=gateways")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
