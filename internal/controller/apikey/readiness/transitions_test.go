@@ -1,4 +1,4 @@
-package apikey
+package readiness
 
 import (
 	"reflect"
@@ -10,6 +10,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/leak"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
@@ -65,7 +67,7 @@ func TestTransitions(t *testing.T) {
 	cases := []struct {
 		name          string
 		before, after *switchboardv1alpha1.APIKey
-		f             keyFindings
+		f             Findings
 		wantEvents    []string // Kubernetes Event reasons
 		wantKey       []keyEventOf
 	}{
@@ -81,15 +83,15 @@ func TestTransitions(t *testing.T) {
 		{name: "rotated, delivered: each generation delivered is revealed", before: transitionKey(1, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
 			wantEvents: []string{"KeyRotated"}, wantKey: []keyEventOf{{webhookdelivery.KeyRotated, 2}, {webhookdelivery.KeyRevealed, 2}}},
 		{name: "renewed: a renewal, not a rotation", before: transitionKey(1, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
-			f:          keyFindings{life: life{renewal: true, notAfter: end}, renewedUntil: end},
+			f:          Findings{Life: keystate.Life{Renewal: true, NotAfter: end}, RenewedUntil: end},
 			wantEvents: []string{"KeyRotated", "KeyRenewed"}, wantKey: []keyEventOf{{webhookdelivery.KeyRenewed, 2}, {webhookdelivery.KeyRevealed, 2}}},
-		{name: "status restored: nothing was issued", before: transitionKey(1, readyIssued, claimed), after: transitionKey(2, readyIssued, claimed), f: keyFindings{restored: true},
+		{name: "status restored: nothing was issued", before: transitionKey(1, readyIssued, claimed), after: transitionKey(2, readyIssued, claimed), f: Findings{Restored: true},
 			wantEvents: []string{ReasonStatusRestored}},
 		{name: "expiring soon", before: transitionKey(1, readyIssued, claimed, notExpiring), after: transitionKey(1, readyIssued, claimed, expiringSoon),
-			f:          keyFindings{life: life{notAfter: end, expiringMessage: "ends in two days"}},
+			f:          Findings{Life: keystate.Life{NotAfter: end, ExpiringMessage: "ends in two days"}},
 			wantEvents: []string{"KeyExpiringSoon"}, wantKey: []keyEventOf{{webhookdelivery.KeyExpiring, 1}}},
 		{name: "still expiring soon: told once", before: transitionKey(1, readyIssued, claimed, expiringSoon), after: transitionKey(1, readyIssued, claimed, expiringSoon),
-			f: keyFindings{life: life{notAfter: end}}},
+			f: Findings{Life: keystate.Life{NotAfter: end}}},
 		{name: "unused", before: transitionKey(1, readyIssued, claimed, used), after: transitionKey(1, readyIssued, claimed, unused),
 			wantEvents: []string{"KeyUnused"}, wantKey: []keyEventOf{{webhookdelivery.KeyUnused, 1}}},
 		{name: "revoked", before: transitionKey(1, readyIssued, claimed),
@@ -103,39 +105,39 @@ func TestTransitions(t *testing.T) {
 			wantEvents: []string{"KeyRevoked"}},
 		{name: "expired", before: transitionKey(1, readyIssued, claimed),
 			after:      transitionKey(1, cond(switchboardv1alpha1.ConditionReady, metav1.ConditionFalse, switchboardv1alpha1.ReasonExpired), claimed),
-			f:          keyFindings{life: life{notAfter: transitionsNow}},
+			f:          Findings{Life: keystate.Life{NotAfter: transitionsNow}},
 			wantEvents: []string{"KeyExpired"}, wantKey: []keyEventOf{{webhookdelivery.KeyExpired, 1}}},
 		{name: "leaked and replaced", before: transitionKey(1, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
-			f: keyFindings{leakRefused: true, leak: &leakFinding{report: leakReport, replaced: true,
-				leak: keysecret.Leak{Generation: 1, At: transitionsNow, LastUsedAt: lastUsed}}},
-			wantEvents: []string{"KeyRotated", ReasonKeyLeaked},
+			f: Findings{LeakRefused: true, Leak: &leak.Finding{Report: leakReport, Replaced: true,
+				Leak: keysecret.Leak{Generation: 1, At: transitionsNow, LastUsedAt: lastUsed}}},
+			wantEvents: []string{"KeyRotated", leak.ReasonKeyLeaked},
 			wantKey:    []keyEventOf{{webhookdelivery.KeyRotated, 2}, {webhookdelivery.KeyLeaked, 1}, {webhookdelivery.KeyRevealed, 2}}},
 		{name: "a leak recorded earlier is not told again", before: transitionKey(2, readyIssued, deliveredCond), after: transitionKey(2, readyIssued, deliveredCond),
-			f: keyFindings{leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 1, At: transitionsNow}}}},
+			f: Findings{Leak: &leak.Finding{Report: leakReport, Replaced: true, Leak: keysecret.Leak{Generation: 1, At: transitionsNow}}}},
 		{name: "a leak recorded earlier is not told again, nor with a later rotation",
 			before: transitionKey(2, readyIssued, deliveredCond, leakReplaced), after: transitionKey(3, readyIssued, deliveredCond, leakReplaced),
-			f:          keyFindings{leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 1, At: transitionsNow}}},
+			f:          Findings{Leak: &leak.Finding{Report: leakReport, Replaced: true, Leak: keysecret.Leak{Generation: 1, At: transitionsNow}}},
 			wantEvents: []string{"KeyRotated"}, wantKey: []keyEventOf{{webhookdelivery.KeyRotated, 3}, {webhookdelivery.KeyRevealed, 3}}},
 		// A reconcile whose status patch was lost after its action landed: the next one, which
 		// did not act on the leak, tells of it from the record.
 		{name: "a held replacement published by the next reconcile: told, not only a rotation",
 			before: transitionKey(2, leakedHeld, deliveredCond), after: transitionKey(3, readyIssued, deliveredCond, leakReplaced),
-			f:          keyFindings{issued: true, leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
-			wantEvents: []string{"KeyRotated", ReasonKeyLeaked},
+			f:          Findings{Issued: true, Leak: &leak.Finding{Report: leakReport, Replaced: true, Leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
+			wantEvents: []string{"KeyRotated", leak.ReasonKeyLeaked},
 			wantKey:    []keyEventOf{{webhookdelivery.KeyRotated, 3}, {webhookdelivery.KeyLeaked, 2}, {webhookdelivery.KeyRevealed, 3}}},
 		{name: "a second leak's replacement published by the next reconcile: Leaked was Replaced already",
 			before: transitionKey(2, readyIssued, deliveredCond, leakReplaced), after: transitionKey(3, readyIssued, deliveredCond, leakReplaced),
-			f:          keyFindings{issued: true, leak: &leakFinding{report: leakReport, replaced: true, leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
-			wantEvents: []string{"KeyRotated", ReasonKeyLeaked},
+			f:          Findings{Issued: true, Leak: &leak.Finding{Report: leakReport, Replaced: true, Leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
+			wantEvents: []string{"KeyRotated", leak.ReasonKeyLeaked},
 			wantKey:    []keyEventOf{{webhookdelivery.KeyRotated, 3}, {webhookdelivery.KeyLeaked, 2}, {webhookdelivery.KeyRevealed, 3}}},
 		{name: "a leak held by a reconcile whose status was lost: Leaked turns ReplacementHeld",
 			before: transitionKey(2, readyIssued, deliveredCond, leakReplaced), after: transitionKey(2, leakedHeld, deliveredCond),
-			f:          keyFindings{leak: &leakFinding{report: leakReport, heldUntil: transitionsNow.Add(time.Minute), leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
-			wantEvents: []string{ReasonKeyLeaked}, wantKey: []keyEventOf{{webhookdelivery.KeyLeaked, 2}}},
+			f:          Findings{Leak: &leak.Finding{Report: leakReport, HeldUntil: transitionsNow.Add(time.Minute), Leak: keysecret.Leak{Generation: 2, At: transitionsNow}}},
+			wantEvents: []string{leak.ReasonKeyLeaked}, wantKey: []keyEventOf{{webhookdelivery.KeyLeaked, 2}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := transitions(tc.before, tc.after, &tc.f, transitionsNow)
+			ts := Transitions(tc.before, tc.after, &tc.f, transitionsNow)
 			var reasons []string
 			for _, tr := range ts {
 				if tr.reason != "" {
@@ -145,7 +147,7 @@ func TestTransitions(t *testing.T) {
 			if !reflect.DeepEqual(reasons, tc.wantEvents) {
 				t.Errorf("Events %v, want %v", reasons, tc.wantEvents)
 			}
-			events := keyEvents(tc.after, ts)
+			events := KeyEvents(tc.after, ts)
 			var got []keyEventOf
 			for _, e := range events {
 				got = append(got, keyEventOf{e.Type, e.Data.KeyGeneration})
@@ -161,7 +163,7 @@ func TestTransitions(t *testing.T) {
 				t.Errorf("key events %v, want %v", got, tc.wantKey)
 			}
 			// Computed again (after a crash), the same events.
-			if again := keyEvents(tc.after, transitions(tc.before, tc.after, &tc.f, transitionsNow.Add(time.Minute))); !sameIDs(again, events) {
+			if again := KeyEvents(tc.after, Transitions(tc.before, tc.after, &tc.f, transitionsNow.Add(time.Minute))); !sameIDs(again, events) {
 				t.Errorf("computed again: %v, then %v", again, events)
 			}
 		})
@@ -173,9 +175,9 @@ func TestTransitions(t *testing.T) {
 func TestTransitionsData(t *testing.T) {
 	end := transitionsNow.Add(48 * time.Hour)
 	lastUsed := transitionsNow.Add(-time.Hour)
-	f := keyFindings{leakRefused: true, leak: &leakFinding{replaced: true, leak: keysecret.Leak{Generation: 1, At: transitionsNow, LastUsedAt: lastUsed},
-		report: &switchboardv1alpha1.LeakReport{Spec: switchboardv1alpha1.LeakReportSpec{Source: "GitHubPartner", URL: "https://github.com/acme/app"}}}}
-	events := keyEvents(transitionKey(2), transitions(transitionKey(1, readyIssued, deliveredCond), transitionKey(2, readyIssued, deliveredCond), &f, transitionsNow))
+	f := Findings{LeakRefused: true, Leak: &leak.Finding{Replaced: true, Leak: keysecret.Leak{Generation: 1, At: transitionsNow, LastUsedAt: lastUsed},
+		Report: &switchboardv1alpha1.LeakReport{Spec: switchboardv1alpha1.LeakReportSpec{Source: "GitHubPartner", URL: "https://github.com/acme/app"}}}}
+	events := KeyEvents(transitionKey(2), Transitions(transitionKey(1, readyIssued, deliveredCond), transitionKey(2, readyIssued, deliveredCond), &f, transitionsNow))
 	byType := map[webhookdelivery.EventType]webhookdelivery.KeyData{}
 	for _, e := range events {
 		byType[e.Type] = e.Data
@@ -188,8 +190,8 @@ func TestTransitionsData(t *testing.T) {
 		t.Errorf("leaked: %+v", d)
 	}
 
-	expiring := keyFindings{life: life{notAfter: end, expiringMessage: "ends soon"}}
-	events = keyEvents(transitionKey(1), transitions(transitionKey(1, notExpiring), transitionKey(1, expiringSoon), &expiring, transitionsNow))
+	expiring := Findings{Life: keystate.Life{NotAfter: end, ExpiringMessage: "ends soon"}}
+	events = KeyEvents(transitionKey(1), Transitions(transitionKey(1, notExpiring), transitionKey(1, expiringSoon), &expiring, transitionsNow))
 	if len(events) != 1 || events[0].Data.ExpiresAt == nil || !events[0].Data.ExpiresAt.Equal(end) || events[0].Data.Reason != "ends soon" {
 		t.Errorf("expiring: %+v", events)
 	}

@@ -1,4 +1,12 @@
-package apikey
+// Package leak is the response to a leaked APIKey key, a concern of its controller: a
+// LeakReport in the system namespace (written there by switchboard's receiver of GitHub's
+// secret scanning reports, where no tenant can write) names a key by its hash; the APIKey whose
+// hash Secret holds that hash has it refused at once, recorded in the hash Secret (the server
+// refuses the hash from then on), a leaked current key is replaced as a renewal would, with no
+// grace (at most once per minimum renewal interval), and the workloads reading its delivery
+// Secret are rolled. The LeakReport's own reconciler reports on it and deletes it in time. A
+// LeakReport anywhere else is never read: the operator caches them in the system namespace only.
+package leak
 
 import (
 	"context"
@@ -10,25 +18,38 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/workloads"
 )
 
-// Leaks: a LeakReport in the system namespace (written there by switchboard's receiver of
-// GitHub's secret scanning reports, where no tenant can write) names a key by its hash. The
-// APIKey whose hash Secret holds that hash has it refused at once, recorded in the hash Secret
-// (the server refuses the hash from then on), and a leaked current key is replaced as a renewal
-// would, with no grace. A LeakReport anywhere else is never read: the operator caches them in
-// the system namespace only.
+// Policies answer a leak: refused at once, and replaced with no grace, before anything else of
+// the key's is done; then the workloads reading the replaced key's Secret are rolled.
+var Policies = keystate.Chain{
+	{Name: "Leaked", Decide: leaked},
+	{Name: "LeakRollout", Decide: leakRollout},
+}
 
-// LeakHashIndex indexes the operator's cached hash Secrets by every hash they know of: the
+// Observe wakes the reconcile when a leaked key's held replacement is due (leakOf).
+func Observe(s *keystate.State, _ keystate.Params, obs *keystate.Observation) {
+	if obs.Hash != keystate.HashFound {
+		return
+	}
+	if l, ok := keysecret.LeakOf(s.Hash); ok && s.Now.Before(l.ReplaceAfter) {
+		obs.Wake.At(l.ReplaceAfter.Sub(s.Now))
+	}
+}
+
+// HashIndex indexes the operator's cached hash Secrets by every hash they know of: the
 // current key's, the previous key's and the last leaked key's (keysecret.HashesOf).
-const LeakHashIndex = "switchboard.dev/key-hash"
+const HashIndex = "switchboard.dev/key-hash"
 
 // ReasonKeyLeaked is the Event reason of a key refused because a verified report said it leaked.
 const ReasonKeyLeaked = "KeyLeaked"
@@ -67,8 +88,8 @@ var (
 // metrics endpoint serves.
 func init() { ctrlmetrics.Registry.MustRegister(keysLeaked, leakRollouts, workloadsRolled) }
 
-// leakHashes is the LeakHashIndex value of a hash Secret of the system namespace.
-func leakHashes(systemNamespace string) client.IndexerFunc {
+// Hashes is the HashIndex value of a hash Secret of the system namespace.
+func Hashes(systemNamespace string) client.IndexerFunc {
 	return func(o client.Object) []string {
 		s, ok := o.(*corev1.Secret)
 		if !ok || s.Namespace != systemNamespace || s.Labels[keysecret.LabelComponent] != keysecret.ComponentHash {
@@ -84,39 +105,39 @@ func isLeakReport(report *switchboardv1alpha1.LeakReport, systemNamespace string
 	return report.Namespace == systemNamespace && report.Name == switchboardv1alpha1.LeakReportName(report.Spec.KeyHash)
 }
 
-// leakReportOf reads, from the cache, the LeakReport of hash sum; nil when there is none (or
-// none the operator believes).
-func (r *Reconciler) leakReportOf(ctx context.Context, sum string) (*switchboardv1alpha1.LeakReport, error) {
+// reportOf reads, from the cache, the LeakReport of hash sum; nil when there is none (or none
+// the operator believes).
+func reportOf(ctx context.Context, env *keystate.Env, sum string) (*switchboardv1alpha1.LeakReport, error) {
 	if sum == "" {
 		return nil, nil
 	}
 	report := &switchboardv1alpha1.LeakReport{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.SystemNamespace, Name: switchboardv1alpha1.LeakReportName(sum)}, report)
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: env.SystemNamespace, Name: switchboardv1alpha1.LeakReportName(sum)}, report)
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if !isLeakReport(report, r.SystemNamespace) || report.Spec.KeyHash != sum {
+	if !isLeakReport(report, env.SystemNamespace) || report.Spec.KeyHash != sum {
 		return nil, nil
 	}
 	return report, nil
 }
 
-// observeLeaks reads the LeakReports of the hashes the hash Secret knows of into s.
-func (r *Reconciler) observeLeaks(ctx context.Context, s *keyState) error {
-	s.leaks = nil
-	if s.hash == nil {
+// ObserveReports reads the LeakReports of the hashes the hash Secret knows of into s.
+func ObserveReports(ctx context.Context, env *keystate.Env, s *keystate.State) error {
+	s.Leaks = nil
+	if s.Hash == nil {
 		return nil
 	}
-	for _, sum := range keysecret.HashesOf(s.hash) {
-		report, err := r.leakReportOf(ctx, sum)
+	for _, sum := range keysecret.HashesOf(s.Hash) {
+		report, err := reportOf(ctx, env, sum)
 		if err != nil {
-			return fmt.Errorf("reading the leak report of a hash of %s: %w", s.hash.Name, err)
+			return fmt.Errorf("reading the leak report of a hash of %s: %w", s.Hash.Name, err)
 		}
 		if report != nil {
-			if s.leaks == nil {
-				s.leaks = map[string]*switchboardv1alpha1.LeakReport{}
+			if s.Leaks == nil {
+				s.Leaks = map[string]*switchboardv1alpha1.LeakReport{}
 			}
-			s.leaks[sum] = report
+			s.Leaks[sum] = report
 		}
 	}
 	return nil
@@ -135,28 +156,28 @@ type leakToAct struct {
 }
 
 // leakOf reads what the leak reports of s ask (false: nothing). A refused current key whose
-// replacement is held (keysecret.Leak.ReplaceAfter) asks nothing until then: observeFacts
-// wakes the reconcile at that instant.
-func leakOf(s *keyState, obs *observation, p planParams) (leakToAct, bool) {
-	if s.hash == nil {
+// replacement is held (keysecret.Leak.ReplaceAfter) asks nothing until then: Observe wakes
+// the reconcile at that instant.
+func leakOf(s *keystate.State, obs *keystate.Observation, p keystate.Params) (leakToAct, bool) {
+	if s.Hash == nil {
 		return leakToAct{}, false
 	}
-	current, previous := string(s.hash.Data[keysecret.DataHash]), string(s.hash.Data[keysecret.DataPreviousHash])
-	recorded, _ := keysecret.LeakOf(s.hash)
-	canReplace := !obs.expired && obs.rec != nil
+	current, previous := string(s.Hash.Data[keysecret.DataHash]), string(s.Hash.Data[keysecret.DataPreviousHash])
+	recorded, _ := keysecret.LeakOf(s.Hash)
+	canReplace := !obs.Expired && obs.Rec != nil
 	// A leaked key replaced with an overlap stays the previous key until the overlap ends,
 	// when the server stops accepting it and GraceEnded drops it.
-	overlapping := recorded.Hash == previous && s.now.Before(recorded.AcceptedUntil)
-	interval := leakReplacementInterval(s.key, p)
+	overlapping := recorded.Hash == previous && s.Now.Before(recorded.AcceptedUntil)
+	interval := leakReplacementInterval(s.Key, p)
 	switch {
-	case previous != "" && s.leaks[previous] != nil && !overlapping:
-		return leakToAct{report: s.leaks[previous], hash: previous, previous: true}, true
-	case current != "" && s.leaks[current] != nil && recorded.Hash != current:
-		return leakToAct{report: s.leaks[current], hash: current, replace: canReplace, interval: interval}, true
-	case current != "" && recorded.Hash == current && canReplace && !s.now.Before(recorded.ReplaceAfter):
+	case previous != "" && s.Leaks[previous] != nil && !overlapping:
+		return leakToAct{report: s.Leaks[previous], hash: previous, previous: true}, true
+	case current != "" && s.Leaks[current] != nil && recorded.Hash != current:
+		return leakToAct{report: s.Leaks[current], hash: current, replace: canReplace, interval: interval}, true
+	case current != "" && recorded.Hash == current && canReplace && !s.Now.Before(recorded.ReplaceAfter):
 		// Refused by an earlier reconcile that did not get to issue the replacement, or held
 		// until now.
-		return leakToAct{report: s.leaks[current], hash: current, replace: true, interval: interval}, true
+		return leakToAct{report: s.Leaks[current], hash: current, replace: true, interval: interval}, true
 	}
 	return leakToAct{}, false
 }
@@ -165,12 +186,12 @@ func leakOf(s *keyState, obs *observation, p planParams) (leakToAct, bool) {
 // keys: the platform's minimum interval between renewals for its lifetime. Each replacement
 // writes the key's Secrets and rolls the workloads that read it, so a tenant that publishes
 // every new key it gets cannot make the operator do so faster than its renewals would.
-func leakReplacementInterval(key *switchboardv1alpha1.APIKey, p planParams) time.Duration {
+func leakReplacementInterval(key *switchboardv1alpha1.APIKey, p keystate.Params) time.Duration {
 	var lifetime time.Duration
 	if key.Spec.Lifetime != nil {
 		lifetime = key.Spec.Lifetime.Duration
 	}
-	return p.minRenewal.Of(lifetime)
+	return p.MinRenewal.Of(lifetime)
 }
 
 // nextReplacement is when the replacement of a leaked current key may be issued, reported at
@@ -197,17 +218,17 @@ func nextReplacement(earlier keysecret.Leak, now time.Time, interval time.Durati
 // would, into its delivery Secret, or a new reveal), a leaked previous key's grace ends now.
 // A current key that leaks within the minimum interval of the APIKey's last replacement of a
 // leaked key is refused as well, but replaced only once the interval has passed.
-func leaked(in input) (decision, bool) {
-	l, ok := leakOf(in.s, in.obs, in.p)
+func leaked(in keystate.Input) (keystate.Decision, bool) {
+	l, ok := leakOf(in.S, in.Obs, in.P)
 	if !ok {
-		return decision{}, false
+		return keystate.Decision{}, false
 	}
-	d := decision{do: refuseLeaked{leak: l}, why: "the current key was reported leaked"}
+	d := keystate.Decision{Do: refuseLeaked{leak: l}, Why: "the current key was reported leaked"}
 	switch {
 	case l.previous:
-		d.why = "the previous key, in its grace period, was reported leaked"
+		d.Why = "the previous key, in its grace period, was reported leaked"
 	case l.replace:
-		d.gen = in.obs.rec.Generation + 1
+		d.Gen = in.Obs.Rec.Generation + 1
 	}
 	return d, true
 }
@@ -219,25 +240,25 @@ type refuseLeaked struct{ leak leakToAct }
 
 // leakOverlap is how long a leaked current key of s stays accepted once it is replaced:
 // spec.leakOverlap for a delivered key replaced at once, 0 (refused at once) otherwise.
-func leakOverlap(s *keyState, l leakToAct, held bool) time.Duration {
-	if !l.replace || held || l.previous || s.key.Spec.LeakOverlap == nil || !delivered(s.key, s.record()) {
+func leakOverlap(s *keystate.State, l leakToAct, held bool) time.Duration {
+	if !l.replace || held || l.previous || s.Key.Spec.LeakOverlap == nil || !keystate.Delivered(s.Key, s.Record()) {
 		return 0
 	}
-	return s.key.Spec.LeakOverlap.Duration
+	return s.Key.Spec.LeakOverlap.Duration
 }
 
 // confirm: the hash Secret as the API server has it decides, or a cache behind the last
 // replacement would replace the key twice.
-func (refuseLeaked) confirm(ctx context.Context, r *Reconciler, s *keyState) (bool, error) {
-	if err := r.liveHash(ctx, s); err != nil {
+func (refuseLeaked) Confirm(ctx context.Context, env *keystate.Env, s *keystate.State) (bool, error) {
+	if err := env.LiveHash(ctx, s); err != nil {
 		return false, err
 	}
-	return true, r.observeLeaks(ctx, s)
+	return true, ObserveReports(ctx, env, s)
 }
 
-func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d decision) (outcome, error) {
-	key, hash, l := s.key, s.hash, a.leak
-	var out outcome
+func (a refuseLeaked) Do(ctx context.Context, env *keystate.Env, s *keystate.State, d keystate.Decision) (keystate.Outcome, error) {
+	key, hash, l := s.Key, s.Hash, a.leak
+	var out keystate.Outcome
 	before := hash.DeepCopy()
 	earlier, _ := keysecret.LeakOf(hash)
 	switch {
@@ -256,7 +277,7 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		if l.previous {
 			gen--
 		}
-		rec := keysecret.Leak{Hash: l.hash, At: s.now.Truncate(time.Second), Generation: gen, LastReplacement: earlier.LastReplacement}
+		rec := keysecret.Leak{Hash: l.hash, At: s.Now.Truncate(time.Second), Generation: gen, LastReplacement: earlier.LastReplacement}
 		if l.report != nil {
 			rec.Hint, rec.Source, rec.URL = l.report.Spec.KeyHint, l.report.Spec.Source, l.report.Spec.URL
 		}
@@ -264,27 +285,27 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 			rec.LastUsedAt = key.Status.LastUsedAt.Time
 		}
 		if l.replace {
-			rec.ReplaceAfter, rec.LastReplacement = nextReplacement(earlier, s.now, l.interval)
+			rec.ReplaceAfter, rec.LastReplacement = nextReplacement(earlier, s.Now, l.interval)
 		}
-		if d := leakOverlap(s, l, s.now.Before(rec.ReplaceAfter)); d > 0 {
+		if d := leakOverlap(s, l, s.Now.Before(rec.ReplaceAfter)); d > 0 {
 			// Truncated, so never later than asked: the server honours it to the second.
-			rec.AcceptedUntil = s.now.Add(d).Truncate(time.Second)
+			rec.AcceptedUntil = s.Now.Add(d).Truncate(time.Second)
 		}
-		if (l.replace || l.previous) && delivered(key, s.record()) {
+		if (l.replace || l.previous) && keystate.Delivered(key, s.Record()) {
 			// Its consumers are rolled onto the current key once there is one to roll onto.
 			rec.Rollout = keysecret.RolloutPending
 		}
 		keysecret.SetLeaked(hash, rec)
-		out.leakRefused = true
+		out.LeakRefused = true
 	}
 	if !equality.Semantic.DeepEqual(before.Data, hash.Data) {
-		if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return outcome{}, fmt.Errorf("recording the leaked key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
+		if err := env.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return keystate.Outcome{}, fmt.Errorf("recording the leaked key in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
 		}
 	}
 	recorded, _ := keysecret.LeakOf(hash)
-	held := l.replace && s.now.Before(recorded.ReplaceAfter)
-	if out.leakRefused {
+	held := l.replace && s.Now.Before(recorded.ReplaceAfter)
+	if out.LeakRefused {
 		source, action := "", leakActionRefused
 		if l.report != nil {
 			source = l.report.Spec.Source
@@ -302,8 +323,8 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 			"replaceAfter", recorded.ReplaceAfter)
 	}
 	if held {
-		// Refused now; replaced once the interval has passed (observeFacts wakes it then).
-		out.after = recorded.ReplaceAfter.Sub(s.now)
+		// Refused now; replaced once the interval has passed (Observe wakes it then).
+		out.After = recorded.ReplaceAfter.Sub(s.Now)
 		return out, nil
 	}
 	if l.replace {
@@ -311,41 +332,41 @@ func (a refuseLeaked) do(ctx context.Context, r *Reconciler, s *keyState, d deci
 		// after a crash, a later run gives it what is left of it, never more.
 		var grace time.Duration
 		if !recorded.AcceptedUntil.IsZero() {
-			grace = max(recorded.AcceptedUntil.Sub(s.now), 0)
+			grace = max(recorded.AcceptedUntil.Sub(s.Now), 0)
 		}
-		issued, err := issue{grace: grace}.do(ctx, r, s, d)
-		issued.leakRefused = out.leakRefused
-		if err != nil || !issued.issued {
+		issued, err := issuing.Issue{Grace: grace}.Do(ctx, env, s, d)
+		issued.LeakRefused = out.LeakRefused
+		if err != nil || !issued.Issued {
 			return issued, err
 		}
 		out = issued
 	}
-	if recorded.Rollout != keysecret.RolloutPending || !delivered(key, s.record()) || keysecret.Generation(hash) <= recorded.Generation {
+	if recorded.Rollout != keysecret.RolloutPending || !keystate.Delivered(key, s.Record()) || keysecret.Generation(hash) <= recorded.Generation {
 		return out, nil
 	}
-	rolled, err := rollLeaked{}.do(ctx, r, s, d)
+	rolled, err := rollLeaked{}.Do(ctx, env, s, d)
 	if err != nil {
 		// The key is refused and replaced, which the status must say; LeakRollout retries.
 		log.FromContext(ctx).Error(err, "rolling the workloads that read the delivery Secret; retrying")
-		out.after = staleRetry
+		out.After = keystate.StaleRetry
 		return out, nil
 	}
-	out.leakRolled = rolled.leakRolled
+	out.LeakRolled = rolled.LeakRolled
 	return out, nil
 }
 
 // leakRollout: the workloads reading a leaked key's delivery Secret are still to be rolled,
 // now that it holds the replacement (a run of refuseLeaked stopped before it, or failed at it).
-func leakRollout(in input) (decision, bool) {
-	s, rec := in.s, in.obs.rec
-	if s.hash == nil || in.obs.expired || in.obs.conflict != "" || !delivered(s.key, rec) {
-		return decision{}, false
+func leakRollout(in keystate.Input) (keystate.Decision, bool) {
+	s, rec := in.S, in.Obs.Rec
+	if s.Hash == nil || in.Obs.Expired || in.Obs.Conflict != "" || !keystate.Delivered(s.Key, rec) {
+		return keystate.Decision{}, false
 	}
-	l, ok := keysecret.LeakOf(s.hash)
+	l, ok := keysecret.LeakOf(s.Hash)
 	if !ok || l.Rollout != keysecret.RolloutPending || rec.Generation <= l.Generation {
-		return decision{}, false
+		return keystate.Decision{}, false
 	}
-	return decision{do: rollLeaked{}, why: "the workloads reading the leaked key's delivery Secret are not rolled yet"}, true
+	return keystate.Decision{Do: rollLeaked{}, Why: "the workloads reading the leaked key's delivery Secret are not rolled yet"}, true
 }
 
 // rollLeaked rolls the workloads of the APIKey's namespace that read its delivery Secret, with
@@ -354,23 +375,21 @@ func leakRollout(in input) (decision, bool) {
 type rollLeaked struct{}
 
 // confirm: a cache behind the record would roll the workloads twice.
-func (rollLeaked) confirm(ctx context.Context, r *Reconciler, s *keyState) (bool, error) {
-	return true, r.liveHash(ctx, s)
+func (rollLeaked) Confirm(ctx context.Context, env *keystate.Env, s *keystate.State) (bool, error) {
+	return true, env.LiveHash(ctx, s)
 }
 
-func (rollLeaked) do(ctx context.Context, r *Reconciler, s *keyState, _ decision) (outcome, error) {
-	key, hash := s.key, s.hash
-	res, err := workloads.Roll(ctx, r.APIReader, r.Client, key.Namespace, key.Spec.SecretName, s.now)
+func (rollLeaked) Do(ctx context.Context, env *keystate.Env, s *keystate.State, _ keystate.Decision) (keystate.Outcome, error) {
+	key, hash := s.Key, s.Hash
+	res, err := workloads.Roll(ctx, env.APIReader, env.Client, key.Namespace, key.Spec.SecretName, s.Now)
 	if err != nil {
 		leakRollouts.WithLabelValues("failed").Inc()
-		return outcome{}, fmt.Errorf("rolling the workloads that read Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
+		return keystate.Outcome{}, fmt.Errorf("rolling the workloads that read Secret %s/%s: %w", key.Namespace, key.Spec.SecretName, err)
 	}
 	l, _ := keysecret.LeakOf(hash)
 	l.Rollout = res.String()
-	before := hash.DeepCopy()
-	keysecret.SetLeaked(hash, l)
-	if err := r.Client.Patch(ctx, hash, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return outcome{}, fmt.Errorf("recording the rollout in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
+	if err := env.Patch(ctx, hash, func() { keysecret.SetLeaked(hash, l) }); err != nil {
+		return keystate.Outcome{}, fmt.Errorf("recording the rollout in hash Secret %s/%s: %w", hash.Namespace, hash.Name, err)
 	}
 	counted := "rolled"
 	switch {
@@ -385,28 +404,30 @@ func (rollLeaked) do(ctx context.Context, r *Reconciler, s *keyState, _ decision
 	workloadsRolled.Add(float64(len(res.Rolled)))
 	log.FromContext(ctx).Info("rolled the workloads that read the delivery Secret of a leaked key", "secret", key.Spec.SecretName,
 		"rolled", res.Rolled, "forbidden", res.Forbidden)
-	return outcome{leakRolled: true}, nil
+	return keystate.Outcome{LeakRolled: true}, nil
 }
 
-// leakReportToAPIKey maps a LeakReport of the system namespace to the APIKey whose hash Secret
-// knows its hash (LeakHashIndex); the hash Secret's labels, in the system namespace where
-// tenants cannot write, name it.
-func (r *Reconciler) leakReportToAPIKey(ctx context.Context, o client.Object) []reconcile.Request {
-	report, ok := o.(*switchboardv1alpha1.LeakReport)
-	if !ok || !isLeakReport(report, r.SystemNamespace) {
-		return nil
-	}
-	var hashes corev1.SecretList
-	if err := r.Client.List(ctx, &hashes, client.InNamespace(r.SystemNamespace), client.MatchingFields{LeakHashIndex: report.Spec.KeyHash}); err != nil {
-		log.FromContext(ctx).Error(err, "listing the hash Secrets of a leak report", "leakReport", report.Name)
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range hashes.Items {
-		l := hashes.Items[i].Labels
-		if ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]; ns != "" && name != "" {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+// ReportToAPIKey maps a LeakReport of systemNamespace to the APIKey whose hash Secret knows its
+// hash (HashIndex, read with c); the hash Secret's labels, in the system namespace where tenants
+// cannot write, name it.
+func ReportToAPIKey(c client.Reader, systemNamespace string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		report, ok := o.(*switchboardv1alpha1.LeakReport)
+		if !ok || !isLeakReport(report, systemNamespace) {
+			return nil
 		}
+		var hashes corev1.SecretList
+		if err := c.List(ctx, &hashes, client.InNamespace(systemNamespace), client.MatchingFields{HashIndex: report.Spec.KeyHash}); err != nil {
+			log.FromContext(ctx).Error(err, "listing the hash Secrets of a leak report", "leakReport", report.Name)
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range hashes.Items {
+			l := hashes.Items[i].Labels
+			if ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]; ns != "" && name != "" {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+			}
+		}
+		return out
 	}
-	return out
 }
