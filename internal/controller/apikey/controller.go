@@ -1,10 +1,8 @@
-// Package apikey is the APIKey controller: it turns APIKeys into hashed keys, issued, revealed
-// once or delivered, rotated, renewed, expired, revoked, and refused and replaced when reported
-// leaked. It hosts the concerns below it, each a package with its own chain of named policies
-// over one observed state (keystate): objectlife, leak, issuing, lifecycle, grace, and
-// readiness, which alone computes Ready. One reconcile asks them in turn, in four steps:
-// observe (observe.go), plan (plan.go), confirm (confirm.go) and act, the status written once,
-// at the end. It never writes an APIKey's spec.
+// Package apikey is the APIKey controller. It hosts the concerns below it, each a package with
+// its own chain of named policies over one observed state (keystate): objectlife, leak,
+// issuing, lifecycle, grace, and readiness, which alone computes Ready. One reconcile asks them
+// in turn: observe, plan and confirm (steps.go), then act, the status written once, at the end.
+// It never writes an APIKey's spec.
 package apikey
 
 import (
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
@@ -25,8 +22,6 @@ import (
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -38,13 +33,13 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/readiness"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
-	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // What the concerns name, for those who know the controller by its host (the operator, the
-// tests): the Events' reasons, the delivery's grace and the lifecycle's defaults.
+// tests): the Events' reasons and the delivery's grace; and the defaults of the operator-wide
+// lifecycle settings (Reconciler.ExpiryWarning, UnusedAfter).
 const (
 	ReasonDeliverySecretLost = issuing.ReasonDeliverySecretLost
 	ReasonKeySecretReplaced  = issuing.ReasonKeySecretReplaced
@@ -52,28 +47,25 @@ const (
 	ReasonKeyLeaked          = leak.ReasonKeyLeaked
 	ReasonGraceEndedEarly    = grace.ReasonGraceEndedEarly
 	RedeliveryGrace          = issuing.RedeliveryGrace
-	DefaultExpiryWarning     = lifecycle.DefaultExpiryWarning
-	DefaultUnusedAfter       = lifecycle.DefaultUnusedAfter
+	DefaultExpiryWarning     = 7 * 24 * time.Hour
+	DefaultUnusedAfter       = 90 * 24 * time.Hour
 )
 
 // Reconciler turns APIKeys into hashed keys: it issues, reveals or delivers, rotates,
 // expires and revokes them, following the write order of the key protocol so that any
 // interrupted reconcile is finished by the next one.
 type Reconciler struct {
-	// Client reads through the cache and writes.
-	Client client.Client
-	// APIReader reads the API server directly, wherever a stale cache could cost a key.
-	APIReader client.Reader
-	// Recorder emits Events; they carry the key's hint, never the key.
-	Recorder events.EventRecorder
+	// Client, APIReader and Recorder are what the concerns' actions read and write with
+	// (keystate.Env), in SystemNamespace, which holds the hash Secrets; KeyPrefix begins every
+	// key issued; RevealTTL is how long an unclaimed reveal Secret lives.
+	Client          client.Client
+	APIReader       client.Reader
+	Recorder        events.EventRecorder
+	SystemNamespace string
+	KeyPrefix       string
+	RevealTTL       time.Duration
 	// Clock tells the time for expiry, grace periods and reveal deadlines.
 	Clock clock.PassiveClock
-	// SystemNamespace holds the hash Secrets.
-	SystemNamespace string
-	// KeyPrefix begins every key issued.
-	KeyPrefix string
-	// RevealTTL is how long an unclaimed reveal Secret lives.
-	RevealTTL time.Duration
 	// ExpiryWarning is how long before a key's end that nothing will renew it ExpiringSoon
 	// turns True (DefaultExpiryWarning when zero).
 	ExpiryWarning time.Duration
@@ -104,10 +96,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.SystemNamespace == "" || r.KeyPrefix == "" || r.RevealTTL <= 0 {
 		return errors.New("the APIKey reconciler needs a SystemNamespace, a KeyPrefix and a positive RevealTTL")
 	}
-	isHash := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.SystemNamespace &&
-			o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentHash
-	})
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, HashOwnerIndex, hashOwner(r.SystemNamespace)); err != nil {
 		return fmt.Errorf("indexing hash Secrets: %w", err)
 	}
@@ -134,22 +122,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&switchboardv1alpha1.APIKey{}, builder.WithPredicates(controller.MeaningfulUpdate)).
 		Owns(&corev1.Secret{}, builder.WithPredicates(controller.MeaningfulUpdate)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(hashSecretToAPIKey), builder.WithPredicates(isHash, controller.MeaningfulUpdate)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(keystate.APIKeyOf), builder.WithPredicates(keystate.HashSecrets(r.SystemNamespace), controller.MeaningfulUpdate)).
 		Watches(&switchboardv1alpha1.LeakReport{}, handler.EnqueueRequestsFromMapFunc(leak.ReportToAPIKey(r.Client, r.SystemNamespace))).
 		WatchesRawSource(source.Channel(r.pods.Events(), &handler.EnqueueRequestForObject{})).
 		Named("apikey").
 		WithOptions(controller.FairOptions(r.ControllerOptions)).
 		Complete(r)
-}
-
-// hashSecretToAPIKey maps a hash Secret to the APIKey its labels name.
-func hashSecretToAPIKey(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]
-	if ns == "" || name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
 // Reconcile runs the four steps: observe the APIKey and its Secrets (from the cache), plan the

@@ -14,7 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
-// TestPlanLife: every transition of a key's life, decided from a keyState built by hand at an
+// TestPlanLife: every transition of a key's life, decided from a keystate.State built by hand at an
 // injected time: the record of its lifetime, renewal ahead of its end into the delivery Secret
 // (the old key valid until its own end), the warning when nothing will renew it, unused keys and
 // their revocation, and when the reconciler wakes for each.

@@ -91,7 +91,7 @@ func evidenceOf(s *keystate.State, rec *keysecret.Issued, wake *keystate.Requeue
 	if lastUse.After(rec.IssuedAt) {
 		used = fmt.Sprintf("key generation %d was last used at %s", gen, lastUse.UTC().Format(time.RFC3339))
 	}
-	e := keystate.GraceEvidence{Active: true, QuietUntil: until}
+	e := keystate.GraceEvidence{Active: true}
 	bound := fmt.Sprintf("at the latest at %s", end.UTC().Format(time.RFC3339))
 	switch {
 	case now.Before(until):

@@ -4,21 +4,46 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate/keystatetest"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// The states of these tables (keystatetest): graceState is generation 2 of an APIKey whose
-// grace ends on evidence after 10m unused, rotated 15 minutes before planNow; usedAt records a
-// use of its old key.
+// The states of these tables (keystatetest).
 var (
 	planNow     = keystatetest.Now
 	policyState = keystatetest.State
-	graceState  = keystatetest.Grace
-	usedAt      = keystatetest.UsedAt
 )
+
+// graceState is generation 2 of an APIKey that asks for its grace to end on evidence after 10m
+// unused, rotated (its new key written) 15 minutes before planNow, the old key (generation 1)
+// accepted for a day more; delivered into app-key or revealed, changed by f.
+func graceState(delivered bool, f func(s *keystate.State)) *keystate.State {
+	base := keystatetest.State
+	if delivered {
+		base = keystatetest.Delivered
+	}
+	return base(func(s *keystate.State) {
+		s.Key.Spec.GraceEndsWhenUnusedFor = &metav1.Duration{Duration: 10 * time.Minute}
+		rec, _ := keysecret.IssuedOf(s.Hash)
+		rec.IssuedAt = planNow.Add(-15 * time.Minute)
+		keysecret.SetIssued(s.Hash, rec)
+		s.Hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())
+		s.Hash.Data[keysecret.DataPreviousValidUntil] = []byte(planNow.Add(24 * time.Hour).Format(time.RFC3339))
+		if f != nil {
+			f(s)
+		}
+	})
+}
+
+// usedAt records a use of the old key generation gen at planNow - ago in s's status.
+func usedAt(s *keystate.State, gen int64, ago time.Duration) {
+	s.Key.Status.PreviousKeyUse = &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: gen, LastUsedAt: metav1.NewTime(planNow.Add(-ago))}
+}
 
 // policyCase is one input of one policy and what it should decide: nothing (decided false),
 // or an action by its type's name ("none": decided, nothing to do).

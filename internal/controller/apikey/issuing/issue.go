@@ -42,7 +42,7 @@ func (i Issue) Do(ctx context.Context, env *keystate.Env, s *keystate.State, d k
 	key, gen, now := s.Key, d.Gen, s.Now
 	out := keystate.Outcome{Issuing: gen, LostHint: i.LostHint}
 	plaintext, err := ensureKeySecret(ctx, env, key, gen)
-	var conflict *keystate.ConflictError
+	var conflict *conflictError
 	if errors.As(err, &conflict) {
 		out.Conflict, out.After = conflict.Error(), keystate.ConflictRetry
 		return out, nil
@@ -197,7 +197,7 @@ func ensureRevealSecret(ctx context.Context, env *keystate.Env, key *switchboard
 		return "", fmt.Errorf("reading back reveal Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentReveal) {
-		return "", &keystate.ConflictError{Msg: fmt.Sprintf("secret %s/%s exists and is not the reveal Secret of this APIKey; "+
+		return "", &conflictError{fmt.Sprintf("secret %s/%s exists and is not the reveal Secret of this APIKey; "+
 			"switchboard will not overwrite it: delete or rename it", key.Namespace, name)}
 	}
 	adopted, why, err := adoptable(ctx, env, key, existing, gen)
@@ -237,7 +237,7 @@ func ensureDeliverySecret(ctx context.Context, env *keystate.Env, key *switchboa
 		return "", fmt.Errorf("reading delivery Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	if !keysecret.IsOwnedBy(existing, key, keysecret.ComponentDelivery) {
-		return "", &keystate.ConflictError{Msg: keystate.DeliveryConflict(key)}
+		return "", &conflictError{keystate.DeliveryConflict(key)}
 	}
 	why := ""
 	switch g := keysecret.Generation(existing); {
@@ -290,6 +290,11 @@ func adoptable(ctx context.Context, env *keystate.Env, key *switchboardv1alpha1.
 		return "", "its key is not the one switchboard issued: " + err.Error(), nil
 	}
 }
+
+// conflictError says a Secret switchboard needs to write belongs to someone else.
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
 
 // plaintextOf returns the key a reveal or delivery Secret holds, and whether it is a
 // well-formed key of this operator's prefix.

@@ -8,8 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
@@ -40,15 +43,12 @@ type Input struct {
 	P   Params
 }
 
-// PolicyFunc decides one thing: whether it settles this reconcile (decided), and with what
-// decision (an action, or none when nothing is to be done). A policy that has nothing to say
-// returns false and the chain goes on.
-type PolicyFunc func(in Input) (d Decision, decided bool)
-
-// Policy is a named PolicyFunc: its name says what it decides, in logs and in the tests.
+// Policy decides one thing: whether it settles this reconcile (decided), and with what decision
+// (an action, or none when nothing is to be done); one that has nothing to say returns false
+// and the chain goes on. Its name says what it decides, in logs and in the tests.
 type Policy struct {
 	Name   string
-	Decide PolicyFunc
+	Decide func(in Input) (d Decision, decided bool)
 }
 
 // Chain is a list of policies evaluated in order; the first that decides wins.
@@ -170,11 +170,6 @@ const ConflictRetry = time.Minute
 // ErrStale says the API server holds another version of the APIKey than the one observed.
 var ErrStale = errors.New("the cache is behind the API server")
 
-// ConflictError says a Secret switchboard needs to write belongs to someone else.
-type ConflictError struct{ Msg string }
-
-func (e *ConflictError) Error() string { return e.Msg }
-
 // Patch writes obj as change leaves it, from obj as it was read, with its resourceVersion as an
 // optimistic lock: a write decided on an outdated read fails rather than undo another's.
 func (e *Env) Patch(ctx context.Context, obj client.Object, change func()) error {
@@ -222,6 +217,24 @@ func (e *Env) LiveSecret(ctx context.Context, key client.ObjectKey) (*corev1.Sec
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	return secret, nil
+}
+
+// HashSecrets selects the hash Secrets of systemNamespace.
+func HashSecrets(systemNamespace string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == systemNamespace && o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentHash
+	})
+}
+
+// APIKeyOf maps a hash Secret to the APIKey its labels name (in the system namespace, which
+// tenants cannot write).
+func APIKeyOf(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
 // DeleteRevealSecret deletes secret as it was read: same UID, same resourceVersion, so one

@@ -47,14 +47,10 @@ type State struct {
 	// not read.
 	Consumers *Consumers
 
-	// What was read from the API server rather than the cache, by confirm: an absence read
-	// there is an absence, one read from the cache may be the cache being behind.
-	Confirmed ConfirmedReads
-}
-
-// ConfirmedReads says which parts of a State come from the API server.
-type ConfirmedReads struct {
-	Key, Hash, Reveal, Delivery bool
+	// Confirmed says which parts were read from the API server rather than the cache, by
+	// confirm: an absence read there is an absence, one read from the cache may be the cache
+	// being behind.
+	Confirmed struct{ Key, Hash, Reveal, Delivery bool }
 }
 
 // Consumers is what a reconcile read of the pods that take the delivery Secret in a way that
@@ -198,13 +194,20 @@ func Observe(s *State, p Params, observers ...Observer) *Observation {
 		return obs
 	}
 	obs.Expired = key.Spec.ExpiresAt != nil && !s.Now.Before(key.Spec.ExpiresAt.Time)
-	if !obs.Expired {
-		obs.Conflict = deliveryConflictOf(s, obs.Rec)
-		if obs.Conflict != "" {
-			obs.Wake.At(ConflictRetry)
-		}
+	if !obs.Expired && key.Spec.SecretName != "" && obs.Rec != nil && obs.Rec.Delivery != "" && s.Delivery != nil &&
+		!keysecret.IsOwnedBy(s.Delivery, key, keysecret.ComponentDelivery) {
+		// The delivered key cannot be written to spec.secretName: the Secret there is someone else's.
+		obs.Conflict = DeliveryConflict(key)
+		obs.Wake.At(ConflictRetry)
 	}
-	obs.Hash = HashStateOf(s)
+	// The hash Secret is missing when the API server says it is gone, unknown when only the
+	// cache says so or it is behind the status's key generation.
+	switch {
+	case s.Hash == nil && s.Confirmed.Hash:
+		obs.Hash = HashMissing
+	case s.Hash != nil && keysecret.Generation(s.Hash) >= key.Status.KeyGeneration:
+		obs.Hash = HashFound
+	}
 	for _, observe := range observers {
 		observe(s, p, obs)
 	}
@@ -220,30 +223,6 @@ const (
 	HashFound
 	HashMissing // deleted by hand: the key is refused
 )
-
-// HashStateOf says what the observed hash Secret is to the status's key generation: found, or
-// missing (read from the API server, which says it is gone), or unknown (not confirmed yet, or
-// behind the status).
-func HashStateOf(s *State) HashState {
-	switch {
-	case s.Hash == nil && s.Confirmed.Hash:
-		return HashMissing
-	case s.Hash == nil, keysecret.Generation(s.Hash) < s.Key.Status.KeyGeneration:
-		return HashUnknown
-	}
-	return HashFound
-}
-
-// deliveryConflictOf says why the delivered key of rec cannot be written to spec.secretName:
-// the Secret there is someone else's ("" when it is not).
-func deliveryConflictOf(s *State, rec *keysecret.Issued) string {
-	key := s.Key
-	if key.Spec.SecretName == "" || rec == nil || rec.Delivery == "" || s.Delivery == nil ||
-		keysecret.IsOwnedBy(s.Delivery, key, keysecret.ComponentDelivery) {
-		return ""
-	}
-	return DeliveryConflict(key)
-}
 
 // DeliveryConflict says that spec.secretName names a Secret this APIKey does not manage.
 func DeliveryConflict(key *switchboardv1alpha1.APIKey) string {
@@ -290,9 +269,6 @@ type GraceEvidence struct {
 	Ended bool
 	// Reason and Message are the GraceEvidence condition's.
 	Reason, Message string
-	// QuietUntil is when the old key's quiet period ends if it stays unused; consumers are
-	// read only from then on (grace.NeedsConsumers).
-	QuietUntil time.Time
 }
 
 // Requeue keeps the soonest of several wake-up delays.

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -86,7 +85,9 @@ var (
 
 // The counters are registered once with controller-runtime's registry, which the operator's
 // metrics endpoint serves.
-func init() { ctrlmetrics.Registry.MustRegister(keysLeaked, leakRollouts, workloadsRolled) }
+func init() {
+	ctrlmetrics.Registry.MustRegister(keysLeaked, leakRollouts, workloadsRolled, leakReportsDeleted)
+}
 
 // Hashes is the HashIndex value of a hash Secret of the system namespace.
 func Hashes(systemNamespace string) client.IndexerFunc {
@@ -105,40 +106,26 @@ func isLeakReport(report *switchboardv1alpha1.LeakReport, systemNamespace string
 	return report.Namespace == systemNamespace && report.Name == switchboardv1alpha1.LeakReportName(report.Spec.KeyHash)
 }
 
-// reportOf reads, from the cache, the LeakReport of hash sum; nil when there is none (or none
-// the operator believes).
-func reportOf(ctx context.Context, env *keystate.Env, sum string) (*switchboardv1alpha1.LeakReport, error) {
-	if sum == "" {
-		return nil, nil
-	}
-	report := &switchboardv1alpha1.LeakReport{}
-	err := env.Client.Get(ctx, client.ObjectKey{Namespace: env.SystemNamespace, Name: switchboardv1alpha1.LeakReportName(sum)}, report)
-	if err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if !isLeakReport(report, env.SystemNamespace) || report.Spec.KeyHash != sum {
-		return nil, nil
-	}
-	return report, nil
-}
-
-// ObserveReports reads the LeakReports of the hashes the hash Secret knows of into s.
+// ObserveReports reads into s, from the cache, the LeakReports of the hashes the hash Secret
+// knows of (never empty: keysecret.HashesOf) that the operator believes.
 func ObserveReports(ctx context.Context, env *keystate.Env, s *keystate.State) error {
 	s.Leaks = nil
 	if s.Hash == nil {
 		return nil
 	}
 	for _, sum := range keysecret.HashesOf(s.Hash) {
-		report, err := reportOf(ctx, env, sum)
-		if err != nil {
+		report := &switchboardv1alpha1.LeakReport{}
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: env.SystemNamespace, Name: switchboardv1alpha1.LeakReportName(sum)}, report)
+		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("reading the leak report of a hash of %s: %w", s.Hash.Name, err)
 		}
-		if report != nil {
-			if s.Leaks == nil {
-				s.Leaks = map[string]*switchboardv1alpha1.LeakReport{}
-			}
-			s.Leaks[sum] = report
+		if err != nil || !isLeakReport(report, env.SystemNamespace) || report.Spec.KeyHash != sum {
+			continue
 		}
+		if s.Leaks == nil {
+			s.Leaks = map[string]*switchboardv1alpha1.LeakReport{}
+		}
+		s.Leaks[sum] = report
 	}
 	return nil
 }
@@ -247,7 +234,7 @@ func leakOverlap(s *keystate.State, l leakToAct, held bool) time.Duration {
 	return s.Key.Spec.LeakOverlap.Duration
 }
 
-// confirm: the hash Secret as the API server has it decides, or a cache behind the last
+// Confirm: the hash Secret as the API server has it decides, or a cache behind the last
 // replacement would replace the key twice.
 func (refuseLeaked) Confirm(ctx context.Context, env *keystate.Env, s *keystate.State) (bool, error) {
 	if err := env.LiveHash(ctx, s); err != nil {
@@ -374,7 +361,7 @@ func leakRollout(in keystate.Input) (keystate.Decision, bool) {
 // record, so that it is done once.
 type rollLeaked struct{}
 
-// confirm: a cache behind the record would roll the workloads twice.
+// Confirm: a cache behind the record would roll the workloads twice.
 func (rollLeaked) Confirm(ctx context.Context, env *keystate.Env, s *keystate.State) (bool, error) {
 	return true, env.LiveHash(ctx, s)
 }
@@ -423,10 +410,7 @@ func ReportToAPIKey(c client.Reader, systemNamespace string) handler.MapFunc {
 		}
 		var out []reconcile.Request
 		for i := range hashes.Items {
-			l := hashes.Items[i].Labels
-			if ns, name := l[keysecret.LabelAPIKeyNamespace], l[keysecret.LabelAPIKeyName]; ns != "" && name != "" {
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
-			}
+			out = append(out, keystate.APIKeyOf(ctx, &hashes.Items[i])...)
 		}
 		return out
 	}

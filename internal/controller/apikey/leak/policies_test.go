@@ -18,8 +18,13 @@ var (
 	planNow              = keystatetest.Now
 	policyState          = keystatetest.State
 	deliveredPolicyState = keystatetest.Delivered
-	reportLeak           = keystatetest.ReportLeak
 )
+
+// reportLeak gives s a LeakReport of the hash its hash Secret holds under data key k.
+func reportLeak(s *keystate.State, k string) {
+	sum := string(s.Hash.Data[k])
+	s.Leaks = map[string]*switchboardv1alpha1.LeakReport{sum: {Spec: switchboardv1alpha1.LeakReportSpec{KeyHash: sum}}}
+}
 
 // policyCase is one input of one policy and what it should decide: nothing (decided false),
 // or an action by its type's name ("none": decided, nothing to do).

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -29,12 +28,10 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
-// What an APIKey says of its last leak (the Leaked condition, Ready, the KeyLeaked Event and
-// key event), from the record in its hash Secret: the LeakReport is deleted in time
-// (report.go), and what the key says must not change with it.
-
-// Finding is what the Leaked condition says: the last leak the hash Secret records (Leak),
-// what the report said (Report, while it is kept), whether the key is Replaced.
+// Finding is what an APIKey says of its last leak (the Leaked condition, Ready, the KeyLeaked
+// Event and key event): the last leak its hash Secret records (Leak), what the report said
+// (Report, while it is kept: it is deleted in time, and what the key says must not change with
+// it), whether the key is Replaced.
 type Finding struct {
 	Leak     keysecret.Leak
 	Report   *switchboardv1alpha1.LeakReport
@@ -203,18 +200,13 @@ const (
 	reportRetention = "retention"
 )
 
-func init() { ctrlmetrics.Registry.MustRegister(leakReportsDeleted) }
-
 // SetupWithManager registers the reconciler: LeakReports of the system namespace, and the hash
 // Secrets whose hashes name them.
 func (r *ReportReconciler) SetupWithManager(mgr manager.Manager) error {
 	inSystem := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.SystemNamespace })
-	isHash := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.SystemNamespace && o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentHash
-	})
 	return ctrl.ControllerManagedBy(mgr).
 		For(&switchboardv1alpha1.LeakReport{}, ctrl.WithPredicates(inSystem)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.hashSecretToReports), ctrl.WithPredicates(isHash, controller.MeaningfulUpdate)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.hashSecretToReports), ctrl.WithPredicates(keystate.HashSecrets(r.SystemNamespace), controller.MeaningfulUpdate)).
 		Named("leakreport").
 		WithOptions(r.ControllerOptions).
 		Complete(r)

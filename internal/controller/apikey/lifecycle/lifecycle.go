@@ -28,12 +28,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
 )
 
-// Defaults of the operator-wide lifecycle settings.
-const (
-	DefaultExpiryWarning = 7 * 24 * time.Hour
-	DefaultUnusedAfter   = 90 * 24 * time.Hour
-)
-
 // RenewalTime is when the current key should be renewed: renewBefore (or the percentage of its
 // lifetime) ahead of its recorded end, but not before earliest (EarliestRenewal; zero: any
 // time), at the first renewal window open from then on. Zero when it has no end or no renewal
@@ -105,10 +99,7 @@ func LifeOf(s *keystate.State, rec *keysecret.Issued, p keystate.Params, wake *k
 	if !l.Ended && !l.NotAfter.IsZero() {
 		wake.At(l.NotAfter.Sub(now))
 	}
-	l.End = l.NotAfter
-	if exp := key.Spec.ExpiresAt; exp != nil && (l.End.IsZero() || exp.Time.Before(l.End)) {
-		l.End = exp.Time
-	}
+	l.End = EndOf(key, l.NotAfter)
 	renewAt, limited := RenewalTime(key, l.IssuedAt, l.NotAfter, EarliestRenewal(key, rec, p.MinRenewal))
 	l.RenewAt = renewAt
 	l.Renews = !l.RenewAt.IsZero() && keystate.Delivered(key, rec)
@@ -141,6 +132,15 @@ func LifeOf(s *keystate.State, rec *keysecret.Issued, p keystate.Params, wake *k
 		}
 	}
 	return l
+}
+
+// EndOf is when the key whose record ends at notAfter ends: then or at spec.expiresAt,
+// whichever comes first (zero: it does not end).
+func EndOf(key *switchboardv1alpha1.APIKey, notAfter time.Time) time.Time {
+	if exp := key.Spec.ExpiresAt; exp != nil && (notAfter.IsZero() || exp.Time.Before(notAfter)) {
+		return exp.Time
+	}
+	return notAfter
 }
 
 // limitedMessage says, for the RenewalLimited condition, that key's lifecycle renews it more
@@ -316,11 +316,7 @@ func Mirror(key *switchboardv1alpha1.APIKey, rec *keysecret.Issued, least renewa
 	if !rec.IssuedAt.IsZero() {
 		key.Status.KeyIssuedAt = keystate.TimePtr(rec.IssuedAt)
 	}
-	end := rec.NotAfter
-	if exp := key.Spec.ExpiresAt; exp != nil && (end.IsZero() || exp.Time.Before(end)) {
-		end = exp.Time
-	}
-	if !end.IsZero() {
+	if end := EndOf(key, rec.NotAfter); !end.IsZero() {
 		key.Status.KeyNotAfter = keystate.TimePtr(end)
 	}
 	if at, _ := RenewalTime(key, rec.IssuedAt, rec.NotAfter, EarliestRenewal(key, rec, least)); !at.IsZero() && keystate.Delivered(key, rec) {

@@ -79,10 +79,14 @@ func revoked(in keystate.Input) (keystate.Decision, bool) {
 	return keystate.Decision{Why: "revoked"}, true
 }
 
-// deleteOrphans deletes the hash Secrets labelled for this name whose APIKey is gone.
-type deleteOrphans struct{}
+// statusless is what the actions share after which there is no status to write: the APIKey
+// is gone, going, or reconciled again at once (keystate.Statusless).
+type statusless struct{}
 
-func (deleteOrphans) Statusless() {}
+func (statusless) Statusless() {}
+
+// deleteOrphans deletes the hash Secrets labelled for this name whose APIKey is gone.
+type deleteOrphans struct{ statusless }
 
 // Confirm: an orphan is deleted only when the API server confirms that no APIKey of its UID
 // exists under that name.
@@ -121,9 +125,7 @@ func (deleteOrphans) Do(ctx context.Context, env *keystate.Env, s *keystate.Stat
 }
 
 // cleanUp deletes a deleted APIKey's hash and reveal Secrets and its history, then its finalizer.
-type cleanUp struct{}
-
-func (cleanUp) Statusless() {}
+type cleanUp struct{ statusless }
 
 func (cleanUp) Do(ctx context.Context, env *keystate.Env, s *keystate.State, _ keystate.Decision) (keystate.Outcome, error) {
 	key := s.Key
@@ -148,9 +150,7 @@ func (cleanUp) Do(ctx context.Context, env *keystate.Env, s *keystate.State, _ k
 }
 
 // addFinalizer adds the finalizer, before any hash exists, so that no hash outlives its APIKey.
-type addFinalizer struct{}
-
-func (addFinalizer) Statusless() {}
+type addFinalizer struct{ statusless }
 
 func (addFinalizer) Do(ctx context.Context, env *keystate.Env, s *keystate.State, _ keystate.Decision) (keystate.Outcome, error) {
 	if err := env.Patch(ctx, s.Key, func() { controllerutil.AddFinalizer(s.Key, switchboardv1alpha1.FinalizerAPIKey) }); err != nil {

@@ -318,10 +318,7 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 // endOf is when the key ends: its lifetime's end or spec.expiresAt, whichever comes first (nil:
 // it does not end).
 func endOf(key *switchboardv1alpha1.APIKey, f *Findings) *time.Time {
-	end := f.Life.NotAfter
-	if key.Spec.ExpiresAt != nil && (end.IsZero() || key.Spec.ExpiresAt.Time.Before(end)) {
-		end = key.Spec.ExpiresAt.Time
-	}
+	end := lifecycle.EndOf(key, f.Life.NotAfter)
 	if end.IsZero() {
 		return nil
 	}

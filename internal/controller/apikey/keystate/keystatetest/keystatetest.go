@@ -93,38 +93,6 @@ func Delivered(f func(s *keystate.State)) *keystate.State {
 	})
 }
 
-// ReportLeak gives s a LeakReport of the hash its hash Secret holds under data key k.
-func ReportLeak(s *keystate.State, k string) {
-	sum := string(s.Hash.Data[k])
-	s.Leaks = map[string]*switchboardv1alpha1.LeakReport{sum: {Spec: switchboardv1alpha1.LeakReportSpec{KeyHash: sum}}}
-}
-
-// Grace is generation 2 of an APIKey that asks for its grace to end on evidence after 10m
-// unused, rotated (its new key written) 15 minutes before Now, the old key (generation 1)
-// accepted for a day more; delivered into app-key or revealed, changed by f.
-func Grace(delivered bool, f func(s *keystate.State)) *keystate.State {
-	base := State
-	if delivered {
-		base = Delivered
-	}
-	return base(func(s *keystate.State) {
-		s.Key.Spec.GraceEndsWhenUnusedFor = &metav1.Duration{Duration: 10 * time.Minute}
-		rec, _ := keysecret.IssuedOf(s.Hash)
-		rec.IssuedAt = Now.Add(-15 * time.Minute)
-		keysecret.SetIssued(s.Hash, rec)
-		s.Hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())
-		s.Hash.Data[keysecret.DataPreviousValidUntil] = []byte(Now.Add(24 * time.Hour).Format(time.RFC3339))
-		if f != nil {
-			f(s)
-		}
-	})
-}
-
-// UsedAt records a use of the old key generation gen at Now - ago in s's status.
-func UsedAt(s *keystate.State, gen int64, ago time.Duration) {
-	s.Key.Status.PreviousKeyUse = &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: gen, LastUsedAt: metav1.NewTime(Now.Add(-ago))}
-}
-
 // RunPolicies runs, for each policy of chain, its table of cases (each unpacked by unpack into
 // its name, its state, whether the policy decides and with which action, by its type's name,
 // "none" for none), each policy alone on the facts Observe reads with observers, at p. A policy
