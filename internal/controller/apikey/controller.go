@@ -135,7 +135,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 // when the cache could be wrong), act. The status is patched once, at the end, from what was
 // observed and what the action did (readiness).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	env := r.env()
+	env := &keystate.Env{ // what the concerns' actions read and write with
+		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, SystemNamespace: r.SystemNamespace,
+		KeyPrefix: r.KeyPrefix, RevealTTL: r.RevealTTL,
+		Journal: &keyjournal.Journal{Client: r.Client, APIReader: r.APIReader, SystemNamespace: r.SystemNamespace},
+	}
 	s, err := r.observe(ctx, env, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -202,15 +206,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	readiness.Emit(r.Recorder, key, ts)
 	return ctrl.Result{RequeueAfter: wake.After}, err
-}
-
-// env is what the concerns' actions read and write with.
-func (r *Reconciler) env() *keystate.Env {
-	return &keystate.Env{
-		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, SystemNamespace: r.SystemNamespace,
-		KeyPrefix: r.KeyPrefix, RevealTTL: r.RevealTTL,
-		Journal: &keyjournal.Journal{Client: r.Client, APIReader: r.APIReader, SystemNamespace: r.SystemNamespace},
-	}
 }
 
 // act carries out the decision's action, if any, and says what it did.

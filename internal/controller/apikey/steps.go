@@ -21,11 +21,9 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// Observe: the first step of a reconcile. Everything an APIKey's reconcile decides from is read
-// here, once, from the cache, into a keystate.State; confirm replaces parts of it with what the
-// API server says, when a decision depends on them.
-
-// observe reads the APIKey req and its Secrets from the cache.
+// observe, the first step of a reconcile, reads the APIKey req and its Secrets, once, from the
+// cache, into a keystate.State: everything the reconcile decides from; confirm replaces parts of
+// it with what the API server says, when a decision depends on them.
 func (r *Reconciler) observe(ctx context.Context, env *keystate.Env, req types.NamespacedName) (*keystate.State, error) {
 	s := &keystate.State{Name: req, Now: r.Clock.Now()}
 	key := &switchboardv1alpha1.APIKey{}
@@ -128,11 +126,6 @@ func (r *Reconciler) orphanHashes(ctx context.Context, req types.NamespacedName,
 	return orphans, nil
 }
 
-// Plan: the second step of a reconcile, and a pure function of what was observed
-// (keystate.State). It reads the facts the status reports (each concern its own) and asks the
-// concerns' chains of named policies, in order, what to do; the first policy that decides ends
-// the chain, and says why.
-
 // policies are the concerns' chains in the order they are asked: the object's own life and
 // revocation; a leak, refused and replaced before anything else is done; the key to issue or
 // deliver; its life; then upkeep: its record, its old key's grace, its reveal. TestPolicies in
@@ -150,24 +143,24 @@ var policies = slices.Concat(
 // observers read each concern's facts, after those they all share (keystate.Observe).
 var observers = []keystate.Observer{lifecycle.Observe, grace.Observe, leak.Observe, issuing.Observe}
 
-// plan reads the facts of s and asks the chain of policies what to do.
+// plan, the second step of a reconcile, is a pure function of what was observed: it reads the
+// facts the status reports (each concern its own) and asks the concerns' chains of named
+// policies, in order, what to do; the first policy that decides ends the chain, and says why.
 func plan(s *keystate.State, p keystate.Params) (*keystate.Observation, keystate.Decision) {
 	obs := keystate.Observe(s, p, observers...)
 	return obs, policies.Evaluate(keystate.Input{S: s, Obs: obs, P: p})
 }
 
-// Confirm: the third step of a reconcile. The cache may be behind the API server, above all
-// behind the operator's own last writes; before an action writes on a decision the cache could
-// get wrong, confirm reads from the API server what that decision rests on (each action says,
-// as a keystate.Confirmer) and plans again. A check action becomes the decision the confirmed
-// state asks for; any other must come out the same (policy and generation), or the reconcile is
-// stale: it writes nothing and runs again once the cache has caught up.
-
 // maxChecks bounds the checks one reconcile confirms (hash, reveal, delivery: one each).
 const maxChecks = 3
 
-// confirm returns the decision to act on, reading what d rests on into s (and the facts of s as
-// read). stale says the cache disagreed with the API server on d.
+// confirm, the third step of a reconcile, returns the decision to act on. The cache may be
+// behind the API server, above all behind the operator's own last writes; before an action
+// writes on a decision the cache could get wrong, confirm reads from the API server what d
+// rests on (each action says, as a keystate.Confirmer) into s and plans again. A check action
+// becomes the decision the confirmed state asks for; any other must come out the same (policy
+// and generation), or the reconcile is stale (stale): it writes nothing and runs again once the
+// cache has caught up.
 func confirm(ctx context.Context, env *keystate.Env, s *keystate.State, p keystate.Params, obs *keystate.Observation, d keystate.Decision) (*keystate.Observation, keystate.Decision, bool, error) {
 	for range maxChecks + 1 {
 		c, ok := d.Do.(keystate.Confirmer)

@@ -141,8 +141,10 @@ func holdersText(holders []string) string {
 	return fmt.Sprintf("pods %s and %d more", strings.Join(holders[:maxHoldersShown], ", "), len(holders)-maxHoldersShown)
 }
 
-// The consumers of a delivery Secret (found by internal/workloads) that hold the old key after
-// a rotation: the pods of the Deployments, StatefulSets and DaemonSets whose template takes the Secret by environment
+// ReadConsumers reads the pods of key's namespace that take its delivery Secret in a way that
+// needs a restart and started no later than writtenAt, when the new key was written: the
+// consumers (found by internal/workloads) that hold the old key after a rotation, the pods of
+// the Deployments, StatefulSets and DaemonSets whose template takes the Secret by environment
 // variable (env valueFrom, envFrom) or by a subPath mount, which the kubelet never updates, so
 // that only a restart shows them the new key. Pods that mount the Secret as a whole volume see
 // the new key within the kubelet's sync period and are judged by their traffic alone.
@@ -152,9 +154,6 @@ func holdersText(holders []string) string {
 // workloads or pods anywhere; a tenant lets it in its own namespace by binding the
 // switchboard-consumer-reader ClusterRole (config/rbac/consumer_reader_role.yaml). Pods are
 // read as metadata only (their creation time), selected by the workload's selector.
-
-// ReadConsumers reads the pods of key's namespace that take its delivery Secret in a way that
-// needs a restart and started no later than writtenAt, when the new key was written.
 func ReadConsumers(ctx context.Context, reader client.Reader, key *switchboardv1alpha1.APIKey, writtenAt time.Time) *keystate.Consumers {
 	found, forbidden, err := workloads.Find(ctx, reader, key.Namespace, key.Spec.SecretName)
 	switch {
@@ -251,10 +250,7 @@ func (p dropPrevious) Confirm(ctx context.Context, env *keystate.Env, s *keystat
 	if p.early == "" {
 		return false, nil
 	}
-	if err := env.LiveKey(ctx, s); err != nil {
-		return false, err
-	}
-	return true, env.LiveHash(ctx, s)
+	return env.LiveKeyAndHash(ctx, s)
 }
 
 func (p dropPrevious) Do(ctx context.Context, env *keystate.Env, s *keystate.State, _ keystate.Decision) (keystate.Outcome, error) {

@@ -401,10 +401,7 @@ func (Issue) PublishesKey() {}
 // Confirm of a publication: the status may be behind our own last patch, or the hash Secret
 // our last write.
 func (publish) Confirm(ctx context.Context, env *keystate.Env, s *keystate.State) (bool, error) {
-	if err := env.LiveKey(ctx, s); err != nil {
-		return false, err
-	}
-	return true, env.LiveHash(ctx, s)
+	return env.LiveKeyAndHash(ctx, s)
 }
 
 func (publish) PublishesKey() {}

@@ -20,12 +20,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
-// A concern decides with a chain of small named policies, asked in order; the first that
-// decides ends the chain, and says why (as cert-manager's certificates trigger does). The
-// decisions rest on what switchboard wrote where tenants and the server cannot write (the hash
-// Secret's record of issuance, owner references with UIDs) and on the tenant's spec; a status
-// field is never a reason to write anything.
-
 // Params are the operator's settings that decisions depend on.
 type Params struct {
 	RevealTTL time.Duration
@@ -51,7 +45,11 @@ type Policy struct {
 	Decide func(in Input) (d Decision, decided bool)
 }
 
-// Chain is a list of policies evaluated in order; the first that decides wins.
+// Chain is how a concern decides: small named policies, asked in order; the first that decides
+// ends the chain, and says why (as cert-manager's certificates trigger does). The decisions rest
+// on what switchboard wrote where tenants and the server cannot write (the hash Secret's record
+// of issuance, owner references with UIDs) and on the tenant's spec; a status field is never a
+// reason to write anything.
 type Chain []Policy
 
 // Evaluate returns the decision of the first policy that decides, named after it; none when no
@@ -205,6 +203,14 @@ func (e *Env) LiveHash(ctx context.Context, s *State) (err error) {
 	s.Hash, err = e.LiveSecret(ctx, client.ObjectKey{Namespace: e.SystemNamespace, Name: keysecret.HashName(s.Key.UID)})
 	s.Confirmed.Hash = true
 	return err
+}
+
+// LiveKeyAndHash reads the APIKey and its hash Secret from the API server into s (read: true).
+func (e *Env) LiveKeyAndHash(ctx context.Context, s *State) (read bool, err error) {
+	if err := e.LiveKey(ctx, s); err != nil {
+		return false, err
+	}
+	return true, e.LiveHash(ctx, s)
 }
 
 // LiveSecret reads a Secret from the API server; nil when there is none.

@@ -238,10 +238,7 @@ type revokeUnused struct {
 // Confirm: status.lastUsedAt in the cache may not have caught up yet; the APIKey as the API
 // server has it decides, and the record it is written to.
 func (revokeUnused) Confirm(ctx context.Context, env *keystate.Env, s *keystate.State) (bool, error) {
-	if err := env.LiveKey(ctx, s); err != nil {
-		return false, err
-	}
-	return true, env.LiveHash(ctx, s)
+	return env.LiveKeyAndHash(ctx, s)
 }
 
 func (u revokeUnused) Do(ctx context.Context, env *keystate.Env, s *keystate.State, _ keystate.Decision) (keystate.Outcome, error) {
