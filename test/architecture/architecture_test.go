@@ -293,3 +293,89 @@ func packagesUnder(dir string) (map[string]packageDocs, error) {
 	}
 	return pkgs, err
 }
+
+// diagram is the page's Mermaid diagram.
+func diagram(t *testing.T) string {
+	t.Helper()
+	page := readPage(t)
+	i := strings.Index(page, "```mermaid\n")
+	j := strings.Index(page[max(i, 0):], "\n```")
+	if i < 0 || j < 0 {
+		t.Fatalf("%s has no Mermaid diagram", page)
+	}
+	return page[i : i+j]
+}
+
+// useRE finds a cobra command's name: the first word of its Use.
+var useRE = regexp.MustCompile(`(?m)^\s*Use:\s*"([a-z-]+)`)
+
+// TestDiagramShowsEveryComponent: every command of cmd/switchboard that runs a component (all
+// but the root and `version`) is in the diagram as `switchboard <command>`, and the plugin of
+// cmd/kubectl-switchboard as `kubectl switchboard`: a component added to cmd/ fails here until
+// the page shows it.
+func TestDiagramShowsEveryComponent(t *testing.T) {
+	d := diagram(t)
+	files, err := filepath.Glob(filepath.Join(root, "cmd", "switchboard", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var components []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range useRE.FindAllStringSubmatch(string(src), -1) {
+			if name := m[1]; name != "switchboard" && name != "version" && !slices.Contains(components, name) {
+				components = append(components, name)
+			}
+		}
+	}
+	if len(components) < 5 {
+		t.Fatalf("found the commands %q in cmd/switchboard: too few to be its components", components)
+	}
+	for _, c := range components {
+		if !strings.Contains(d, "switchboard "+c) {
+			t.Errorf("the diagram of %s does not show `switchboard %s`, a component of cmd/switchboard", page, c)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "kubectl-switchboard")); err == nil && !strings.Contains(d, "kubectl switchboard") {
+		t.Errorf("the diagram of %s does not show the plugin of cmd/kubectl-switchboard", page)
+	}
+}
+
+// kindRE finds the kinds of a types file: a type that kubebuilder makes an object root.
+var kindRE = regexp.MustCompile(`(?m)^// \+kubebuilder:object:root=true\n(?://.*\n|\n)*type (\w+) struct`)
+
+// TestDiagramShowsEveryKind: every kind of api/v1alpha1 (its object roots but the lists) is in
+// the diagram, where the objects each component reads and writes are.
+func TestDiagramShowsEveryKind(t *testing.T) {
+	d := diagram(t)
+	files, err := filepath.Glob(filepath.Join(root, "api", "v1alpha1", "*_types.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range kindRE.FindAllStringSubmatch(string(src), -1) {
+			if !strings.HasSuffix(m[1], "List") {
+				kinds = append(kinds, m[1])
+			}
+		}
+	}
+	if len(kinds) < 2 {
+		t.Fatalf("found the kinds %q in api/v1alpha1: too few", kinds)
+	}
+	for _, k := range kinds {
+		if !strings.Contains(d, k) {
+			t.Errorf("the diagram of %s does not show the kind %s of api/v1alpha1", page, k)
+		}
+	}
+}
