@@ -31,9 +31,9 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/leak"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/readiness"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
-	"github.com/switchboard-dev/switchboard/internal/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 

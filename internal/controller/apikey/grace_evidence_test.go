@@ -189,7 +189,7 @@ func TestGraceWaitsForPodsThatTakeTheKeyByEnv(t *testing.T) {
 	time.Sleep(time.Until(written.Add(time.Second)) + 50*time.Millisecond)
 	createPod(t, kt.ns, "env-consumer-new", envApp)
 	// No poke: the operator watches the pods of the namespace while the key waits on them
-	// (internal/podwatch), and would otherwise look again only every 10 minutes.
+	// (internal/controller/apikey/podwatch), and would otherwise look again only every 10 minutes.
 	kt.waitFor(key, "GraceEvidence ConsumersMoved, woken by the pods' changes", func(k *switchboardv1alpha1.APIKey) error {
 		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionGraceEvidence, metav1.ConditionTrue, switchboardv1alpha1.ReasonConsumersMoved)
 	})

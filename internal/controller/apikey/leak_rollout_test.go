@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/workloads"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
-	"github.com/switchboard-dev/switchboard/internal/workloads"
 )
 
 // TestLeakRolloutIsOptIn runs the operator as its ServiceAccount under the shipped RBAC

@@ -26,13 +26,13 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/workloads"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/workloads"
 )
 
 // consumersRetry is how often pods that still hold the old key, or a namespace whose workloads
 // switchboard may not read, are looked at again when nothing wakes the operator when they
-// change; consumersResync when their namespace's pods are watched (internal/podwatch), and a
+// change; consumersResync when their namespace's pods are watched (internal/controller/apikey/podwatch), and a
 // change wakes the key at once.
 const (
 	consumersRetry  = 30 * time.Second
@@ -143,7 +143,7 @@ func holdersText(holders []string) string {
 
 // ReadConsumers reads the pods of key's namespace that take its delivery Secret in a way that
 // needs a restart and started no later than writtenAt, when the new key was written: the
-// consumers (found by internal/workloads) that hold the old key after a rotation, the pods of
+// consumers (found by internal/controller/apikey/workloads) that hold the old key after a rotation, the pods of
 // the Deployments, StatefulSets and DaemonSets whose template takes the Secret by environment
 // variable (env valueFrom, envFrom) or by a subPath mount, which the kubelet never updates, so
 // that only a restart shows them the new key. Pods that mount the Secret as a whole volume see

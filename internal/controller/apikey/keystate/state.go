@@ -62,7 +62,7 @@ type Consumers struct {
 	// Holders name the pods that take the Secret by environment variable or subPath and started
 	// before the new key was written, as "kind/workload: pod/name".
 	Holders []string
-	// Watched: a change of the namespace's pods wakes the key (internal/podwatch).
+	// Watched: a change of the namespace's pods wakes the key (internal/controller/apikey/podwatch).
 	Watched bool
 }
 

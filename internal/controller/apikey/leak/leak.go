@@ -25,8 +25,8 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/workloads"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/workloads"
 )
 
 // Policies answer a leak: refused at once, and replaced with no grace, before anything else of

@@ -26,7 +26,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
-	"github.com/switchboard-dev/switchboard/internal/podwatch"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
