@@ -253,9 +253,11 @@ func TestOIDCFlags(t *testing.T) {
 		{name: "server prefix without an issuer", cmd: newServerCommand, args: []string{"--panel-oidc-mode=impersonate"}, wantErr: "panel.oidc.issuerURL: Required value"},
 		{name: "impersonate mode", cmd: newPanelCommand, args: []string{"--oidc-issuer-url=https://idp.example.com", "--oidc-client-id=panel",
 			"--oidc-client-secret-file=/etc/secret", "--oidc-redirect-url=https://p.example.com/oidc/callback", "--oidc-mode=impersonate",
-			"--oidc-username-claim=email", "--oidc-username-prefix=", "--oidc-scopes=openid,email"},
+			"--oidc-username-claim=email", "--oidc-username-prefix=", "--oidc-scopes=openid,email",
+			"--oidc-reveal-url=https://switchboard-reveal.sb.svc:9445", "--oidc-reveal-ca-configmap=sb/switchboard-reveal-ca"},
 			want: &configv1alpha1.OIDC{IssuerURL: "https://idp.example.com", ClientID: "panel", ClientSecretFile: "/etc/secret",
 				RedirectURL: "https://p.example.com/oidc/callback", Mode: "impersonate", Scopes: []string{"openid", "email"},
+				RevealURL: "https://switchboard-reveal.sb.svc:9445", RevealCAConfigMap: "sb/switchboard-reveal-ca",
 				UsernameClaim: ptrTo("email"), UsernamePrefix: ptrTo(""), GroupsClaim: ptrTo("groups"), GroupsPrefix: ptrTo("oidc:")}},
 	}
 	for _, tt := range tests {
@@ -282,6 +284,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func equalOIDC(a, b configv1alpha1.OIDC) bool {
 	return a.IssuerURL == b.IssuerURL && a.ClientID == b.ClientID && a.ClientSecretFile == b.ClientSecretFile &&
+		a.RevealURL == b.RevealURL && a.RevealCAConfigMap == b.RevealCAConfigMap &&
 		a.RedirectURL == b.RedirectURL && a.Mode == b.Mode && strings.Join(a.Scopes, ",") == strings.Join(b.Scopes, ",") &&
 		*a.UsernameClaim == *b.UsernameClaim && *a.UsernamePrefix == *b.UsernamePrefix &&
 		*a.GroupsClaim == *b.GroupsClaim && *a.GroupsPrefix == *b.GroupsPrefix
