@@ -2,166 +2,196 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"time"
+	"reflect"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/config"
 )
 
-// configFlags are the flags every component takes about its configuration file.
-type configFlags struct {
-	file  string
-	print bool
+// configFlags are a command's flags bound into its configuration T, as cert-manager's
+// AddConfigFlags binds them: each flag's storage is a field of bound, a configuration defaulted
+// as the command would run it, so that the flag's default is the configuration's. The effective
+// configuration is then the file (--config), the flags given on the command line over it, and
+// the defaults where neither says (complete).
+type configFlags[T config.Object] struct {
+	fs        *pflag.FlagSet
+	bound     T
+	newConfig func() T
+	file      string
+	print     bool
+	// carry writes each flag's field of bound into the effective configuration, where the
+	// flag was given, and returns that field: its old spelling, if it has one, is read there.
+	carry map[string]func(to T) any
+	old   map[string]oldForm
 }
 
-func bindConfigFlags(f *pflag.FlagSet, kind string) *configFlags {
-	c := &configFlags{}
-	f.StringVar(&c.file, "config", "", "the "+kind+" file (apiVersion "+configv1alpha1.SchemeGroupVersion.String()+`, docs/configuration.md); flags given override it`)
-	f.BoolVar(&c.print, "print-config", false, "print the effective configuration (the file, the flags given, the defaults) as YAML, and exit")
-	return c
-}
-
-// complete loads the file (if any) into c, lets the flags given override it, defaults and
-// validates it, and prints it when --print-config asks: done is then true.
-func complete[T config.Object](cf *configFlags, c T, overrides func(T), setDefaults func(T), validate func(T) field.ErrorList, out io.Writer) (done bool, err error) {
-	if cf.file != "" {
-		if err := config.LoadFile(cf.file, c); err != nil {
-			return false, err
-		}
+// newConfigFlags binds --config and --print-config to fs, and returns what binds the
+// component's own flags into bound, which prepare gives its optional sections (so that flags
+// have fields to bind to) before it is defaulted.
+func newConfigFlags[T config.Object](fs *pflag.FlagSet, kind string, newConfig func() T, prepare func(T)) *configFlags[T] {
+	f := &configFlags[T]{fs: fs, bound: newConfig(), newConfig: newConfig, carry: map[string]func(T) any{}, old: map[string]oldForm{}}
+	fs.StringVar(&f.file, "config", "", "the "+kind+" file (apiVersion "+configv1alpha1.SchemeGroupVersion.String()+`, docs/configuration.md); flags given override it`)
+	fs.BoolVar(&f.print, "print-config", false, "print the effective configuration (the file, the flags given, the defaults) as YAML, and exit")
+	if prepare != nil {
+		prepare(f.bound)
 	}
-	overrides(c)
-	setDefaults(c)
-	if errs := validate(c); len(errs) > 0 {
-		where := "the flags"
-		if cf.file != "" {
-			where = cf.file + " and the flags"
-		}
-		return false, fmt.Errorf("the configuration (%s): %w", where, errs.ToAggregate())
+	config.Default(f.bound)
+	return f
+}
+
+// value binds the flag name to the field of T that field selects (a string, bool or list),
+// with old, if given, the form its value had before it spelt the configuration's.
+func value[T config.Object, V any](f *configFlags[T], name, usage string, field func(T) *V, old ...oldForm) {
+	p := field(f.bound)
+	bindVar(f.fs, p, name, usage)
+	f.bind(name, func(to T) any { *field(to) = *p; return field(to) }, old)
+}
+
+// optional binds the flag name to the optional field of T that field selects (a pointer,
+// which bound has defaulted), with old as value's.
+func optional[T config.Object, V any](f *configFlags[T], name, usage string, field func(T) **V, old ...oldForm) {
+	p := *field(f.bound)
+	bindVar(f.fs, p, name, usage)
+	f.bind(name, func(to T) any { v := *p; *field(to) = &v; return field(to) }, old)
+}
+
+func (f *configFlags[T]) bind(name string, carry func(T) any, old []oldForm) {
+	f.carry[name] = carry
+	if len(old) > 0 {
+		f.old[name] = old[0]
 	}
-	if !cf.print {
-		return false, nil
+}
+
+// bindVar binds name to p, its default p's value.
+func bindVar(fs *pflag.FlagSet, p any, name, usage string) {
+	switch p := p.(type) {
+	case *string:
+		fs.StringVar(p, name, *p, usage)
+	case *bool:
+		fs.BoolVar(p, name, *p, usage)
+	case *[]string:
+		fs.StringSliceVar(p, name, *p, usage)
+	case *int32:
+		fs.Int32Var(p, name, *p, usage)
+	case *int64:
+		fs.Int64Var(p, name, *p, usage)
+	case *float32:
+		fs.Float32Var(p, name, *p, usage)
+	case *float64:
+		fs.Float64Var(p, name, *p, usage)
+	case *metav1.Duration:
+		fs.DurationVar(&p.Duration, name, p.Duration, usage)
+	default:
+		panic(fmt.Sprintf("--%s: no flag of a %T", name, p)) // a field bound above: a bug
 	}
-	b, err := config.Marshal(c)
-	if err != nil {
-		return false, err
-	}
-	_, err = out.Write(b)
-	return true, err
-}
-
-// overrides binds flags that, where given on the command line, override the configuration:
-// each flag's setter writes its value into the configuration C (pflag's Changed).
-type overrides[C any] struct {
-	fs  *pflag.FlagSet
-	set map[string]func(*C)
-}
-
-func newOverrides[C any](fs *pflag.FlagSet) *overrides[C] {
-	return &overrides[C]{fs: fs, set: map[string]func(*C){}}
-}
-
-// apply writes the flags given into c.
-func (o *overrides[C]) apply(c *C) {
-	o.fs.Visit(func(f *pflag.Flag) {
-		if set, ok := o.set[f.Name]; ok {
-			set(c)
-		}
-	})
-}
-
-func (o *overrides[C]) String(name, def, usage string, to func(*C, string)) {
-	p := o.fs.String(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) StringSlice(name string, def []string, usage string, to func(*C, []string)) {
-	p := o.fs.StringSlice(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) Bool(name string, def bool, usage string, to func(*C, bool)) {
-	p := o.fs.Bool(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) Int32(name string, def int32, usage string, to func(*C, int32)) {
-	p := o.fs.Int32(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) Int64(name string, def int64, usage string, to func(*C, int64)) {
-	p := o.fs.Int64(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) Float64(name string, def float64, usage string, to func(*C, float64)) {
-	p := o.fs.Float64(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) Float32(name string, def float32, usage string, to func(*C, float32)) {
-	p := o.fs.Float32(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
-}
-
-func (o *overrides[C]) Duration(name string, def time.Duration, usage string, to func(*C, time.Duration)) {
-	p := o.fs.Duration(name, def, usage)
-	o.set[name] = func(c *C) { to(c, *p) }
 }
 
 // deprecate hides a flag kept for one release, warning whoever gives it which configuration
 // field replaces it.
-func (o *overrides[C]) deprecate(name, field string) {
-	if err := o.fs.MarkDeprecated(name, "set "+field+" in the --config file instead (docs/configuration.md); the flag goes in the next release"); err != nil {
+func (f *configFlags[T]) deprecate(name, field string) {
+	if err := f.fs.MarkDeprecated(name, "set "+field+" in the --config file instead (docs/configuration.md); the flag goes in the next release"); err != nil {
 		panic(err) // the flag was bound just above
 	}
 }
 
-// The flags keep the spelling they had before the configuration: "0" is no address, a
-// negative bound is none, and 0 is the default. These turn them into the configuration's.
-
-// address: "0" (or "") serves nothing.
-func address(v string) *string {
-	if v == "0" {
-		v = ""
+// complete is the effective configuration: the file (if any), the flags given over it, then
+// the defaults, validated; with what their old spellings, where given, are to tell.
+// systemNamespace, when set, selects the configuration's system namespace, which defaults to
+// the pod's.
+func (f *configFlags[T]) complete(systemNamespace func(T) *string) (c T, warnings []string, err error) {
+	c = f.newConfig()
+	if f.file != "" {
+		if err := config.LoadFile(f.file, c); err != nil {
+			return c, nil, err
+		}
 	}
-	return &v
+	f.fs.Visit(func(fl *pflag.Flag) {
+		carry, ok := f.carry[fl.Name]
+		if !ok {
+			return
+		}
+		p := carry(c)
+		if form, ok := f.old[fl.Name]; ok {
+			if w := oldSpelling(fl, form, p); w != "" {
+				warnings = append(warnings, w)
+			}
+		}
+	})
+	if systemNamespace != nil {
+		if ns := systemNamespace(c); *ns == "" {
+			*ns = podNamespace()
+		}
+	}
+	config.Default(c)
+	if errs := config.Validate(c); len(errs) > 0 {
+		where := "the flags"
+		if f.file != "" {
+			where = f.file + " and the flags"
+		}
+		return c, warnings, fmt.Errorf("the configuration (%s): %w", where, errs.ToAggregate())
+	}
+	return c, warnings, nil
 }
 
-// orDefault: 0 asks for the default.
-func orDefault[T int32 | int64 | float32 | float64](v T) *T {
-	if v == 0 {
-		return nil
+// oldForm is the spelling a flag's value had before the flags spelt the configuration's,
+// which keeps working for one release (docs/configuration.md, "Deprecated").
+type oldForm int
+
+const (
+	// addressZero: "0" served nothing, as "" does now.
+	addressZero oldForm = iota + 1
+	// negativeNone: a negative bound or period was none, as 0 is now (0 was the default).
+	negativeNone
+	// zeroDefault: 0 asked for the default (0 is refused now).
+	zeroDefault
+)
+
+// oldSpelling reads the value of the flag fl, in the effective configuration's field at p, in
+// its old form: a value in it is rewritten in the configuration's spelling (an optional field
+// unset, for its default), and what to tell the person is returned ("" when the value is in the
+// configuration's spelling already). This is the one place the old spellings are read.
+func oldSpelling(fl *pflag.Flag, form oldForm, p any) string {
+	field := reflect.ValueOf(p).Elem()
+	v := field
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
 	}
-	return &v
+	given := "--" + fl.Name + "=" + fl.Value.String()
+	switch {
+	case form == addressZero && v.String() == "0":
+		v.SetString("")
+		return fmt.Sprintf(`%s is deprecated: write --%s="" to serve nothing, as a configuration's ""; "0" goes in the next release`, given, fl.Name)
+	case form == negativeNone && sign(v) < 0:
+		v.SetZero()
+		return fmt.Sprintf("%s is deprecated: write --%s=0 for none, as a configuration's 0; a negative value goes in the next release", given, fl.Name)
+	case form == negativeNone && sign(v) == 0:
+		return fmt.Sprintf("%s means none, as a configuration's 0 (before this release, 0 asked for the default, %s)", given, fl.DefValue)
+	case form == zeroDefault && sign(v) == 0:
+		field.SetZero()
+		return fmt.Sprintf("%s is deprecated: leave the flag out for the default (%s); 0 goes in the next release", given, fl.DefValue)
+	}
+	return ""
 }
 
-// bound: negative is none (the configuration's 0), 0 the default.
-func bound[T int32 | int64 | float64](v T) *T {
-	if v < 0 {
-		var none T
-		return &none
+// sign is -1, 0 or 1 as the number or duration v is negative, zero or positive.
+func sign(v reflect.Value) int {
+	var n float64
+	switch v.Kind() {
+	case reflect.Int32, reflect.Int64:
+		n = float64(v.Int())
+	case reflect.Float32, reflect.Float64:
+		n = v.Float()
+	case reflect.Struct: // a metav1.Duration
+		n = float64(v.FieldByName("Duration").Int())
 	}
-	return orDefault(v)
-}
-
-// period: 0 asks for the default.
-func period(d time.Duration) *metav1.Duration {
-	if d == 0 {
-		return nil
+	switch {
+	case n < 0:
+		return -1
+	case n > 0:
+		return 1
 	}
-	return &metav1.Duration{Duration: d}
-}
-
-// periodOrNone: negative is none (the configuration's 0), 0 the default.
-func periodOrNone(d time.Duration) *metav1.Duration {
-	if d < 0 {
-		return &metav1.Duration{}
-	}
-	return period(d)
+	return 0
 }

@@ -6,6 +6,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -38,15 +39,18 @@ func newRootCommand() *cobra.Command {
 }
 
 // bindLogFlags binds the zap flags (--zap-log-level, …) to f and returns what builds the
-// process's logger from them: capped to internal/logging's verbosity (client-go logs Secret
-// bodies above it) and set as controller-runtime's. Every command that runs long sets its
-// logger through here.
-func bindLogFlags(f *pflag.FlagSet) func() logr.Logger {
+// process's logger from them, writing to w: capped to internal/logging's verbosity (client-go
+// logs Secret bodies above it) and set as controller-runtime's. Every command that runs long
+// sets its logger through here.
+func bindLogFlags(f *pflag.FlagSet) func(w io.Writer) logr.Logger {
 	var opts zap.Options
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
 	opts.BindFlags(gofs)
 	f.AddGoFlagSet(gofs)
-	return func() logr.Logger { return logging.SetLogger(zap.New(zap.UseFlagOptions(&opts))) }
+	return func(w io.Writer) logr.Logger {
+		opts.DestWriter = w
+		return logging.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	}
 }
 
 // podNamespace is the namespace the process runs in, as the Downward API tells it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -25,7 +26,7 @@ func TestLoggerIsCappedWhateverTheLevel(t *testing.T) {
 	if err := f.Parse([]string{"--zap-log-level=10"}); err != nil {
 		t.Fatal(err)
 	}
-	logger := newLogger()
+	logger := newLogger(io.Discard)
 	if !logger.V(logging.MaxVerbosity).Enabled() || logger.V(8).Enabled() {
 		t.Fatalf("with --zap-log-level=10: V(%d) enabled=%t, V(8) enabled=%t; want true, false",
 			logging.MaxVerbosity, logger.V(logging.MaxVerbosity).Enabled(), logger.V(8).Enabled())

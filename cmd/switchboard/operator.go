@@ -1,101 +1,81 @@
 package main
 
 import (
-	"fmt"
-	"time"
+	"context"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
-func newOperatorCommand() *cobra.Command {
-	var (
-		cf        *configFlags
-		flags     *overrides[configv1alpha1.OperatorConfiguration]
-		newLogger func() logr.Logger
-	)
-	cmd := &cobra.Command{
-		Use:   "operator",
-		Short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
-		Long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
+// oc is the configuration of the operator and of the webhook sender.
+type oc = configv1alpha1.OperatorConfiguration
+
+func newOperatorCommand() *cobra.Command { return operatorComponent().command() }
+
+// operatorComponent is `switchboard operator`.
+func operatorComponent() component[*oc] {
+	return component[*oc]{
+		use:   "operator",
+		short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
+		long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
 generated, hashed into a Secret of the system namespace, revealed once through a one-time Secret
 (or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader. Its
 configuration is an OperatorConfiguration (--config), which the flags given override.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := &configv1alpha1.OperatorConfiguration{}
-			done, err := complete(cf, c, func(c *configv1alpha1.OperatorConfiguration) {
-				flags.apply(c)
-				if c.SystemNamespace == "" {
-					c.SystemNamespace = podNamespace()
-				}
-			}, configv1alpha1.SetDefaults_OperatorConfiguration, config.ValidateOperatorConfiguration, cmd.OutOrStdout())
-			if done || err != nil {
-				return err
-			}
-			opts := operator.OptionsFromConfig(c)
-			opts.Logger = newLogger()
-			// The configuration is checked before the API server is looked for; Run checks it too.
-			opts.Default()
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			cfg, err := ctrl.GetConfig()
-			if err != nil {
-				return fmt.Errorf("finding the Kubernetes API server: %w", err)
-			}
-			return operator.Run(ctrl.SetupSignalHandler(), cfg, opts)
+		kind:            "OperatorConfiguration",
+		newConfig:       func() *oc { return &oc{} },
+		prepare:         func(c *oc) { c.SystemNamespace = podNamespace() },
+		bind:            bindOperatorFlags,
+		systemNamespace: func(c *oc) *string { return &c.SystemNamespace },
+		run: func(ctx context.Context, c *oc, p process) error {
+			return operator.Run(ctx, c, operator.Deps{RESTConfig: p.rest, Logger: p.log})
 		},
 	}
-	f := cmd.Flags()
-	newLogger = bindLogFlags(f)
-	cf = bindConfigFlags(f, "OperatorConfiguration")
-	// The flags show the configuration's defaults: they have one home.
-	def := &configv1alpha1.OperatorConfiguration{}
-	configv1alpha1.SetDefaults_OperatorConfiguration(def)
-	flags = newOverrides[configv1alpha1.OperatorConfiguration](f)
-	type oc = configv1alpha1.OperatorConfiguration
-	flags.String("system-namespace", podNamespace(), "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set",
-		func(c *oc, v string) { c.SystemNamespace = v })
-	flags.String("key-prefix", def.KeyPrefix, "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter",
-		func(c *oc, v string) { c.KeyPrefix = v })
-	flags.Duration("reveal-ttl", def.RevealTTL.Duration, "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)",
-		func(c *oc, v time.Duration) { c.RevealTTL = period(v) })
-	flags.Duration("expiry-warning", def.ExpiryWarning.Duration, "how long before a key's end that nothing will renew its ExpiringSoon condition turns True (with a Warning Event)",
-		func(c *oc, v time.Duration) { c.ExpiryWarning = period(v) })
-	flags.Duration("unused-after", def.UnusedAfter.Duration, "how long without a use (counting from creation) makes a key's Unused condition True; negative: never",
-		func(c *oc, v time.Duration) { c.UnusedAfter = periodOrNone(v) })
-	flags.Duration("min-renewal-interval", def.MinRenewalInterval.Duration, "least interval between two automatic renewals of a key: the admission webhook refuses lifecycles that renew more often, and keys stored before renew at this interval; negative: no floor",
-		func(c *oc, v time.Duration) { c.MinRenewalInterval = periodOrNone(v) })
-	flags.Int32("min-renewal-interval-percentage", *def.MinRenewalIntervalPercentage, "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); negative: none",
-		func(c *oc, v int32) { c.MinRenewalIntervalPercentage = bound(v) })
-	flags.Duration("leak-report-retention", def.LeakReportRetention.Duration, "how long a LeakReport is kept once its key is refused (one whose key no hash Secret knows any more goes sooner); negative: until then",
-		func(c *oc, v time.Duration) { c.LeakReportRetention = periodOrNone(v) })
-	flags.Int32("key-metrics-limit", *def.KeyMetricsLimit, "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; negative: none",
-		func(c *oc, v int32) { c.KeyMetricsLimit = bound(v) })
-	flags.Bool("leader-elect", *def.LeaderElect, "elect one active replica through a Lease", func(c *oc, v bool) { c.LeaderElect = &v })
-	bindOperatorListenerFlags(flags, def)
-	flags.String("reveal-bind-address", "0", `address of the reveal endpoint, through which the panel in impersonate mode claims keys for people (HTTPS, callers RBAC allows to post /reveal); "0" disables it`,
-		func(c *oc, v string) { c.Reveal.BindAddress = *address(v) })
-	flags.String("reveal-ca-configmap", def.Reveal.CAConfigMap, "ConfigMap in the system namespace where each replica publishes the reveal endpoint's certificate",
-		func(c *oc, v string) { c.Reveal.CAConfigMap = v })
-	flags.StringSlice("reveal-names", nil, "DNS names (or IP addresses) of the reveal endpoint's certificate: its Service's",
-		func(c *oc, v []string) { c.Reveal.Names = v })
-	flags.String("webhook-bind-address", "0", `address of the APIKey admission webhook, which refuses renewal windows that cannot open in time and lifecycles that renew too often (HTTPS); "0" disables it`,
-		func(c *oc, v string) { c.Webhook.BindAddress = *address(v) })
-	flags.String("webhook-configuration", def.Webhook.ConfigurationName, "ValidatingWebhookConfiguration whose caBundle each replica adds its certificate to",
-		func(c *oc, v string) { c.Webhook.ConfigurationName = v })
-	flags.StringSlice("webhook-names", nil, "DNS names (or IP addresses) of the webhook's certificate: its Service's",
-		func(c *oc, v []string) { c.Webhook.Names = v })
-	flags.Float32("kube-api-qps", *def.KubeAPIQPS, "queries per second to the Kubernetes API server (client-go's default is 5)",
-		func(c *oc, v float32) { c.KubeAPIQPS = orDefault(v) })
-	flags.Int32("kube-api-burst", *def.KubeAPIBurst, "burst of queries to the Kubernetes API server (client-go's default is 10)",
-		func(c *oc, v int32) { c.KubeAPIBurst = orDefault(v) })
-	flags.Int32("key-workers", *def.KeyWorkers, "APIKeys reconciled concurrently", func(c *oc, v int32) { c.KeyWorkers = orDefault(v) })
-	return cmd
+}
+
+func bindOperatorFlags(f *configFlags[*oc]) {
+	value(f, "system-namespace", "namespace of the hash Secrets and the leader election Lease; $POD_NAMESPACE when set",
+		func(c *oc) *string { return &c.SystemNamespace })
+	value(f, "key-prefix", "prefix of generated keys: 1-16 lower-case letters and digits, starting with a letter", func(c *oc) *string { return &c.KeyPrefix })
+	optional(f, "reveal-ttl", "how long an unclaimed reveal Secret lives before it is deleted (the key stays valid)",
+		func(c *oc) **metav1.Duration { return &c.RevealTTL }, zeroDefault)
+	optional(f, "expiry-warning", "how long before a key's end that nothing will renew its ExpiringSoon condition turns True (with a Warning Event)",
+		func(c *oc) **metav1.Duration { return &c.ExpiryWarning }, zeroDefault)
+	optional(f, "unused-after", "how long without a use (counting from creation) makes a key's Unused condition True; 0: never",
+		func(c *oc) **metav1.Duration { return &c.UnusedAfter }, negativeNone)
+	optional(f, "min-renewal-interval", "least interval between two automatic renewals of a key: the admission webhook refuses lifecycles that renew more often, and keys stored before renew at this interval; 0: no floor",
+		func(c *oc) **metav1.Duration { return &c.MinRenewalInterval }, negativeNone)
+	optional(f, "min-renewal-interval-percentage", "raises --min-renewal-interval to this percentage of a key's lifetime (1-99); 0: none",
+		func(c *oc) **int32 { return &c.MinRenewalIntervalPercentage }, negativeNone)
+	optional(f, "leak-report-retention", "how long a LeakReport is kept once its key is refused (one whose key no hash Secret knows any more goes sooner); 0: until then",
+		func(c *oc) **metav1.Duration { return &c.LeakReportRetention }, negativeNone)
+	optional(f, "key-metrics-limit", "most APIKeys with series of their own in switchboard_apikey_* metrics; past it only the aggregates are exported; 0: none",
+		func(c *oc) **int32 { return &c.KeyMetricsLimit }, negativeNone)
+	optional(f, "leader-elect", "elect one active replica through a Lease", func(c *oc) **bool { return &c.LeaderElect })
+	bindOperatorListenerFlags(f)
+	value(f, "reveal-bind-address", `address of the reveal endpoint, through which the panel in impersonate mode claims keys for people (HTTPS, callers RBAC allows to post /reveal); "" serves none`,
+		func(c *oc) *string { return &c.Reveal.BindAddress }, addressZero)
+	value(f, "reveal-ca-configmap", "ConfigMap in the system namespace where each replica publishes the reveal endpoint's certificate",
+		func(c *oc) *string { return &c.Reveal.CAConfigMap })
+	value(f, "reveal-names", "DNS names (or IP addresses) of the reveal endpoint's certificate: its Service's", func(c *oc) *[]string { return &c.Reveal.Names })
+	value(f, "webhook-bind-address", `address of the APIKey admission webhook, which refuses renewal windows that cannot open in time and lifecycles that renew too often (HTTPS); "" serves none`,
+		func(c *oc) *string { return &c.Webhook.BindAddress }, addressZero)
+	value(f, "webhook-configuration", "ValidatingWebhookConfiguration whose caBundle each replica adds its certificate to",
+		func(c *oc) *string { return &c.Webhook.ConfigurationName })
+	value(f, "webhook-names", "DNS names (or IP addresses) of the webhook's certificate: its Service's", func(c *oc) *[]string { return &c.Webhook.Names })
+	optional(f, "kube-api-qps", "queries per second to the Kubernetes API server (client-go's default is 5)", func(c *oc) **float32 { return &c.KubeAPIQPS }, zeroDefault)
+	optional(f, "kube-api-burst", "burst of queries to the Kubernetes API server (client-go's default is 10)", func(c *oc) **int32 { return &c.KubeAPIBurst }, zeroDefault)
+	optional(f, "key-workers", "APIKeys reconciled concurrently", func(c *oc) **int32 { return &c.KeyWorkers }, zeroDefault)
+}
+
+// bindOperatorListenerFlags binds the flags of the listeners every process reading an
+// OperatorConfiguration serves (the operator and the webhook sender): metrics and probes.
+func bindOperatorListenerFlags(f *configFlags[*oc]) {
+	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c *oc) **string { return &c.MetricsBindAddress }, addressZero)
+	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
+		func(c *oc) **bool { return &c.MetricsSecure })
+	optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`,
+		func(c *oc) **string { return &c.HealthProbeBindAddress }, addressZero)
 }

@@ -117,8 +117,8 @@ func printed[T config.Object](t *testing.T, out string, c T) T {
 	return c
 }
 
-// The file configures; a flag given overrides it, in the flags' spelling (negative: no bound);
-// what neither sets takes its default.
+// The file configures; a flag given overrides it, in the configuration's spelling (0: no
+// bound); what neither sets takes its default.
 func TestConfigFileAndFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	file := writeFile(t, `apiVersion: config.switchboard.dev/v1alpha1
@@ -131,7 +131,7 @@ panel:
   listen: ":9100"
   loginBurst: 3
 `)
-	out, err := execute(t, newServerCommand(), "--config", file, "--max-connections=-1", "--audience=orders", "--print-config")
+	out, err := execute(t, newServerCommand(), "--config", file, "--max-connections=0", "--audience=orders", "--print-config")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -253,9 +253,11 @@ func TestOIDCFlags(t *testing.T) {
 		{name: "server prefix without an issuer", cmd: newServerCommand, args: []string{"--panel-oidc-mode=impersonate"}, wantErr: "panel.oidc.issuerURL: Required value"},
 		{name: "impersonate mode", cmd: newPanelCommand, args: []string{"--oidc-issuer-url=https://idp.example.com", "--oidc-client-id=panel",
 			"--oidc-client-secret-file=/etc/secret", "--oidc-redirect-url=https://p.example.com/oidc/callback", "--oidc-mode=impersonate",
-			"--oidc-username-claim=email", "--oidc-username-prefix=", "--oidc-scopes=openid,email"},
+			"--oidc-username-claim=email", "--oidc-username-prefix=", "--oidc-scopes=openid,email",
+			"--oidc-reveal-url=https://switchboard-reveal.sb.svc:9445", "--oidc-reveal-ca-configmap=sb/switchboard-reveal-ca"},
 			want: &configv1alpha1.OIDC{IssuerURL: "https://idp.example.com", ClientID: "panel", ClientSecretFile: "/etc/secret",
 				RedirectURL: "https://p.example.com/oidc/callback", Mode: "impersonate", Scopes: []string{"openid", "email"},
+				RevealURL: "https://switchboard-reveal.sb.svc:9445", RevealCAConfigMap: "sb/switchboard-reveal-ca",
 				UsernameClaim: ptrTo("email"), UsernamePrefix: ptrTo(""), GroupsClaim: ptrTo("groups"), GroupsPrefix: ptrTo("oidc:")}},
 	}
 	for _, tt := range tests {
@@ -282,24 +284,8 @@ func ptrTo[T any](v T) *T { return &v }
 
 func equalOIDC(a, b configv1alpha1.OIDC) bool {
 	return a.IssuerURL == b.IssuerURL && a.ClientID == b.ClientID && a.ClientSecretFile == b.ClientSecretFile &&
+		a.RevealURL == b.RevealURL && a.RevealCAConfigMap == b.RevealCAConfigMap &&
 		a.RedirectURL == b.RedirectURL && a.Mode == b.Mode && strings.Join(a.Scopes, ",") == strings.Join(b.Scopes, ",") &&
 		*a.UsernameClaim == *b.UsernameClaim && *a.UsernamePrefix == *b.UsernamePrefix &&
 		*a.GroupsClaim == *b.GroupsClaim && *a.GroupsPrefix == *b.GroupsPrefix
-}
-
-// The Redis password comes from the file the configuration names, else from the environment;
-// a named file that cannot be read stops the server with the field's name.
-func TestRedisPassword(t *testing.T) {
-	t.Setenv(redisPasswordEnv, "from-env")
-	file := writeFile(t, "from-file\n")
-	for _, tt := range []struct{ file, want, wantErr string }{
-		{file: "", want: "from-env"},
-		{file: file, want: "from-file"},
-		{file: filepath.Join(t.TempDir(), "missing"), wantErr: "rateLimitRedis.passwordFile"},
-	} {
-		got, err := redisPassword(tt.file)
-		if got != tt.want || (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-			t.Errorf("redisPassword(%q) = %q, %v; want %q, %q", tt.file, got, err, tt.want, tt.wantErr)
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -24,6 +25,41 @@ import (
 // *OperatorConfiguration and *PanelConfiguration.
 type Object interface {
 	*configv1alpha1.ServerConfiguration | *configv1alpha1.OperatorConfiguration | *configv1alpha1.PanelConfiguration
+}
+
+// Default fills the unset fields of c with their defaults (api/config/v1alpha1's SetDefaults_*).
+func Default[T Object](c T) {
+	switch c := any(c).(type) {
+	case *configv1alpha1.ServerConfiguration:
+		configv1alpha1.SetDefaults_ServerConfiguration(c)
+	case *configv1alpha1.OperatorConfiguration:
+		configv1alpha1.SetDefaults_OperatorConfiguration(c)
+	case *configv1alpha1.PanelConfiguration:
+		configv1alpha1.SetDefaults_PanelConfiguration(c)
+	}
+}
+
+// Validate says what is wrong with a defaulted c, each error naming its field's path.
+func Validate[T Object](c T) field.ErrorList {
+	switch c := any(c).(type) {
+	case *configv1alpha1.ServerConfiguration:
+		return ValidateServerConfiguration(c)
+	case *configv1alpha1.OperatorConfiguration:
+		return ValidateOperatorConfiguration(c)
+	case *configv1alpha1.PanelConfiguration:
+		return ValidatePanelConfiguration(c)
+	}
+	return nil
+}
+
+// Complete defaults c and validates it: what every component's Run does with the configuration
+// it is given, so that one from switchboard dev or a test is held to the command's rules.
+func Complete[T Object](c T) error {
+	Default(c)
+	if errs := Validate(c); len(errs) > 0 {
+		return fmt.Errorf("the %s: %w", kindOf(c), errs.ToAggregate())
+	}
+	return nil
 }
 
 // LoadFile reads the configuration file at path into into, strictly (Decode). Errors name the

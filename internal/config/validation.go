@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,6 +174,11 @@ func ValidateOperatorConfiguration(c *configv1alpha1.OperatorConfiguration) fiel
 		errs = append(errs, field.Required(field.NewPath("webhook", "names"),
 			"the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
 	}
+	if a := c.Webhook.BindAddress; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port) {
+			errs = append(errs, field.Invalid(field.NewPath("webhook", "bindAddress"), a, "must be HOST:PORT or :PORT"))
+		}
+	}
 	errs = append(errs, validateWebhooks(&c.Webhooks, field.NewPath("webhooks"))...)
 	errs = append(errs, signingNamespace(c.Webhooks.SigningNamespace, c.SystemNamespace, field.NewPath("webhooks", "signingNamespace"))...)
 	return errs
@@ -229,6 +236,12 @@ func ValidatePanelConfiguration(c *configv1alpha1.PanelConfiguration) field.Erro
 	return errs
 }
 
+// ValidatePanelSettings says what is wrong with defaulted panel settings on their own, each
+// error naming its field's path: the panel checks the settings it is given with it.
+func ValidatePanelSettings(s *configv1alpha1.PanelSettings) field.ErrorList {
+	return validatePanelSettings(s, nil)
+}
+
 // validatePanelSettings checks the panel's settings under path (nil at the top).
 func validatePanelSettings(s *configv1alpha1.PanelSettings, path *field.Path) field.ErrorList {
 	child := func(name string) *field.Path {
@@ -250,12 +263,55 @@ func validatePanelSettings(s *configv1alpha1.PanelSettings, path *field.Path) fi
 				errs = append(errs, field.Required(p.Child(name), "single sign-on needs it"))
 			}
 		}
-		if o.Mode != "token" && o.Mode != "impersonate" {
-			errs = append(errs, field.NotSupported(p.Child("mode"), o.Mode, []string{"token", "impersonate"}))
-		}
+		errs = append(errs, validateOIDC(o, p)...)
 	}
 	// Sorted, so that the same mistakes always read the same.
 	return sortErrors(errs)
+}
+
+// validateOIDC checks single sign-on's URLs and its reveal endpoint, which impersonate mode
+// needs and token mode refuses (there the person's own token claims their keys).
+func validateOIDC(o *configv1alpha1.OIDC, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if u, err := url.Parse(o.IssuerURL); o.IssuerURL != "" && (err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
+		errs = append(errs, field.Invalid(path.Child("issuerURL"), o.IssuerURL, "must be an https URL without query or fragment"))
+	}
+	if u, err := url.Parse(o.RedirectURL); o.RedirectURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		u.Path != configv1alpha1.OIDCCallbackPath || u.RawQuery != "") {
+		errs = append(errs, field.Invalid(path.Child("redirectURL"), o.RedirectURL, "must be the panel's absolute http(s) URL ending in "+configv1alpha1.OIDCCallbackPath))
+	}
+	for name, claim := range map[string]*string{"usernameClaim": o.UsernameClaim, "groupsClaim": o.GroupsClaim} {
+		if claim != nil && *claim == "" {
+			errs = append(errs, field.Required(path.Child(name), "the ID token's claim to map"))
+		}
+	}
+	switch o.Mode {
+	case configv1alpha1.OIDCModeToken:
+		for name, v := range map[string]string{"revealURL": o.RevealURL, "revealCAConfigMap": o.RevealCAConfigMap} {
+			if v != "" {
+				errs = append(errs, field.Invalid(path.Child(name), v, "is for impersonate mode only: in token mode the person's own token claims their keys"))
+			}
+		}
+	case configv1alpha1.OIDCModeImpersonate:
+		if u, err := url.Parse(o.RevealURL); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			errs = append(errs, field.Invalid(path.Child("revealURL"), o.RevealURL,
+				"impersonate mode claims keys through the operator's reveal endpoint: must be https://HOST:PORT"))
+		}
+		ns, name, ok := strings.Cut(o.RevealCAConfigMap, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, field.Invalid(path.Child("revealCAConfigMap"), o.RevealCAConfigMap,
+				"impersonate mode needs the ConfigMap of the reveal endpoint's certificates as NAMESPACE/NAME"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("mode"), o.Mode, []string{configv1alpha1.OIDCModeToken, configv1alpha1.OIDCModeImpersonate}))
+	}
+	return errs
+}
+
+// validPort says whether p is a port a listener can take: 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n <= 65535
 }
 
 func requiredAddress(p *string, path *field.Path) field.ErrorList {

@@ -165,6 +165,12 @@ func TestValidateOperatorConfiguration(t *testing.T) {
 		}, want: "webhooks.signingNamespace: Invalid value"},
 		{name: "a reveal endpoint without names", modify: func(c *configv1alpha1.OperatorConfiguration) { c.Reveal.BindAddress = ":9445" },
 			want: "reveal.names: Required value"},
+		{name: "a webhook on no port", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.Webhook.BindAddress, c.Webhook.Names = "127.0.0.1", []string{"127.0.0.1"}
+		}, want: `webhook.bindAddress: Invalid value: "127.0.0.1": must be HOST:PORT or :PORT`},
+		{name: "a webhook on port 0", modify: func(c *configv1alpha1.OperatorConfiguration) {
+			c.Webhook.BindAddress, c.Webhook.Names = ":0", []string{"127.0.0.1"}
+		}, want: "webhook.bindAddress"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +201,38 @@ func TestValidatePanelConfiguration(t *testing.T) {
 			want: "oidc.clientSecretFile: Required value"},
 		{name: "an unknown mode", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.Mode = "proxy" },
 			want: `oidc.mode: Unsupported value: "proxy"`},
+		{name: "no client id", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.ClientID = "" },
+			want: "oidc.clientID: Required value"},
+		{name: "a plain-http issuer", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.IssuerURL = "http://idp" },
+			want: `oidc.issuerURL: Invalid value: "http://idp": must be an https URL`},
+		{name: "a redirect elsewhere", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.RedirectURL = "https://p/callback" },
+			want: "oidc.redirectURL: Invalid value: \"https://p/callback\": must be the panel's absolute http(s) URL ending in /oidc/callback"},
+		{name: "a relative redirect", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.RedirectURL = "/oidc/callback" },
+			want: "oidc.redirectURL: Invalid value"},
+		{name: "no username claim", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.UsernameClaim = ptr.To("") },
+			want: "oidc.usernameClaim: Required value"},
+		{name: "impersonate mode with the reveal endpoint", modify: func(c *configv1alpha1.PanelConfiguration) {
+			c.OIDC = sso()
+			c.OIDC.Mode, c.OIDC.RevealURL, c.OIDC.RevealCAConfigMap = "impersonate", "https://switchboard-reveal.sb.svc:9445", "sb/switchboard-reveal-ca"
+		}},
+		{name: "impersonate mode without the reveal endpoint", modify: func(c *configv1alpha1.PanelConfiguration) { c.OIDC = sso(); c.OIDC.Mode = "impersonate" },
+			want: "oidc.revealURL: Invalid value"},
+		{name: "a reveal endpoint over plain http", modify: func(c *configv1alpha1.PanelConfiguration) {
+			c.OIDC = sso()
+			c.OIDC.Mode, c.OIDC.RevealURL, c.OIDC.RevealCAConfigMap = "impersonate", "http://switchboard-reveal.sb.svc:9445", "sb/switchboard-reveal-ca"
+		}, want: "must be https://HOST:PORT"},
+		{name: "a reveal endpoint with a path", modify: func(c *configv1alpha1.PanelConfiguration) {
+			c.OIDC = sso()
+			c.OIDC.Mode, c.OIDC.RevealURL, c.OIDC.RevealCAConfigMap = "impersonate", "https://switchboard-reveal.sb.svc:9445/reveal", "sb/switchboard-reveal-ca"
+		}, want: "must be https://HOST:PORT"},
+		{name: "a reveal ConfigMap without its namespace", modify: func(c *configv1alpha1.PanelConfiguration) {
+			c.OIDC = sso()
+			c.OIDC.Mode, c.OIDC.RevealURL, c.OIDC.RevealCAConfigMap = "impersonate", "https://switchboard-reveal.sb.svc:9445", "switchboard-reveal-ca"
+		}, want: `oidc.revealCAConfigMap: Invalid value: "switchboard-reveal-ca": impersonate mode needs the ConfigMap of the reveal endpoint's certificates as NAMESPACE/NAME`},
+		{name: "a reveal endpoint in token mode", modify: func(c *configv1alpha1.PanelConfiguration) {
+			c.OIDC = sso()
+			c.OIDC.RevealURL = "https://switchboard-reveal.sb.svc:9445"
+		}, want: "oidc.revealURL: Invalid value: \"https://switchboard-reveal.sb.svc:9445\": is for impersonate mode only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,8 +30,10 @@ import (
 // controllers never read: a tenant may write as many as the API server takes (kubectl's
 // last-applied-configuration alone is a copy of the object), and every replica of the operator
 // would hold them for every tenant. Other kinds lose their managedFields.
-func CacheOptions(opts Options) cache.Options {
-	system, signing := opts.SystemNamespace, opts.WebhookSigningNamespace
+//
+// system and signing are the configuration's systemNamespace and webhooks.signingNamespace;
+// namespaces, when any, restrict the cache to them and the system namespace (Deps.Namespaces).
+func CacheOptions(system, signing string, namespaces []string) cache.Options {
 	inSystem := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
 	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keywebhook.ComponentSigning})
 	keyHolders := keyHolderSelector()
@@ -55,12 +57,12 @@ func CacheOptions(opts Options) cache.Options {
 			&switchboardv1alpha1.LeakReport{}: {Namespaces: map[string]cache.Config{system: {}}},
 		},
 	}
-	if len(opts.Namespaces) == 0 {
+	if len(namespaces) == 0 {
 		secrets.Namespaces[cache.AllNamespaces] = cache.Config{LabelSelector: keyHolders}
 		return c
 	}
 	c.DefaultNamespaces = map[string]cache.Config{system: {}}
-	for _, ns := range opts.Namespaces {
+	for _, ns := range namespaces {
 		c.DefaultNamespaces[ns] = cache.Config{}
 		if ns != system && ns != signing {
 			secrets.Namespaces[ns] = cache.Config{LabelSelector: keyHolders}

@@ -28,7 +28,7 @@ func TestTenantSecretsDoNotFillTheCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	system, tenant := env.Namespace(t, "cache-system"), env.Namespace(t, "cache-tenant")
-	mgr := startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}})
+	mgr := startManager(t, testenv.OperatorConfiguration(system), operator.Deps{Namespaces: []string{tenant}})
 
 	const tenantSecrets = 24
 	big := map[string][]byte{keysecret.DataKey: []byte(strings.Repeat("x", 256<<10))}
@@ -111,7 +111,7 @@ func TestTenantMetadataDoesNotFillTheCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	system, tenant := env.Namespace(t, "meta-system"), env.Namespace(t, "meta-tenant")
-	mgr := startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{tenant}})
+	mgr := startManager(t, testenv.OperatorConfiguration(system), operator.Deps{Namespaces: []string{tenant}})
 
 	meta := func(name string) metav1.ObjectMeta {
 		m := metav1.ObjectMeta{Namespace: tenant, Name: name, Labels: map[string]string{}, Annotations: map[string]string{

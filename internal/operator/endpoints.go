@@ -10,9 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -32,40 +30,41 @@ import (
 // newKeeper returns the keeper of the serving certificate of the operator's HTTPS endpoints
 // (the reveal endpoint, the admission webhook), published where their callers trust it; nil
 // when neither is served.
-func newKeeper(cfg *rest.Config, opts Options) (*servingcert.Keeper, error) {
+func newKeeper(cfg *rest.Config, s *settings) (*servingcert.Keeper, error) {
 	var names []string
 	var targets []servingcert.Target
-	if opts.RevealBindAddress == "0" && opts.WebhookBindAddress == "0" {
+	reveal, webhook := &s.c.Reveal, &s.c.Webhook
+	if reveal.BindAddress == "" && webhook.BindAddress == "" {
 		return nil, nil
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return nil, err
 	}
-	if opts.RevealBindAddress != "0" {
-		names = append(names, opts.RevealNames...)
-		targets = append(targets, servingcert.ConfigMapBundle(c, client.ObjectKey{Namespace: opts.SystemNamespace, Name: opts.RevealBundle}))
+	if reveal.BindAddress != "" {
+		names = append(names, reveal.Names...)
+		targets = append(targets, servingcert.ConfigMapBundle(c, client.ObjectKey{Namespace: s.c.SystemNamespace, Name: reveal.CAConfigMap}))
 	}
-	if opts.WebhookBindAddress != "0" {
-		names = append(names, opts.WebhookNames...)
-		targets = append(targets, servingcert.WebhookCABundle(c, opts.WebhookConfiguration))
+	if webhook.BindAddress != "" {
+		names = append(names, webhook.Names...)
+		targets = append(targets, servingcert.WebhookCABundle(c, webhook.ConfigurationName))
 	}
-	return servingcert.NewKeeper(names, targets, opts.Clock, opts.Logger.WithName("serving-certificate")), nil
+	return servingcert.NewKeeper(names, targets, s.deps.Clock, s.deps.Logger.WithName("serving-certificate")), nil
 }
 
 // webhookServer is the admission webhook's server, serving with keeper's certificate; nil
 // (none) when the webhook is not served.
-func webhookServer(opts Options, keeper *servingcert.Keeper) webhook.Server {
-	if opts.WebhookBindAddress == "0" {
+func webhookServer(s *settings, keeper *servingcert.Keeper) webhook.Server {
+	if s.c.Webhook.BindAddress == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	return &frontdoorWebhook{
 		Server: webhook.NewServer(webhook.Options{WebhookMux: mux}),
 		mux:    mux,
-		addr:   opts.WebhookBindAddress,
+		addr:   s.c.Webhook.BindAddress,
 		tls:    &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: keeper.GetCertificate},
-		log:    opts.Logger.WithName("webhook"),
+		log:    s.deps.Logger.WithName("webhook"),
 	}
 }
 
@@ -105,9 +104,9 @@ func (s *frontdoorWebhook) StartedChecker() healthz.Checker {
 	}
 }
 
-// addEndpoints adds the keeper, the reveal endpoint and the webhook to mgr as opts ask, with a
-// readiness check that fails until the certificate is published.
-func addEndpoints(cfg *rest.Config, mgr manager.Manager, opts Options, keeper *servingcert.Keeper) error {
+// addEndpoints adds the keeper, the reveal endpoint and the webhook to mgr as the configuration
+// asks, with a readiness check that fails until the certificate is published.
+func addEndpoints(cfg *rest.Config, mgr manager.Manager, s *settings, keeper *servingcert.Keeper) error {
 	if keeper == nil {
 		return nil
 	}
@@ -124,32 +123,19 @@ func addEndpoints(cfg *rest.Config, mgr manager.Manager, opts Options, keeper *s
 	}); err != nil {
 		return err
 	}
-	if opts.WebhookBindAddress != "0" {
-		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(opts.WebhookClock, opts.minRenewal()))
+	if s.c.Webhook.BindAddress != "" {
+		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(s.deps.WebhookClock, s.minRenewal()))
 	}
-	if opts.RevealBindAddress == "0" {
+	if s.c.Reveal.BindAddress == "" {
 		return nil
 	}
 	srv, err := reveal.NewServer(cfg, reveal.Options{
-		BindAddress:    opts.RevealBindAddress,
+		BindAddress:    s.c.Reveal.BindAddress,
 		GetCertificate: keeper.GetCertificate,
-		Logger:         opts.Logger.WithName("reveal"),
+		Logger:         s.deps.Logger.WithName("reveal"),
 	})
 	if err != nil {
 		return err
 	}
 	return mgr.Add(srv)
-}
-
-// hostPort splits a bind address ":9443" or "127.0.0.1:9443".
-func hostPort(addr string) (string, int, error) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port <= 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port in %q", addr)
-	}
-	return host, port, nil
 }

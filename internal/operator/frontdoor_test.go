@@ -10,7 +10,9 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
@@ -32,10 +34,11 @@ func TestListenersGoThroughTheFrontDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vwc) })
-	startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{system},
-		HealthProbeBindAddress: probes, MetricsBindAddress: metrics, MetricsSecure: true,
-		RevealBindAddress: reveal, RevealNames: []string{"127.0.0.1"},
-		WebhookBindAddress: webhook, WebhookNames: []string{"127.0.0.1"}, WebhookConfiguration: vwc.Name})
+	c := testenv.OperatorConfiguration(system)
+	c.HealthProbeBindAddress, c.MetricsBindAddress, c.MetricsSecure = &probes, &metrics, ptr.To(true)
+	c.Reveal = configv1alpha1.RevealEndpoint{BindAddress: reveal, Names: []string{"127.0.0.1"}}
+	c.Webhook = configv1alpha1.WebhookEndpoint{BindAddress: webhook, Names: []string{"127.0.0.1"}, ConfigurationName: vwc.Name}
+	startManager(t, c, operator.Deps{Namespaces: []string{system}})
 
 	// Ready once the endpoints' certificate is published.
 	testenv.Eventually(t, time.Minute, "readiness", func() error {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkKeyCollector(b *testing.B) {
 		}
 		objs = append(objs, *k)
 	}
-	c := &keyCollector{reader: listReader{items: objs}, limit: DefaultKeyMetricsLimit}
+	c := &keyCollector{reader: listReader{items: objs}, limit: configv1alpha1.DefaultKeyMetricsLimit}
 	b.ResetTimer()
 	for b.Loop() {
 		ch := make(chan prometheus.Metric, 1024)

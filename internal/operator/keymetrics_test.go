@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"k8s.io/utils/ptr"
+
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -51,12 +53,12 @@ func series(t *testing.T, name string, want map[string]string) []*dto.Metric {
 // --key-metrics-limit no per-key series beyond the limit, said by the truncated gauge.
 func TestKeyMetrics(t *testing.T) {
 	system, ns := env.Namespace(t, "km-system"), env.Namespace(t, "km-tenant")
-	startManager(t, operator.Options{SystemNamespace: system})
+	startManager(t, testenv.OperatorConfiguration(system), operator.Deps{})
 	lifetime := &metav1.Duration{Duration: 30 * 24 * time.Hour}
 	for _, name := range []string{"a", "b", "c"} {
 		k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		k.Spec.SecretName, k.Spec.Lifetime = name+"-key", lifetime
-		k.Spec.RenewBeforePercentage = ptr(int32(10))
+		k.Spec.RenewBeforePercentage = ptr.To(int32(10))
 		if err := env.Client.Create(t.Context(), k); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +104,9 @@ func TestKeyMetrics(t *testing.T) {
 	}
 
 	// A limit below the number of keys: per-key series for that many, the aggregates still whole.
-	startManager(t, operator.Options{SystemNamespace: env.Namespace(t, "km-system2"), KeyMetricsLimit: 1})
+	c := testenv.OperatorConfiguration(env.Namespace(t, "km-system2"))
+	c.KeyMetricsLimit = ptr.To[int32](1)
+	startManager(t, c, operator.Deps{})
 	testenv.Eventually(t, 30*time.Second, "the limited collection", func() error {
 		if got := series(t, "switchboard_apikey_metrics_truncated", nil); len(got) != 1 || got[0].GetGauge().GetValue() != 1 {
 			return fmt.Errorf("truncated %v", got)
@@ -116,5 +120,3 @@ func TestKeyMetrics(t *testing.T) {
 		return nil
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -66,10 +66,11 @@ var (
 	registerOnce sync.Once
 )
 
-// registerKeyMetrics makes the key metrics read mgr's cache.
-func registerKeyMetrics(mgr manager.Manager, opts *Options) error {
+// registerKeyMetrics makes the key metrics read mgr's cache, with per-key series for limit
+// APIKeys (0: none).
+func registerKeyMetrics(mgr manager.Manager, limit int) error {
 	keys.mu.Lock()
-	keys.reader, keys.limit = mgr.GetCache(), opts.KeyMetricsLimit
+	keys.reader, keys.limit = mgr.GetCache(), limit
 	keys.mu.Unlock()
 	var err error
 	registerOnce.Do(func() { err = ctrlmetrics.Registry.Register(keys) })
@@ -141,8 +142,8 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		if meta.IsStatusConditionTrue(k.Status.Conditions, switchboardv1alpha1.ConditionUnused) {
 			n.unused++
 		}
-		if limit < 0 || i >= limit {
-			if limit >= 0 {
+		if i >= limit { // and limit 0: no per-key series, none missing
+			if limit > 0 {
 				truncated = 1
 			}
 			continue

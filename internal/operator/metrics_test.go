@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -33,8 +34,9 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	defer cancel()
 	system := env.Namespace(t, "metrics-system")
 	addr := testenv.FreeAddr(t)
-	startManager(t, operator.Options{SystemNamespace: system, Namespaces: []string{system},
-		MetricsBindAddress: addr, MetricsSecure: true})
+	oc := testenv.OperatorConfiguration(system)
+	oc.MetricsBindAddress, oc.MetricsSecure = &addr, ptr.To(true)
+	startManager(t, oc, operator.Deps{Namespaces: []string{system}})
 
 	reader := shippedMetricsReader(t)
 	reader.Name += "-" + system

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,15 +12,14 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
 	"github.com/switchboard-dev/switchboard/internal/controller/connection"
 	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
@@ -31,116 +29,21 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
-// Defaults of Options.
-const (
-	// DefaultRevealTTL is how long an unclaimed reveal Secret lives.
-	DefaultRevealTTL = configv1alpha1.DefaultRevealTTL
-	// DefaultLeaderElectionID names the Lease the replicas compete for.
-	DefaultLeaderElectionID = "switchboard-operator.switchboard.dev"
-	// DefaultQPS and DefaultBurst raise client-go's 5/10, which throttles a busy operator.
-	DefaultQPS = configv1alpha1.DefaultKubeAPIQPS
-	// DefaultBurst is the client's burst above DefaultQPS.
-	DefaultBurst = configv1alpha1.DefaultKubeAPIBurst
-	// DefaultKeyWorkers is how many APIKeys are reconciled at once. Issuing a key is four
-	// sequential API writes, so one worker caps throughput at the API server's round-trip time.
-	DefaultKeyWorkers = configv1alpha1.DefaultKeyWorkers
-	// DefaultMetricsBindAddress and DefaultHealthProbeBindAddress are where the command serves
-	// metrics and probes (the Options' zero values disable them, for tests and switchboard dev).
-	DefaultMetricsBindAddress     = configv1alpha1.DefaultOperatorMetricsBindAddress
-	DefaultHealthProbeBindAddress = configv1alpha1.DefaultOperatorHealthProbeBindAddress
-	// DefaultExpiryWarning and DefaultUnusedAfter: the ExpiringSoon and Unused conditions.
-	DefaultExpiryWarning = apikeyctrl.DefaultExpiryWarning
-	DefaultUnusedAfter   = apikeyctrl.DefaultUnusedAfter
-	// DefaultLeakReportRetention is how long a LeakReport is kept once its key is refused.
-	DefaultLeakReportRetention = configv1alpha1.DefaultLeakReportRetention
-	// DefaultKeyMetricsLimit bounds the per-key series of the key metrics (metrics.go).
-	DefaultKeyMetricsLimit = configv1alpha1.DefaultKeyMetricsLimit
-	// DefaultRevealBundle is the ConfigMap of the reveal endpoint's certificates.
-	DefaultRevealBundle = configv1alpha1.DefaultRevealCAConfigMap
-	// DefaultWebhookConfiguration is the webhook configuration of the admission webhook.
-	DefaultWebhookConfiguration = configv1alpha1.DefaultWebhookConfigurationName
-	// EventSource is the reporting controller of the operator's Events.
-	EventSource = "switchboard-operator"
-)
+// DefaultLeaderElectionID names the Lease the replicas compete for, in the system namespace.
+const DefaultLeaderElectionID = "switchboard-operator.switchboard.dev"
 
-// Options configure the operator. The zero value of each field is replaced by its default.
-type Options struct {
-	// SystemNamespace holds the hash Secrets (default switchboard-system).
-	SystemNamespace string
-	// KeyPrefix begins every generated key (default "sb").
-	KeyPrefix string
-	// RevealTTL is how long an unclaimed reveal Secret lives (default 1h).
-	RevealTTL time.Duration
-	// ExpiryWarning is how long before a key's end that nothing renews ExpiringSoon turns True.
-	ExpiryWarning time.Duration
-	// UnusedAfter is how long without a use makes a key Unused (negative: never).
-	UnusedAfter time.Duration
-	// MinRenewalInterval is the least interval between two automatic renewals of a key, whatever
-	// its lifecycle asks: every renewal writes the key's Secrets, which reach etcd and every
-	// server replica. The admission webhook refuses lifecycles that renew more often; keys
-	// stored before are renewed at this interval (RenewalLimited). Default 5m; negative: no
-	// floor (MinRenewalIntervalPercentage still holds).
-	MinRenewalInterval time.Duration
-	// MinRenewalIntervalPercentage raises MinRenewalInterval to this percentage of a key's
-	// lifetime, from 1 to 99 (default 10: a 90-day key renews at most every 9 days; negative:
-	// none).
-	MinRenewalIntervalPercentage int32
-	// WebhookPolicy is the webhook network policy KeyWebhooks' URLs are checked against: the
-	// webhook sender's. Its Denied networks default to the configuration's (the private ones)
-	// when nil; empty, only the always refused networks are.
-	WebhookPolicy webhookdelivery.Policy
-	// WebhookSigningNamespace holds the copies of KeyWebhooks' signing secrets, and nothing
-	// else: the webhook sender may read Secrets there only (default SystemNamespace followed by
-	// "-webhook-signing"; not SystemNamespace). Copies an older operator left in SystemNamespace
-	// are deleted.
-	WebhookSigningNamespace string
-	// LeakReportRetention is how long a LeakReport is kept once its key is refused (default
-	// 720h; negative: until its key is gone, which deletes it too).
-	LeakReportRetention time.Duration
-	// KeyMetricsLimit bounds the APIKeys that get series of their own in the key metrics;
-	// past it only the aggregates are exported (negative: no per-key series at all).
-	KeyMetricsLimit int
+// EventSource is the reporting controller of the operator's Events.
+const EventSource = "switchboard-operator"
 
-	// LeaderElection makes replicas elect one active operator; Run's callers turn it on.
-	LeaderElection bool
-	// LeaderElectionID names the Lease (default DefaultLeaderElectionID).
-	LeaderElectionID string
-	// LeaderElectionNamespace holds the Lease (default SystemNamespace).
-	LeaderElectionNamespace string
-	// MetricsBindAddress serves Prometheus metrics; "" or "0" disables it.
-	MetricsBindAddress string
-	// MetricsSecure serves them over HTTPS to authenticated callers RBAC allows to get /metrics
-	// (internal/frontdoor/metricsauth), as the chart and config/ run the operator.
-	MetricsSecure bool
-	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" disables it.
-	HealthProbeBindAddress string
-	// RevealBindAddress serves the reveal endpoint (internal/operator/reveal), through which the panel in
-	// impersonate mode claims keys for people; "" or "0" disables it.
-	RevealBindAddress string
-	// RevealBundle names the ConfigMap, in SystemNamespace, where each replica publishes the
-	// endpoint's certificate (default DefaultRevealBundle).
-	RevealBundle string
-	// RevealNames are the DNS names (or IP addresses) of the endpoint's certificates: its
-	// Service's.
-	RevealNames []string
-	// WebhookBindAddress serves the APIKey admission webhook (internal/operator/keyadmission), which
-	// checks renewal windows and the interval between renewals; "" or "0" disables it.
-	WebhookBindAddress string
-	// WebhookConfiguration names the ValidatingWebhookConfiguration whose caBundle each replica
-	// adds its certificate to (default DefaultWebhookConfiguration).
-	WebhookConfiguration string
-	// WebhookNames are the DNS names (or IP addresses) the API server calls the webhook by.
-	WebhookNames []string
-	// QPS and Burst limit the client (defaults DefaultQPS and DefaultBurst).
-	QPS float32
-	// Burst is the client's burst.
-	Burst int
-	// KeyWorkers is how many APIKeys are reconciled concurrently (default DefaultKeyWorkers).
-	// The workqueue never hands one APIKey to two workers. Connections keep one worker: their
-	// id-uniqueness check reads the cache and must not race with another assignment.
-	KeyWorkers int
-
-	// Logger logs for the manager and the controllers (default: controller-runtime's global logger).
+// Deps are what the operator takes besides its configuration: what only a process (or a test)
+// has. The zero value of each field is the process's own.
+type Deps struct {
+	// RESTConfig reaches the Kubernetes API server (required); the configuration's kubeAPIQPS and
+	// kubeAPIBurst limit the operator's copy of it.
+	RESTConfig *rest.Config
+	// Logger logs for the manager and the controllers (default: controller-runtime's). Whatever
+	// it is given, it logs nothing above internal/logging's verbosity (client-go logs Secret
+	// bodies at V(8)).
 	Logger logr.Logger
 	// Clock tells the time for expiry, grace and reveal deadlines, and dates the endpoints'
 	// serving certificates (default: the real clock). Tests pass a fake clock.
@@ -150,183 +53,105 @@ type Options struct {
 	// while the certificates the real API server checks keep the real time.
 	WebhookClock clock.PassiveClock
 	// Namespaces restricts what the manager watches (default: all). Tests that run several
-	// operators against one API server give each its own namespaces; SystemNamespace is added.
+	// operators against one API server give each its own namespaces; the system namespace is
+	// added.
 	Namespaces []string
 	// SkipControllerNameValidation lets several managers in one process register the same
 	// controllers (tests).
 	SkipControllerNameValidation bool
 }
 
-// Default sets o's zero fields to their defaults, and caps its logger (client-go logs Secret
-// bodies at V(8): internal/logging). It is the one place the operator's defaults are applied:
-// the command, switchboard dev and tests all go through NewManager or SetupWithManager.
-func (o *Options) Default() {
-	if o.SystemNamespace == "" {
-		o.SystemNamespace = switchboardv1alpha1.DefaultSystemNamespace
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = apikey.DefaultPrefix
-	}
-	if o.RevealTTL == 0 {
-		o.RevealTTL = DefaultRevealTTL
-	}
-	if o.ExpiryWarning == 0 {
-		o.ExpiryWarning = DefaultExpiryWarning
-	}
-	if o.UnusedAfter == 0 {
-		o.UnusedAfter = DefaultUnusedAfter
-	}
-	if o.MinRenewalInterval == 0 {
-		o.MinRenewalInterval = renewalinterval.Default.Floor
-	}
-	if o.MinRenewalIntervalPercentage == 0 {
-		o.MinRenewalIntervalPercentage = renewalinterval.Default.Percentage
-	}
-	if o.LeakReportRetention == 0 {
-		o.LeakReportRetention = DefaultLeakReportRetention
-	}
-	if o.KeyMetricsLimit == 0 {
-		o.KeyMetricsLimit = DefaultKeyMetricsLimit
-	}
-	if o.WebhookSigningNamespace == "" {
-		o.WebhookSigningNamespace = configv1alpha1.DefaultWebhookSigningNamespace(o.SystemNamespace)
-	}
-	if o.WebhookPolicy.Denied == nil {
-		for _, n := range configv1alpha1.DefaultWebhookDeniedNetworks() {
-			o.WebhookPolicy.Denied = append(o.WebhookPolicy.Denied, netip.MustParsePrefix(n))
-		}
-	}
-	if o.LeaderElectionID == "" {
-		o.LeaderElectionID = DefaultLeaderElectionID
-	}
-	if o.LeaderElectionNamespace == "" {
-		o.LeaderElectionNamespace = o.SystemNamespace
-	}
-	if o.MetricsBindAddress == "" {
-		o.MetricsBindAddress = "0"
-	}
-	if o.HealthProbeBindAddress == "" {
-		o.HealthProbeBindAddress = "0"
-	}
-	if o.RevealBindAddress == "" {
-		o.RevealBindAddress = "0"
-	}
-	if o.RevealBundle == "" {
-		o.RevealBundle = DefaultRevealBundle
-	}
-	if o.WebhookBindAddress == "" {
-		o.WebhookBindAddress = "0"
-	}
-	if o.WebhookConfiguration == "" {
-		o.WebhookConfiguration = DefaultWebhookConfiguration
-	}
-	if o.QPS == 0 {
-		o.QPS = DefaultQPS
-	}
-	if o.Burst == 0 {
-		o.Burst = DefaultBurst
-	}
-	if o.KeyWorkers == 0 {
-		o.KeyWorkers = DefaultKeyWorkers
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.WebhookClock == nil {
-		o.WebhookClock = o.Clock
-	}
-	if o.Logger.GetSink() == nil {
-		o.Logger = ctrl.Log
-	}
-	o.Logger = logging.Capped(o.Logger)
+// settings are one operator's configuration, completed, and its deps, with the process's own
+// where they left a field unset.
+type settings struct {
+	c      *configv1alpha1.OperatorConfiguration
+	deps   Deps
+	policy webhookdelivery.Policy
 }
 
-// Validate says what is wrong with o once defaulted, naming the flag of each option; nil when
-// nothing is.
-func (o *Options) Validate() error {
-	var errs []error
-	if err := apikey.ValidatePrefix(o.KeyPrefix); err != nil {
-		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
+// complete defaults and validates c (the command's rules, for every embedder too) and fills
+// deps' unset fields.
+func complete(c *configv1alpha1.OperatorConfiguration, deps Deps) (*settings, error) {
+	if err := config.Complete(c); err != nil {
+		return nil, fmt.Errorf("operator: %w", err)
 	}
-	if o.RevealTTL < 0 {
-		errs = append(errs, fmt.Errorf("--reveal-ttl: the reveal TTL must be positive, got %s", o.RevealTTL))
+	if deps.RESTConfig == nil {
+		return nil, errors.New("operator: no Kubernetes client configuration")
 	}
-	if o.ExpiryWarning < 0 {
-		errs = append(errs, fmt.Errorf("--expiry-warning must be positive, got %s", o.ExpiryWarning))
+	policy, err := config.WebhookPolicy(&c.Webhooks)
+	if err != nil {
+		return nil, err
 	}
-	if o.MinRenewalIntervalPercentage > 99 {
-		errs = append(errs, fmt.Errorf("--min-renewal-interval-percentage: at most 99 (percent of a key's lifetime), got %d", o.MinRenewalIntervalPercentage))
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
 	}
-	if o.QPS < 0 || o.Burst < 0 {
-		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	if deps.WebhookClock == nil {
+		deps.WebhookClock = deps.Clock
 	}
-	if o.RevealBindAddress != "0" && len(o.RevealNames) == 0 {
-		errs = append(errs, errors.New("--reveal-names: the reveal endpoint's certificate needs the names it is reached by (its Service's DNS names)"))
+	if deps.Logger.GetSink() == nil {
+		deps.Logger = ctrl.Log
 	}
-	if o.WebhookBindAddress != "0" {
-		if len(o.WebhookNames) == 0 {
-			errs = append(errs, errors.New("--webhook-names: the webhook's certificate needs the names the API server calls it by (its Service's DNS names)"))
-		}
-		if _, _, err := hostPort(o.WebhookBindAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--webhook-bind-address: %w", err))
-		}
-	}
-	if o.WebhookSigningNamespace == o.SystemNamespace {
-		errs = append(errs, errors.New("webhooks.signingNamespace: the signing secrets' copies need a namespace of their own, not the system namespace, whose every Secret the webhook sender could read"))
-	}
-	if o.KeyWorkers < 0 {
-		errs = append(errs, fmt.Errorf("--key-workers: the number of key workers must be positive, got %d", o.KeyWorkers))
-	}
-	return errors.Join(errs...)
+	deps.Logger = logging.Capped(deps.Logger)
+	return &settings{c: c, deps: deps, policy: policy}, nil
 }
 
-// minRenewal is the least interval between renewals that o sets.
-func (o *Options) minRenewal() renewalinterval.Minimum {
-	return renewalinterval.Minimum{Floor: o.MinRenewalInterval, Percentage: o.MinRenewalIntervalPercentage}
+// minRenewal is the least interval between renewals the configuration sets (0 and 0: none).
+func (s *settings) minRenewal() renewalinterval.Minimum {
+	return renewalinterval.Minimum{Floor: s.c.MinRenewalInterval.Duration, Percentage: *s.c.MinRenewalIntervalPercentage}
 }
 
-// complete is o defaulted and validated: what NewManager and SetupWithManager start from.
-func (o Options) complete() (Options, error) {
-	o.Default()
-	return o, o.Validate()
+// keyLife is the configuration's unusedAfter and minimum renewal interval as the APIKey
+// reconciler reads them: it takes a zero for a default of its own, older than the
+// configuration, whose 0 is "never" and "none"; it reads a negative so.
+func (s *settings) keyLife() (unusedAfter time.Duration, minRenewal renewalinterval.Minimum) {
+	unusedAfter, minRenewal = s.c.UnusedAfter.Duration, s.minRenewal()
+	if unusedAfter == 0 {
+		unusedAfter = -1
+	}
+	if minRenewal == (renewalinterval.Minimum{}) {
+		minRenewal.Floor = -1
+	}
+	return unusedAfter, minRenewal
 }
 
 // NewManager returns a manager with the operator's controllers, not started yet. Started, it
-// also serves the probes and metrics opts ask for, through the front door (frontdoorManager),
-// and, leading, publishes its version in the system namespace (PublishVersion).
-func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
-	opts, err := opts.complete()
+// also serves the probes and metrics the configuration c asks for, through the front door
+// (frontdoorManager), and, leading, publishes its version in the system namespace
+// (PublishVersion). c is defaulted and validated first.
+func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Manager, error) {
+	s, err := complete(c, deps)
 	if err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
-	keeper, err := newKeeper(cfg, opts)
+	cfg := rest.CopyConfig(s.deps.RESTConfig)
+	cfg.QPS, cfg.Burst = *c.KubeAPIQPS, int(*c.KubeAPIBurst)
+	keeper, err := newKeeper(cfg, s)
 	if err != nil {
 		return nil, err
 	}
+	log := s.deps.Logger
 	inner, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:                 webhookServer(opts, keeper),
+		WebhookServer:                 webhookServer(s, keeper),
 		Scheme:                        scheme.Scheme,
-		Logger:                        opts.Logger,
-		Cache:                         CacheOptions(opts),
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		Logger:                        log,
+		Cache:                         CacheOptions(c.SystemNamespace, c.Webhooks.SigningNamespace, s.deps.Namespaces),
+		LeaderElection:                *c.LeaderElect,
+		LeaderElectionID:              DefaultLeaderElectionID,
+		LeaderElectionNamespace:       c.SystemNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		// Served by frontdoorManager, through the front door.
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
+		Controller:             crconfig.Controller{SkipNameValidation: ptr.To(s.deps.SkipControllerNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	mgr := &frontdoorManager{Manager: inner, cfg: cfg, door: FrontDoor{
-		HealthProbeBindAddress: opts.HealthProbeBindAddress,
-		MetricsBindAddress:     opts.MetricsBindAddress,
-		MetricsSecure:          opts.MetricsSecure,
-		Logger:                 opts.Logger,
+		HealthProbeBindAddress: *c.HealthProbeBindAddress,
+		MetricsBindAddress:     *c.MetricsBindAddress,
+		MetricsSecure:          *c.MetricsSecure,
+		Logger:                 log,
 	}}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
@@ -334,32 +159,23 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := setupControllers(context.Background(), mgr, opts); err != nil {
+	if err := setupControllers(context.Background(), mgr, s); err != nil {
 		return nil, err
 	}
-	if err := addEndpoints(cfg, mgr, opts, keeper); err != nil {
+	if err := addEndpoints(cfg, mgr, s, keeper); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(versionPublisher{mgr: mgr, opts: opts}); err != nil {
+	if err := mgr.Add(versionPublisher{mgr: mgr, namespace: c.SystemNamespace, log: log.WithName("version")}); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
-// SetupWithManager adds the Connection and APIKey controllers to mgr. Other components' tests
-// call it to run the real controllers in their own manager; give that manager CacheOptions.
-func SetupWithManager(ctx context.Context, mgr manager.Manager, opts Options) error {
-	opts, err := opts.complete()
-	if err != nil {
-		return err
-	}
-	return setupControllers(ctx, mgr, opts)
-}
-
-// setupControllers adds the controllers to mgr with opts, completed already.
-func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) error {
+// setupControllers adds the controllers to mgr.
+func setupControllers(ctx context.Context, mgr manager.Manager, s *settings) error {
+	c := s.c
 	ctrlOpts := controller.Options{}
-	if opts.SkipControllerNameValidation {
+	if s.deps.SkipControllerNameValidation {
 		ctrlOpts.SkipNameValidation = ptr.To(true)
 	}
 	conns := &connection.Reconciler{Client: mgr.GetClient(), ControllerOptions: ctrlOpts}
@@ -367,19 +183,20 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 		return fmt.Errorf("setting up the Connection controller: %w", err)
 	}
 	keyCtrlOpts := ctrlOpts
-	keyCtrlOpts.MaxConcurrentReconciles = opts.KeyWorkers
+	keyCtrlOpts.MaxConcurrentReconciles = int(*c.KeyWorkers)
+	unusedAfter, minRenewal := s.keyLife()
 	keys := &apikeyctrl.Reconciler{
 		Client:              mgr.GetClient(),
 		APIReader:           mgr.GetAPIReader(),
 		Recorder:            mgr.GetEventRecorder(EventSource),
-		Clock:               opts.Clock,
-		SystemNamespace:     opts.SystemNamespace,
-		KeyPrefix:           opts.KeyPrefix,
-		RevealTTL:           opts.RevealTTL,
-		ExpiryWarning:       opts.ExpiryWarning,
-		UnusedAfter:         opts.UnusedAfter,
-		MinRenewalInterval:  opts.minRenewal(),
-		LeakReportRetention: opts.LeakReportRetention,
+		Clock:               s.deps.Clock,
+		SystemNamespace:     c.SystemNamespace,
+		KeyPrefix:           c.KeyPrefix,
+		RevealTTL:           c.RevealTTL.Duration,
+		ExpiryWarning:       c.ExpiryWarning.Duration,
+		UnusedAfter:         unusedAfter,
+		MinRenewalInterval:  minRenewal,
+		LeakReportRetention: c.LeakReportRetention.Duration,
 		ControllerOptions:   keyCtrlOpts,
 	}
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
@@ -388,23 +205,20 @@ func setupControllers(ctx context.Context, mgr manager.Manager, opts Options) er
 	webhooks := &keywebhook.Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
-		SystemNamespace:   opts.SystemNamespace,
-		SigningNamespace:  opts.WebhookSigningNamespace,
-		Policy:            opts.WebhookPolicy,
+		SystemNamespace:   c.SystemNamespace,
+		SigningNamespace:  c.Webhooks.SigningNamespace,
+		Policy:            s.policy,
 		ControllerOptions: ctrlOpts,
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KeyWebhook controller: %w", err)
 	}
-	return registerKeyMetrics(mgr, &opts)
+	return registerKeyMetrics(mgr, int(*c.KeyMetricsLimit))
 }
 
-// Run runs the operator until ctx is done.
-func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	if cfg == nil {
-		return errors.New("operator: no Kubernetes client configuration")
-	}
-	mgr, err := NewManager(cfg, opts)
+// Run runs the operator of the configuration c until ctx is done.
+func Run(ctx context.Context, c *configv1alpha1.OperatorConfiguration, deps Deps) error {
+	mgr, err := NewManager(c, deps)
 	if err != nil {
 		return err
 	}

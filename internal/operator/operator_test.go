@@ -13,9 +13,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
@@ -27,12 +29,12 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Run(m, &env) }
 
-// startManager runs an operator manager with opts (controller names unchecked, as several run
-// in one process) until the test ends.
-func startManager(t *testing.T, opts operator.Options) manager.Manager {
+// startManager runs an operator manager of c with deps (env's client, controller names
+// unchecked, as several run in one process) until the test ends.
+func startManager(t *testing.T, c *configv1alpha1.OperatorConfiguration, deps operator.Deps) manager.Manager {
 	t.Helper()
-	opts.SkipControllerNameValidation = true
-	mgr, err := operator.NewManager(env.Config, opts)
+	deps.RESTConfig, deps.SkipControllerNameValidation = env.Config, true
+	mgr, err := operator.NewManager(c, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +56,13 @@ func TestRun(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- operator.Run(runCtx, env.Config, operator.Options{
-			SystemNamespace:              system,
-			LeaderElection:               true,
-			HealthProbeBindAddress:       health,
-			MetricsBindAddress:           metrics,
-			SkipControllerNameValidation: true,
-		})
+		done <- operator.Run(runCtx, &configv1alpha1.OperatorConfiguration{
+			SystemNamespace:        system,
+			LeaderElect:            ptr.To(true),
+			HealthProbeBindAddress: &health,
+			MetricsBindAddress:     &metrics,
+			MetricsSecure:          ptr.To(false),
+		}, operator.Deps{RESTConfig: env.Config, SkipControllerNameValidation: true})
 	}()
 
 	testenv.Eventually(t, 30*time.Second, "the leader election Lease", func() error {
@@ -131,7 +133,7 @@ func TestManagerCachesOnlyOwnSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := env.Namespace(t, "cache")
-	mgr := startManager(t, operator.Options{SystemNamespace: ns, Namespaces: []string{ns}})
+	mgr := startManager(t, testenv.OperatorConfiguration(ns), operator.Deps{Namespaces: []string{ns}})
 
 	// "theirs" first: the watch delivers in order, so once "ours" is cached, "theirs" would be too.
 	for _, s := range []*corev1.Secret{

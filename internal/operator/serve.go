@@ -20,7 +20,7 @@ import (
 const drain = 5 * time.Second
 
 // FrontDoor says what a manager wrapped by WithFrontDoor serves: its probes and metrics, each
-// at its address ("" or "0": not served).
+// at its address ("": not served).
 type FrontDoor struct {
 	// HealthProbeBindAddress serves /healthz and /readyz.
 	HealthProbeBindAddress string
@@ -51,12 +51,12 @@ type frontdoorManager struct {
 	probes probes.Probes
 }
 
-// AddHealthzCheck adds a liveness check to the probes served at opts.HealthProbeBindAddress.
+// AddHealthzCheck adds a liveness check to the probes served at the door's HealthProbeBindAddress.
 func (m *frontdoorManager) AddHealthzCheck(name string, check healthz.Checker) error {
 	return m.probes.AddHealthz(name, check)
 }
 
-// AddReadyzCheck adds a readiness check to the probes served at opts.HealthProbeBindAddress.
+// AddReadyzCheck adds a readiness check to the probes served at the door's HealthProbeBindAddress.
 func (m *frontdoorManager) AddReadyzCheck(name string, check healthz.Checker) error {
 	return m.probes.AddReadyz(name, check)
 }
@@ -89,7 +89,7 @@ func (m *frontdoorManager) Start(ctx context.Context) error {
 	return errors.Join(err, <-served)
 }
 
-// endpoints are the probes and metrics opts asks for, listening; ctx bounds the metrics'
+// endpoints are the probes and metrics the door asks for, listening; ctx bounds the metrics'
 // certificate watching.
 func (m *frontdoorManager) endpoints(ctx context.Context) ([]frontdoor.Endpoint, error) {
 	var endpoints []frontdoor.Endpoint
@@ -99,14 +99,14 @@ func (m *frontdoorManager) endpoints(ctx context.Context) ([]frontdoor.Endpoint,
 		}
 		return nil, err
 	}
-	if probes.Enabled(m.door.HealthProbeBindAddress) {
+	if m.door.HealthProbeBindAddress != "" {
 		l, err := frontdoor.Listen(m.door.HealthProbeBindAddress)
 		if err != nil {
 			return fail(fmt.Errorf("listening on %s for the probes: %w", m.door.HealthProbeBindAddress, err))
 		}
 		endpoints = append(endpoints, m.probes.Endpoint(l))
 	}
-	if probes.Enabled(m.door.MetricsBindAddress) {
+	if m.door.MetricsBindAddress != "" {
 		l, err := frontdoor.Listen(m.door.MetricsBindAddress)
 		if err != nil {
 			return fail(fmt.Errorf("listening on %s for the metrics: %w", m.door.MetricsBindAddress, err))

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/go-logr/logr"
+
 	"github.com/switchboard-dev/switchboard/internal/version"
 )
 
@@ -49,8 +51,9 @@ func PublishVersion(ctx context.Context, reader client.Reader, writer client.Wri
 // until it succeeds or the operator stops. A failure is logged, never fatal: the version is
 // for people, and keys must not wait on it.
 type versionPublisher struct {
-	mgr  manager.Manager
-	opts Options
+	mgr       manager.Manager
+	namespace string // the system namespace
+	log       logr.Logger
 }
 
 // NeedLeaderElection says that only the leader publishes.
@@ -58,16 +61,16 @@ func (versionPublisher) NeedLeaderElection() bool { return true }
 
 // Start publishes, retrying until it is done or ctx ends.
 func (p versionPublisher) Start(ctx context.Context) error {
-	log := p.opts.Logger.WithName("version")
+	log := p.log
 	info := version.Get()
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: math.MaxInt32}
 	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		err := PublishVersion(ctx, p.mgr.GetAPIReader(), p.mgr.GetClient(), p.opts.SystemNamespace, info)
+		err := PublishVersion(ctx, p.mgr.GetAPIReader(), p.mgr.GetClient(), p.namespace, info)
 		if err != nil {
 			log.Error(err, "retrying")
 			return false, nil
 		}
-		log.Info("published", "version", info.Version, "configMap", p.opts.SystemNamespace+"/"+version.ConfigMap)
+		log.Info("published", "version", info.Version, "configMap", p.namespace+"/"+version.ConfigMap)
 		return true, nil
 	})
 	return nil

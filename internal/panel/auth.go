@@ -98,7 +98,7 @@ func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	http.SetCookie(w, h.cookie(r, loginCookie, token, 3600))
 	page.LoginCSRF = token
 	if h.oidc != nil {
-		page.SSO = h.oidc.opts.ProviderName
+		page.SSO = h.oidc.providerName
 	}
 	h.render(w, status, "login", page)
 }
@@ -106,11 +106,11 @@ func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // login checks the pasted token with TokenReview and starts a session. Each attempt costs a
 // TokenReview, so attempts are limited per client address, and TokenReviews in flight at all.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
-	bucket := clientBucket(r, h.opts.TrustedProxies)
-	if ok, wait := h.logins.allow(bucket, h.opts.Clock.Now()); !ok {
+	bucket := clientBucket(r, h.proxies)
+	if ok, wait := h.logins.allow(bucket, h.deps.Clock.Now()); !ok {
 		secs := int(wait.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		h.opts.Logger.Info("sign-in refused: too many attempts from this address", "address", bucket)
+		h.deps.Logger.Info("sign-in refused: too many attempts from this address", "address", bucket)
 		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
 			"Too many sign-in attempts from your address. Wait %s and try again.", time.Duration(max(secs, 1))*time.Second)})
 		return
@@ -141,7 +141,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	h.logins.endReview()
 	if err != nil {
-		h.opts.Logger.Error(err, "TokenReview failed")
+		h.deps.Logger.Error(err, "TokenReview failed")
 		msg := "The panel could not verify the token: the API server is unreachable or refused the TokenReview."
 		if apierrors.IsForbidden(err) {
 			msg = `The panel may not verify tokens: its service account needs "create" on tokenreviews.authentication.k8s.io (ClusterRole system:auth-delegator).`
@@ -150,7 +150,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !review.Status.Authenticated {
-		h.opts.Logger.Info("sign-in refused: token not authenticated")
+		h.deps.Logger.Info("sign-in refused: token not authenticated")
 		h.renderLogin(w, r, http.StatusUnauthorized, loginPage{Error: "The API server did not accept this token. It may be mistyped, expired or revoked."})
 		return
 	}
@@ -162,7 +162,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	user := review.Status.User.Username
 	sess, evicted, err := h.sessions.create(user, serviceAccountNamespace(user), r.Host, uc)
 	if errors.Is(err, errTooManySessions) {
-		h.opts.Logger.Info("sign-in refused: the panel holds as many sessions as it may", "user", user, "maxSessions", h.opts.MaxSessions)
+		h.deps.Logger.Info("sign-in refused: the panel holds as many sessions as it may", "user", user, "maxSessions", *h.settings.MaxSessions)
 		w.Header().Set("Retry-After", "60")
 		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "The panel has as many people signed in as it can hold. Try again later."})
 		return
@@ -172,9 +172,9 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if evicted {
-		h.opts.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user, "maxSessionsPerUser", h.opts.MaxSessionsPerUser)
+		h.deps.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user, "maxSessionsPerUser", *h.settings.MaxSessionsPerUser)
 	}
-	h.opts.Logger.Info("signed in", "user", user)
+	h.deps.Logger.Info("signed in", "user", user)
 	http.SetCookie(w, h.cookie(r, sessionCookie, sess.id, 0))
 	http.SetCookie(w, h.cookie(r, loginCookie, "", -1))
 	http.Redirect(w, r, "/keys", http.StatusSeeOther)
@@ -197,7 +197,7 @@ func serviceAccountNamespace(user string) string {
 // provider: its refresh token is revoked and the browser sent to its end-session page.
 func (h *handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	h.sessions.delete(s.id)
-	h.opts.Logger.Info("signed out", "user", s.user)
+	h.deps.Logger.Info("signed out", "user", s.user)
 	http.SetCookie(w, h.cookie(r, sessionCookie, "", -1))
 	if s.oidc != nil {
 		if end := h.endProviderSession(r.Context(), s.oidc); end != "" {

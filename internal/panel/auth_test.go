@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
@@ -85,7 +86,7 @@ func TestSessionCookieAttributes(t *testing.T) {
 	token := grant(t, ns, "owner", ownerRules)
 
 	t.Run("plain HTTP", func(t *testing.T) {
-		srv := startPanel(t, panel.Options{})
+		srv := startPanel(t, nil, panel.Deps{})
 		resp := rawSignIn(t, srv.Client(), srv.URL, token, "") //nolint:bodyclose // closed by rawSignIn
 		c := findCookie(t, resp, "switchboard_session")
 		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure {
@@ -102,7 +103,7 @@ func TestSessionCookieAttributes(t *testing.T) {
 	// the same as over plain HTTP), so that no other host and no plain-HTTP page can set or
 	// shadow them.
 	t.Run("behind a TLS proxy", func(t *testing.T) {
-		srv := startPanel(t, panel.Options{SecureCookies: true})
+		srv := startPanel(t, &configv1alpha1.PanelSettings{SecureCookies: true}, panel.Deps{})
 		resp := rawSignIn(t, srv.Client(), srv.URL, token, "__Host-") //nolint:bodyclose // closed by rawSignIn
 		c := findCookie(t, resp, "__Host-switchboard_session")
 		if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Domain != "" {
@@ -126,7 +127,7 @@ func TestSessionCookieAttributes(t *testing.T) {
 		}
 	})
 	t.Run("TLS", func(t *testing.T) {
-		h, err := panel.NewHandler(env.Config, panel.Options{})
+		h, err := panel.NewHandler(&configv1alpha1.PanelSettings{}, nil, panel.Deps{RESTConfig: env.Config})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestSessionCookieAttributes(t *testing.T) {
 func TestSignIn(t *testing.T) {
 	ns := env.Namespace(t, "signin")
 	token := grant(t, ns, "owner", ownerRules)
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 
 	t.Run("security headers", func(t *testing.T) {
 		v := newVisitor(t, srv)
@@ -226,7 +227,7 @@ func TestSignIn(t *testing.T) {
 func TestCSRFRequiredOnEveryChange(t *testing.T) {
 	ns := env.Namespace(t, "csrf")
 	token := grant(t, ns, "owner", ownerRules)
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	v := newVisitor(t, srv)
 	v.signIn(token, ns)
 	good := v.csrf

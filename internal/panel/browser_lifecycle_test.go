@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/panel"
@@ -32,9 +33,9 @@ var errNotYet = errors.New("not yet")
 // keeps the default.
 func startSystem(t *testing.T, unusedAfter time.Duration) *system.System {
 	t.Helper()
-	s, err := system.Start(system.Options{SystemNamespace: systemNS, Operator: func(o *operator.Options) {
-		o.UnusedAfter = unusedAfter
-		o.SkipControllerNameValidation = true // the shared system's operator runs in this process too
+	s, err := system.Start(system.Options{SystemNamespace: systemNS, Operator: func(c *configv1alpha1.OperatorConfiguration, deps *operator.Deps) {
+		c.UnusedAfter = &metav1.Duration{Duration: unusedAfter}
+		deps.SkipControllerNameValidation = true // the shared system's operator runs in this process too
 	}})
 	if err != nil {
 		t.Fatalf("starting a system: %v", err)
@@ -100,7 +101,7 @@ func TestBrowserExpiringAndUnusedKeys(t *testing.T) {
 	idleMessage := apimeta.FindStatusCondition(idleKey.Status.Conditions, switchboardv1alpha1.ConditionUnused).Message
 
 	token := s.ServiceAccount(t, ns, "owner", ownerRules...).BearerToken
-	h, err := panel.NewHandler(s.Config, panel.Options{})
+	h, err := panel.NewHandler(&configv1alpha1.PanelSettings{}, nil, panel.Deps{RESTConfig: s.Config})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/panel"
@@ -30,7 +31,7 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	requireOperator(t)
 	ns := env.Namespace(t, "browser")
 	token := grant(t, ns, "owner", ownerRules)
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	ctx, problems := newBrowser(t)
 	base := signInBrowser(ctx, t, srv.URL, token)
 	if got := textOf(ctx, t, ".who .user"); got != "system:serviceaccount:"+ns+":owner" {
@@ -117,7 +118,7 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 
 func TestBrowserWithoutRights(t *testing.T) {
 	ns := env.Namespace(t, "browser-norights")
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	ctx, problems := newBrowser(t)
 	_ = signInBrowser(ctx, t, srv.URL, grant(t, ns, "nobody", nil))
 	if got := textOf(ctx, t, "#keys-error"); !strings.Contains(got, `you may not list apikeys.switchboard.dev in namespace "`+ns+`"`) {
@@ -156,7 +157,7 @@ func TestBrowserWithoutRights(t *testing.T) {
 func TestBrowserSecureCookies(t *testing.T) {
 	ns := env.Namespace(t, "browser-tls")
 	token := grant(t, ns, "owner", ownerRules)
-	h, err := panel.NewHandler(env.Config, panel.Options{SecureCookies: true})
+	h, err := panel.NewHandler(&configv1alpha1.PanelSettings{SecureCookies: true}, nil, panel.Deps{RESTConfig: env.Config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	patchSpec(t, &keys[2], func(s *switchboardv1alpha1.APIKeySpec) { s.Revoked = true })
 
 	token := grant(t, ns, "alice", ownerRules)
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	b, _ := newBrowser(t)
 	_ = signInBrowser(b, t, srv.URL, token)
 	do(b, t, "creating a key",

@@ -32,7 +32,7 @@ import (
 // one it was created on is no session.
 func TestLocalAppCannotStealTheSession(t *testing.T) {
 	ns := env.Namespace(t, "theft")
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	var mu sync.Mutex
 	var received []string
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +137,7 @@ func mustParse(t *testing.T, u string) *url.URL {
 // redirected to a new sb-….localhost name on the same port and path, and anything else a
 // browser sends there is refused; clients that are not browsers (no Fetch Metadata) are served.
 func TestBrowserOnSharedHostIsSentToItsOwn(t *testing.T) {
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	// send returns the status and the Location of a request for /login?expired=1 as Host host.
 	send := func(method, host string, browser bool) (int, string) {

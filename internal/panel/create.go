@@ -79,22 +79,22 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	policy.Apply(&key.Spec)
 	if expiry.After > 0 {
-		at := metav1.NewTime(h.opts.Clock.Now().Add(expiry.After).Truncate(time.Second))
+		at := metav1.NewTime(h.deps.Clock.Now().Add(expiry.After).Truncate(time.Second))
 		key.Spec.ExpiresAt = &at
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), h.deps.RevealTimeout+30*time.Second)
 	defer cancel()
-	issued, err := h.keys(s).Create(ctx, key, h.opts.RevealTimeout)
+	issued, err := h.keys(s).Create(ctx, key, h.deps.RevealTimeout)
 	if err != nil {
 		p := describe(err, action{Namespace: ns, Name: key.Name})
 		if key.UID != "" {
-			h.opts.Logger.Info("created APIKey, could not show its key and deleted it again", "user", s.user, "namespace", ns, "name", key.Name)
+			h.deps.Logger.Info("created APIKey, could not show its key and deleted it again", "user", s.user, "namespace", ns, "name", key.Name)
 			data.Form = createForm{}
 		}
 		h.fail(w, r, s, data, p)
 		return
 	}
-	h.opts.Logger.Info("created APIKey", "user", s.user, "namespace", ns, "name", key.Name)
+	h.deps.Logger.Info("created APIKey", "user", s.user, "namespace", ns, "name", key.Name)
 	data.Form = createForm{}
 	h.showIssued(w, r, s, data, issued)
 }

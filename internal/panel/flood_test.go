@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	ptr "k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
@@ -32,7 +35,7 @@ func fromAddress(t *testing.T, srv *httptest.Server, ip string) *visitor {
 func TestLoginFloodIsThrottledPerAddress(t *testing.T) {
 	ns := env.Namespace(t, "login-flood")
 	token := grant(t, ns, "owner", ownerRules)
-	srv := startPanel(t, panel.Options{LoginBurst: 3, LoginRate: 0.001})
+	srv := startPanel(t, &configv1alpha1.PanelSettings{LoginBurst: ptr.To[int32](3), LoginRate: ptr.To(0.001)}, panel.Deps{})
 
 	attacker := fromAddress(t, srv, "127.0.0.1")
 	for i := range 3 {
@@ -61,7 +64,7 @@ func TestLoginFloodIsThrottledPerAddress(t *testing.T) {
 func TestSessionFloodIsCapped(t *testing.T) {
 	ns := env.Namespace(t, "session-flood")
 	mallory := grant(t, ns, "mallory", ownerRules)
-	srv := startPanel(t, panel.Options{MaxSessions: 3, MaxSessionsPerUser: 2})
+	srv := startPanel(t, &configv1alpha1.PanelSettings{MaxSessions: ptr.To[int32](3), MaxSessionsPerUser: ptr.To[int32](2)}, panel.Deps{})
 
 	var floods []*visitor
 	for range 5 {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
 )
 
@@ -135,9 +136,12 @@ func qualified(group, resource string) string {
 
 // AuthenticationConfigYAML is the AuthenticationConfiguration (apiserver.config.k8s.io/v1, GA
 // since Kubernetes 1.34) that makes an API server trust o's issuer with the same claim mapping
-// as the panel, for token mode: the panel shows it when the API server rejects an ID token,
-// the docs and the tests use it. caPEM, when given, is the issuer's CA.
-func AuthenticationConfigYAML(o *OIDCOptions, caPEM string) string {
+// as the panel, for token mode (o's, with the defaults where o leaves it unset): the panel
+// shows it when the API server rejects an ID token, the docs and the tests use it. caPEM, when
+// given, is the issuer's CA.
+func AuthenticationConfigYAML(oidc *configv1alpha1.OIDC, caPEM string) string {
+	o := *oidc
+	configv1alpha1.SetDefaults_PanelSettings(&configv1alpha1.PanelSettings{OIDC: &o})
 	type claim struct {
 		Claim  string `json:"claim"`
 		Prefix string `json:"prefix"`
@@ -152,8 +156,8 @@ func AuthenticationConfigYAML(o *OIDCOptions, caPEM string) string {
 		"jwt": []any{map[string]any{
 			"issuer": issuer,
 			"claimMappings": map[string]any{
-				"username": claim{Claim: o.UsernameClaim, Prefix: o.UsernamePrefix},
-				"groups":   claim{Claim: o.GroupsClaim, Prefix: o.GroupsPrefix},
+				"username": claim{Claim: *o.UsernameClaim, Prefix: *o.UsernamePrefix},
+				"groups":   claim{Claim: *o.GroupsClaim, Prefix: *o.GroupsPrefix},
 			},
 		}},
 	}

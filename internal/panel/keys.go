@@ -170,7 +170,7 @@ func (h *handler) showKeys(w http.ResponseWriter, r *http.Request, s *session, s
 		return
 	}
 	if validNamespace(ns) == "" {
-		now := h.opts.Clock.Now()
+		now := h.deps.Clock.Now()
 		var keys switchboardv1alpha1.APIKeyList
 		if err := s.client.List(ctx, &keys, client.InNamespace(ns)); err != nil {
 			p := describe(err, action{Verb: "list", Resource: "apikeys", Group: switchboardv1alpha1.GroupVersion.Group, Namespace: ns})
@@ -228,7 +228,7 @@ func (h *handler) getKey(w http.ResponseWriter, r *http.Request, s *session, dat
 // keys is the key workflow acting as the signed-in person. In impersonate mode the operator
 // claims their one-time reveals for them: the panel may not read Secrets as anyone.
 func (h *handler) keys(s *session) *keyclient.Client {
-	opts := keyclient.Options{Clock: h.opts.Clock, PollInterval: h.opts.PollInterval}
+	opts := keyclient.Options{Clock: h.deps.Clock, PollInterval: h.deps.PollInterval}
 	if h.reveal != nil && s.oidc != nil {
 		opts.Claimer = &revealClaimer{reveal: h.reveal, creds: s.oidc.creds}
 	}
@@ -263,7 +263,7 @@ func (h *handler) confirmPage(w http.ResponseWriter, r *http.Request, s *session
 	if !ok {
 		return
 	}
-	now := h.opts.Clock.Now()
+	now := h.deps.Clock.Now()
 	h.render(w, http.StatusOK, page, confirmData{
 		layout:      layout{Title: title, User: s.user, CSRF: s.csrf, Namespace: ns},
 		Key:         newKeyRow(key, now),

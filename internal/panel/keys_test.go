@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
@@ -32,7 +33,7 @@ func TestCreateShowOnceRotateRevoke(t *testing.T) {
 	ns := env.Namespace(t, "keys")
 	token := grant(t, ns, "owner", ownerRules)
 	logs := &logBuffer{}
-	srv := startPanel(t, panel.Options{Logger: logs.logger()})
+	srv := startPanel(t, nil, panel.Deps{Logger: logs.logger()})
 	v := newVisitor(t, srv)
 	v.signIn(token, ns)
 
@@ -143,7 +144,7 @@ func TestCreateShowOnceRotateRevoke(t *testing.T) {
 func TestForbiddenIsOneClearLine(t *testing.T) {
 	requireOperator(t)
 	ns := env.Namespace(t, "forbidden")
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 
 	t.Run("no rights at all", func(t *testing.T) {
 		v := newVisitor(t, srv)
@@ -233,7 +234,7 @@ func TestOperatorTimeoutThenShowKey(t *testing.T) {
 	ns := env.Namespace(t, "timeout")
 	token := grant(t, ns, "owner", ownerRules)
 	// A panel that waits no time at all stands for an operator that is not running.
-	impatient := startPanel(t, panel.Options{RevealTimeout: time.Nanosecond})
+	impatient := startPanel(t, nil, panel.Deps{RevealTimeout: time.Nanosecond})
 	v := newVisitor(t, impatient)
 	v.signIn(token, ns)
 	p := v.postCSRF("/keys/create", url.Values{"namespace": {ns}, "name": {"slow"}, "expires": {""}})
@@ -285,7 +286,7 @@ func TestRotateStopsAStolenKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	thief := keyclienttest.NewThief(thiefClient)
-	h, err := panel.NewHandler(env.Config, panel.Options{})
+	h, err := panel.NewHandler(&configv1alpha1.PanelSettings{}, nil, panel.Deps{RESTConfig: env.Config})
 	if err != nil {
 		t.Fatal(err)
 	}

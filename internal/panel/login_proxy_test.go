@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	ptr "k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
@@ -23,10 +26,9 @@ import (
 // and its forgeries spend nobody else's attempts.
 func TestSignInLimiterBehindTrustedProxy(t *testing.T) {
 	const burst = 3
-	base := oidcPanel(t, provider, panel.OIDCModeToken, env.Config, panel.Options{
-		LoginBurst: burst, LoginRate: 0.001, // nothing is regained during the test
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-	})
+	base := oidcPanel(t, provider, configv1alpha1.OIDCModeToken, env.Config,
+		&configv1alpha1.PanelSettings{LoginBurst: ptr.To[int32](burst), LoginRate: ptr.To(0.001)}, // nothing is regained during the test
+		[]string{"127.0.0.1/32"}, panel.Deps{})
 	proxy := clientAt(t, "127.0.0.1")    // the ingress controller
 	stranger := clientAt(t, "127.0.0.2") // reaches the panel directly
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,169 +23,13 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
-// OIDCMode says how the panel acts as a person who signed in with the identity provider.
-type OIDCMode string
-
-const (
-	// OIDCModeToken passes the person's ID token to the Kubernetes API server, which must trust
-	// the issuer (its AuthenticationConfiguration's jwt[]). The panel holds no power of its own.
-	OIDCModeToken OIDCMode = "token"
-	// OIDCModeImpersonate has the panel validate the ID token itself and call the API server
-	// as its own ServiceAccount, impersonating the mapped user and groups with constrained
-	// impersonation (impersonate-on:user-info:<verb> on the panel's few resources only).
-	OIDCModeImpersonate OIDCMode = "impersonate"
-)
-
-// Defaults of OIDCOptions.
-const (
-	DefaultOIDCUsernameClaim  = configv1alpha1.DefaultOIDCUsernameClaim
-	DefaultOIDCUsernamePrefix = configv1alpha1.DefaultOIDCUsernamePrefix
-	DefaultOIDCGroupsClaim    = configv1alpha1.DefaultOIDCGroupsClaim
-	DefaultOIDCGroupsPrefix   = configv1alpha1.DefaultOIDCGroupsPrefix
-)
-
-// DefaultOIDCScopes are the scopes asked for when none are configured: "groups" is not a
-// standard scope, but the common providers (Dex, Keycloak with a mapper, zitadel) answer it.
-var DefaultOIDCScopes = configv1alpha1.DefaultOIDCScopes()
-
-// OIDCOptions configure sign-in with an OpenID Connect provider (Authorization Code flow with
-// PKCE, state and nonce). Pasting a Kubernetes token stays available beside it.
-type OIDCOptions struct {
-	// IssuerURL is the provider's issuer (https), exactly as its tokens' "iss" claim says.
-	IssuerURL string
-	// ClientID is the panel's client at the provider; it is the ID token's audience.
-	ClientID string
-	// ClientSecret, or ClientSecretFile (read once at start), is the client's secret. It is
-	// sent to the provider's token endpoint only, and never logged.
-	ClientSecret     string
-	ClientSecretFile string
-	// Scopes asked for (default DefaultOIDCScopes); "openid" is added when missing.
-	Scopes []string
-	// RedirectURL is the panel's callback as registered at the provider, ending in
-	// /oidc/callback (https://panel.example.com/oidc/callback). Sessions live on its host.
-	RedirectURL string
-	// CAFile, or CAData (PEM), is trusted for the provider's TLS besides the system roots.
-	CAFile string
-	CAData []byte
-	// Mode is OIDCModeToken or OIDCModeImpersonate.
-	Mode OIDCMode
-	// UsernameClaim and UsernamePrefix, GroupsClaim and GroupsPrefix map the ID token to a
-	// Kubernetes user the way an AuthenticationConfiguration's claimMappings does (claim +
-	// prefix). Impersonate mode uses them; token mode prints them in the configuration it
-	// asks the API server's administrator to add. Defaults: "sub", "oidc:", "groups", "oidc:".
-	UsernameClaim  string
-	UsernamePrefix string
-	GroupsClaim    string
-	GroupsPrefix   string
-	// AllowLegacyImpersonation lets impersonate mode start when the panel's ServiceAccount
-	// holds only the legacy, unlimited "impersonate" verb. Off by default: with it a stolen
-	// panel pod can act as anyone, on anything.
-	AllowLegacyImpersonation bool
-	// ProviderName labels the sign-in button ("Sign in with NAME"; default "single sign-on").
-	ProviderName string
-	// RevealURL (https://HOST:PORT) is the operator's reveal endpoint, through which impersonate
-	// mode claims a key's one-time reveal for the person (internal/operator/reveal), and RevealBundle
-	// ("namespace/name") the ConfigMap of its certificates. Required in impersonate mode: the
-	// panel's ServiceAccount is granted nothing on Secrets, as anyone.
-	RevealURL    string
-	RevealBundle string
-}
-
-// validate checks o and fills its defaults; every error names the option to fix.
-func (o *OIDCOptions) validate() error {
-	switch o.Mode {
-	case OIDCModeToken, OIDCModeImpersonate:
-	case "":
-		return errors.New(`OIDC: no mode: set "token" (the API server trusts the issuer) or "impersonate" (the panel impersonates the user)`)
-	default:
-		return fmt.Errorf(`OIDC: unknown mode %q: want "token" or "impersonate"`, o.Mode)
-	}
-	iss, err := url.Parse(o.IssuerURL)
-	if o.IssuerURL == "" || err != nil || iss.Scheme != "https" || iss.Host == "" || iss.RawQuery != "" || iss.Fragment != "" {
-		return fmt.Errorf("OIDC: the issuer URL must be an https URL without query or fragment, got %q", o.IssuerURL)
-	}
-	if o.ClientID == "" {
-		return errors.New("OIDC: no client id")
-	}
-	if o.ClientSecret != "" && o.ClientSecretFile != "" {
-		return errors.New("OIDC: give the client secret as a file or as a value, not both")
-	}
-	if o.ClientSecretFile != "" {
-		b, err := os.ReadFile(o.ClientSecretFile)
-		if err != nil {
-			// The error names the file only: the secret is not read, nothing of it can leak.
-			return fmt.Errorf("OIDC: reading the client secret file: %w", err)
-		}
-		o.ClientSecret = strings.TrimSpace(string(b))
-		if o.ClientSecret == "" {
-			return fmt.Errorf("OIDC: the client secret file %s is empty", o.ClientSecretFile)
-		}
-	}
-	if o.ClientSecret == "" {
-		return errors.New("OIDC: no client secret (give a file holding it)")
-	}
-	cb, err := url.Parse(o.RedirectURL)
-	if o.RedirectURL == "" || err != nil || (cb.Scheme != "https" && cb.Scheme != "http") || cb.Host == "" || cb.Path != callbackPath || cb.RawQuery != "" {
-		return fmt.Errorf("OIDC: the redirect URL must be the panel's absolute http(s) URL ending in %s, got %q", callbackPath, o.RedirectURL)
-	}
-	if o.CAFile != "" {
-		b, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return fmt.Errorf("OIDC: reading the CA file: %w", err)
-		}
-		o.CAData = append(o.CAData, b...)
-	}
-	if len(o.Scopes) == 0 {
-		o.Scopes = DefaultOIDCScopes
-	}
-	if !slices.Contains(o.Scopes, oidc.ScopeOpenID) {
-		o.Scopes = append([]string{oidc.ScopeOpenID}, o.Scopes...)
-	}
-	if o.UsernameClaim == "" {
-		o.UsernameClaim, o.UsernamePrefix = DefaultOIDCUsernameClaim, DefaultOIDCUsernamePrefix
-	}
-	if o.GroupsClaim == "" {
-		o.GroupsClaim, o.GroupsPrefix = DefaultOIDCGroupsClaim, DefaultOIDCGroupsPrefix
-	}
-	if o.ProviderName == "" {
-		o.ProviderName = "single sign-on"
-	}
-	return o.validateReveal()
-}
-
-// validateReveal checks the reveal endpoint's options: required in impersonate mode, refused in
-// token mode (where the person's own token claims the Secret).
-func (o *OIDCOptions) validateReveal() error {
-	if o.Mode == OIDCModeToken {
-		if o.RevealURL != "" || o.RevealBundle != "" {
-			return errors.New("OIDC: the reveal endpoint is for impersonate mode only; in token mode the person's own token claims their keys")
-		}
-		return nil
-	}
-	u, err := url.Parse(o.RevealURL)
-	if o.RevealURL == "" || err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return fmt.Errorf("OIDC: impersonate mode claims keys through the operator's reveal endpoint: its URL must be https://HOST:PORT, got %q", o.RevealURL)
-	}
-	o.RevealURL = strings.TrimSuffix(o.RevealURL, "/")
-	if _, _, err := revealBundle(o.RevealBundle); err != nil {
-		return err
-	}
-	return nil
-}
-
-// revealBundle splits "namespace/name", the ConfigMap of the reveal endpoint's certificates.
-func revealBundle(ref string) (string, string, error) {
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return "", "", fmt.Errorf("OIDC: impersonate mode needs the ConfigMap of the reveal endpoint's certificates as NAMESPACE/NAME, got %q", ref)
-	}
-	return ns, name, nil
-}
+// defaultProviderName labels the sign-in button when the configuration names no provider.
+const defaultProviderName = "single sign-on"
 
 // Paths of the sign-in flow.
 const (
 	oidcLoginPath = "/oidc/login"
-	callbackPath  = "/oidc/callback"
+	callbackPath  = configv1alpha1.OIDCCallbackPath
 	// flowCookie carries the id of a sign-in in progress. It is SameSite=Lax, unlike the
 	// others: the provider's redirect back to the callback is a cross-site navigation, on
 	// which a Strict cookie is not sent.
@@ -201,8 +44,16 @@ const (
 // panel starts and serves its sign-in page while the provider is unreachable), the pending
 // sign-ins, and the client and verifier built from discovery.
 type oidcAuth struct {
-	opts OIDCOptions
-	http *http.Client
+	// cfg is the configuration's oidc section, defaulted and validated.
+	cfg *configv1alpha1.OIDC
+	// clientSecret is read from cfg.ClientSecretFile at start. It is sent to the provider's
+	// token endpoint only, and never logged.
+	clientSecret string
+	// scopes are cfg's, with "openid" first when they lack it.
+	scopes []string
+	// providerName labels the sign-in button ("Sign in with NAME").
+	providerName string
+	http         *http.Client
 
 	mu       sync.Mutex
 	disc     *discovered
@@ -224,22 +75,44 @@ type flow struct {
 	expires                time.Time
 }
 
-func newOIDCAuth(opts OIDCOptions) (*oidcAuth, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
+// newOIDCAuth is the provider's side of sign-in for c, a defaulted and validated oidc section:
+// it reads the client secret, and the CA file when c names one. Its errors name the file,
+// never what it holds.
+func newOIDCAuth(c *configv1alpha1.OIDC) (*oidcAuth, error) {
+	b, err := os.ReadFile(c.ClientSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("OIDC: reading the client secret file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return nil, fmt.Errorf("OIDC: the client secret file %s is empty", c.ClientSecretFile)
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		pool = x509.NewCertPool()
 	}
-	if len(opts.CAData) > 0 && !pool.AppendCertsFromPEM(opts.CAData) {
-		return nil, errors.New("OIDC: the CA file holds no PEM certificate")
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("OIDC: reading the CA file: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("OIDC: the CA file holds no PEM certificate")
+		}
+	}
+	scopes := c.Scopes
+	if !slices.Contains(scopes, oidc.ScopeOpenID) {
+		scopes = append([]string{oidc.ScopeOpenID}, scopes...)
+	}
+	name := c.ProviderName
+	if name == "" {
+		name = defaultProviderName
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	redirect, _ := url.Parse(opts.RedirectURL) // validated above
+	redirect, _ := url.Parse(c.RedirectURL) // validated
 	return &oidcAuth{
-		opts:     opts,
+		cfg: c, clientSecret: secret, scopes: scopes, providerName: name,
 		http:     &http.Client{Transport: transport, Timeout: 15 * time.Second},
 		flows:    map[string]*flow{},
 		redirect: redirect,
@@ -248,7 +121,7 @@ func newOIDCAuth(opts OIDCOptions) (*oidcAuth, error) {
 
 // issuerOrigin is the scheme and host of the issuer, as a CSP source.
 func (a *oidcAuth) issuerOrigin() string {
-	u, _ := url.Parse(a.opts.IssuerURL) // validated
+	u, _ := url.Parse(a.cfg.IssuerURL) // validated
 	return u.Scheme + "://" + u.Host
 }
 
@@ -264,9 +137,9 @@ func (a *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 	if a.disc != nil {
 		return a.disc, nil
 	}
-	p, err := oidc.NewProvider(a.ctx(ctx), a.opts.IssuerURL)
+	p, err := oidc.NewProvider(a.ctx(ctx), a.cfg.IssuerURL)
 	if err != nil {
-		return nil, fmt.Errorf("discovering the OpenID provider %s: %w", a.opts.IssuerURL, err)
+		return nil, fmt.Errorf("discovering the OpenID provider %s: %w", a.cfg.IssuerURL, err)
 	}
 	var extra struct {
 		EndSession string `json:"end_session_endpoint"`
@@ -275,10 +148,10 @@ func (a *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 	_ = p.Claims(&extra) // optional endpoints: absent ones stay empty
 	a.disc = &discovered{
 		oauth: oauth2.Config{
-			ClientID: a.opts.ClientID, ClientSecret: a.opts.ClientSecret,
-			Endpoint: p.Endpoint(), RedirectURL: a.opts.RedirectURL, Scopes: a.opts.Scopes,
+			ClientID: a.cfg.ClientID, ClientSecret: a.clientSecret,
+			Endpoint: p.Endpoint(), RedirectURL: a.cfg.RedirectURL, Scopes: a.scopes,
 		},
-		verifier:   p.Verifier(&oidc.Config{ClientID: a.opts.ClientID}),
+		verifier:   p.Verifier(&oidc.Config{ClientID: a.cfg.ClientID}),
 		endSession: extra.EndSession,
 		revocation: extra.Revocation,
 	}
@@ -338,37 +211,38 @@ type identity struct {
 // optional), each with its prefix. A username claim of "email" also needs email_verified as the
 // API server reads it (checkEmailVerified). Impersonate mode refuses names under "system:": those are
 // Kubernetes' own users and groups, and no identity provider may claim them.
-func mapClaims(claims map[string]any, o *OIDCOptions) (identity, error) {
-	raw, ok := claims[o.UsernameClaim]
+func mapClaims(claims map[string]any, o *configv1alpha1.OIDC) (identity, error) {
+	userClaim, groupsClaim := *o.UsernameClaim, *o.GroupsClaim
+	raw, ok := claims[userClaim]
 	name, isString := raw.(string)
 	if !ok || !isString || name == "" {
-		return identity{}, fmt.Errorf("the ID token has no %q claim to name the user by (a non-empty string)", o.UsernameClaim)
+		return identity{}, fmt.Errorf("the ID token has no %q claim to name the user by (a non-empty string)", userClaim)
 	}
-	if err := checkEmailVerified(claims, o.UsernameClaim); err != nil {
+	if err := checkEmailVerified(claims, userClaim); err != nil {
 		return identity{}, err
 	}
-	id := identity{Username: o.UsernamePrefix + name}
+	id := identity{Username: *o.UsernamePrefix + name}
 	id.Subject, _ = claims["sub"].(string)
-	switch g := claims[o.GroupsClaim].(type) {
+	switch g := claims[groupsClaim].(type) {
 	case nil:
 	case string:
 		if g != "" {
-			id.Groups = []string{o.GroupsPrefix + g}
+			id.Groups = []string{*o.GroupsPrefix + g}
 		}
 	case []any:
 		for _, v := range g {
 			s, ok := v.(string)
 			if !ok {
-				return identity{}, fmt.Errorf("the ID token's %q claim holds a %T, not only strings", o.GroupsClaim, v)
+				return identity{}, fmt.Errorf("the ID token's %q claim holds a %T, not only strings", groupsClaim, v)
 			}
 			if s != "" {
-				id.Groups = append(id.Groups, o.GroupsPrefix+s)
+				id.Groups = append(id.Groups, *o.GroupsPrefix+s)
 			}
 		}
 	default:
-		return identity{}, fmt.Errorf("the ID token's %q claim is a %T, want a string or a list of strings", o.GroupsClaim, g)
+		return identity{}, fmt.Errorf("the ID token's %q claim is a %T, want a string or a list of strings", groupsClaim, g)
 	}
-	if o.Mode == OIDCModeImpersonate {
+	if o.Mode == configv1alpha1.OIDCModeImpersonate {
 		if strings.HasPrefix(id.Username, "system:") {
 			return identity{}, fmt.Errorf("the username %q is under system:, which the panel never impersonates: set a username prefix", id.Username)
 		}
@@ -423,7 +297,7 @@ type sessionCreds struct {
 	mu          sync.RWMutex
 	bearer      string // token mode: the ID token
 	impersonate identity
-	mode        OIDCMode
+	mode        string // the configuration's oidc.mode
 }
 
 func (c *sessionCreds) set(bearer string, id identity) {
@@ -450,9 +324,9 @@ func (t *credsTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	bearer, id, mode := t.creds.bearer, t.creds.impersonate, t.creds.mode
 	t.creds.mu.RUnlock()
 	switch mode {
-	case OIDCModeToken:
+	case configv1alpha1.OIDCModeToken:
 		r.Header.Set("Authorization", "Bearer "+bearer)
-	case OIDCModeImpersonate:
+	case configv1alpha1.OIDCModeImpersonate:
 		r.Header.Set("Impersonate-User", id.Username)
 		for _, g := range id.Groups {
 			r.Header.Add("Impersonate-Group", g)
@@ -465,7 +339,7 @@ func (t *credsTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // (the ID token is the only one), in impersonate mode with the panel's ServiceAccount.
 func (h *handler) oidcClient(creds *sessionCreds) (client.WithWatch, error) {
 	var cfg *rest.Config
-	if creds.mode == OIDCModeToken {
+	if creds.mode == configv1alpha1.OIDCModeToken {
 		cfg = rest.AnonymousClientConfig(h.base)
 	} else {
 		cfg = rest.CopyConfig(h.base)

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 )
 
 // oidcLogin starts a sign-in: it remembers a state, a nonce and a PKCE verifier under a random
@@ -33,7 +35,7 @@ func (h *handler) oidcLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.String(), http.StatusSeeOther)
 		return
 	}
-	if ok, wait := h.logins.allow(clientBucket(r, h.opts.TrustedProxies), h.opts.Clock.Now()); !ok {
+	if ok, wait := h.logins.allow(clientBucket(r, h.proxies), h.deps.Clock.Now()); !ok {
 		secs := max(int(wait.Round(time.Second)/time.Second), 1)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
@@ -42,12 +44,12 @@ func (h *handler) oidcLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	disc, err := a.discover(r.Context())
 	if err != nil {
-		h.opts.Logger.Error(err, "OIDC discovery failed")
-		h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: "The identity provider " + a.opts.IssuerURL +
+		h.deps.Logger.Error(err, "OIDC discovery failed")
+		h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: "The identity provider " + a.cfg.IssuerURL +
 			" did not answer (or its discovery document is invalid). Try again later, or sign in with a token."})
 		return
 	}
-	id, f, err := a.start(h.opts.Clock.Now())
+	id, f, err := a.start(h.deps.Clock.Now())
 	if errors.Is(err, errTooManyFlows) {
 		w.Header().Set("Retry-After", "60")
 		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "Too many sign-ins are in progress. Try again in a minute."})
@@ -69,7 +71,7 @@ func (h *handler) oidcLogin(w http.ResponseWriter, r *http.Request) {
 // Then the mode decides who the person is to the API server (checkToken, checkImpersonation).
 func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	a := h.oidc
-	now := h.opts.Clock.Now()
+	now := h.deps.Clock.Now()
 	http.SetCookie(w, h.flowCookie(r, "", -1))
 	q := r.URL.Query()
 	c, err := r.Cookie(h.cookieName(r, flowCookie))
@@ -79,7 +81,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	f, ok := a.take(c.Value, now)
 	if !ok || subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(f.state)) != 1 {
-		h.opts.Logger.Info("OIDC sign-in refused: unknown, expired or mismatched state")
+		h.deps.Logger.Info("OIDC sign-in refused: unknown, expired or mismatched state")
 		h.renderLogin(w, r, http.StatusBadRequest, loginPage{Error: "This sign-in is unknown or expired (its state does not match). Sign in again."})
 		return
 	}
@@ -89,7 +91,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		if d := q.Get("error_description"); d != "" {
 			msg += " (" + d + ")"
 		}
-		h.opts.Logger.Info("OIDC sign-in refused by the provider", "error", e)
+		h.deps.Logger.Info("OIDC sign-in refused by the provider", "error", e)
 		h.renderLogin(w, r, http.StatusUnauthorized, loginPage{Error: msg})
 		return
 	}
@@ -100,7 +102,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	disc, err := a.discover(r.Context())
 	if err != nil {
-		h.opts.Logger.Error(err, "OIDC discovery failed")
+		h.deps.Logger.Error(err, "OIDC discovery failed")
 		h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: "The identity provider did not answer. Try again later."})
 		return
 	}
@@ -108,52 +110,52 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	tok, err := disc.oauth.Exchange(ctx, code, oauth2.VerifierOption(f.verifier))
 	if err != nil {
-		h.opts.Logger.Error(redactOAuthError(err), "OIDC code exchange failed")
+		h.deps.Logger.Error(redactOAuthError(err), "OIDC code exchange failed")
 		h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: "The identity provider did not accept the sign-in (code exchange failed). " +
 			"Check the panel's client id and secret, then sign in again."})
 		return
 	}
 	raw, claims, err := h.verifyIDToken(ctx, disc, tok)
 	if err != nil {
-		h.opts.Logger.Info("OIDC sign-in refused: invalid ID token", "reason", err.Error())
+		h.deps.Logger.Info("OIDC sign-in refused: invalid ID token", "reason", err.Error())
 		h.renderLogin(w, r, http.StatusUnauthorized, loginPage{Error: "The identity provider's ID token is not valid: " + err.Error()})
 		return
 	}
 	if n, _ := claims["nonce"].(string); subtle.ConstantTimeCompare([]byte(n), []byte(f.nonce)) != 1 {
-		h.opts.Logger.Info("OIDC sign-in refused: nonce mismatch")
+		h.deps.Logger.Info("OIDC sign-in refused: nonce mismatch")
 		h.renderLogin(w, r, http.StatusUnauthorized, loginPage{Error: "The ID token was not issued for this sign-in (nonce mismatch). Sign in again."})
 		return
 	}
-	id, err := mapClaims(claims, &a.opts)
+	id, err := mapClaims(claims, a.cfg)
 	if err != nil {
 		if errors.Is(err, errEmailNotVerified) {
 			// No address, no token: the reason alone tells the operator why sign-ins fail.
-			h.opts.Logger.Info("OIDC sign-in refused: the ID token's email address, which names the user, is not verified")
+			h.deps.Logger.Info("OIDC sign-in refused: the ID token's email address, which names the user, is not verified")
 		}
 		h.renderLogin(w, r, http.StatusForbidden, loginPage{Error: "The panel cannot map your identity to a Kubernetes user: " + err.Error()})
 		return
 	}
-	creds := &sessionCreds{mode: a.opts.Mode}
+	creds := &sessionCreds{mode: a.cfg.Mode}
 	creds.set(raw, id)
 	user := id.Username
-	if a.opts.Mode == OIDCModeToken {
+	if a.cfg.Mode == configv1alpha1.OIDCModeToken {
 		user, err = h.checkToken(ctx, raw)
 		if err != nil {
 			var untrusted *untrustedIssuerError
 			if errors.As(err, &untrusted) {
-				h.opts.Logger.Info("OIDC sign-in refused: the API server does not trust the issuer", "issuer", a.opts.IssuerURL)
+				h.deps.Logger.Info("OIDC sign-in refused: the API server does not trust the issuer", "issuer", a.cfg.IssuerURL)
 				h.renderLogin(w, r, http.StatusUnauthorized, loginPage{
 					Error:       "You signed in with the identity provider, but the Kubernetes API server does not accept its ID tokens, so the panel cannot act as you. Its administrator must add this to the API server's --authentication-config file (then it reloads it by itself):",
-					TrustConfig: AuthenticationConfigYAML(&a.opts, ""),
+					TrustConfig: AuthenticationConfigYAML(a.cfg, ""),
 				})
 				return
 			}
-			h.opts.Logger.Error(err, "checking the ID token with the API server")
+			h.deps.Logger.Error(err, "checking the ID token with the API server")
 			h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: "The panel could not check your sign-in with the Kubernetes API server: " + err.Error()})
 			return
 		}
 	} else if err := h.checkImpersonation(ctx, id); err != nil {
-		h.opts.Logger.Error(err, "impersonating the signed-in user", "user", id.Username)
+		h.deps.Logger.Error(err, "impersonating the signed-in user", "user", id.Username)
 		h.renderLogin(w, r, http.StatusBadGateway, loginPage{Error: err.Error()})
 		return
 	}
@@ -174,9 +176,9 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	sess.oidc = &oidcSession{token: tok, idToken: raw, expiry: idTokenExpiry(claims), issued: now, subject: id.Subject, creds: creds}
 	if evicted {
-		h.opts.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user)
+		h.deps.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user)
 	}
-	h.opts.Logger.Info("signed in", "user", user, "via", "oidc", "mode", string(a.opts.Mode))
+	h.deps.Logger.Info("signed in", "user", user, "via", "oidc", "mode", a.cfg.Mode)
 	http.SetCookie(w, h.cookie(r, sessionCookie, sess.id, 0))
 	// A page of the panel's own moves on to the keys: a redirect would continue the provider's
 	// cross-site navigation, on which the browser withholds the SameSite=Strict session cookie.
@@ -308,7 +310,7 @@ func (h *handler) refreshSession(ctx context.Context, s *session) bool {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := h.opts.Clock.Now()
+	now := h.deps.Clock.Now()
 	if o.expiry.IsZero() || now.Before(o.issued.Add(o.expiry.Sub(o.issued)/2)) {
 		return true
 	}
@@ -317,7 +319,7 @@ func (h *handler) refreshSession(ctx context.Context, s *session) bool {
 	}
 	disc, err := h.oidc.discover(ctx)
 	if err != nil {
-		h.opts.Logger.Error(err, "OIDC discovery failed during a refresh")
+		h.deps.Logger.Error(err, "OIDC discovery failed during a refresh")
 		return now.Before(o.expiry)
 	}
 	ctx, cancel := context.WithTimeout(h.oidc.ctx(ctx), 20*time.Second)
@@ -326,20 +328,20 @@ func (h *handler) refreshSession(ctx context.Context, s *session) bool {
 	stale.Expiry = time.Unix(1, 0) // force the refresh grant
 	tok, err := disc.oauth.TokenSource(ctx, &stale).Token()
 	if err != nil {
-		h.opts.Logger.Info("OIDC refresh refused; ending the session", "user", s.user, "reason", redactOAuthError(err).Error())
+		h.deps.Logger.Info("OIDC refresh refused; ending the session", "user", s.user, "reason", redactOAuthError(err).Error())
 		return false
 	}
 	raw, claims, err := h.verifyIDToken(ctx, disc, tok)
 	if err != nil {
-		h.opts.Logger.Info("OIDC refresh gave an invalid ID token; ending the session", "user", s.user, "reason", err.Error())
+		h.deps.Logger.Info("OIDC refresh gave an invalid ID token; ending the session", "user", s.user, "reason", err.Error())
 		return false
 	}
-	id, err := mapClaims(claims, &h.oidc.opts)
+	id, err := mapClaims(claims, h.oidc.cfg)
 	if err != nil || id.Subject != o.subject {
-		h.opts.Logger.Info("OIDC refresh gave another identity; ending the session", "user", s.user)
+		h.deps.Logger.Info("OIDC refresh gave another identity; ending the session", "user", s.user)
 		return false
 	}
-	if h.oidc.opts.Mode == OIDCModeImpersonate && id.Username != s.user {
+	if h.oidc.cfg.Mode == configv1alpha1.OIDCModeImpersonate && id.Username != s.user {
 		return false
 	}
 	if tok.RefreshToken == "" {
@@ -347,7 +349,7 @@ func (h *handler) refreshSession(ctx context.Context, s *session) bool {
 	}
 	o.token, o.idToken, o.expiry, o.issued = tok, raw, idTokenExpiry(claims), now
 	o.creds.set(raw, id)
-	h.opts.Logger.Info("refreshed the session's ID token", "user", s.user)
+	h.deps.Logger.Info("refreshed the session's ID token", "user", s.user)
 	return true
 }
 
@@ -368,7 +370,7 @@ func (h *handler) endProviderSession(ctx context.Context, o *oidcSession) string
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := h.revoke(ctx, disc.revocation, refresh); err != nil {
-			h.opts.Logger.Info("revoking the refresh token at the provider failed", "reason", err.Error())
+			h.deps.Logger.Info("revoking the refresh token at the provider failed", "reason", err.Error())
 		}
 	}
 	if disc.endSession == "" {
@@ -379,7 +381,7 @@ func (h *handler) endProviderSession(ctx context.Context, o *oidcSession) string
 		return ""
 	}
 	q := u.Query()
-	q.Set("client_id", h.oidc.opts.ClientID)
+	q.Set("client_id", h.oidc.cfg.ClientID)
 	back := url.URL{Scheme: h.oidc.redirect.Scheme, Host: h.oidc.redirect.Host, Path: "/login", RawQuery: "signed_out=1"}
 	q.Set("post_logout_redirect_uri", back.String())
 	u.RawQuery = q.Encode()
@@ -394,7 +396,7 @@ func (h *handler) revoke(ctx context.Context, endpoint, refresh string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(url.QueryEscape(h.oidc.opts.ClientID), url.QueryEscape(h.oidc.opts.ClientSecret))
+	req.SetBasicAuth(url.QueryEscape(h.oidc.cfg.ClientID), url.QueryEscape(h.oidc.clientSecret))
 	resp, err := h.oidc.http.Do(req)
 	if err != nil {
 		return err

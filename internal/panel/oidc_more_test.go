@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -117,19 +118,20 @@ func TestImpersonateModeRefusesLegacyGrant(t *testing.T) {
 		rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "legacy"})
 	bindReveal(t, "legacy-reveal-"+ns, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "legacy"})
 	nothing := env.ServiceAccount(t, ns, "nothing")
-	opts := func(allow bool) panel.Options {
-		o := mapping(panel.OIDCOptions{IssuerURL: provider.IssuerURL, ClientID: provider.ClientID, ClientSecret: provider.ClientSecret,
-			RedirectURL: "http://x.localhost:1/oidc/callback", Mode: panel.OIDCModeImpersonate, AllowLegacyImpersonation: allow,
-			RevealURL: sys.RevealURL, RevealBundle: sys.RevealBundle})
-		return panel.Options{OIDC: &o}
+	secret := clientSecretFile(t, provider)
+	opts := func(allow bool) *configv1alpha1.PanelSettings {
+		return &configv1alpha1.PanelSettings{OIDC: mapping(&configv1alpha1.OIDC{IssuerURL: provider.IssuerURL, ClientID: provider.ClientID, ClientSecretFile: secret,
+			RedirectURL: "http://x.localhost:1/oidc/callback", Mode: configv1alpha1.OIDCModeImpersonate, AllowLegacyImpersonation: allow,
+			RevealURL: sys.RevealURL, RevealCAConfigMap: sys.RevealBundle})}
 	}
-	if _, err := panel.NewHandler(legacy, opts(false)); err == nil || !strings.Contains(err.Error(), `legacy "impersonate" verb`) {
+	as := func(cfg *rest.Config) panel.Deps { return panel.Deps{RESTConfig: cfg} }
+	if _, err := panel.NewHandler(opts(false), nil, as(legacy)); err == nil || !strings.Contains(err.Error(), `legacy "impersonate" verb`) {
 		t.Fatalf("with only the legacy verb: %v, want a refusal naming it", err)
 	}
-	if _, err := panel.NewHandler(legacy, opts(true)); err != nil {
+	if _, err := panel.NewHandler(opts(true), nil, as(legacy)); err != nil {
 		t.Fatalf("with the legacy verb explicitly allowed: %v", err)
 	}
-	if _, err := panel.NewHandler(nothing, opts(true)); err == nil || !strings.Contains(err.Error(), "impersonate:user-info on users.authentication.k8s.io") {
+	if _, err := panel.NewHandler(opts(true), nil, as(nothing)); err == nil || !strings.Contains(err.Error(), "impersonate:user-info on users.authentication.k8s.io") {
 		t.Fatalf("without any grant: %v, want a refusal naming the missing verbs", err)
 	}
 	// The impersonation grant without the reveal endpoint's: no key could be shown.
@@ -139,7 +141,7 @@ func TestImpersonateModeRefusesLegacyGrant(t *testing.T) {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: r.Resources, Verbs: r.Verbs})
 	}
 	bindCluster(t, "noreveal-"+ns, rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "noreveal"})
-	if _, err := panel.NewHandler(noReveal, opts(false)); err == nil || !strings.Contains(err.Error(), "post /reveal") {
+	if _, err := panel.NewHandler(opts(false), nil, as(noReveal)); err == nil || !strings.Contains(err.Error(), "post /reveal") {
 		t.Fatalf("without the reveal endpoint's grant: %v, want a refusal naming it", err)
 	}
 }
@@ -154,7 +156,7 @@ func TestOIDCUntrustedIssuer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Stop() })
-	base := oidcPanel(t, other, panel.OIDCModeToken, env.Config, panel.Options{})
+	base := oidcPanel(t, other, configv1alpha1.OIDCModeToken, env.Config, nil, nil, panel.Deps{})
 	ctx, _ := newBrowser(t, chromedp.Flag("ignore-certificate-errors-spki-list", other.SPKIHash))
 	loginAt(ctx, t, base, alice)
 	waitVisible(ctx, t, "the untrusted-issuer error", "#trust-config")
@@ -201,7 +203,7 @@ func TestOIDCRefresh(t *testing.T) {
 	var logs logBuffer
 	// Impersonate mode: the panel checks the ID tokens itself, so this provider needs no trust
 	// from the API server.
-	base := oidcPanel(t, other, panel.OIDCModeImpersonate, impersonator(t), panel.Options{
+	base := oidcPanel(t, other, configv1alpha1.OIDCModeImpersonate, impersonator(t), nil, nil, panel.Deps{
 		Clock: clock, Logger: logs.logger(), SessionIdleTimeout: 3 * time.Hour})
 	ctx, _ := newBrowser(t, chromedp.Flag("ignore-certificate-errors-spki-list", other.SPKIHash))
 	loginAt(ctx, t, base, alice)

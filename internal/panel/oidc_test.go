@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ptr "k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
 	"github.com/switchboard-dev/switchboard/internal/panel"
@@ -48,9 +53,19 @@ var oidcRedirects = testenv.OIDCProviderOptions{
 }
 
 // mapping is the claim mapping of the panel and of the API server alike.
-func mapping(o panel.OIDCOptions) panel.OIDCOptions {
-	o.UsernameClaim, o.UsernamePrefix, o.GroupsClaim, o.GroupsPrefix = "sub", "oidc:", "groups", "oidc:"
+func mapping(o *configv1alpha1.OIDC) *configv1alpha1.OIDC {
+	o.UsernameClaim, o.UsernamePrefix, o.GroupsClaim, o.GroupsPrefix = ptr.To("sub"), ptr.To("oidc:"), ptr.To("groups"), ptr.To("oidc:")
 	return o
+}
+
+// clientSecretFile is a file of the test's holding p's client secret, as a mounted Secret would.
+func clientSecretFile(t *testing.T, p *testenv.OIDCProvider) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "client-secret")
+	if err := os.WriteFile(path, []byte(p.ClientSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // startOIDCProvider starts the provider and writes the AuthenticationConfiguration that the
@@ -62,8 +77,8 @@ func startOIDCProvider() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	o := mapping(panel.OIDCOptions{IssuerURL: p.IssuerURL, ClientID: p.ClientID})
-	path, err := p.WriteAuthenticationConfig(panel.AuthenticationConfigYAML(&o, p.CAPEM))
+	o := mapping(&configv1alpha1.OIDC{IssuerURL: p.IssuerURL, ClientID: p.ClientID})
+	path, err := p.WriteAuthenticationConfig(panel.AuthenticationConfigYAML(o, p.CAPEM))
 	if err != nil {
 		_ = p.Stop()
 		return "", nil, err
@@ -72,25 +87,29 @@ func startOIDCProvider() (string, func(), error) {
 	return path, func() { _ = p.Stop() }, nil
 }
 
-// oidcPanel serves a panel with single sign-on through p in mode, acting with cfg (the panel's
-// own identity), on a host of its own under .localhost; it returns the panel's base URL.
-func oidcPanel(t *testing.T, p *testenv.OIDCProvider, mode panel.OIDCMode, cfg *rest.Config, opts panel.Options) string {
+// oidcPanel serves a panel of the settings s (nil: the defaults) with single sign-on through p
+// in mode, behind the trusted proxies given, acting with cfg (the panel's own identity) and
+// deps, on a host of its own under .localhost; it returns the panel's base URL.
+func oidcPanel(t *testing.T, p *testenv.OIDCProvider, mode string, cfg *rest.Config, s *configv1alpha1.PanelSettings, proxies []string, deps panel.Deps) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	base := "http://sso-" + string(mode) + ".localhost:" + port
-	o := mapping(panel.OIDCOptions{
-		IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret, CAFile: p.CAFile,
+	base := "http://sso-" + mode + ".localhost:" + port
+	o := mapping(&configv1alpha1.OIDC{
+		IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecretFile: clientSecretFile(t, p), CAFile: p.CAFile,
 		RedirectURL: base + "/oidc/callback", Mode: mode, ProviderName: "Example SSO",
 	})
-	if mode == panel.OIDCModeImpersonate {
-		o.RevealURL, o.RevealBundle = sys.RevealURL, sys.RevealBundle
+	if mode == configv1alpha1.OIDCModeImpersonate {
+		o.RevealURL, o.RevealCAConfigMap = sys.RevealURL, sys.RevealBundle
 	}
-	opts.OIDC = &o
-	h, err := panel.NewHandler(cfg, opts)
+	if s == nil {
+		s = &configv1alpha1.PanelSettings{}
+	}
+	s.OIDC, deps.RESTConfig = o, cfg
+	h, err := panel.NewHandler(s, proxies, deps)
 	if err != nil {
 		_ = l.Close()
 		t.Fatalf("NewHandler: %v", err)
@@ -246,16 +265,16 @@ func signInSSO(ctx context.Context, t *testing.T, base string, u testenv.OIDCUse
 // person, a key created and shown once, then sign-out at the panel and at the provider.
 func TestOIDCBrowser(t *testing.T) {
 	requireOperator(t)
-	for _, mode := range []panel.OIDCMode{panel.OIDCModeToken, panel.OIDCModeImpersonate} {
-		t.Run(string(mode), func(t *testing.T) {
-			ns := env.Namespace(t, "sso-"+string(mode))
+	for _, mode := range []string{configv1alpha1.OIDCModeToken, configv1alpha1.OIDCModeImpersonate} {
+		t.Run(mode, func(t *testing.T) {
+			ns := env.Namespace(t, "sso-"+mode)
 			bindGroup(t, ns, "key-owners", ownerRules)
 			cfg := env.Config
-			if mode == panel.OIDCModeImpersonate {
+			if mode == configv1alpha1.OIDCModeImpersonate {
 				cfg = impersonator(t)
 			}
 			var logs logBuffer
-			base := oidcPanel(t, provider, mode, cfg, panel.Options{Logger: logs.logger()})
+			base := oidcPanel(t, provider, mode, cfg, nil, nil, panel.Deps{Logger: logs.logger()})
 			ctx, problems := ssoBrowser(t)
 			signInSSO(ctx, t, base, alice)
 			if got := textOf(ctx, t, ".who .user"); got != "oidc:alice" {
@@ -317,9 +336,9 @@ func TestOIDCBrowser(t *testing.T) {
 // without rights in a namespace sees nothing of it, and an impersonation header the browser
 // sends changes nothing.
 func TestOIDCLeastPrivilege(t *testing.T) {
-	for _, mode := range []panel.OIDCMode{panel.OIDCModeToken, panel.OIDCModeImpersonate} {
-		t.Run(string(mode), func(t *testing.T) {
-			ns := env.Namespace(t, "sso-view-"+string(mode))
+	for _, mode := range []string{configv1alpha1.OIDCModeToken, configv1alpha1.OIDCModeImpersonate} {
+		t.Run(mode, func(t *testing.T) {
+			ns := env.Namespace(t, "sso-view-"+mode)
 			bindGroup(t, ns, "viewers", []rbacv1.PolicyRule{{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "connections"}, Verbs: []string{"get", "list", "watch"}}})
 			bindGroup(t, ns, "key-owners", ownerRules)
 			existing := &switchboardv1alpha1.APIKey{ObjectMeta: metaName(ns, "existing-key")}
@@ -327,10 +346,10 @@ func TestOIDCLeastPrivilege(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := env.Config
-			if mode == panel.OIDCModeImpersonate {
+			if mode == configv1alpha1.OIDCModeImpersonate {
 				cfg = impersonator(t)
 			}
-			base := oidcPanel(t, provider, mode, cfg, panel.Options{})
+			base := oidcPanel(t, provider, mode, cfg, nil, nil, panel.Deps{})
 
 			viewer, _ := ssoBrowser(t)
 			signInSSO(viewer, t, base, vic)

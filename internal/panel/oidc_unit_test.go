@@ -13,17 +13,21 @@ import (
 
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"sigs.k8s.io/yaml"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 )
 
+// claimMapping is single sign-on in mode mapping the ID token's claims with the prefixes given.
+func claimMapping(mode, userClaim, userPrefix, groupsClaim, groupsPrefix string) configv1alpha1.OIDC {
+	return configv1alpha1.OIDC{Mode: mode, UsernameClaim: &userClaim, UsernamePrefix: &userPrefix, GroupsClaim: &groupsClaim, GroupsPrefix: &groupsPrefix}
+}
+
 func TestMapClaims(t *testing.T) {
-	token := OIDCOptions{Mode: OIDCModeToken, UsernameClaim: "sub", UsernamePrefix: "oidc:", GroupsClaim: "groups", GroupsPrefix: "oidc:"}
-	imp := token
-	imp.Mode = OIDCModeImpersonate
-	email := imp
-	email.UsernameClaim, email.UsernamePrefix = "email", ""
+	imp := claimMapping(configv1alpha1.OIDCModeImpersonate, "sub", "oidc:", "groups", "oidc:")
+	email := claimMapping(configv1alpha1.OIDCModeImpersonate, "email", "", "groups", "oidc:")
 	tests := []struct {
 		name    string
-		opts    OIDCOptions
+		opts    configv1alpha1.OIDC
 		claims  map[string]any
 		want    identity
 		wantErr string
@@ -42,9 +46,9 @@ func TestMapClaims(t *testing.T) {
 		{"groups of another type", imp, map[string]any{"sub": "a", "groups": 1.0}, identity{}, "want a string or a list of strings"},
 		{"a group not a string", imp, map[string]any{"sub": "a", "groups": []any{"x", 2.0}}, identity{}, "not only strings"},
 		{"system: user refused when impersonating", email, map[string]any{"sub": "1", "email": "system:admin"}, identity{}, "under system:"},
-		{"system: group refused when impersonating", OIDCOptions{Mode: OIDCModeImpersonate, UsernameClaim: "sub", UsernamePrefix: "u:", GroupsClaim: "groups"},
+		{"system: group refused when impersonating", claimMapping(configv1alpha1.OIDCModeImpersonate, "sub", "u:", "groups", ""),
 			map[string]any{"sub": "a", "groups": []any{"system:masters"}}, identity{}, "under system:"},
-		{"system: passed through in token mode (the API server maps)", OIDCOptions{Mode: OIDCModeToken, UsernameClaim: "sub", GroupsClaim: "groups"},
+		{"system: passed through in token mode (the API server maps)", claimMapping(configv1alpha1.OIDCModeToken, "sub", "", "groups", ""),
 			map[string]any{"sub": "a", "groups": []any{"system:masters"}}, identity{Subject: "a", Username: "a", Groups: []string{"system:masters"}}, ""},
 	}
 	for _, tt := range tests {
@@ -70,17 +74,15 @@ func TestMapClaims(t *testing.T) {
 // bool refuse). Any other username claim never consults it. Both modes: in token mode the API
 // server would refuse the same token, and the person learns why instead of "not trusted".
 func TestMapClaimsEmailVerified(t *testing.T) {
-	byEmail := OIDCOptions{Mode: OIDCModeImpersonate, UsernameClaim: "email", UsernamePrefix: "oidc:", GroupsClaim: "groups", GroupsPrefix: "oidc:"}
-	byEmailToken := byEmail
-	byEmailToken.Mode = OIDCModeToken
-	bySub := byEmail
-	bySub.UsernameClaim = "sub"
-	byOtherMail := byEmail
-	byOtherMail.UsernameClaim = "mail" // a provider's own claim, not OIDC's "email": not consulted, as by the API server
+	byEmail := claimMapping(configv1alpha1.OIDCModeImpersonate, "email", "oidc:", "groups", "oidc:")
+	byEmailToken := claimMapping(configv1alpha1.OIDCModeToken, "email", "oidc:", "groups", "oidc:")
+	bySub := claimMapping(configv1alpha1.OIDCModeImpersonate, "sub", "oidc:", "groups", "oidc:")
+	// A provider's own claim, not OIDC's "email": not consulted, as by the API server.
+	byOtherMail := claimMapping(configv1alpha1.OIDCModeImpersonate, "mail", "oidc:", "groups", "oidc:")
 	const addr = "alice@example.com"
 	tests := []struct {
 		name     string
-		opts     OIDCOptions
+		opts     configv1alpha1.OIDC
 		claims   map[string]any
 		wantUser string // empty: refused as unverified
 	}{
@@ -116,12 +118,11 @@ func TestMapClaimsEmailVerified(t *testing.T) {
 	}
 }
 
-// impersonate switches options to impersonate mode with the reveal endpoint url and bundle.
-func impersonate(url, bundle string) func(*OIDCOptions) {
-	return func(o *OIDCOptions) { o.Mode, o.RevealURL, o.RevealBundle = OIDCModeImpersonate, url, bundle }
-}
-
-func TestOIDCOptionsValidate(t *testing.T) {
+// The provider's side of sign-in reads the client secret (and the CA) from the files the
+// configuration names, once: an error names the file, never what it holds; the scopes always
+// ask for "openid", and the sign-in button has a label. (What the section must say is checked
+// by its validation, internal/config.)
+func TestNewOIDCAuth(t *testing.T) {
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secretFile, []byte("s3cret-value\n"), 0o600); err != nil {
@@ -131,46 +132,34 @@ func TestOIDCOptionsValidate(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	good := func() OIDCOptions {
-		return OIDCOptions{IssuerURL: "https://idp.example.com", ClientID: "panel", ClientSecretFile: secretFile,
-			RedirectURL: "https://panel.example.com/oidc/callback", Mode: OIDCModeToken}
+	notPEM := filepath.Join(dir, "not-pem")
+	if err := os.WriteFile(notPEM, []byte("s3cret-value"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		name    string
-		change  func(*OIDCOptions)
+		change  func(*configv1alpha1.OIDC)
 		wantErr string
 	}{
-		{"valid", func(*OIDCOptions) {}, ""},
-		{"no mode", func(o *OIDCOptions) { o.Mode = "" }, "no mode"},
-		{"unknown mode", func(o *OIDCOptions) { o.Mode = "sudo" }, `unknown mode "sudo"`},
-		{"plain-http issuer", func(o *OIDCOptions) { o.IssuerURL = "http://idp.example.com" }, "https URL"},
-		{"no issuer", func(o *OIDCOptions) { o.IssuerURL = "" }, "https URL"},
-		{"no client id", func(o *OIDCOptions) { o.ClientID = "" }, "no client id"},
-		{"secret twice", func(o *OIDCOptions) { o.ClientSecret = "x" }, "not both"},
-		{"no secret", func(o *OIDCOptions) { o.ClientSecretFile = "" }, "no client secret"},
-		{"missing secret file", func(o *OIDCOptions) { o.ClientSecretFile = filepath.Join(dir, "nope") }, "reading the client secret file"},
-		{"empty secret file", func(o *OIDCOptions) { o.ClientSecretFile = empty }, "is empty"},
-		{"redirect elsewhere", func(o *OIDCOptions) { o.RedirectURL = "https://panel.example.com/callback" }, "ending in /oidc/callback"},
-		{"relative redirect", func(o *OIDCOptions) { o.RedirectURL = "/oidc/callback" }, "ending in /oidc/callback"},
-		{"missing CA file", func(o *OIDCOptions) { o.CAFile = filepath.Join(dir, "ca.pem") }, "reading the CA file"},
-		{"impersonate with the reveal endpoint", impersonate("https://switchboard-reveal.sb.svc:9445", "sb/switchboard-reveal-ca"), ""},
-		{"impersonate without the reveal endpoint", impersonate("", ""), "reveal endpoint"},
-		{"reveal endpoint over plain http", impersonate("http://switchboard-reveal.sb.svc:9445", "sb/switchboard-reveal-ca"), "https://HOST:PORT"},
-		{"reveal endpoint with a path", impersonate("https://switchboard-reveal.sb.svc:9445/reveal", "sb/switchboard-reveal-ca"), "https://HOST:PORT"},
-		{"reveal bundle without a namespace", impersonate("https://switchboard-reveal.sb.svc:9445", "switchboard-reveal-ca"), "NAMESPACE/NAME"},
-		{"reveal endpoint in token mode", func(o *OIDCOptions) { o.RevealURL = "https://switchboard-reveal.sb.svc:9445" }, "impersonate mode only"},
+		{"valid", func(*configv1alpha1.OIDC) {}, ""},
+		{"missing secret file", func(o *configv1alpha1.OIDC) { o.ClientSecretFile = filepath.Join(dir, "nope") }, "reading the client secret file"},
+		{"empty secret file", func(o *configv1alpha1.OIDC) { o.ClientSecretFile = empty }, "is empty"},
+		{"missing CA file", func(o *configv1alpha1.OIDC) { o.CAFile = filepath.Join(dir, "ca.pem") }, "reading the CA file"},
+		{"a CA file without a certificate", func(o *configv1alpha1.OIDC) { o.CAFile = notPEM }, "holds no PEM certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := good()
-			tt.change(&o)
-			err := o.validate()
+			s := &configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{IssuerURL: "https://idp.example.com", ClientID: "panel",
+				ClientSecretFile: secretFile, RedirectURL: "https://panel.example.com/oidc/callback", Scopes: []string{"email"}}}
+			configv1alpha1.SetDefaults_PanelSettings(s)
+			tt.change(s.OIDC)
+			a, err := newOIDCAuth(s.OIDC)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if o.ClientSecret != "s3cret-value" || o.Scopes[0] != "openid" || o.UsernameClaim != "sub" || o.GroupsPrefix != "oidc:" {
-					t.Fatalf("defaults not applied: %+v", o)
+				if a.clientSecret != "s3cret-value" || !reflect.DeepEqual(a.scopes, []string{"openid", "email"}) || a.providerName != "single sign-on" {
+					t.Fatalf("secret, scopes or label: %q %v %q", a.clientSecret, a.scopes, a.providerName)
 				}
 				return
 			}
@@ -185,7 +174,8 @@ func TestOIDCOptionsValidate(t *testing.T) {
 }
 
 func TestAuthenticationConfigYAML(t *testing.T) {
-	o := OIDCOptions{IssuerURL: "https://idp.example.com", ClientID: "panel", UsernameClaim: "email", UsernamePrefix: "", GroupsClaim: "groups", GroupsPrefix: "idp:"}
+	o := claimMapping(configv1alpha1.OIDCModeToken, "email", "", "groups", "idp:")
+	o.IssuerURL, o.ClientID = "https://idp.example.com", "panel"
 	var doc struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -223,9 +213,9 @@ func TestCredsTransport(t *testing.T) {
 		creds *sessionCreds
 		want  map[string][]string
 	}{
-		{"token", &sessionCreds{mode: OIDCModeToken, bearer: "id-token"},
+		{"token", &sessionCreds{mode: configv1alpha1.OIDCModeToken, bearer: "id-token"},
 			map[string][]string{"Authorization": {"Bearer id-token"}, "Impersonate-User": nil, "Impersonate-Group": nil, "Impersonate-Extra-Scopes": nil}},
-		{"impersonate", &sessionCreds{mode: OIDCModeImpersonate, impersonate: identity{Username: "oidc:a", Groups: []string{"oidc:x", "oidc:y"}}},
+		{"impersonate", &sessionCreds{mode: configv1alpha1.OIDCModeImpersonate, impersonate: identity{Username: "oidc:a", Groups: []string{"oidc:x", "oidc:y"}}},
 			map[string][]string{"Authorization": {"Bearer panel"}, "Impersonate-User": {"oidc:a"}, "Impersonate-Group": {"oidc:x", "oidc:y"}, "Impersonate-Extra-Scopes": nil}},
 	}
 	for _, tt := range tests {
@@ -290,7 +280,8 @@ func TestAuthenticationConfigsParseStrictly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := OIDCOptions{IssuerURL: "https://idp.example.com", ClientID: "switchboard-panel", UsernameClaim: "sub", UsernamePrefix: "oidc:", GroupsClaim: "groups", GroupsPrefix: "oidc:"}
+	// The panel's defaults, unset.
+	o := configv1alpha1.OIDC{IssuerURL: "https://idp.example.com", ClientID: "switchboard-panel"}
 	printed := AuthenticationConfigYAML(&o, "")
 	for name, doc := range map[string]string{"docs/authentication-config.yaml": string(sample), "printed": printed} {
 		var c apiserverv1.AuthenticationConfiguration

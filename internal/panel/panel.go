@@ -28,49 +28,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
 	"github.com/switchboard-dev/switchboard/internal/panel/loopback"
 )
 
-// Defaults of Options.
+// Defaults of Deps.
 const (
 	DefaultSessionIdleTimeout = 30 * time.Minute
 	DefaultSessionMaxAge      = 8 * time.Hour
 	DefaultRevealTimeout      = 20 * time.Second
 	DefaultPollInterval       = 250 * time.Millisecond
-	// The configurable ones have their home in the configuration's defaults.
-	DefaultMaxSessions        = configv1alpha1.DefaultMaxSessions
-	DefaultMaxSessionsPerUser = configv1alpha1.DefaultMaxSessionsPerUser
-	DefaultLoginRate          = configv1alpha1.DefaultLoginRate
-	DefaultLoginBurst         = configv1alpha1.DefaultLoginBurst
 )
 
-// Options configure the panel. The zero value is usable.
-type Options struct {
+// Deps are what the panel takes besides its settings: what only a process (or a test) has, and
+// the session's timings, which are not configured. The zero value of each field is its default.
+type Deps struct {
+	// RESTConfig locates the API server (required); its credentials are used for nothing but
+	// TokenReview (and, in impersonate mode, impersonation).
+	RESTConfig *rest.Config
+	// Listener, when set, is served by Serve in place of listening on the configuration's
+	// listen (tests pass ":0" listeners).
+	Listener net.Listener
 	// Logger gets one line per sign-in and per change (user, namespace, APIKey, hint). Keys
 	// and tokens never reach it. Default: controller-runtime's logger, named "panel".
 	Logger logr.Logger
-	// SecureCookies marks the panel's cookies Secure, and names them with the __Host- prefix,
-	// on plain-HTTP requests too, for a panel behind a TLS-terminating proxy. Cookies set over
-	// TLS always are.
-	SecureCookies bool
-	// MaxSessions bounds the sessions the panel holds (default 1000); past it sign-ins are
-	// refused until sessions end. Each session holds a client for its person's token.
-	MaxSessions int
-	// MaxSessionsPerUser bounds the sessions of one user (default 10); signing in once more
-	// ends that user's least recently used session.
-	MaxSessionsPerUser int
-	// LoginRate is how many sign-in attempts per second one client address regains (default
-	// 0.2, one every 5 seconds), and LoginBurst how many it may make at once (default 10). Each
-	// attempt is a TokenReview against the API server.
-	LoginRate  float64
-	LoginBurst int
-	// TrustedProxies are the proxies in front of the panel (an ingress controller's pods) whose
-	// X-Forwarded-For is believed when sign-in attempts are counted per client address, by the
-	// rules of /v1 (clientaddr.From): `switchboard server` passes its --trusted-proxies, and
-	// `switchboard panel` takes the same flag. Empty: the peer's address is the client's, so
-	// behind a proxy everyone shares the proxy's bucket.
-	TrustedProxies []netip.Prefix
+	// Clock tells the time; tests inject a fake one (default the real clock).
+	Clock clock.Clock
 	// SessionIdleTimeout ends a session unused for this long (default 30 minutes).
 	SessionIdleTimeout time.Duration
 	// SessionMaxAge ends a session this long after sign-in, used or not (default 8 hours).
@@ -82,44 +66,26 @@ type Options struct {
 	// PollInterval is how often the panel reads an APIKey while waiting for the operator
 	// (default 250 milliseconds).
 	PollInterval time.Duration
-	// Clock tells the time; tests inject a fake one (default the real clock).
-	Clock clock.Clock
-	// OIDC, when set, adds sign-in with an OpenID Connect provider beside the token paste.
-	OIDC *OIDCOptions
 }
 
-// Default sets o's zero fields to their defaults: the one place the panel's defaults are
-// applied (NewHandler and Serve call it; the commands bind their flags to the same constants).
-func (o *Options) Default() {
-	if o.Logger.GetSink() == nil {
-		o.Logger = ctrl.Log.WithName("panel")
+// complete fills d's zero fields with their defaults.
+func (d *Deps) complete() {
+	if d.Logger.GetSink() == nil {
+		d.Logger = ctrl.Log.WithName("panel")
 	}
-	if o.SessionIdleTimeout <= 0 {
-		o.SessionIdleTimeout = DefaultSessionIdleTimeout
+	for _, t := range []struct {
+		field *time.Duration
+		def   time.Duration
+	}{
+		{&d.SessionIdleTimeout, DefaultSessionIdleTimeout}, {&d.SessionMaxAge, DefaultSessionMaxAge},
+		{&d.RevealTimeout, DefaultRevealTimeout}, {&d.PollInterval, DefaultPollInterval},
+	} {
+		if *t.field == 0 {
+			*t.field = t.def
+		}
 	}
-	if o.SessionMaxAge <= 0 {
-		o.SessionMaxAge = DefaultSessionMaxAge
-	}
-	if o.RevealTimeout <= 0 {
-		o.RevealTimeout = DefaultRevealTimeout
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = DefaultMaxSessions
-	}
-	if o.MaxSessionsPerUser <= 0 {
-		o.MaxSessionsPerUser = DefaultMaxSessionsPerUser
-	}
-	if o.LoginRate <= 0 {
-		o.LoginRate = DefaultLoginRate
-	}
-	if o.LoginBurst <= 0 {
-		o.LoginBurst = DefaultLoginBurst
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
 	}
 }
 
@@ -132,14 +98,20 @@ var staticFS embed.FS
 // handler is the panel. Its fields are read-only after NewHandler, except the session store,
 // which locks itself.
 type handler struct {
-	opts     Options
+	settings *configv1alpha1.PanelSettings
+	deps     Deps
+	// proxies are the trusted proxies in front of the panel, whose X-Forwarded-For is believed
+	// when sign-in attempts are counted per client address, by the rules of /v1
+	// (clientaddr.From). Empty: the peer's address is the client's, so behind a proxy everyone
+	// shares the proxy's bucket.
+	proxies  []netip.Prefix
 	base     *rest.Config
 	reviewer kubernetes.Interface
 	sessions *sessionStore
 	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
-	// oidc is the identity provider's side of sign-in; nil without Options.OIDC.
+	// oidc is the identity provider's side of sign-in; nil without the settings' oidc.
 	oidc *oidcAuth
 	// reveal claims keys for people through the operator, in impersonate mode; nil otherwise.
 	reveal *reveal.Client
@@ -152,18 +124,30 @@ type handler struct {
 	interceptUser func(client.WithWatch) client.WithWatch
 }
 
-// NewHandler returns the panel's HTTP handler. cfg locates the API server; its credentials are
-// used for nothing but TokenReview (the panel's service account needs "create" on
-// tokenreviews.authentication.k8s.io, as granted by the system:auth-delegator ClusterRole).
-func NewHandler(cfg *rest.Config, opts Options) (http.Handler, error) {
-	return newHandler(cfg, opts)
+// NewHandler returns the panel's HTTP handler of the settings s (a PanelConfiguration's, or a
+// ServerConfiguration's panel section), behind the trusted proxies trustedProxies (CIDRs or
+// addresses, the configuration's spelling: the server passes its own). s is defaulted and
+// validated first. deps.RESTConfig's credentials are used for nothing but TokenReview (the
+// panel's service account needs "create" on tokenreviews.authentication.k8s.io, as granted by
+// the system:auth-delegator ClusterRole).
+func NewHandler(s *configv1alpha1.PanelSettings, trustedProxies []string, deps Deps) (http.Handler, error) {
+	return newHandler(s, trustedProxies, deps)
 }
 
-func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
+func newHandler(s *configv1alpha1.PanelSettings, trustedProxies []string, deps Deps) (*handler, error) {
+	cfg := deps.RESTConfig
 	if cfg == nil {
 		return nil, errors.New("panel: no rest.Config to reach the API server")
 	}
-	opts.Default()
+	configv1alpha1.SetDefaults_PanelSettings(s)
+	if errs := config.ValidatePanelSettings(s); len(errs) > 0 {
+		return nil, fmt.Errorf("panel: %w", errs.ToAggregate())
+	}
+	proxies, err := config.ParsePrefixes(trustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("panel: %w", err)
+	}
+	deps.complete()
 	reviewer, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("panel: building the TokenReview client: %w", err)
@@ -177,35 +161,37 @@ func newHandler(cfg *rest.Config, opts Options) (*handler, error) {
 		return nil, fmt.Errorf("panel: static files: %w", err)
 	}
 	h := &handler{
-		opts:     opts,
+		settings: s,
+		deps:     deps,
+		proxies:  proxies,
 		base:     rest.CopyConfig(cfg),
 		reviewer: reviewer,
-		sessions: newSessionStore(opts.Clock, opts.SessionIdleTimeout, opts.SessionMaxAge, opts.MaxSessions, opts.MaxSessionsPerUser),
-		logins:   newLoginLimiter(opts.LoginRate, opts.LoginBurst),
+		sessions: newSessionStore(deps.Clock, deps.SessionIdleTimeout, deps.SessionMaxAge, int(*s.MaxSessions), int(*s.MaxSessionsPerUser)),
+		logins:   newLoginLimiter(*s.LoginRate, int(*s.LoginBurst)),
 		pages:    pages,
 		mux:      http.NewServeMux(),
 		csp:      contentSecurityPolicy,
 	}
-	if opts.OIDC != nil {
-		o := *opts.OIDC
+	if o := s.OIDC; o != nil {
 		if h.oidc, err = newOIDCAuth(o); err != nil {
 			return nil, fmt.Errorf("panel: %w", err)
 		}
-		if o.Mode == OIDCModeImpersonate {
+		if o.Mode == configv1alpha1.OIDCModeImpersonate {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := checkImpersonationGrant(ctx, reviewer, o.AllowLegacyImpersonation, opts.Logger)
+			err := checkImpersonationGrant(ctx, reviewer, o.AllowLegacyImpersonation, deps.Logger)
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
 			}
-			ns, name, _ := revealBundle(h.oidc.opts.RevealBundle)
+			ns, name, _ := strings.Cut(o.RevealCAConfigMap, "/") // validated: NAMESPACE/NAME
 			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 			err = checkRevealGrant(ctx, reviewer, ns, name)
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("panel: impersonate mode: %w", err)
 			}
-			if h.reveal, err = reveal.NewClient(cfg, h.oidc.opts.RevealURL, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
+			revealURL := strings.TrimSuffix(o.RevealURL, "/")
+			if h.reveal, err = reveal.NewClient(cfg, revealURL, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
 				return nil, fmt.Errorf("panel: impersonate mode: the operator's reveal endpoint: %w", err)
 			}
 		}

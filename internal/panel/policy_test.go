@@ -25,7 +25,7 @@ import (
 func TestCreateFormPolicy(t *testing.T) {
 	requireOperator(t)
 	ns := env.Namespace(t, "policy")
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	v := newVisitor(t, srv)
 	v.signIn(grant(t, ns, "owner", ownerRules), ns)
 
@@ -90,7 +90,7 @@ func TestBrowserCreateWithPolicy(t *testing.T) {
 	requireOperator(t)
 	ns := env.Namespace(t, "browser-policy")
 	token := grant(t, ns, "owner", ownerRules)
-	srv := startPanel(t, panel.Options{})
+	srv := startPanel(t, nil, panel.Deps{})
 	ctx, problems := newBrowser(t)
 	_ = signInBrowser(ctx, t, srv.URL, token)
 	typed := map[string]string{"name": "metered", "description": "Invoice sync", "rate_limit": "2/1h", "burst": "2",

@@ -18,9 +18,9 @@ func (h *handler) revealKey(w http.ResponseWriter, r *http.Request, s *session) 
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), h.deps.RevealTimeout+30*time.Second)
 	defer cancel()
-	issued, err := h.keys(s).Reveal(ctx, ns, name, h.opts.RevealTimeout)
+	issued, err := h.keys(s).Reveal(ctx, ns, name, h.deps.RevealTimeout)
 	if err != nil {
 		h.fail(w, r, s, data, describe(err, action{Namespace: ns, Name: name}))
 		return
@@ -32,7 +32,7 @@ func (h *handler) revealKey(w http.ResponseWriter, r *http.Request, s *session) 
 func (h *handler) showIssued(w http.ResponseWriter, r *http.Request, s *session, data keysData, issued *keyclient.Issued) {
 	key := issued.APIKey
 	if len(issued.Stolen) > 0 {
-		h.opts.Logger.Info("someone else claimed keys of a rotation first; each was stopped by rotating again without grace",
+		h.deps.Logger.Info("someone else claimed keys of a rotation first; each was stopped by rotating again without grace",
 			"user", s.user, "namespace", key.Namespace, "name", key.Name, "stolenHints", issued.Stolen, "replacedHint", issued.Replaced)
 	}
 	if issued.Delivered() {
@@ -41,14 +41,14 @@ func (h *handler) showIssued(w http.ResponseWriter, r *http.Request, s *session,
 		return
 	}
 	revealed := issued.Revealed
-	h.opts.Logger.Info("revealed APIKey", "user", s.user, "namespace", key.Namespace, "name", key.Name, "hint", revealed.Hint, "keyGeneration", revealed.Generation)
+	h.deps.Logger.Info("revealed APIKey", "user", s.user, "namespace", key.Namespace, "name", key.Name, "hint", revealed.Hint, "keyGeneration", revealed.Generation)
 	data.Revealed = &revealedKey{Name: key.Name, Key: revealed.Key, Hint: revealed.Hint, Rotated: revealed.Generation > 1,
 		Stolen: strings.Join(issued.Stolen, ", "), Replaced: issued.Replaced}
 	if data.Revealed.Replaced == "" {
 		data.Revealed.Replaced = "—"
 	}
 	data.claimed = key.Status.RevealSecretName
-	if v := issued.PreviousValidUntil(h.opts.Clock.Now()); v != nil {
+	if v := issued.PreviousValidUntil(h.deps.Clock.Now()); v != nil {
 		data.Revealed.PreviousValidUntil = v.Format("2006-01-02 15:04 UTC")
 	}
 	data.ReplaceURL = keysURL(key.Namespace)

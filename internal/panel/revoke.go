@@ -33,7 +33,7 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	if !already {
-		h.opts.Logger.Info("revoked APIKey", "user", s.user, "namespace", ns, "name", name, "hint", key.Status.KeyHint)
+		h.deps.Logger.Info("revoked APIKey", "user", s.user, "namespace", ns, "name", name, "hint", key.Status.KeyHint)
 	}
 	h.sessions.setFlash(s, fmt.Sprintf("APIKey “%s” (%s) is revoked: requests with it now get 401 API_KEY_INVALID.", name, key.Status.KeyHint))
 	http.Redirect(w, r, keysURL(ns), http.StatusSeeOther)

@@ -58,14 +58,14 @@ func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *session) 
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: msg})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RevealTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), h.deps.RevealTimeout+30*time.Second)
 	defer cancel()
-	h.opts.Logger.Info("rotating APIKey", "user", s.user, "namespace", ns, "name", name, "gracePeriod", grace.Period.String())
-	issued, err := h.keys(s).Rotate(ctx, ns, name, keyclient.RotateRequest{RequestedAt: requestedAt, Grace: grace.Period, Timeout: h.opts.RevealTimeout})
+	h.deps.Logger.Info("rotating APIKey", "user", s.user, "namespace", ns, "name", name, "gracePeriod", grace.Period.String())
+	issued, err := h.keys(s).Rotate(ctx, ns, name, keyclient.RotateRequest{RequestedAt: requestedAt, Grace: grace.Period, Timeout: h.deps.RevealTimeout})
 	if err != nil {
 		h.fail(w, r, s, data, describe(err, action{Namespace: ns, Name: name}))
 		return
 	}
-	h.opts.Logger.Info("rotated APIKey", "user", s.user, "namespace", ns, "name", name, "previousHint", issued.Replaced, "hint", issued.Hint())
+	h.deps.Logger.Info("rotated APIKey", "user", s.user, "namespace", ns, "name", name, "previousHint", issued.Replaced, "hint", issued.Hint())
 	h.showIssued(w, r, s, data, issued)
 }

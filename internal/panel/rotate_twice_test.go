@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keyclient/keyclienttest"
@@ -30,7 +31,7 @@ import (
 func TestRotateFormPostedTwiceShowsOneKey(t *testing.T) {
 	requireOperator(t)
 	ns := env.Namespace(t, "rotate-twice")
-	h, err := panel.NewHandler(env.Config, panel.Options{})
+	h, err := panel.NewHandler(&configv1alpha1.PanelSettings{}, nil, panel.Deps{RESTConfig: env.Config})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -28,7 +31,8 @@ func TestServeAlone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- panel.Serve(ctx, env.Config, panel.Options{}, panel.ServeOptions{Listener: l, HealthProbeBindAddress: probes, ShutdownDelay: -1})
+		done <- panel.Serve(ctx, &configv1alpha1.PanelConfiguration{HealthProbeBindAddress: &probes, ShutdownDelay: &metav1.Duration{}},
+			panel.Deps{RESTConfig: env.Config, Listener: l})
 	}()
 	testenv.Eventually(t, 10*time.Second, "the panel ready", func() error {
 		resp, err := http.Get("http://" + probes + "/readyz")

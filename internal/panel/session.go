@@ -178,8 +178,8 @@ func (s *sessionStore) lastNamespace(e *session) string {
 }
 
 // secure reports that the browser reaches the panel over TLS: directly, or through a proxy
-// that terminates TLS in front of it (Options.SecureCookies, --panel-secure-cookies).
-func (h *handler) secure(r *http.Request) bool { return r.TLS != nil || h.opts.SecureCookies }
+// that terminates TLS in front of it (the settings' secureCookies, --secure-cookies).
+func (h *handler) secure(r *http.Request) bool { return r.TLS != nil || h.settings.SecureCookies }
 
 // hostPrefix is the cookie name prefix that makes a browser accept the cookie only when it is
 // Secure, has Path=/ and no Domain: no other host, nor a plain-HTTP page of this host, can set

@@ -52,7 +52,7 @@ func parsePages() (map[string]*template.Template, error) {
 func (h *handler) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", data); err != nil {
-		h.opts.Logger.Error(err, "rendering a page", "page", name)
+		h.deps.Logger.Error(err, "rendering a page", "page", name)
 		http.Error(w, "the panel failed to render this page", http.StatusInternalServerError)
 		return
 	}

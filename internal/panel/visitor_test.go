@@ -13,13 +13,19 @@ import (
 	"regexp"
 	"testing"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
-// startPanel serves a panel for one test over plain HTTP.
-func startPanel(t *testing.T, opts panel.Options) *httptest.Server {
+// startPanel serves a panel of the settings s (nil: the defaults) for one test over plain HTTP,
+// with deps (env's client filled in).
+func startPanel(t *testing.T, s *configv1alpha1.PanelSettings, deps panel.Deps) *httptest.Server {
 	t.Helper()
-	h, err := panel.NewHandler(env.Config, opts)
+	if s == nil {
+		s = &configv1alpha1.PanelSettings{}
+	}
+	deps.RESTConfig = env.Config
+	h, err := panel.NewHandler(s, nil, deps)
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -37,9 +38,9 @@ func lineWith(out, s string) string {
 // key to go unused; the package's shared system keeps the default.
 func startSystem(t *testing.T, unusedAfter time.Duration) *system.System {
 	t.Helper()
-	s, err := system.Start(system.Options{Operator: func(o *operator.Options) {
-		o.UnusedAfter = unusedAfter
-		o.SkipControllerNameValidation = true // the shared system's operator runs in this process too
+	s, err := system.Start(system.Options{Operator: func(c *configv1alpha1.OperatorConfiguration, deps *operator.Deps) {
+		c.UnusedAfter = &metav1.Duration{Duration: unusedAfter}
+		deps.SkipControllerNameValidation = true // the shared system's operator runs in this process too
 	}})
 	if err != nil {
 		t.Fatalf("starting a system: %v", err)

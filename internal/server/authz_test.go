@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/utils/clock"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
@@ -37,7 +39,7 @@ type authzServer struct {
 	health  healthpb.HealthClient
 }
 
-func startAuthzServer(t *testing.T, opts Options, wait bool) *authzServer {
+func startAuthzServer(t *testing.T, c *sc, deps Deps, wait bool) *authzServer {
 	t.Helper()
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,8 +49,8 @@ func startAuthzServer(t *testing.T, opts Options, wait bool) *authzServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.AuthzGRPCListener, opts.AuthzHTTPListener = gl, hl
-	s := startServer(t, nil, opts, wait)
+	deps.AuthzGRPCListener, deps.AuthzHTTPListener = gl, hl
+	s := startServer(t, nil, c, deps, wait)
 	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -247,8 +249,7 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	meteredSpec := rateLimited(4, time.Hour)
 	meteredSpec.Audiences = []switchboardv1alpha1.Audience{"connections"}
 	metered := newKey(t, ns, "metered", meteredSpec)
-	s := startAuthzServer(t, Options{FailureBurst: 10, FailureRate: 0.0001,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, true)
+	s := startAuthzServer(t, &sc{AuthFailureLimit: failureLimit(0.0001, 10), TrustedProxies: []string{"127.0.0.1/32"}}, Deps{}, true)
 	// Known once not 401; asked for an audience the metered key lacks, so its budget is intact.
 	for _, k := range []*keyFixture{plain, billing, both, partner, metered} {
 		eventually(t, "the server knows "+k.APIKey.Name, func() bool {
@@ -379,10 +380,10 @@ func sameHeader(got, want http.Header) bool {
 // NOT_READY — over gRPC as a denied_response, not an RPC error, so that a gateway set to fail
 // open still fails closed — and gRPC health says NOT_SERVING.
 func TestNotReadyIsADenial(t *testing.T) {
-	opts := Options{}
-	opts.Default()
+	h := &host{c: &sc{}, log: logr.Discard()}
+	configv1alpha1.SetDefaults_ServerConfiguration(h.c)
 	ready := new(atomic.Bool)
-	checker, err := keycheck.New(keycheck.Config{Index: keyindex.New(), Ready: ready, KeyPrefix: opts.KeyPrefix, Clock: opts.Clock,
+	checker, err := keycheck.New(keycheck.Config{Index: keyindex.New(), Ready: ready, KeyPrefix: h.c.KeyPrefix, Clock: clock.RealClock{},
 		FailureRate: 1, FailureBurst: 20, FailureClients: 1024})
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +392,7 @@ func TestNotReadyIsADenial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, setServing, err := newExtAuthz(context.Background(), l, checker, &opts, logr.Discard())
+	e, setServing, err := h.newExtAuthz(context.Background(), l, checker)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestNotReadyIsADenial(t *testing.T) {
 func TestForwardAuthIgnoresForgedForwardedFor(t *testing.T) {
 	ns := env.Namespace(t, "forged")
 	k := newKey(t, ns, "k", switchboardv1alpha1.APIKeySpec{})
-	s := startAuthzServer(t, Options{FailureBurst: 20, FailureRate: 0.0001}, true)
+	s := startAuthzServer(t, &sc{AuthFailureLimit: failureLimit(0.0001, 20)}, Deps{}, true)
 	eventually(t, "the server knows the key", func() bool {
 		return s.askHTTP(t, authz.ForwardAuthPath, call{withBearer(k.Key), "192.0.2.1", "connections"}).status == http.StatusOK
 	})

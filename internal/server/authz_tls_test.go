@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
@@ -94,13 +95,12 @@ func TestExtAuthzMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startServer(t, nil, Options{
-		AuthzGRPCListener:       l,
-		AuthzGRPCTLSCertFile:    writeFile(t, dir, "tls.crt", serverCert),
-		AuthzGRPCTLSKeyFile:     writeFile(t, dir, "tls.key", serverKey),
-		AuthzGRPCClientCAFile:   writeFile(t, dir, "ca.crt", ca.pem),
-		AuthzStripAuthorization: true,
-	}, true)
+	startServer(t, nil, &sc{Authz: configv1alpha1.Authz{GRPC: configv1alpha1.AuthzGRPC{
+		TLSCertFile:        writeFile(t, dir, "tls.crt", serverCert),
+		TLSKeyFile:         writeFile(t, dir, "tls.key", serverKey),
+		ClientCAFile:       writeFile(t, dir, "ca.crt", ca.pem),
+		StripAuthorization: true,
+	}}}, Deps{AuthzGRPCListener: l}, true)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.pem)
 	check := func(clientCerts []tls.Certificate) (*authv3.CheckResponse, error) {

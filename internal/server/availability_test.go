@@ -14,10 +14,14 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	frontdoor "github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -76,7 +80,7 @@ func TestNotReadyUntilSynced(t *testing.T) {
 	k := newKey(t, ns, "early", switchboardv1alpha1.APIKeySpec{})
 	g := newGate()
 	probes := testenv.FreeAddr(t)
-	s := startServer(t, g.config(), Options{HealthProbeBindAddress: probes}, false)
+	s := startServer(t, g.config(), &sc{HealthProbeBindAddress: &probes}, Deps{}, false)
 	eventually(t, "the probe listener", func() bool { return probe(probes, "/healthz") == http.StatusOK })
 
 	for _, key := range []string{k.Key, "", "sb_live_unknown"} {
@@ -120,7 +124,7 @@ func TestNotReadyUntilSynced(t *testing.T) {
 func TestLastUsedAt(t *testing.T) {
 	ns := env.Namespace(t, "lastused")
 	k := newKey(t, ns, "busy", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{LastUsedFlush: 20 * time.Millisecond}, true)
+	s := startServer(t, nil, nil, Deps{LastUsedFlush: 20 * time.Millisecond}, true)
 	before := time.Now().Add(-time.Second)
 	if resp := s.get(t, "/v1/connections", k.Key); resp.Status != 200 {
 		t.Fatalf("status %d", resp.Status)
@@ -160,7 +164,7 @@ func TestHungAPIServerNeverSlowsRequests(t *testing.T) {
 	g := newGate()
 	g.Open()
 	g.hangPatches.Store(true)
-	s := startServer(t, g.config(), Options{LastUsedFlush: 10 * time.Millisecond}, true)
+	s := startServer(t, g.config(), nil, Deps{LastUsedFlush: 10 * time.Millisecond}, true)
 	s.get(t, "/v1/connections", k.Key)
 	eventually(t, "a lastUsedAt PATCH to hang", func() bool { return g.hungPatches.Load() > 0 })
 	for range 100 {
@@ -176,7 +180,7 @@ func TestGracefulShutdown(t *testing.T) {
 	ns := env.Namespace(t, "shutdown")
 	k := newKey(t, ns, "last", switchboardv1alpha1.APIKeySpec{})
 	probes := testenv.FreeAddr(t)
-	s := startServer(t, nil, Options{HealthProbeBindAddress: probes, ShutdownDelay: 3 * time.Second}, true)
+	s := startServer(t, nil, &sc{HealthProbeBindAddress: &probes, ShutdownDelay: &metav1.Duration{Duration: 3 * time.Second}}, Deps{}, true)
 	eventually(t, "readiness", func() bool { return probe(probes, "/readyz") == http.StatusOK })
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop() }()
@@ -200,7 +204,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 // TestOversizedHeader: a header past MaxHeaderBytes is refused with 431 before the handler.
 func TestOversizedHeader(t *testing.T) {
-	s := startServer(t, nil, Options{}, true)
+	s := startServer(t, nil, nil, Deps{}, true)
 	resp := s.request(t, http.MethodGet, "/v1/connections", func(h http.Header) {
 		h.Set("X-Padding", strings.Repeat("a", 16<<10))
 	})
@@ -209,17 +213,17 @@ func TestOversizedHeader(t *testing.T) {
 	}
 }
 
-// TestHeaderLimitBoundary: a request line and headers of exactly MaxHeaderBlock bytes (CRLFs
+// TestHeaderLimitBoundary: a request line and headers of exactly frontdoor.MaxHeaderBlock bytes (CRLFs
 // included, as docs/api.md says) reach the handler; one byte more is refused with 431 before it.
 func TestHeaderLimitBoundary(t *testing.T) {
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	addr := strings.TrimPrefix(s.URL, "http://")
 	for _, tt := range []struct {
 		size int
 		want int
 	}{
-		{MaxHeaderBlock, http.StatusUnauthorized}, // served: no key
-		{MaxHeaderBlock + 1, http.StatusRequestHeaderFieldsTooLarge},
+		{frontdoor.MaxHeaderBlock, http.StatusUnauthorized}, // served: no key
+		{frontdoor.MaxHeaderBlock + 1, http.StatusRequestHeaderFieldsTooLarge},
 	} {
 		head := "GET /v1/connections HTTP/1.1\r\nHost: switchboard\r\nConnection: close\r\nX-Padding: "
 		tail := "\r\n\r\n"
@@ -251,7 +255,7 @@ func TestRevokeIsAppliedWithinOneSecond(t *testing.T) {
 	ns := env.Namespace(t, "revoke")
 	byFlag := newKey(t, ns, "by-flag", switchboardv1alpha1.APIKeySpec{})
 	byHash := newKey(t, ns, "by-hash", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	for name, revoke := range map[string]struct {
 		key string
 		do  func(context.Context) error
@@ -279,21 +283,20 @@ func TestRevokeIsAppliedWithinOneSecond(t *testing.T) {
 	}
 }
 
-// TestRunRefusesBadOptions: options that cannot work stop Run with a clear error.
+// TestRunRefusesBadOptions: a configuration that cannot work stops Run with a clear error.
 func TestRunRefusesBadOptions(t *testing.T) {
 	tests := []struct {
 		name string
-		opts Options
+		c    *sc
 		want string
 	}{
-		{"bad key prefix", Options{KeyPrefix: "Not_A_Prefix"}, "key prefix"},
-		{"panel address without a panel", Options{PanelListen: "127.0.0.1:0"}, "panel"},
-		{"invalid listen address", Options{Listen: "256.0.0.1:80"}, "listening"},
+		{"bad key prefix", &sc{KeyPrefix: "Not_A_Prefix"}, "key prefix"},
+		{"panel address without a panel", &sc{Panel: &configv1alpha1.ServerPanel{Listen: "127.0.0.1:0"}}, "panel"},
+		{"invalid listen address", &sc{Listen: ptr.To("256.0.0.1:80")}, "listening"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.opts.HealthProbeBindAddress = "0"
-			err := Run(ctx(t), env.Config, tt.opts)
+			err := Run(ctx(t), testConfig(tt.c), Deps{RESTConfig: env.Config})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run = %v, want an error about %q", err, tt.want)
 			}

@@ -1,80 +1,48 @@
 package server
 
 import (
-	"reflect"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor"
+	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
-// The defaulted configuration runs the server exactly as the command ran it before there was
-// a configuration (its flags' defaults): the configuration's defaults and the Options' never
-// drift apart, including those the front door's table sets.
-func TestOptionsFromDefaultConfigAreTheCommandsDefaults(t *testing.T) {
-	c := &configv1alpha1.ServerConfiguration{}
-	configv1alpha1.SetDefaults_ServerConfiguration(c)
-	got, err := OptionsFromConfig(c)
-	if err != nil {
-		t.Fatal(err)
+// The configuration's defaults are the server's parts' own, the front door's table included
+// (frontdoor.Doors says why these): the server runs from the configuration alone, so a default
+// changed on one side only would change nothing, or drift.
+func TestConfigDefaultsAreThePartsDefaults(t *testing.T) {
+	h := &host{c: &configv1alpha1.ServerConfiguration{}}
+	configv1alpha1.SetDefaults_ServerConfiguration(h.c)
+	api := h.apiLimits()
+	for _, d := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"maxConnections", int64(api.MaxConnections), int64(frontdoor.APILimits.MaxConnections)},
+		{"maxConnectionsPerClient", int64(api.MaxConnectionsPerClient), int64(frontdoor.APILimits.MaxConnectionsPerClient)},
+		{"authz.http.maxConnections", int64(*h.c.Authz.HTTP.MaxConnections), int64(frontdoor.ForwardAuthLimits.MaxConnections)},
+		{"authz.http.maxConnectionsPerClient", int64(*h.c.Authz.HTTP.MaxConnectionsPerClient), int64(frontdoor.ForwardAuthLimits.MaxConnectionsPerClient)},
+		{"authz.grpc.maxMessageBytes", int64(*h.c.Authz.GRPC.MaxMessageBytes), int64(frontdoor.DefaultGRPCLimits.MaxMessage)},
+		{"rateLimitRedis.timeout", int64(h.c.RateLimitRedis.Timeout.Duration), int64(keycheck.DefaultRedisTimeout)},
+	} {
+		if d.got != d.want {
+			t.Errorf("%s: the configuration's default is %d, the part's %d", d.name, d.got, d.want)
+		}
 	}
-	got.Default()
-	want := Options{MetricsBindAddress: DefaultMetricsBindAddress, HealthProbeBindAddress: DefaultHealthProbeBindAddress, MetricsSecure: true}
-	want.Default()
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("from the default configuration:\n%+v\nthe command's defaults:\n%+v", got, want)
-	}
-}
-
-// The configuration's "disabled" (an empty address, a 0 bound) is the Options' ("0", negative).
-func TestOptionsFromConfigDisabled(t *testing.T) {
-	zero := ptr.To[int32](0)
-	c := &configv1alpha1.ServerConfiguration{
-		MetricsBindAddress: ptr.To(""), HealthProbeBindAddress: ptr.To(""), MaxConnections: zero, MaxConnectionsPerClient: zero,
-		MaxInFlightBytesPerNamespace: ptr.To[int64](0), AuthFailureLimit: configv1alpha1.AuthFailureLimit{Rate: ptr.To(0.0)},
-		Authz:          configv1alpha1.Authz{HTTP: configv1alpha1.AuthzHTTP{MaxConnections: zero, MaxConnectionsPerClient: zero}},
-		ShutdownDelay:  &metav1.Duration{},
-		TrustedProxies: []string{"10.0.0.1"},
-	}
-	configv1alpha1.SetDefaults_ServerConfiguration(c)
-	o, err := OptionsFromConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.MetricsBindAddress != "0" || o.HealthProbeBindAddress != "0" || o.MaxConnections != -1 || o.MaxConnectionsPerClient != -1 ||
-		o.MaxInFlightBytesPerNamespace != -1 || o.FailureRate != -1 || o.AuthzHTTPMaxConnections != -1 ||
-		o.AuthzHTTPMaxConnectionsPerClient != -1 || o.ShutdownDelay != -1 || o.TrustedProxies[0].String() != "10.0.0.1/32" {
-		t.Errorf("disabled in the configuration, in Options: %+v", o)
+	if h.c.KeyPrefix != keycheck.DefaultKeyPrefix {
+		t.Errorf("keyPrefix: the configuration's default is %q, the decision's %q", h.c.KeyPrefix, keycheck.DefaultKeyPrefix)
 	}
 }
 
-// The leak reports section reaches the receiver's configuration when it listens, and not
-// otherwise (the defaults of a listener that is off are no settings).
-func TestOptionsFromConfigLeakReports(t *testing.T) {
-	c := &configv1alpha1.ServerConfiguration{LeakReports: configv1alpha1.LeakReports{
-		Listen: ":9003", MaxBatch: ptr.To[int32](10), Partner: configv1alpha1.LeakReportsPartner{Enabled: true},
-		OrganizationAlerts: configv1alpha1.LeakReportsOrganizationAlerts{APIBaseURL: "https://ghe.example.com/api/v3", Organization: "acme",
-			CatchUp: configv1alpha1.LeakReportsCatchUp{MaxRequests: ptr.To[int32](3)}},
-		UnverifiedLimit: configv1alpha1.LeakReportsUnverifiedLimit{Burst: ptr.To[int32](5)},
-	}}
-	configv1alpha1.SetDefaults_ServerConfiguration(c)
-	o, err := OptionsFromConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr := o.LeakReports
-	if o.LeakReportsListen != ":9003" || !lr.Partner || lr.MaxBatch != 10 || lr.MaxBody != configv1alpha1.DefaultLeakReportsMaxBodyBytes ||
-		lr.Rate != configv1alpha1.DefaultLeakReportsRate || lr.Burst != configv1alpha1.DefaultLeakReportsBurst ||
-		lr.PublicKeysURL != configv1alpha1.DefaultLeakReportsPublicKeysURL || lr.APIBaseURL != "https://ghe.example.com/api/v3" {
-		t.Errorf("leakReports in Options: %q %+v", o.LeakReportsListen, lr)
-	}
-	if lr.ClientRate != configv1alpha1.DefaultLeakReportsUnverifiedRate || lr.ClientBurst != 5 || lr.Clients != configv1alpha1.DefaultLeakReportsUnverifiedClients ||
-		lr.Replays != configv1alpha1.DefaultLeakReportsReplays || lr.ReplayTTL != configv1alpha1.DefaultLeakReportsReplayTTL {
-		t.Errorf("leakReports' per-client and replay bounds in Options: %+v", lr)
-	}
-	if cu := lr.CatchUp; cu.Organization != "acme" || cu.Period != configv1alpha1.DefaultLeakReportsCatchUpPeriod || cu.MaxCalls != 3 {
-		t.Errorf("leakReports' catch-up in Options: %+v", cu)
+// The configuration's 0 is "no bound" where the server reads it: the front door bounds nothing
+// at ≤ 0.
+func TestZeroBoundIsNone(t *testing.T) {
+	h := &host{c: &configv1alpha1.ServerConfiguration{MaxConnections: ptr.To[int32](0), MaxConnectionsPerClient: ptr.To[int32](0), TrustedProxies: []string{"10.0.0.1"}}}
+	configv1alpha1.SetDefaults_ServerConfiguration(h.c)
+	if l := h.apiLimits(); l.MaxConnections != 0 || l.MaxConnectionsPerClient != 0 {
+		t.Errorf("maxConnections and maxConnectionsPerClient 0: the door bounds %d and %d", l.MaxConnections, l.MaxConnectionsPerClient)
 	}
 }

@@ -56,7 +56,7 @@ func TestContract(t *testing.T) {
 	}
 	badChecksum := valid.Key[:len(valid.Key)-1] + flip(valid.Key[len(valid.Key)-1])
 
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 
 	tests := []struct {
 		name      string
@@ -141,7 +141,7 @@ func TestContract(t *testing.T) {
 func TestEmptyNamespace(t *testing.T) {
 	ns := env.Namespace(t, "empty")
 	k := newKey(t, ns, "lonely", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{}, true)
+	s := startServer(t, nil, nil, Deps{}, true)
 	resp := s.get(t, "/v1/connections", k.Key)
 	if resp.Status != 200 || string(resp.Body) != `{"connections":[]}` {
 		t.Fatalf("got %d %s, want 200 {\"connections\":[]}", resp.Status, resp.Body)
@@ -152,7 +152,7 @@ func TestEmptyNamespace(t *testing.T) {
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	ns := env.Namespace(t, "routing")
 	k := newKey(t, ns, "router", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	auth := func(h http.Header) { h.Set("Authorization", "Bearer "+k.Key) }
 
 	tests := []struct {

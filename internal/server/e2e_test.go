@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // TestWithOperator runs the real operator and the server together: a Connection gets its id, an
@@ -27,7 +28,7 @@ func TestWithOperator(t *testing.T) {
 	sys := env.Namespace(t, "e2e-system")
 	ns := env.Namespace(t, "e2e")
 	startOperator(t, sys, ns)
-	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(&sc{SystemNamespace: sys}), Deps{}, true)
 
 	conn := &switchboardv1alpha1.Connection{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "warehouse"},
@@ -99,10 +100,8 @@ func startOperator(t *testing.T, sys, ns string) {
 	opCtx, stopOperator := context.WithCancel(context.Background())
 	opDone := make(chan error, 1)
 	go func() {
-		opDone <- operator.Run(opCtx, env.Config, operator.Options{
-			SystemNamespace: sys, Namespaces: []string{ns},
-			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-			SkipControllerNameValidation: true,
+		opDone <- operator.Run(opCtx, testenv.OperatorConfiguration(sys), operator.Deps{
+			RESTConfig: env.Config, Namespaces: []string{ns}, SkipControllerNameValidation: true,
 			// Not t's logger: the operator's event broadcaster may still log after Run returns.
 			Logger: logr.Discard(),
 		})

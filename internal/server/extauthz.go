@@ -17,34 +17,36 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/server/authz"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
-// The gRPC endpoint of Envoy's external authorization (--authz-grpc-listen): internal/server/authz's
+// The gRPC endpoint of Envoy's external authorization (authz.grpc.listen): internal/server/authz's
 // Authorization service, with gRPC health beside it, behind frontdoor's gRPC door and, when
 // asked, over TLS.
 
 // newExtAuthz is the gRPC endpoint of Check and health on l. Health says NOT_SERVING until the
 // index has synced (setServing), as /readyz does, and again as the endpoint drains.
-func newExtAuthz(ctx context.Context, l net.Listener, checker *keycheck.Checker, opts *Options, log logr.Logger) (frontdoor.Endpoint, func(), error) {
-	limits := frontdoor.DefaultGRPCLimits.Behind(opts.AuthzGRPCGateways)
-	limits.MaxMessage = opts.AuthzGRPCMaxMessageBytes
-	if len(opts.AuthzGRPCGateways) == 0 && opts.AuthzGRPCClientCAFile == "" {
+func (h *host) newExtAuthz(ctx context.Context, l net.Listener, checker *keycheck.Checker) (frontdoor.Endpoint, func(), error) {
+	g, log := &h.c.Authz.GRPC, h.log.WithName("ext-authz")
+	limits := frontdoor.DefaultGRPCLimits.Behind(h.gateways)
+	limits.MaxMessage = int(*g.MaxMessageBytes)
+	if len(h.gateways) == 0 && g.ClientCAFile == "" {
 		limits.GatewayStreams = 0 // no caller is a gateway: everyone shares every call
 	}
 	door := frontdoor.NewGRPC(limits, authv3.Authorization_Check_FullMethodName, healthpb.Health_Check_FullMethodName)
 	var serverOpts []grpc.ServerOption
-	if opts.AuthzGRPCTLSCertFile != "" {
-		creds, err := authzTLS(ctx, opts, log)
+	if g.TLSCertFile != "" {
+		creds, err := authzTLS(ctx, g, log)
 		if err != nil {
 			return frontdoor.Endpoint{}, nil, err
 		}
 		serverOpts = append(serverOpts, grpc.Creds(creds))
 	}
 	srv := door.NewServer(serverOpts...)
-	authv3.RegisterAuthorizationServer(srv, authz.NewExtAuthz(checker, authz.ExtAuthzOptions{StripAuthorization: opts.AuthzStripAuthorization, Logger: log}))
+	authv3.RegisterAuthorizationServer(srv, authz.NewExtAuthz(checker, authz.ExtAuthzOptions{StripAuthorization: g.StripAuthorization, Logger: log}))
 	hs := health.NewServer()
 	for _, service := range []string{"", authv3.Authorization_ServiceDesc.ServiceName} {
 		hs.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -60,10 +62,10 @@ func newExtAuthz(ctx context.Context, l net.Listener, checker *keycheck.Checker,
 
 // authzTLS is the gRPC listener's TLS: its certificate reloaded by controller-runtime's
 // certwatcher, and, with a client CA, gateways must present a certificate it signed.
-func authzTLS(ctx context.Context, opts *Options, log logr.Logger) (credentials.TransportCredentials, error) {
-	w, err := certwatcher.New(opts.AuthzGRPCTLSCertFile, opts.AuthzGRPCTLSKeyFile)
+func authzTLS(ctx context.Context, g *configv1alpha1.AuthzGRPC, log logr.Logger) (credentials.TransportCredentials, error) {
+	w, err := certwatcher.New(g.TLSCertFile, g.TLSKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--authz-grpc-tls-cert-file: %w", err)
+		return nil, fmt.Errorf("authz.grpc.tlsCertFile: %w", err)
 	}
 	go func() {
 		if err := w.Start(ctx); err != nil {
@@ -71,14 +73,14 @@ func authzTLS(ctx context.Context, opts *Options, log logr.Logger) (credentials.
 		}
 	}()
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: w.GetCertificate, NextProtos: []string{"h2"}}
-	if opts.AuthzGRPCClientCAFile != "" {
-		pem, err := os.ReadFile(opts.AuthzGRPCClientCAFile)
+	if g.ClientCAFile != "" {
+		pem, err := os.ReadFile(g.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--authz-grpc-client-ca-file: %w", err)
+			return nil, fmt.Errorf("authz.grpc.clientCAFile: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("--authz-grpc-client-ca-file: no PEM certificate in it")
+			return nil, errors.New("authz.grpc.clientCAFile: no PEM certificate in it")
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}

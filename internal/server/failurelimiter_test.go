@@ -4,7 +4,6 @@ package server
 
 import (
 	"net/http"
-	"net/netip"
 	"strconv"
 	"testing"
 
@@ -18,10 +17,7 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 	ns := env.Namespace(t, "ratelimit")
 	k := newKey(t, ns, "good", switchboardv1alpha1.APIKeySpec{})
 	const burst = 5
-	s := startServer(t, nil, Options{
-		FailureRate: 0.01, FailureBurst: burst,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-	}, true)
+	s := startServer(t, nil, &sc{AuthFailureLimit: failureLimit(0.01, burst), TrustedProxies: []string{"127.0.0.0/8"}}, Deps{}, true)
 	from := func(addr, key string) response {
 		return s.request(t, http.MethodGet, "/v1/connections", func(h http.Header) {
 			h.Set("X-Forwarded-For", addr)
@@ -71,7 +67,7 @@ func TestValidKeyNeverLockedOut(t *testing.T) {
 	k := newKey(t, ns, "victim", switchboardv1alpha1.APIKeySpec{})
 	const burst = 20
 	// The shipped burst; a slow refill so that no failure is forgiven while the test runs.
-	s := startServer(t, nil, Options{FailureRate: 0.001, FailureBurst: burst}, true)
+	s := startServer(t, nil, &sc{AuthFailureLimit: failureLimit(0.001, burst)}, Deps{}, true)
 	statuses := map[int]int{}
 	for i := range burst + 5 {
 		key := "sb_live_guess" + strconv.Itoa(i)

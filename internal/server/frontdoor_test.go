@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -15,7 +17,7 @@ import (
 // own set at 1 MiB; and the probes answer /readyz/<check> as controller-runtime's did.
 func TestProbesAndMetricsGoThroughTheFrontDoor(t *testing.T) {
 	probes, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	startServer(t, nil, Options{HealthProbeBindAddress: probes, MetricsBindAddress: metrics, MetricsSecure: true}, true)
+	startServer(t, nil, &sc{HealthProbeBindAddress: &probes, MetricsBindAddress: &metrics, MetricsSecure: ptr.To(true)}, Deps{}, true)
 	for _, l := range []struct {
 		name, addr, path string
 		tls              bool

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
@@ -81,7 +82,7 @@ func TestSlowReadersOfOneNamespaceAreBounded(t *testing.T) {
 	calm := newKey(t, other, "calm", switchboardv1alpha1.APIKeySpec{})
 
 	// A bound of one byte: one response at a time (one is always admitted), whatever its size.
-	s := startServer(t, nil, Options{MaxInFlightBytesPerNamespace: 1}, true)
+	s := startServer(t, nil, &sc{MaxInFlightBytesPerNamespace: ptr.To[int64](1)}, Deps{}, true)
 	var full response
 	eventually(t, "the namespace listed whole", func() bool {
 		full = s.get(t, "/v1/connections", sibling.Key)

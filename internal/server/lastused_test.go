@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
@@ -25,7 +28,7 @@ func TestLastUsedWritesOverBudget(t *testing.T) {
 		keys = append(keys, newKey(t, ns, fmt.Sprintf("key-%02d", i), switchboardv1alpha1.APIKeySpec{}))
 	}
 	okBefore := metricValue(t, "switchboard_api_last_used_writes_total", "result", "ok")
-	s := startServer(t, nil, Options{LastUsedFlush: 500 * time.Millisecond, LastUsedWriteRate: 4}, true)
+	s := startServer(t, nil, &sc{LastUsed: configv1alpha1.LastUsed{WritesPerSecond: ptr.To(4.0)}}, Deps{LastUsedFlush: 500 * time.Millisecond}, true)
 	for _, k := range keys {
 		if resp := s.get(t, "/v1/connections", k.Key); resp.Status != 200 {
 			t.Fatalf("status %d", resp.Status)
@@ -69,7 +72,7 @@ func TestPreviousKeyUseRecorded(t *testing.T) {
 	if err := env.Client.Update(ctx(t), rotated); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, nil, Options{LastUsedFlush: 200 * time.Millisecond, LastUsedInterval: time.Second}, true)
+	s := startServer(t, nil, &sc{LastUsed: configv1alpha1.LastUsed{Interval: &metav1.Duration{Duration: time.Second}}}, Deps{LastUsedFlush: 200 * time.Millisecond}, true)
 	var ak switchboardv1alpha1.APIKey
 	read := func() *switchboardv1alpha1.APIKey {
 		if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(k.APIKey), &ak); err != nil {

@@ -24,7 +24,7 @@ func TestLeakedKeyRefusedWithinOneSecond(t *testing.T) {
 	sys := env.Namespace(t, "leak-system")
 	ns := env.Namespace(t, "leak")
 	startOperator(t, sys, ns)
-	s := startAuthzServer(t, Options{SystemNamespace: sys, FailureRate: -1}, true)
+	s := startAuthzServer(t, noFailureLimit(&sc{SystemNamespace: sys}), Deps{}, true)
 
 	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: switchboardv1alpha1.APIKeySpec{SecretName: "app-key"}}
 	if err := env.Client.Create(ctx(t), ak); err != nil {
@@ -81,7 +81,7 @@ func TestLeakOverlapOnTheWire(t *testing.T) {
 	sys := env.Namespace(t, "overlap-system")
 	ns := env.Namespace(t, "overlap")
 	startOperator(t, sys, ns)
-	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(&sc{SystemNamespace: sys}), Deps{}, true)
 	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: switchboardv1alpha1.APIKeySpec{SecretName: "app-key"}}
 	ak.Spec.LeakOverlap = &metav1.Duration{Duration: overlap}
 	if err := env.Client.Create(ctx(t), ak); err != nil {

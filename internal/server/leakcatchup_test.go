@@ -11,9 +11,12 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
@@ -44,8 +47,15 @@ func TestLeakCatchUpRecordsAMissedAlert(t *testing.T) {
 	api.add("acme/lib", 1, "ghp_not_our_format")
 	clk := clocktesting.NewFakeClock(time.Now())
 	cfg := serviceAccountConfig(t, true, withLeakReports, withLeakCatchUp)
-	url := startLeakServer(t, cfg, leakreceiver.Config{WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url,
-		CatchUp: leakreceiver.CatchUp{Organization: "acme", Period: period, MaxCalls: 2, Clock: clk}})
+	// The secrets in files, as the chart mounts them.
+	dir := t.TempDir()
+	lr := leakSection("")
+	lr.OrganizationAlerts = configv1alpha1.LeakReportsOrganizationAlerts{
+		WebhookSecretFile: writeFile(t, dir, "webhook-secret", secret), APITokenFile: writeFile(t, dir, "api-token", []byte(apiToken+"\n")),
+		APIBaseURL: api.url, Organization: "acme",
+		CatchUp: configv1alpha1.LeakReportsCatchUp{Period: &metav1.Duration{Duration: period}, MaxRequests: ptr.To[int32](2)},
+	}
+	url := startLeakServer(t, cfg, &sc{LeakReports: lr}, Deps{CatchUpClock: clk})
 
 	// The first listing, once the replica holds the Lease and the index has synced.
 	testenv.Eventually(t, 30*time.Second, "the first listing", func() error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
@@ -51,10 +52,11 @@ func TestLeakReceiverHearsGitHubFirst(t *testing.T) {
 		}
 		api.add("acme/app", n, never)
 	}
-	url := startLeakServerWith(t, nil, Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.9/32")}, LeakReports: leakreceiver.Config{
-		Partner: true, PublicKeysURL: "http://127.0.0.1:1/keys", WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url,
-		Rate: 0.0001, Burst: 2, ClientRate: 0.0001, ClientBurst: 3,
-	}})
+	lr := leakSection("http://127.0.0.1:1/keys")
+	lr.Rate, lr.Burst = ptr.To(0.0001), ptr.To[int32](2)
+	lr.UnverifiedLimit = configv1alpha1.LeakReportsUnverifiedLimit{Rate: ptr.To(0.0001), Burst: ptr.To[int32](3)}
+	lr.OrganizationAlerts.APIBaseURL = api.url
+	url := startLeakServer(t, nil, &sc{TrustedProxies: []string{"127.0.0.9/32"}, LeakReports: lr}, Deps{LeakReceiver: alertsWithoutCatchUp(secret, apiToken)})
 
 	// A flood from two addresses, on both routes: three 401s each, then 429. Each refusal closes
 	// its connection, which lingers a moment: past the door's share of connections per address,
@@ -148,7 +150,7 @@ func sendAgain(t *testing.T, c *http.Client, mk func() *http.Request) int {
 // could not have sent is answered 401 as soon as its headers are in, while its announced body
 // never comes, and its connection is closed.
 func TestLeakReceiverRefusesUnsignedBeforeTheBody(t *testing.T) {
-	url := startLeakServer(t, nil, leakreceiver.Config{Partner: true, PublicKeysURL: "http://127.0.0.1:1/keys", WebhookSecret: []byte("s"), APIToken: "t"})
+	url := startLeakServer(t, nil, &sc{LeakReports: leakSection("http://127.0.0.1:1/keys")}, Deps{LeakReceiver: alertsWithoutCatchUp([]byte("s"), "t")})
 	addr := strings.TrimPrefix(url, "http://")
 	for _, head := range []string{
 		"POST " + leakreceiver.AlertsPath + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
@@ -208,7 +210,9 @@ func TestLeakReceiverAnswersServerErrorsWhenGitHubCannotBeRead(t *testing.T) {
 	api.add("acme/app", 1, leaked.Key)
 	logs := &logLines{}
 	log := logs.logger()
-	url := startLeakServerWith(t, nil, Options{Logger: &log, LeakReports: leakreceiver.Config{WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url}})
+	lr := leakSection("")
+	lr.OrganizationAlerts.APIBaseURL = api.url
+	url := startLeakServer(t, nil, &sc{LeakReports: lr}, Deps{Logger: log, LeakReceiver: alertsWithoutCatchUp(secret, apiToken)})
 	github := from("127.0.0.2")
 	tests := []struct {
 		name   string
@@ -256,9 +260,10 @@ func TestLeakReceiverWaitsForTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No right to read the hash Secrets: the index never syncs.
-	startServer(t, serviceAccountConfig(t, false, withLeakReports), Options{LeakReportsListener: l, LeakReports: leakreceiver.Config{
-		WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url, Rate: 1000, Burst: 1000,
-	}}, false)
+	lr := leakSection("")
+	lr.OrganizationAlerts.APIBaseURL = api.url
+	startServer(t, serviceAccountConfig(t, false, withLeakReports), &sc{LeakReports: lr},
+		Deps{LeakReportsListener: l, LeakReceiver: alertsWithoutCatchUp(secret, apiToken)}, false)
 	url := "http://" + l.Addr().String()
 	for i := range 3 {
 		status, body := send(t, from("127.0.0.2"), alertDelivery(t, url, secret, "created", "acme/app", 1, fmt.Sprint("d-", i)))

@@ -25,8 +25,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -69,26 +71,35 @@ func serveGitHubKeys(t *testing.T, keys map[string]*ecdsa.PrivateKey) string {
 	return srv.URL
 }
 
-// startLeakServer runs the server (as cfg's identity) with a leak reports listener of lr, and
-// returns that listener's URL.
-func startLeakServer(t *testing.T, cfg *rest.Config, lr leakreceiver.Config) string {
-	t.Helper()
-	return startLeakServerWith(t, cfg, Options{LeakReports: lr})
+// leakSection is a leakReports section whose verified requests are bounded for no test's pace
+// (rate and burst 1000), and which serves the partner program with the keys at keysURL ("":
+// not at all).
+func leakSection(keysURL string) configv1alpha1.LeakReports {
+	lr := configv1alpha1.LeakReports{Rate: ptr.To(1000.0), Burst: ptr.To[int32](1000)}
+	if keysURL != "" {
+		lr.Partner = configv1alpha1.LeakReportsPartner{Enabled: true, PublicKeysURL: keysURL}
+	}
+	return lr
 }
 
-// startLeakServerWith is startLeakServer with more of the server's options; the leak reports
-// listener listens on every loopback address (127.0.0.2 and up are other clients).
-func startLeakServerWith(t *testing.T, cfg *rest.Config, opts Options) string {
+// alertsWithoutCatchUp serves an organization's alerts, verified with secret, their tokens
+// fetched with apiToken, and without the catch-up (no organization): what a configuration does
+// not allow, and the tests of the receiver's door need (Deps.LeakReceiver).
+func alertsWithoutCatchUp(secret []byte, apiToken string) func(*leakreceiver.Config) {
+	return func(c *leakreceiver.Config) { c.WebhookSecret, c.APIToken = secret, apiToken }
+}
+
+// startLeakServer runs the server (as cfg's identity) with c and deps, its leak reports listener
+// on every loopback address (127.0.0.2 and up are other clients), and returns that listener's
+// URL.
+func startLeakServer(t *testing.T, cfg *rest.Config, c *sc, deps Deps) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.LeakReports.Rate == 0 {
-		opts.LeakReports.Rate, opts.LeakReports.Burst = 1000, 1000
-	}
-	opts.LeakReportsListener = l
-	startServer(t, cfg, opts, true)
+	deps.LeakReportsListener = l
+	startServer(t, cfg, c, deps, true)
 	return fmt.Sprintf("http://127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
 
@@ -175,7 +186,7 @@ func TestLeakReportsFromThePartnerProgram(t *testing.T) {
 	leaked := newKey(t, ns, "leaked", switchboardv1alpha1.APIKeySpec{})
 	forged := newKey(t, ns, "forged", switchboardv1alpha1.APIKeySpec{})
 	signer := githubKeys(t)
-	url := startLeakServer(t, nil, leakreceiver.Config{Partner: true, PublicKeysURL: serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer})})
+	url := startLeakServer(t, nil, &sc{LeakReports: leakSection(serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer}))}, Deps{})
 
 	report := []match{{Token: leaked.Key, Type: "switchboard_api_key", URL: "https://github.com/acme/app/blob/abc/config.env#L3", Source: "content"}}
 	for i := range 2 { // the second time is GitHub sending the same request again
@@ -272,7 +283,9 @@ func TestLeakReportsFromAnOrganizationsAlert(t *testing.T) {
 	creates := &countingTransport{path: "/leakreports"}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(creates.wrap)
-	url := startLeakServer(t, cfg, leakreceiver.Config{WebhookSecret: secret, APIToken: apiToken, APIBaseURL: api.url})
+	section := leakSection("")
+	section.OrganizationAlerts.APIBaseURL = api.url
+	url := startLeakServer(t, cfg, &sc{LeakReports: section}, Deps{LeakReceiver: alertsWithoutCatchUp(secret, apiToken)})
 	github := from("127.0.0.2")
 
 	if status, body := send(t, github, alertDelivery(t, url, []byte("another secret"), "created", "acme/app", 7, "d-0")); status != http.StatusUnauthorized {
@@ -354,7 +367,7 @@ func TestLeakReportsRBACIsCreateOnly(t *testing.T) {
 	leaked := newKey(t, ns, "leaked", switchboardv1alpha1.APIKeySpec{})
 	cfg := serviceAccountConfig(t, true, withLeakReports)
 	signer := githubKeys(t)
-	url := startLeakServer(t, cfg, leakreceiver.Config{Partner: true, PublicKeysURL: serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer})})
+	url := startLeakServer(t, cfg, &sc{LeakReports: leakSection(serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer}))}, Deps{})
 	report := []match{{Token: leaked.Key, Type: "switchboard_api_key", URL: "https://github.com/acme/app", Source: "content"}}
 	if status, fb := postPartner(t, url, report, "k1", signer, false); status != http.StatusOK || strings.Join(labels(fb), ",") != "true_positive" {
 		t.Fatalf("with the chart's grants: %d %v", status, labels(fb))
@@ -400,9 +413,7 @@ func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	keysURL := serveGitHubKeys(t, map[string]*ecdsa.PrivateKey{"k1": signer})
-	s := startServer(t, nil, Options{SystemNamespace: sys, FailureRate: -1, LeakReportsListener: l, LeakReports: leakreceiver.Config{
-		Partner: true, PublicKeysURL: keysURL, Rate: 1000, Burst: 1000,
-	}}, true)
+	s := startServer(t, nil, noFailureLimit(&sc{SystemNamespace: sys, LeakReports: leakSection(keysURL)}), Deps{LeakReportsListener: l}, true)
 
 	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: switchboardv1alpha1.APIKeySpec{SecretName: "app-key"}}
 	if err := env.Client.Create(ctx(t), ak); err != nil {
@@ -429,9 +440,7 @@ func TestGitHubReportRefusesTheKeyWithinOneSecond(t *testing.T) {
 	// The same report again, once the operator has replaced the key (which no longer
 	// authenticates): a true leak, recorded already, by this replica and by a new one, which
 	// knows it from the hash Secret's record alone.
-	again := startLeakServerWith(t, nil, Options{SystemNamespace: sys, FailureRate: -1, LeakReports: leakreceiver.Config{
-		Partner: true, PublicKeysURL: keysURL,
-	}})
+	again := startLeakServer(t, nil, noFailureLimit(&sc{SystemNamespace: sys, LeakReports: leakSection(keysURL)}), Deps{})
 	for name, url := range map[string]string{"the replica that recorded it": "http://" + l.Addr().String(), "a new replica": again} {
 		if status, fb := postPartner(t, url, report, "k1", signer, false); status != http.StatusOK || strings.Join(labels(fb), ",") != "true_positive" {
 			t.Errorf("the report again, to %s: %d %v, want true_positive", name, status, labels(fb))

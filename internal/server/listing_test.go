@@ -49,7 +49,7 @@ func TestNamespaceIsolation(t *testing.T) {
 		}
 		tenants = append(tenants, tn)
 	}
-	s := startServer(t, nil, Options{}, true)
+	s := startServer(t, nil, nil, Deps{}, true)
 	for _, tn := range tenants {
 		for _, key := range tn.keys {
 			got := ids(s.get(t, "/v1/connections", key).connections(t))
@@ -88,7 +88,7 @@ func TestSelectorNarrowing(t *testing.T) {
 	for i, tt := range tests {
 		keys[i] = newKey(t, ns, fmt.Sprintf("sel%d", i), switchboardv1alpha1.APIKeySpec{ConnectionSelector: tt.sel}).Key
 	}
-	s := startServer(t, nil, Options{}, true)
+	s := startServer(t, nil, nil, Deps{}, true)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := ids(s.get(t, "/v1/connections", keys[i]).connections(t)); !slices.Equal(got, tt.want) {
@@ -146,7 +146,7 @@ func TestPagination(t *testing.T) {
 	}
 	slices.Sort(want)
 	k := newKey(t, ns, "pager", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 
 	for _, limit := range []int{1, 2, 5, 22, 23, 24, 1000} {
 		if got := walk(t, s, k.Key, limit); !slices.Equal(got, want) {
@@ -190,7 +190,7 @@ func TestETag(t *testing.T) {
 	newConnection(t, ns, "one", "conn_one", map[string]string{"x": "y"})
 	plain := newKey(t, ns, "plain", switchboardv1alpha1.APIKeySpec{})
 	narrow := newKey(t, ns, "narrow", switchboardv1alpha1.APIKeySpec{ConnectionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}})
-	s := startServer(t, nil, Options{}, true)
+	s := startServer(t, nil, nil, Deps{}, true)
 	for _, tc := range []struct{ name, key, query string }{
 		{"whole namespace", plain.Key, ""}, {"selector", narrow.Key, ""}, {"page", plain.Key, "?limit=1"},
 	} {

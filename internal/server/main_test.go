@@ -52,35 +52,28 @@ type testServer struct {
 	Stop func() error
 }
 
-// startServer runs Run with opts (Listener, SystemNamespace and test defaults filled in) and
-// waits until it is ready unless wait is false. It stops the server when the test ends.
-func startServer(t testing.TB, cfg *rest.Config, opts Options, wait bool) *testServer {
+// startServer runs Run with c (testConfig) as cfg's identity (nil: env's) and deps (a loopback
+// Listener and the test's logger filled in), and waits until it is ready unless wait is false.
+// It stops the server when the test ends.
+func startServer(t testing.TB, cfg *rest.Config, c *sc, deps Deps, wait bool) *testServer {
 	t.Helper()
 	ensureSystemNamespace(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Listener = l
-	if opts.SystemNamespace == "" {
-		opts.SystemNamespace = systemNamespace
+	deps.Listener = l
+	if deps.Logger.GetSink() == nil {
+		deps.Logger = testenv.Logger(t)
 	}
-	if opts.ShutdownDelay == 0 {
-		opts.ShutdownDelay = -1
-	}
-	if opts.HealthProbeBindAddress == "" {
-		opts.HealthProbeBindAddress = "0"
-	}
-	if opts.Logger == nil {
-		log := testenv.Logger(t)
-		opts.Logger = &log
-	}
+	deps.RESTConfig = cfg
 	if cfg == nil {
-		cfg = env.Config
+		deps.RESTConfig = env.Config
 	}
+	c = testConfig(c)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, cfg, opts) }()
+	go func() { done <- Run(runCtx, c, deps) }()
 	var once sync.Once
 	var runErr error
 	stop := func() error {
@@ -294,6 +287,3 @@ func probe(addr, path string) int {
 	_ = resp.Body.Close()
 	return resp.StatusCode
 }
-
-// systemNamespace is where the tests' hash Secrets live, as the operator would put them.
-const systemNamespace = "switchboard-system"

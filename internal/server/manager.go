@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -35,28 +33,22 @@ func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
 	})
 }
 
-// probeAndMetricsEndpoints are the probes and metrics opts asks for, through the front door,
-// appending the listeners it opens to listeners. ctx bounds the metrics' certificate watching.
-func probeAndMetricsEndpoints(ctx context.Context, cfg *rest.Config, opts *Options, p *probes.Probes, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, error) {
+// probeAndMetricsEndpoints are the probes and metrics the configuration asks for, through the
+// front door. ctx bounds the metrics' certificate watching.
+func (h *host) probeAndMetricsEndpoints(ctx context.Context, p *probes.Probes) ([]frontdoor.Endpoint, error) {
 	var endpoints []frontdoor.Endpoint
-	if probes.Enabled(opts.HealthProbeBindAddress) {
-		l, err := frontdoor.Listen(opts.HealthProbeBindAddress)
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s for the probes: %w", opts.HealthProbeBindAddress, err)
-		}
-		*listeners = append(*listeners, l)
+	l, err := h.listen(nil, *h.c.HealthProbeBindAddress, "the probes")
+	if err != nil {
+		return nil, err
+	}
+	if l != nil {
 		endpoints = append(endpoints, p.Endpoint(l))
 	}
-	if !probes.Enabled(opts.MetricsBindAddress) {
-		return endpoints, nil
+	if l, err = h.listen(nil, *h.c.MetricsBindAddress, "the metrics"); l == nil || err != nil {
+		return endpoints, err
 	}
-	l, err := frontdoor.Listen(opts.MetricsBindAddress)
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s for the metrics: %w", opts.MetricsBindAddress, err)
-	}
-	*listeners = append(*listeners, l)
-	metrics := metricsauth.Options{Secure: opts.MetricsSecure, Logger: log.WithName("metrics")}
-	if opts.Pprof {
+	metrics := metricsauth.Options{Secure: *h.c.MetricsSecure, Logger: h.log.WithName("metrics")}
+	if h.c.Pprof {
 		metrics.ExtraHandlers = map[string]http.Handler{
 			"/debug/pprof/":        http.HandlerFunc(pprof.Index), // heap, goroutine, allocs… by name
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
@@ -67,13 +59,13 @@ func probeAndMetricsEndpoints(ctx context.Context, cfg *rest.Config, opts *Optio
 		limits.Active = pprofActive
 		metrics.Limits = &limits
 	}
-	e, err := metricsauth.Endpoint(ctx, cfg, l, metrics)
+	e, err := metricsauth.Endpoint(ctx, h.deps.RESTConfig, l, metrics)
 	if err != nil {
 		return nil, err
 	}
 	return append(endpoints, e), nil
 }
 
-// pprofActive bounds an answer of the metrics listener with --pprof: room for a profile of a
+// pprofActive bounds an answer of the metrics listener with pprof on: room for a profile of a
 // few minutes.
 const pprofActive = 5 * time.Minute

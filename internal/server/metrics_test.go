@@ -18,7 +18,7 @@ import (
 func TestMetrics(t *testing.T) {
 	ns := env.Namespace(t, "metrics")
 	k := newKey(t, ns, "counted", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	ok := func() float64 {
 		return metricValue(t, "switchboard_api_requests_total", "route", "/v1/connections", "status", "200")
 	}

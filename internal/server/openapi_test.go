@@ -254,7 +254,7 @@ func TestOpenAPIDocumentMatchesResponses(t *testing.T) {
 	empty := env.Namespace(t, "openapi-empty")
 	k := newKey(t, ns, "doc", switchboardv1alpha1.APIKeySpec{})
 	e := newKey(t, empty, "doc", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{FailureBurst: 4, FailureRate: 0.001}, true)
+	s := startServer(t, nil, &sc{AuthFailureLimit: failureLimit(0.001, 4)}, Deps{}, true)
 	auth := func(key string) func(http.Header) {
 		return func(h http.Header) { h.Set("Authorization", "Bearer "+key) }
 	}
@@ -321,7 +321,7 @@ func TestOpenAPIDocumentMatchesResponses(t *testing.T) {
 	}
 
 	g := newGate()
-	notReady := startServer(t, g.config(), Options{}, false)
+	notReady := startServer(t, g.config(), nil, Deps{}, false)
 	resp := notReady.get(t, "/v1/connections", k.Key)
 	if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil || resp.Status != 503 {
 		t.Errorf("before sync: %d: %v", resp.Status, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -38,8 +39,8 @@ func TestKeyRateLimitSharedOnRedis(t *testing.T) {
 	ns := env.Namespace(t, "redis")
 	newConnection(t, ns, "a", "conn_a", nil)
 	hourly := newKey(t, ns, "hourly", rateLimited(6, time.Hour))
-	opts := Options{FailureRate: -1, RateLimitRedis: redis.URL()}
-	a, b := startServer(t, nil, opts, true), startServer(t, nil, opts, true)
+	c := noFailureLimit(&sc{RateLimitRedis: configv1alpha1.RateLimitRedis{URL: redis.URL()}})
+	a, b := startServer(t, nil, c, Deps{}, true), startServer(t, nil, c, Deps{}, true)
 
 	// An hour for 6 requests: nothing comes back while the test runs, however slow.
 	wantLimit(t, "1st, on a", firstAnswer(t, a, hourly.Key, nil), http.StatusOK, `"apikey";q=6;w=3600`, `"apikey";r=5;t=600`)
@@ -104,8 +105,8 @@ func TestKeyRateLimitRedisStoppedMidLoad(t *testing.T) {
 	// A day for 100000: one request comes back every 0.864 s, so three quick requests see exact
 	// decrements, and 1200 stay far under the limit.
 	k := newKey(t, ns, "busy", rateLimited(100_000, 24*time.Hour))
-	opts := Options{FailureRate: -1, RateLimitRedis: redis.URL()}
-	a, b := startServer(t, nil, opts, true), startServer(t, nil, opts, true)
+	c := noFailureLimit(&sc{RateLimitRedis: configv1alpha1.RateLimitRedis{URL: redis.URL()}})
+	a, b := startServer(t, nil, c, Deps{}, true), startServer(t, nil, c, Deps{}, true)
 	firstAnswer(t, a, k.Key, nil)
 	firstAnswer(t, b, k.Key, nil)
 	fallbacksBefore := metricValue(t, "switchboard_api_rate_limit_fallbacks_total", "", "")

@@ -4,7 +4,6 @@ package server
 
 import (
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,7 +56,7 @@ func TestKeyRateLimitInMemory(t *testing.T) {
 	newConnection(t, ns, "a", "conn_a", nil)
 	k := newKey(t, ns, "limited", rateLimited(3, time.Minute))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	s := startServer(t, nil, Options{Clock: clk, FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{Clock: clk}, true)
 	const policy = `"apikey";q=3;w=60`
 
 	first := firstAnswer(t, s, k.Key, nil)
@@ -123,7 +122,7 @@ func TestKeyWithoutPolicyUnchanged(t *testing.T) {
 	newConnection(t, ns, "a", "conn_a", nil)
 	open := newKey(t, ns, "open", switchboardv1alpha1.APIKeySpec{})
 	limited := newKey(t, ns, "limited", rateLimited(1000, time.Minute))
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	firstAnswer(t, s, open.Key, nil)
 	firstAnswer(t, s, limited.Key, nil)
 
@@ -189,7 +188,7 @@ func TestSourceRanges(t *testing.T) {
 	xff := func(v string) func(http.Header) { return func(h http.Header) { h.Set("X-Forwarded-For", v) } }
 
 	// Without trusted proxies the client is the peer, 127.0.0.1, whatever X-Forwarded-For says.
-	direct := startServer(t, nil, Options{FailureRate: -1}, true)
+	direct := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	if resp := firstAnswer(t, direct, local.Key, nil); resp.Status != http.StatusOK {
 		t.Errorf("a loopback key from loopback: %d %s", resp.Status, resp.Body)
 	}
@@ -220,7 +219,7 @@ func TestSourceRanges(t *testing.T) {
 	}
 
 	// Behind a trusted proxy, the client is the rightmost address the proxies did not add.
-	proxied := startServer(t, nil, Options{FailureRate: -1, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, true)
+	proxied := startServer(t, nil, noFailureLimit(&sc{TrustedProxies: []string{"127.0.0.0/8"}}), Deps{}, true)
 	for _, tc := range []struct {
 		key, forwarded string
 		want           int
@@ -264,7 +263,7 @@ func TestSourceRangesFailClosedBehindUntrustedProxy(t *testing.T) {
 	open := newKey(t, ns, "open", switchboardv1alpha1.APIKeySpec{})
 	xff := func(v string) func(http.Header) { return func(h http.Header) { h.Set("X-Forwarded-For", v) } }
 
-	behind := startServer(t, nil, Options{FailureRate: -1, PeersAreProxies: true}, true)
+	behind := startServer(t, nil, noFailureLimit(&sc{PeersAreProxies: true}), Deps{}, true)
 	refusedBefore := metricValue(t, "switchboard_api_source_refused_total", "", "")
 	for _, header := range []func(http.Header){nil, xff("127.0.0.5"), xff("192.0.2.1")} {
 		resp := firstAnswer(t, behind, local.Key, header)
@@ -282,7 +281,7 @@ func TestSourceRangesFailClosedBehindUntrustedProxy(t *testing.T) {
 		t.Errorf("a key without source ranges behind an untrusted proxy: %d %s", resp.Status, resp.Body)
 	}
 
-	trusted := startServer(t, nil, Options{FailureRate: -1, PeersAreProxies: true, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, true)
+	trusted := startServer(t, nil, noFailureLimit(&sc{PeersAreProxies: true, TrustedProxies: []string{"127.0.0.1/32"}}), Deps{}, true)
 	if resp := firstAnswer(t, trusted, local.Key, xff("127.0.0.7")); resp.Status != http.StatusOK {
 		t.Errorf("through a trusted proxy, from inside the ranges: %d %s", resp.Status, resp.Body)
 	}

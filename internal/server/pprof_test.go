@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -15,7 +17,7 @@ import (
 func TestPprof(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		addr := testenv.FreeAddr(t)
-		startServer(t, nil, Options{MetricsBindAddress: addr, Pprof: on}, true)
+		startServer(t, nil, &sc{MetricsBindAddress: &addr, MetricsSecure: ptr.To(false), Pprof: on}, Deps{}, true)
 		want := http.StatusNotFound
 		if on {
 			want = http.StatusOK

@@ -29,7 +29,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	newConnection(t, ns, "one", "conn_least1", nil)
 	k := newKey(t, ns, "minimal", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, cfg, Options{LastUsedFlush: 20 * time.Millisecond}, true)
+	s := startServer(t, cfg, nil, Deps{LastUsedFlush: 20 * time.Millisecond}, true)
 	if got := ids(s.get(t, "/v1/connections", k.Key).connections(t)); len(got) != 1 || got[0] != "conn_least1" {
 		t.Fatalf("listed %v", got)
 	}
@@ -49,7 +49,7 @@ func TestLeastPrivilege(t *testing.T) {
 // Secrets: a broken install) answers 503 and still stops when told to, well within a Pod's
 // termination grace period.
 func TestRunStopsWithoutSync(t *testing.T) {
-	s := startServer(t, serviceAccountConfig(t, false), Options{}, false)
+	s := startServer(t, serviceAccountConfig(t, false), nil, Deps{}, false)
 	time.Sleep(2 * time.Second)
 	if resp := s.get(t, "/v1/connections", "sb_live_x"); resp.Status != http.StatusServiceUnavailable {
 		t.Fatalf("a server whose cache cannot sync answered %d, want 503", resp.Status)

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 )
 
 // TestRunClosesTheListenerItCannotServe: Run owns the listener it is given; when it cannot
-// start (options that do not validate, a Redis URL that does not parse, a probe address in use,
+// start (a configuration that does not validate, a Redis URL that does not parse, a probe address in use,
 // which fails the manager), the listener is closed, not left open for the caller to guess
 // about (before issue 21 the last one leaked it).
 func TestRunClosesTheListenerItCannotServe(t *testing.T) {
@@ -20,13 +22,14 @@ func TestRunClosesTheListenerItCannotServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = taken.Close() }()
+	inUse := taken.Addr().String()
 	tests := []struct {
 		name string
-		opts Options
+		c    *sc
 	}{
-		{"options that do not validate", Options{KeyPrefix: "Not A Prefix"}},
-		{"a rate-limit store that cannot be built", Options{RateLimitRedis: "redis://%zz"}},
-		{"a probe address in use", Options{HealthProbeBindAddress: taken.Addr().String()}},
+		{"a configuration that does not validate", &sc{KeyPrefix: "Not A Prefix"}},
+		{"a rate-limit store that cannot be built", &sc{RateLimitRedis: configv1alpha1.RateLimitRedis{URL: "redis://localhost/not-a-database"}}},
+		{"a probe address in use", &sc{HealthProbeBindAddress: &inUse}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,8 +37,7 @@ func TestRunClosesTheListenerItCannotServe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.opts.Listener = l
-			if err := Run(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, tt.opts); err == nil {
+			if err := Run(context.Background(), testConfig(tt.c), Deps{RESTConfig: &rest.Config{Host: "https://127.0.0.1:1"}, Listener: l}); err == nil {
 				t.Fatal("Run started with options it should refuse")
 			}
 			// An open listener would block Accept: the deadline turns that into a failure.

@@ -46,7 +46,7 @@ func TestOnlySwitchboardsHashSecretsAuthenticate(t *testing.T) {
 	if err := env.Client.Create(ctx(t), wrongType); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	if resp := s.get(t, "/v1/connections", genuine.Key); resp.Status != http.StatusOK {
 		t.Fatalf("the genuine key: %d", resp.Status)
 	}
@@ -65,7 +65,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 	newConnection(t, ns, "one", "conn_dup1", nil)
 	a := newKey(t, ns, "a", switchboardv1alpha1.APIKeySpec{})
 	b := newKey(t, ns, "b", switchboardv1alpha1.APIKeySpec{})
-	s := startServer(t, nil, Options{FailureRate: -1}, true)
+	s := startServer(t, nil, noFailureLimit(nil), Deps{}, true)
 	if resp := s.get(t, "/v1/connections", a.Key); resp.Status != http.StatusOK {
 		t.Fatalf("before: %d", resp.Status)
 	}

@@ -10,9 +10,9 @@
 //   - internal/server/lastused writes keys' lastUsedAt back;
 //   - internal/server/leakreceiver records GitHub's reports of leaked keys as LeakReports.
 //
-// Run builds them from Options and hosts them: listeners behind their front doors, the manager
-// of metrics and probes, readiness until the index has synced, the gRPC server of ext_authz
-// (TLS, health) and the shutdown that drains them. It imports neither the index, the rate
+// Run builds them from the ServerConfiguration and hosts them: listeners behind their front
+// doors, the manager of metrics and probes, readiness until the index has synced, the gRPC
+// server of ext_authz (TLS, health) and the shutdown that drains them. It imports neither the index, the rate
 // limiter nor the key format (TestHostsOnly).
 package server
 
@@ -22,15 +22,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 	"github.com/switchboard-dev/switchboard/internal/logging"
@@ -43,44 +46,43 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 )
 
-// Run serves until ctx is done, then fails readiness, waits ShutdownDelay, drains open requests
-// and stops the cache. It returns an error when it cannot start or a listener fails. It owns
-// opts.Listener and the authz listeners: whatever it returns, they are closed.
-func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	// Listeners opened (or given) are closed on every return before they are served; from then
-	// on the serving group closes them.
-	var listeners []net.Listener
-	for _, l := range []net.Listener{opts.Listener, opts.AuthzGRPCListener, opts.AuthzHTTPListener, opts.LeakReportsListener} {
+// Run serves the configuration c until ctx is done, then fails readiness, waits shutdownDelay,
+// drains open requests and stops the cache. It returns an error when it cannot start (c is
+// defaulted and validated first, as the command does) or a listener fails. It owns the
+// listeners of deps: whatever it returns, they are closed.
+func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) error {
+	h := &host{c: c, deps: deps}
+	for _, l := range []net.Listener{deps.Listener, deps.AuthzGRPCListener, deps.AuthzHTTPListener, deps.LeakReportsListener} {
 		if l != nil {
-			listeners = append(listeners, l)
+			h.listeners = append(h.listeners, l)
 		}
 	}
+	// Listeners opened (or given) are closed on every return before they are served; from then
+	// on the serving group closes them.
 	defer func() {
-		for _, l := range listeners {
+		for _, l := range h.listeners {
 			_ = l.Close()
 		}
 	}()
-	opts.Default()
-	if err := opts.Validate(); err != nil {
-		return fmt.Errorf("server options: %w", err)
+	if err := h.complete(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	log := ctrl.Log.WithName("server")
-	if opts.Logger != nil {
-		log = *opts.Logger
-	}
-	// The manager's and the panel's requests carry this logger: nothing above V(5) (Secret bodies).
-	log = logging.Capped(log)
+	cfg, log := deps.RESTConfig, h.log
 	var synced, draining atomic.Bool
-	feed, err := indexfeed.New(ctx, cfg, indexfeed.Options{SystemNamespace: opts.SystemNamespace, Logger: log.WithName("index")})
+	feed, err := indexfeed.New(ctx, cfg, indexfeed.Options{SystemNamespace: c.SystemNamespace, Logger: log.WithName("index")})
+	if err != nil {
+		return err
+	}
+	redisPassword, err := redisPassword(c.RateLimitRedis.PasswordFile)
 	if err != nil {
 		return err
 	}
 	checker, err := keycheck.New(keycheck.Config{
-		Index: feed.Index(), Ready: &synced, KeyPrefix: opts.KeyPrefix, Clock: opts.Clock,
-		TrustedProxies: opts.TrustedProxies, PeersAreProxies: opts.PeersAreProxies,
-		FailureRate: opts.FailureRate, FailureBurst: opts.FailureBurst, FailureClients: opts.RateLimitClients,
-		RateLimitRedis: opts.RateLimitRedis, RateLimitRedisPassword: opts.RateLimitRedisPassword,
-		RateLimitRedisTimeout: opts.RateLimitRedisTimeout, Logger: log.WithName("rate-limit"),
+		Index: feed.Index(), Ready: &synced, KeyPrefix: c.KeyPrefix, Clock: h.deps.Clock,
+		TrustedProxies: h.proxies, PeersAreProxies: c.PeersAreProxies,
+		FailureRate: *c.AuthFailureLimit.Rate, FailureBurst: int(*c.AuthFailureLimit.Burst), FailureClients: int(*c.AuthFailureLimit.Clients),
+		RateLimitRedis: c.RateLimitRedis.URL, RateLimitRedisPassword: redisPassword,
+		RateLimitRedisTimeout: c.RateLimitRedis.Timeout.Duration, Logger: log.WithName("rate-limit"),
 	})
 	if err != nil {
 		return err
@@ -105,39 +107,35 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 
-	apiListener := opts.Listener
-	if apiListener == nil {
-		if apiListener, err = frontdoor.Listen(opts.Listen); err != nil {
-			return fmt.Errorf("listening on %s: %w", opts.Listen, err)
-		}
-		listeners = append(listeners, apiListener)
+	apiListener, err := h.listen(deps.Listener, *c.Listen, "the /v1 API")
+	if err != nil {
+		return err
 	}
 	api := v1api.New(v1api.Config{
-		Checker: checker, Index: feed.Index(), Audience: opts.Audience,
-		MaxInFlightBytesPerNamespace: opts.MaxInFlightBytesPerNamespace, Logger: log.WithName("http"),
+		Checker: checker, Index: feed.Index(), Audience: c.Audience,
+		MaxInFlightBytesPerNamespace: *c.MaxInFlightBytesPerNamespace, Logger: log.WithName("http"),
 	})
-	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(apiListener, apiLimits(&opts), api)}
-	if opts.PanelListen != "" {
-		l, err := frontdoor.Listen(opts.PanelListen)
+	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(apiListener, h.apiLimits(), api)}
+	if p := c.Panel; p != nil && p.Listen != "" {
+		l, err := h.listen(nil, p.Listen, "the panel")
 		if err != nil {
-			return fmt.Errorf("listening on %s for the panel: %w", opts.PanelListen, err)
+			return err
 		}
-		listeners = append(listeners, l)
-		endpoints = append(endpoints, frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(opts.TrustedProxies), opts.Panel))
+		endpoints = append(endpoints, frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(h.proxies), deps.PanelHandler))
 	}
-	authzEndpoints, onSynced, err := authzEndpoints(ctx, checker, &opts, &listeners, log)
+	authzEndpoints, onSynced, err := h.authzEndpoints(ctx, checker)
 	if err != nil {
 		return err
 	}
 	endpoints = append(endpoints, authzEndpoints...)
-	leaks, err := leakReportsEndpoint(cfg, feed, mgr, &synced, &opts, &listeners, log)
+	leaks, err := h.leakReportsEndpoint(feed, mgr, &synced)
 	if err != nil {
 		return err
 	}
 	if leaks != nil {
 		endpoints = append(endpoints, leaks.endpoint)
 	}
-	observed, err := probeAndMetricsEndpoints(ctx, cfg, &opts, &checks, &listeners, log)
+	observed, err := h.probeAndMetricsEndpoints(ctx, &checks)
 	if err != nil {
 		return err
 	}
@@ -162,19 +160,19 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}()
 	go waitSynced(mgrCtx, feed.HasSynced, &synced, onSynced, log)
 	go lastused.New(feed.Index(), mgr.GetClient(), lastused.Options{
-		Clock: opts.Clock, Interval: opts.LastUsedInterval, Flush: opts.LastUsedFlush, WriteRate: opts.LastUsedWriteRate,
+		Clock: h.deps.Clock, Interval: c.LastUsed.Interval.Duration, Flush: h.deps.LastUsedFlush, WriteRate: *c.LastUsed.WritesPerSecond,
 		Logger: log.WithName("last-used"),
 	}).Run(mgrCtx)
 	go checker.Run(mgrCtx)
 	if leaks != nil {
 		go leaks.receiver.Run(mgrCtx) // the catch-up, when an organization is configured
 	}
-	listeners = nil // the group serves and closes them now
+	h.listeners = nil // the group serves and closes them now
 	runErr := frontdoor.Group{
 		Endpoints:       endpoints,
 		Draining:        &draining,
-		ShutdownDelay:   opts.ShutdownDelay,
-		ShutdownTimeout: opts.ShutdownTimeout,
+		ShutdownDelay:   c.ShutdownDelay.Duration,
+		ShutdownTimeout: c.ShutdownTimeout.Duration,
 		Failed:          mgrFailed,
 		Log:             log,
 	}.Run(ctx)
@@ -182,6 +180,63 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	<-mgrDone
 	<-informersDone
 	return runErr
+}
+
+// host is one Run: its configuration, what it was given, the configuration's lists read, and
+// the listeners it holds until they are served.
+type host struct {
+	c                 *configv1alpha1.ServerConfiguration
+	deps              Deps
+	proxies, gateways []netip.Prefix
+	listeners         []net.Listener
+	log               logr.Logger
+}
+
+// complete defaults and validates the configuration, checks what it needs of deps and fills
+// the rest of deps with the process's own.
+func (h *host) complete() error {
+	if err := config.Complete(h.c); err != nil {
+		return err
+	}
+	if h.deps.RESTConfig == nil {
+		return errors.New("no Kubernetes client configuration")
+	}
+	if p := h.c.Panel; p != nil && p.Listen != "" && h.deps.PanelHandler == nil {
+		return errors.New("panel.listen is set, and no panel handler was given to serve it")
+	}
+	var err error
+	if h.proxies, err = config.ParsePrefixes(h.c.TrustedProxies); err != nil {
+		return err
+	}
+	if h.gateways, err = config.ParsePrefixes(h.c.Authz.GRPC.Gateways); err != nil {
+		return err
+	}
+	if h.deps.Clock == nil {
+		h.deps.Clock = clock.RealClock{}
+	}
+	if h.deps.LastUsedFlush == 0 {
+		h.deps.LastUsedFlush = defaultLastUsedFlush
+	}
+	h.log = h.deps.Logger
+	if h.log.GetSink() == nil {
+		h.log = ctrl.Log.WithName("server")
+	}
+	// The manager's and the panel's requests carry this logger: nothing above V(5) (Secret bodies).
+	h.log = logging.Capped(h.log)
+	return nil
+}
+
+// listen is given when set, else a listener on addr (nil when addr is "": none), which h holds.
+func (h *host) listen(given net.Listener, addr, what string) (net.Listener, error) {
+	if given != nil || addr == "" { // a given one is held already
+		return given, nil
+	}
+	l, err := frontdoor.Listen(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s for %s: %w", addr, what, err)
+	}
+	h.listeners = append(h.listeners, l)
+	return l, nil
 }
 
 // waitSynced marks the server ready once every informer has delivered its initial list to the
@@ -212,47 +267,33 @@ func waitSynced(ctx context.Context, hasSynced func() bool, synced *atomic.Bool,
 	}
 }
 
-// authzEndpoints are the authorization listeners that opts asks for (gRPC ext_authz, HTTP
-// forward-auth), appending those it opens to listeners, and what to call once the index has
-// synced (gRPC health then says SERVING).
-func authzEndpoints(ctx context.Context, checker *keycheck.Checker, opts *Options, listeners *[]net.Listener, log logr.Logger) ([]frontdoor.Endpoint, func(), error) {
+// authzEndpoints are the authorization listeners the configuration asks for (gRPC ext_authz,
+// HTTP forward-auth), and what to call once the index has synced (gRPC health then says
+// SERVING).
+func (h *host) authzEndpoints(ctx context.Context, checker *keycheck.Checker) ([]frontdoor.Endpoint, func(), error) {
 	var endpoints []frontdoor.Endpoint
 	onSynced := func() {}
-	listen := func(given net.Listener, addr, what string) (net.Listener, error) {
-		if given != nil { // already among listeners
-			return given, nil
-		}
-		if addr == "" {
-			return nil, nil
-		}
-		l, err := frontdoor.Listen(addr)
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s for %s: %w", addr, what, err)
-		}
-		*listeners = append(*listeners, l)
-		return l, nil
-	}
-	l, err := listen(opts.AuthzGRPCListener, opts.AuthzGRPCListen, "ext_authz (gRPC)")
+	l, err := h.listen(h.deps.AuthzGRPCListener, h.c.Authz.GRPC.Listen, "ext_authz (gRPC)")
 	if err != nil {
 		return nil, nil, err
 	}
 	if l != nil {
-		e, setServing, err := newExtAuthz(ctx, l, checker, opts, log.WithName("ext-authz"))
+		e, setServing, err := h.newExtAuthz(ctx, l, checker)
 		if err != nil {
 			return nil, nil, err
 		}
 		endpoints, onSynced = append(endpoints, e), setServing
 	}
-	if l, err = listen(opts.AuthzHTTPListener, opts.AuthzHTTPListen, "forward-auth"); err != nil {
+	if l, err = h.listen(h.deps.AuthzHTTPListener, h.c.Authz.HTTP.Listen, "forward-auth"); err != nil {
 		return nil, nil, err
 	}
 	if l != nil {
 		// Gateways' connections, kept in time as the API's and bounded in number: any pod that
 		// reaches the port may connect, so one client address holds at most its share, but for
-		// the gateways named in --trusted-proxies, which carry many clients' requests.
-		limits := frontdoor.ForwardAuthLimits.Behind(opts.TrustedProxies)
-		limits.ConnLimits = limits.WithBounds(opts.AuthzHTTPMaxConnections, opts.AuthzHTTPMaxConnectionsPerClient)
-		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, log.WithName("forward-auth"))))
+		// the gateways named in trustedProxies, which carry many clients' requests.
+		limits := frontdoor.ForwardAuthLimits.Behind(h.proxies)
+		limits.ConnLimits = limits.WithBounds(int(*h.c.Authz.HTTP.MaxConnections), int(*h.c.Authz.HTTP.MaxConnectionsPerClient))
+		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, h.log.WithName("forward-auth"))))
 	}
 	return endpoints, onSynced, nil
 }
@@ -264,41 +305,49 @@ type leakListener struct {
 	receiver *leakreceiver.Receiver
 }
 
-// leakReportsEndpoint is the leak reports listener when opts asks for one (nil otherwise),
-// appending the listener it opens to listeners: GitHub's reports, behind the front door's
-// connection bounds, recorded with the server's client once the index has synced; its client
-// addresses judged by the trusted proxies, as /v1's are; its catch-up holding a Lease with cfg.
-func leakReportsEndpoint(cfg *rest.Config, feed *indexfeed.Feed, mgr ctrl.Manager, synced *atomic.Bool, opts *Options, listeners *[]net.Listener, log logr.Logger) (*leakListener, error) {
-	l := opts.LeakReportsListener
-	if l == nil {
-		if opts.LeakReportsListen == "" {
-			return nil, nil
-		}
-		var err error
-		if l, err = frontdoor.Listen(opts.LeakReportsListen); err != nil {
-			return nil, fmt.Errorf("listening on %s for leak reports: %w", opts.LeakReportsListen, err)
-		}
-		*listeners = append(*listeners, l)
+// leakReportsEndpoint is the leak reports listener when the configuration asks for one (nil
+// otherwise): GitHub's reports, behind the front door's connection bounds, recorded with the
+// server's client once the index has synced; its client addresses judged by the trusted
+// proxies, as /v1's are; its catch-up holding a Lease.
+func (h *host) leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, synced *atomic.Bool) (*leakListener, error) {
+	lr := &h.c.LeakReports
+	l, err := h.listen(h.deps.LeakReportsListener, lr.Listen, "leak reports")
+	if l == nil || err != nil {
+		return nil, err
 	}
-	lr := opts.LeakReports
-	lr.Index, lr.Client, lr.Namespace, lr.KeyPrefix, lr.Clock = feed.Index(), mgr.GetClient(), opts.SystemNamespace, opts.KeyPrefix, opts.Clock
-	lr.TrustedProxies, lr.Ready = opts.TrustedProxies, synced.Load
-	lr.Logger = log.WithName("leak-reports")
-	if lr.CatchUp.Organization != "" {
-		leases, err := coordinationv1client.NewForConfig(cfg)
+	a := &lr.OrganizationAlerts
+	rc := leakreceiver.Config{
+		Index: feed.Index(), Client: mgr.GetClient(), Namespace: h.c.SystemNamespace, KeyPrefix: h.c.KeyPrefix,
+		TrustedProxies: h.proxies, Ready: synced.Load, Clock: h.deps.Clock, Logger: h.log.WithName("leak-reports"),
+		Partner: lr.Partner.Enabled, PublicKeysURL: lr.Partner.PublicKeysURL, APIBaseURL: a.APIBaseURL,
+		MaxBody: *lr.MaxBodyBytes, MaxBatch: int(*lr.MaxBatch), Rate: *lr.Rate, Burst: int(*lr.Burst),
+		ClientRate: *lr.UnverifiedLimit.Rate, ClientBurst: int(*lr.UnverifiedLimit.Burst), Clients: int(*lr.UnverifiedLimit.Clients),
+		Replays: int(*lr.Replays.Entries), ReplayTTL: lr.Replays.TTL.Duration,
+		CatchUp: leakreceiver.CatchUp{
+			Organization: a.Organization, Period: a.CatchUp.Period.Duration, MaxCalls: int(*a.CatchUp.MaxRequests), Clock: h.deps.CatchUpClock,
+		},
+	}
+	if err := leakReportSecrets(lr, &rc); err != nil {
+		return nil, err
+	}
+	if a.Organization != "" {
+		leases, err := coordinationv1client.NewForConfig(h.deps.RESTConfig)
 		if err != nil {
 			return nil, fmt.Errorf("leak reports: a client of Leases: %w", err)
 		}
-		lr.CatchUp.Leases = leases
+		rc.CatchUp.Leases = leases
 	}
-	recv, err := leakreceiver.New(lr)
+	if h.deps.LeakReceiver != nil {
+		h.deps.LeakReceiver(&rc)
+	}
+	recv, err := leakreceiver.New(rc)
 	if err != nil {
 		return nil, err
 	}
 	// The door reads the body; the receiver's bound is the door's, and the receiver refuses,
 	// before a byte of it is read, a request without a signature GitHub could have made or from
 	// an address that spent its budget.
-	limits := frontdoor.LeakReportLimits.Behind(opts.TrustedProxies)
+	limits := frontdoor.LeakReportLimits.Behind(h.proxies)
 	limits.MaxBody, limits.BeforeBody = recv.MaxBody(), recv.BeforeBody
 	return &leakListener{endpoint: frontdoor.HTTP(l, limits, recv), receiver: recv}, nil
 }
@@ -308,9 +357,9 @@ const msgBodyNotAllowed = "The request carries a body, and no /v1 route reads on
 
 // apiLimits are the /v1 listener's: its handlers read no body, so a request that carries one is
 // refused before them (413 BODY_NOT_ALLOWED) and its connection closed.
-func apiLimits(opts *Options) frontdoor.HTTPLimits {
-	limits := frontdoor.APILimits.Behind(opts.TrustedProxies)
-	limits.ConnLimits = limits.WithBounds(opts.MaxConnections, opts.MaxConnectionsPerClient)
+func (h *host) apiLimits() frontdoor.HTTPLimits {
+	limits := frontdoor.APILimits.Behind(h.proxies)
+	limits.ConnLimits = limits.WithBounds(int(*h.c.MaxConnections), int(*h.c.MaxConnectionsPerClient))
 	limits.BodyRefusal = &frontdoor.Refusal{
 		Status: http.StatusRequestEntityTooLarge,
 		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},

@@ -15,9 +15,10 @@
 // delivered or dropped, so a sender killed mid-delivery sends it again, with the same
 // webhook-id, when the next leader starts: at least once.
 //
-// Fairness: at most Concurrency attempts in flight, at most PerNamespace of them for one
-// namespace's endpoints, one per endpoint, and the namespaces served in turn; an endpoint that
-// never answers holds its slot for the attempt timeout and no longer. Each KeyWebhook's status
+// Fairness: at most webhooks.concurrency attempts in flight, at most
+// webhooks.perNamespaceConcurrency of them for one namespace's endpoints, one per endpoint,
+// and the namespaces served in turn; an endpoint that never answers holds its slot for the
+// attempt timeout and no longer. Each KeyWebhook's status
 // mirrors the outbox (pending, dropped, lastDeliveryTime, Ready), and nothing is decided from
 // it.
 package webhooksender

@@ -17,11 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
-	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
 // TestSenderReadsOnlyTheSigningCopies (docs/security.md, "The webhook sender reads only the
@@ -35,7 +35,7 @@ func TestSenderReadsOnlyTheSigningCopies(t *testing.T) {
 	ns := env.Namespace(t, "rbac")
 	secret := testSecret(7)
 	rcv := newReceiver(t, secret, nil)
-	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	sys := system(t, allowing(loopback...), Deps{RootCAs: pool(rcv)}, ns)
 
 	// What a compromised sender would want: a Secret of the system namespace.
 	token := &corev1.Secret{
@@ -114,14 +114,15 @@ func asSender(t *testing.T, sys string) client.Client {
 	return c
 }
 
-// The sender refuses to start reading its copies from the system namespace (or from none):
-// its grant there would be every Secret of it.
+// The sender refuses to start reading its copies from the system namespace: its grant there
+// would be every Secret of it. (Left out, the signing namespace is the system namespace's with
+// "-webhook-signing".)
 func TestNewManagerRefusesCopiesInTheSystemNamespace(t *testing.T) {
-	for _, signingNS := range []string{"", "switchboard-system"} {
-		_, err := NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, Options{
-			SystemNamespace: "switchboard-system", SigningNamespace: signingNS, Concurrency: 1, PerNamespace: 1,
-		})
-		if err == nil || !strings.Contains(err.Error(), "need a namespace of their own") {
+	for _, signingNS := range []string{"switchboard-system"} {
+		c := &configv1alpha1.OperatorConfiguration{SystemNamespace: "switchboard-system",
+			Webhooks: configv1alpha1.WebhooksConfiguration{SigningNamespace: signingNS}}
+		_, err := NewManager(c, Deps{RESTConfig: &rest.Config{Host: "https://127.0.0.1:1"}})
+		if err == nil || !strings.Contains(err.Error(), "webhooks.signingNamespace") || !strings.Contains(err.Error(), "must differ from systemNamespace") {
 			t.Errorf("signing namespace %q: %v, want refused", signingNS, err)
 		}
 	}

@@ -36,19 +36,13 @@ import (
 // DefaultLeaderElectionID names the Lease the senders compete for: one sends at a time.
 const DefaultLeaderElectionID = "switchboard-webhooks.switchboard.dev"
 
-// Options configure the sender; OptionsFromConfig reads them from the operator's configuration.
-type Options struct {
-	// SystemNamespace holds the outboxes and the Lease.
-	SystemNamespace string
-	// SigningNamespace holds the signing secrets' copies the operator makes, and nothing else:
-	// the one namespace whose Secrets the sender reads (and may read).
-	SigningNamespace string
-	// Policy says which endpoints may be called.
-	Policy webhookdelivery.Policy
-	// Concurrency bounds the attempts in flight; PerNamespace those of one namespace's endpoints.
-	Concurrency, PerNamespace int
-	// AttemptTimeout bounds one attempt.
-	AttemptTimeout time.Duration
+// Deps are what the sender takes besides its configuration (the operator's: its webhooks
+// section, and the settings the sender shares with the operator): what only a process (or a
+// test) has. The zero value of each field is the process's own.
+type Deps struct {
+	// RESTConfig reaches the Kubernetes API server (required); the configuration's kubeAPIQPS and
+	// kubeAPIBurst limit the sender's copy of it.
+	RESTConfig *rest.Config
 	// Schedule is the delay before each attempt (webhookdelivery.DefaultSchedule when nil):
 	// tests shorten it.
 	Schedule []time.Duration
@@ -56,44 +50,10 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// Clock tells when messages fall due (the real clock when nil).
 	Clock clock.Clock
-
-	// LeaderElection makes replicas elect one sender.
-	LeaderElection bool
-	// MetricsBindAddress, MetricsSecure and HealthProbeBindAddress: what the front door serves
-	// ("" or "0": nothing).
-	MetricsBindAddress     string
-	MetricsSecure          bool
-	HealthProbeBindAddress string
-	// QPS and Burst limit the Kubernetes client (client-go's when 0).
-	QPS   float32
-	Burst int
-	// Logger logs (controller-runtime's when unset).
+	// Logger logs (controller-runtime's when unset), capped at internal/logging's verbosity.
 	Logger logr.Logger
 	// SkipControllerNameValidation lets several senders run in one process (tests).
 	SkipControllerNameValidation bool
-}
-
-// OptionsFromConfig reads the sender's options from a defaulted, validated operator
-// configuration: its webhooks section and the settings the sender shares with the operator.
-func OptionsFromConfig(c *configv1alpha1.OperatorConfiguration) (Options, error) {
-	policy, err := internalconfig.WebhookPolicy(&c.Webhooks)
-	if err != nil {
-		return Options{}, err
-	}
-	return Options{
-		SystemNamespace:        c.SystemNamespace,
-		SigningNamespace:       c.Webhooks.SigningNamespace,
-		Policy:                 policy,
-		Concurrency:            int(*c.Webhooks.Concurrency),
-		PerNamespace:           int(*c.Webhooks.PerNamespaceConcurrency),
-		AttemptTimeout:         c.Webhooks.AttemptTimeout.Duration,
-		LeaderElection:         *c.LeaderElect,
-		MetricsBindAddress:     *c.MetricsBindAddress,
-		MetricsSecure:          *c.MetricsSecure,
-		HealthProbeBindAddress: *c.HealthProbeBindAddress,
-		QPS:                    *c.KubeAPIQPS,
-		Burst:                  int(*c.KubeAPIBurst),
-	}, nil
 }
 
 // CacheOptions are what the sender caches: KeyWebhooks everywhere (without tenants' labels
@@ -120,52 +80,53 @@ func CacheOptions(system, signing string) cache.Options {
 }
 
 // NewManager returns the sender's manager, not started: the dispatcher and the status
-// mirror, leader-elected, with its probes and metrics served through the front door.
-func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
-	if o.SystemNamespace == "" {
-		return nil, errors.New("webhooks: no system namespace")
+// mirror, leader-elected, with its probes and metrics served through the front door. c, the
+// operator's configuration, is defaulted and validated first, as the command does.
+func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Manager, error) {
+	if err := internalconfig.Complete(c); err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	if o.SigningNamespace == "" || o.SigningNamespace == o.SystemNamespace {
-		return nil, fmt.Errorf("webhooks: the signing secrets' copies need a namespace of their own (signing %q, system %q)", o.SigningNamespace, o.SystemNamespace)
+	if deps.RESTConfig == nil {
+		return nil, errors.New("webhooks: no Kubernetes client configuration")
 	}
-	if o.Concurrency < 1 || o.PerNamespace < 1 || o.PerNamespace > o.Concurrency {
-		return nil, fmt.Errorf("webhooks: concurrency %d, per namespace %d: both at least 1, the second at most the first", o.Concurrency, o.PerNamespace)
+	w, system := &c.Webhooks, c.SystemNamespace
+	policy, err := internalconfig.WebhookPolicy(w)
+	if err != nil {
+		return nil, err
 	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
 	}
-	if o.Logger.GetSink() == nil {
-		o.Logger = ctrl.Log
+	if deps.Logger.GetSink() == nil {
+		deps.Logger = ctrl.Log
 	}
-	o.Logger = logging.Capped(o.Logger).WithName("webhooks")
+	log := logging.Capped(deps.Logger).WithName("webhooks")
 	sender, err := webhookdelivery.NewSender(webhookdelivery.Options{
-		Policy: o.Policy, Timeout: o.AttemptTimeout, Schedule: o.Schedule, Now: o.Clock.Now, RootCAs: o.RootCAs,
+		Policy: policy, Timeout: w.AttemptTimeout.Duration, Schedule: deps.Schedule, Now: deps.Clock.Now, RootCAs: deps.RootCAs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	cfg = rest.CopyConfig(cfg)
-	if o.QPS > 0 {
-		cfg.QPS, cfg.Burst = o.QPS, o.Burst
-	}
+	cfg := rest.CopyConfig(deps.RESTConfig)
+	cfg.QPS, cfg.Burst = *c.KubeAPIQPS, int(*c.KubeAPIBurst)
 	inner, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme.Scheme,
-		Logger:                        o.Logger,
-		Cache:                         CacheOptions(o.SystemNamespace, o.SigningNamespace),
-		LeaderElection:                o.LeaderElection,
+		Logger:                        log,
+		Cache:                         CacheOptions(system, w.SigningNamespace),
+		LeaderElection:                *c.LeaderElect,
 		LeaderElectionID:              DefaultLeaderElectionID,
-		LeaderElectionNamespace:       o.SystemNamespace,
+		LeaderElectionNamespace:       system,
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(deps.SkipControllerNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: creating the manager: %w", err)
 	}
 	mgr := operator.WithFrontDoor(inner, cfg, operator.FrontDoor{
-		HealthProbeBindAddress: o.HealthProbeBindAddress, MetricsBindAddress: o.MetricsBindAddress,
-		MetricsSecure: o.MetricsSecure, Logger: o.Logger,
+		HealthProbeBindAddress: *c.HealthProbeBindAddress, MetricsBindAddress: *c.MetricsBindAddress,
+		MetricsSecure: *c.MetricsSecure, Logger: log,
 	})
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
@@ -174,24 +135,24 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	d := &dispatcher{
-		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), sender: sender, policy: o.Policy,
-		system: o.SystemNamespace, signing: o.SigningNamespace, global: o.Concurrency, perNS: o.PerNamespace, clock: o.Clock, log: o.Logger,
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), sender: sender, policy: policy,
+		system: system, signing: w.SigningNamespace, global: int(*w.Concurrency), perNS: int(*w.PerNamespaceConcurrency), clock: deps.Clock, log: log,
 		wakeups: make(chan struct{}, 1), inflight: map[string]bool{}, nsBusy: map[string]int{},
 		holds: map[string]time.Time{}, written: map[string]int32{},
 	}
 	if err := mgr.Add(d); err != nil {
 		return nil, err
 	}
-	status := &statusReconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), system: o.SystemNamespace}
-	if err := status.setup(mgr, crcontroller.Options{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)}); err != nil {
+	status := &statusReconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), system: system}
+	if err := status.setup(mgr, crcontroller.Options{SkipNameValidation: ptr.To(deps.SkipControllerNameValidation)}); err != nil {
 		return nil, fmt.Errorf("webhooks: setting up the status mirror: %w", err)
 	}
 	return mgr, nil
 }
 
-// Run runs the sender until ctx is done.
-func Run(ctx context.Context, cfg *rest.Config, o Options) error {
-	mgr, err := NewManager(cfg, o)
+// Run runs the sender of the configuration c until ctx is done.
+func Run(ctx context.Context, c *configv1alpha1.OperatorConfiguration, deps Deps) error {
+	mgr, err := NewManager(c, deps)
 	if err != nil {
 		return err
 	}

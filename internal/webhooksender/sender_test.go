@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -29,7 +29,7 @@ func TestDelivers(t *testing.T) {
 	ns := env.Namespace(t, "deliver")
 	secret := testSecret(1)
 	rcv := newReceiver(t, secret, nil)
-	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	sys := system(t, allowing(loopback...), Deps{RootCAs: pool(rcv)}, ns)
 	kw := subscribe(t, ns, "audit", rcv.URL+"/hooks?token=x", secret)
 	id := enqueue(t, sys, kw, "msg_deliver1")
 
@@ -76,7 +76,7 @@ func TestGoneDisablesUntilTheSpecChanges(t *testing.T) {
 			w.WriteHeader(http.StatusGone)
 		}
 	})
-	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	sys := system(t, allowing(loopback...), Deps{RootCAs: pool(rcv)}, ns)
 	kw := subscribe(t, ns, "audit", rcv.URL+"/v1", secret)
 	kw = keyWebhook(t, kw)
 	enqueue(t, sys, kw, "msg_gone1")
@@ -148,7 +148,7 @@ func TestRetriesOnTheSchedule(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	})
 	schedule := []time.Duration{0, time.Second, 2 * time.Second}
-	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(flaky, broken), Schedule: schedule}, ns)
+	sys := system(t, allowing(loopback...), Deps{RootCAs: pool(flaky, broken), Schedule: schedule}, ns)
 	first := subscribe(t, ns, "flaky", flaky.URL, secret)
 	second := subscribe(t, ns, "broken", broken.URL, secret)
 	enqueue(t, sys, first, "msg_retry1")
@@ -204,7 +204,9 @@ func TestBlackHolesDoNotDelayOtherNamespaces(t *testing.T) {
 	rcv := newReceiver(t, secret, nil)
 	hole := listen(t, "127.0.0.1:0")
 	// The attempt timeout outlasts the test: the black holes hold their slots throughout.
-	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv), AttemptTimeout: time.Minute}, a, b)
+	w := allowing(loopback...)
+	w.AttemptTimeout = &metav1.Duration{Duration: time.Minute}
+	sys := system(t, w, Deps{RootCAs: pool(rcv)}, a, b)
 	const holes = 50
 	for i := range holes {
 		kw := subscribe(t, a, fmt.Sprintf("hole-%d", i), fmt.Sprintf("https://127.0.0.1:%s/%d", hole.port(), i), secret)
@@ -259,11 +261,8 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		http.Redirect(w, r, "https://127.0.0.2:"+lo.port()+"/", http.StatusFound)
 	})
 	// Only the redirector's address is allowed; 10.96.0.0/12 is the cluster's Service network.
-	policy := webhookdelivery.Policy{
-		Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.7/32")},
-		Denied:  []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
-	}
-	sys := system(t, Options{Policy: policy, RootCAs: pool(redirector)}, ns)
+	w := configv1alpha1.WebhooksConfiguration{AllowedNetworks: []string{"127.0.0.7/32"}, DeniedNetworks: []string{"10.96.0.0/12"}}
+	sys := system(t, w, Deps{RootCAs: pool(redirector)}, ns)
 	port := lo.port()
 
 	for _, tc := range []struct {
@@ -311,7 +310,7 @@ func TestOperatorsEventsReachTheReceiver(t *testing.T) {
 	ns := env.Namespace(t, "e2e")
 	secret := testSecret(6)
 	rcv := newReceiver(t, secret, nil)
-	system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	system(t, allowing(loopback...), Deps{RootCAs: pool(rcv)}, ns)
 	subscribe(t, ns, "audit", rcv.URL, secret)
 	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing"}, Spec: switchboardv1alpha1.APIKeySpec{Description: "e2e"}}
 	if err := env.Client.Create(context.Background(), key); err != nil {
@@ -359,7 +358,7 @@ func TestALeakReachesTheReceiver(t *testing.T) {
 	ns := env.Namespace(t, "leak")
 	secret := testSecret(7)
 	rcv := newReceiver(t, secret, nil)
-	sys := system(t, Options{Policy: webhookdelivery.Policy{Allowed: loopback}, RootCAs: pool(rcv)}, ns)
+	sys := system(t, allowing(loopback...), Deps{RootCAs: pool(rcv)}, ns)
 	subscribe(t, ns, "security", rcv.URL, secret)
 	key := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing"}, Spec: switchboardv1alpha1.APIKeySpec{Description: "leaked"}}
 	if err := env.Client.Create(ctx, key); err != nil {

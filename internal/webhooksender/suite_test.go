@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	ptr "k8s.io/utils/ptr"
+
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
@@ -46,7 +47,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Run(m, &env) }
 
 // loopback is what the tests' configuration allows: their receivers listen there.
-var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+var loopback = []string{"127.0.0.0/8", "::1/128"}
 
 // testSecret is a "whsec_" signing secret made of n.
 func testSecret(n byte) string {
@@ -151,36 +152,40 @@ func pool(rs ...*receiver) *x509.CertPool {
 	return p
 }
 
+// allowing is a webhooks section that allows the networks given, and denies only what is
+// always refused.
+func allowing(networks ...string) configv1alpha1.WebhooksConfiguration {
+	return configv1alpha1.WebhooksConfiguration{AllowedNetworks: networks, DeniedNetworks: []string{}}
+}
+
 // system starts, for one test, a system namespace and its signing namespace (signing) with
 // the real operator (whose KeyWebhook controller copies the signing secrets) watching
-// namespaces, and the sender with o, both stopped when the test ends; it returns the system
-// namespace.
-func system(t *testing.T, o Options, namespaces ...string) string {
+// namespaces, and the sender, leader-elected, with the webhooks section w (attempts of 10s
+// unless it says) and deps, both stopped when the test ends; it returns the system namespace.
+func system(t *testing.T, w configv1alpha1.WebhooksConfiguration, deps Deps, namespaces ...string) string {
 	t.Helper()
 	sys := env.Namespace(t, "system")
 	if err := env.EnsureNamespace(context.Background(), signing(sys)); err != nil {
 		t.Fatal(err)
 	}
+	if w.AttemptTimeout == nil {
+		w.AttemptTimeout = &metav1.Duration{Duration: 10 * time.Second}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op, err := operator.NewManager(env.Config, operator.Options{
-		SystemNamespace: sys, WebhookSigningNamespace: signing(sys), Namespaces: namespaces, WebhookPolicy: o.Policy,
-		Logger: testenv.Logger(t), SkipControllerNameValidation: true,
+	oc := testenv.OperatorConfiguration(sys)
+	oc.Webhooks = w
+	op, err := operator.NewManager(oc, operator.Deps{
+		RESTConfig: env.Config, Namespaces: namespaces, Logger: testenv.Logger(t), SkipControllerNameValidation: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.SystemNamespace, o.SigningNamespace = sys, signing(sys)
-	o.LeaderElection = true
-	asSender := shippedIdentity(t, sys)
-	o.SkipControllerNameValidation = true
-	o.Logger = testenv.Logger(t)
-	if o.Concurrency == 0 {
-		o.Concurrency, o.PerNamespace = 32, 4
-	}
-	if o.AttemptTimeout == 0 {
-		o.AttemptTimeout = 10 * time.Second
-	}
-	sender, err := NewManager(asSender, o)
+	sc := testenv.OperatorConfiguration(sys)
+	sc.Webhooks, sc.LeaderElect = w, ptr.To(true)
+	deps.RESTConfig = shippedIdentity(t, sys)
+	deps.SkipControllerNameValidation = true
+	deps.Logger = testenv.Logger(t)
+	sender, err := NewManager(sc, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,8 +141,8 @@ func startForwardAuthStack(t *testing.T) *forwardAuthStack {
 	opCtx, stopOperator := context.WithCancel(context.Background())
 	opDone := make(chan error, 1)
 	go func() {
-		opDone <- operator.Run(opCtx, env.Config, operator.Options{
-			SystemNamespace: forwardAuthSystemNamespace, MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+		opDone <- operator.Run(opCtx, testenv.OperatorConfiguration(forwardAuthSystemNamespace), operator.Deps{
+			RESTConfig: env.Config,
 			// Each test of the package runs its own operator in this process.
 			SkipControllerNameValidation: true,
 			Logger:                       funcr.New(func(prefix, args string) { fmt.Fprintln(&opLog, prefix, args) }, funcr.Options{}),

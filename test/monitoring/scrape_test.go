@@ -21,10 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	ptr "k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/operator"
-	"github.com/switchboard-dev/switchboard/internal/server"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 	"github.com/switchboard-dev/switchboard/internal/testenv/system"
 )
@@ -73,8 +75,13 @@ func TestExpressionsNameExposedMetrics(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	operatorMetrics, serverMetrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	sys, err := system.Start(system.Options{
-		Operator: func(o *operator.Options) { o.MetricsBindAddress = operatorMetrics },
-		Server:   func(o *server.Options) { o.MetricsBindAddress = serverMetrics },
+		// Plain-HTTP metrics: the test scrapes them without a token.
+		Operator: func(c *configv1alpha1.OperatorConfiguration, _ *operator.Deps) {
+			c.MetricsBindAddress, c.MetricsSecure = &operatorMetrics, ptr.To(false)
+		},
+		Server: func(c *configv1alpha1.ServerConfiguration) {
+			c.MetricsBindAddress, c.MetricsSecure = &serverMetrics, ptr.To(false)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

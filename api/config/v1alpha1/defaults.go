@@ -127,7 +127,7 @@ const (
 	DefaultLoginRate  = 0.2
 	DefaultLoginBurst = 10
 	// DefaultOIDCMode is the panel's single sign-on mode: the API server trusts the issuer.
-	DefaultOIDCMode = "token"
+	DefaultOIDCMode = OIDCModeToken
 	// DefaultOIDCUsernameClaim, DefaultOIDCUsernamePrefix, DefaultOIDCGroupsClaim and
 	// DefaultOIDCGroupsPrefix map the ID token as the API server's claimMappings would.
 	DefaultOIDCUsernameClaim  = "sub"

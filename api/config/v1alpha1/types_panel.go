@@ -46,6 +46,20 @@ type PanelSettings struct {
 	OIDC *OIDC `json:"oidc,omitempty"`
 }
 
+// The modes of single sign-on (OIDC.Mode): how the panel acts as the signed-in person.
+const (
+	// OIDCModeToken passes the person's ID token to the Kubernetes API server, which must trust
+	// the issuer (its AuthenticationConfiguration's jwt[]). The panel holds no power of its own.
+	OIDCModeToken = "token"
+	// OIDCModeImpersonate has the panel validate the ID token itself and call the API server as
+	// its own ServiceAccount, impersonating the mapped user and groups with constrained
+	// impersonation on the panel's few resources only.
+	OIDCModeImpersonate = "impersonate"
+)
+
+// OIDCCallbackPath is the path of the panel's callback, which OIDC.RedirectURL ends in.
+const OIDCCallbackPath = "/oidc/callback"
+
 // OIDC is the panel's single sign-on. The client secret is only ever a file (a mounted
 // Secret), never a value of the configuration.
 type OIDC struct {

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
@@ -151,7 +151,7 @@ func TestLeakReportsEnd(t *testing.T) {
 	// The other's key is known, refused: its report stays until the retention.
 	kt.mustReport(keptReport)
 
-	kt.op.Clock.Step(operator.DefaultLeakReportRetention)
+	kt.op.Clock.Step(configv1alpha1.DefaultLeakReportRetention)
 	touch(t, keptReport)
 	kt.waitReportGone(keptReport)
 	// The reconciler counts a deletion after making it: the count may lag the report's going.

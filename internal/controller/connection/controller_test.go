@@ -173,7 +173,7 @@ func TestConnectionGeneratedIDCollision(t *testing.T) {
 
 	mgr, err := ctrl.NewManager(operatorConfig(t), ctrl.Options{
 		Scheme:     env.Scheme,
-		Cache:      operator.CacheOptions(operator.Options{SystemNamespace: ns, Namespaces: []string{ns}}),
+		Cache:      operator.CacheOptions(ns, "", []string{ns}),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -90,9 +90,10 @@ func StartOperatorAs(t *testing.T, cfg *rest.Config, clk *clocktesting.FakeClock
 		clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	}
 	run := &Operator{Clock: clk, Logs: &LogSink{}, System: system}
-	mgr, err := operator.NewManager(cfg, operator.Options{
-		SystemNamespace:              system,
-		RevealTTL:                    RevealTTL,
+	c := testenv.OperatorConfiguration(system)
+	c.RevealTTL = &metav1.Duration{Duration: RevealTTL}
+	mgr, err := operator.NewManager(c, operator.Deps{
+		RESTConfig:                   cfg,
 		Logger:                       funcr.New(run.Logs.add, funcr.Options{Verbosity: 10, LogTimestamp: true}),
 		Clock:                        clk,
 		Namespaces:                   namespaces,

@@ -60,9 +60,8 @@ func startIn(t *testing.T, ns, sys string) {
 	if err := env.EnsureNamespace(context.Background(), signing(sys)); err != nil {
 		t.Fatal(err)
 	}
-	opts := operator.Options{SystemNamespace: sys, WebhookSigningNamespace: signing(sys), Namespaces: []string{ns}}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme.Scheme, Logger: testenv.Logger(t), Cache: operator.CacheOptions(opts),
+		Scheme: scheme.Scheme, Logger: testenv.Logger(t), Cache: operator.CacheOptions(sys, signing(sys), []string{ns}),
 		Metrics: metricsserver.Options{BindAddress: "0"}, Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {

@@ -71,6 +71,3 @@ func (p *Probes) Handler() http.Handler {
 func (p *Probes) Endpoint(l net.Listener) frontdoor.Endpoint {
 	return frontdoor.HTTP(l, frontdoor.ProbeLimits, p.Handler())
 }
-
-// Enabled says whether a bind address serves: "" and "0" (the flags' way to say none) do not.
-func Enabled(addr string) bool { return addr != "" && addr != "0" }

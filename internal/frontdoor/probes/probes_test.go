@@ -70,12 +70,3 @@ func TestAddRefusesWhatCannotBeServed(t *testing.T) {
 		t.Errorf("a liveness check may share a readiness check's name: %v", err)
 	}
 }
-
-// TestEnabled: the flags' addresses that serve.
-func TestEnabled(t *testing.T) {
-	for addr, want := range map[string]bool{"": false, "0": false, ":8081": true, "127.0.0.1:0": true} {
-		if got := Enabled(addr); got != want {
-			t.Errorf("Enabled(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}

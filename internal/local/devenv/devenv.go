@@ -24,7 +24,6 @@ import (
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 	"github.com/switchboard-dev/switchboard/internal/panel/loopback"
@@ -160,11 +159,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 			panelURL = "http://" + opts.PanelListen + "/"
 		}
 	}
-	var ssoOpts *panel.OIDCOptions
+	var ssoSection *configv1alpha1.OIDC
 	if sso != nil {
-		ssoOpts = ssoOptions(sso.Provider, panelURL)
+		ssoSection = sso.section(panelURL)
 	}
-	comps := startComponents(ctx, cp.config, opts, ssoOpts)
+	comps := startComponents(ctx, cp.config, opts, ssoSection)
 	defer func() {
 		comps.stop()
 		_, _ = fmt.Fprintln(out, "switchboard dev: stopped the operator and the API server"+map[bool]string{true: " and the panel"}[enabled(opts.PanelListen)])
@@ -286,7 +285,7 @@ var errStopping = errors.New("switchboard dev is stopping")
 // startComponents runs the operator and the API server (with the panel) from their
 // configurations, built from the same types and defaults as the commands': only what a
 // single local process needs differs (no Lease, no metrics or probes, no drain delay).
-func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso *panel.OIDCOptions) *components {
+func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso *configv1alpha1.OIDC) *components {
 	ctx, cancel := context.WithCancelCause(parent)
 	comps := &components{ctx: ctx, cancel: cancel}
 	run := func(name string, fn func(context.Context) error) {
@@ -319,11 +318,7 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 			HealthProbeBindAddress: ptr.To(""),
 			Webhook:                configv1alpha1.WebhookEndpoint{BindAddress: webhookAddr, Names: []string{"127.0.0.1"}},
 		}
-		configv1alpha1.SetDefaults_OperatorConfiguration(c)
-		if errs := config.ValidateOperatorConfiguration(c); len(errs) > 0 {
-			return errs.ToAggregate()
-		}
-		return operator.Run(ctx, rest.CopyConfig(cfg), operator.OptionsFromConfig(c))
+		return operator.Run(ctx, c, operator.Deps{RESTConfig: rest.CopyConfig(cfg)})
 	})
 	run("the webhook sender", func(ctx context.Context) error {
 		// The operator's configuration, as the chart gives both: the default networks denied
@@ -334,15 +329,7 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 			MetricsBindAddress:     ptr.To(""),
 			HealthProbeBindAddress: ptr.To(""),
 		}
-		configv1alpha1.SetDefaults_OperatorConfiguration(c)
-		if errs := config.ValidateOperatorConfiguration(c); len(errs) > 0 {
-			return errs.ToAggregate()
-		}
-		o, err := webhooksender.OptionsFromConfig(c)
-		if err != nil {
-			return err
-		}
-		return webhooksender.Run(ctx, rest.CopyConfig(cfg), o)
+		return webhooksender.Run(ctx, c, webhooksender.Deps{RESTConfig: rest.CopyConfig(cfg)})
 	})
 	run("the API server", func(ctx context.Context) error {
 		c := &configv1alpha1.ServerConfiguration{
@@ -355,28 +342,16 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 			ShutdownDelay:   &metav1.Duration{},
 			ShutdownTimeout: &metav1.Duration{Duration: 5 * time.Second},
 		}
+		deps := server.Deps{RESTConfig: rest.CopyConfig(cfg)}
 		if enabled(opts.PanelListen) {
-			c.Panel = &configv1alpha1.ServerPanel{Listen: opts.PanelListen}
-		}
-		configv1alpha1.SetDefaults_ServerConfiguration(c)
-		if errs := config.ValidateServerConfiguration(c); len(errs) > 0 {
-			return errs.ToAggregate()
-		}
-		serverOpts, err := server.OptionsFromConfig(c)
-		if err != nil {
-			return err
-		}
-		if c.Panel != nil {
-			panelOpts := panel.OptionsFromConfig(&c.Panel.PanelSettings, nil)
-			// The local provider's client secret and CA are in memory, not files.
-			panelOpts.OIDC = sso
-			handler, err := panel.NewHandler(rest.CopyConfig(cfg), panelOpts)
+			c.Panel = &configv1alpha1.ServerPanel{Listen: opts.PanelListen, PanelSettings: configv1alpha1.PanelSettings{OIDC: sso}}
+			handler, err := panel.NewHandler(&c.Panel.PanelSettings, c.TrustedProxies, panel.Deps{RESTConfig: rest.CopyConfig(cfg)})
 			if err != nil {
 				return fmt.Errorf("the panel: %w", err)
 			}
-			serverOpts.PanelListen, serverOpts.Panel = c.Panel.Listen, handler
+			deps.PanelHandler = handler
 		}
-		return server.Run(ctx, rest.CopyConfig(cfg), serverOpts)
+		return server.Run(ctx, c, deps)
 	})
 	return comps
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/local/oidcop"
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
@@ -27,6 +28,7 @@ const (
 	SSOGroup   = "switchboard-dev"
 	ssoClient  = "switchboard-dev-panel"
 	ssoCAFile  = "oidc-ca.pem"
+	ssoSecret  = "oidc-client-secret"
 	ssoBinGlob = "oidc-op-*"
 )
 
@@ -35,6 +37,9 @@ type ssoProvider struct {
 	*oidcop.Provider
 	password string
 	authCfg  string // the kube-apiserver's --authentication-config file
+	// caFile and secretFile hold the provider's CA and the panel's client secret, in the state
+	// dir (0700), as a cluster mounts them.
+	caFile, secretFile string
 }
 
 // findProvider returns opts.OIDCProvider, or the newest bin/oidc-op-* beside the assets
@@ -77,25 +82,24 @@ func startSSO(opts Options, stateDir string) (*ssoProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the local OpenID Provider %s: %w", bin, err)
 	}
-	o := ssoOptions(p, "")
-	authCfg := filepath.Join(stateDir, "authentication-config.yaml")
-	if err := os.WriteFile(authCfg, []byte(panel.AuthenticationConfigYAML(o, p.CAPEM)), 0o600); err != nil {
-		return nil, errors.Join(err, p.Stop())
+	sso := &ssoProvider{Provider: p, password: password, authCfg: filepath.Join(stateDir, "authentication-config.yaml"),
+		caFile: filepath.Join(stateDir, ssoCAFile), secretFile: filepath.Join(stateDir, ssoSecret)}
+	for file, content := range map[string]string{
+		sso.authCfg: panel.AuthenticationConfigYAML(sso.section(""), p.CAPEM), sso.caFile: p.CAPEM, sso.secretFile: p.ClientSecret,
+	} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			return nil, errors.Join(err, p.Stop())
+		}
 	}
-	if err := os.WriteFile(filepath.Join(stateDir, ssoCAFile), []byte(p.CAPEM), 0o600); err != nil {
-		return nil, errors.Join(err, p.Stop())
-	}
-	return &ssoProvider{Provider: p, password: password, authCfg: authCfg}, nil
+	return sso, nil
 }
 
-// ssoOptions are the panel's single sign-on options for the provider, with panelURL (ending
-// in /) as the panel's address.
-func ssoOptions(p *oidcop.Provider, panelURL string) *panel.OIDCOptions {
-	return &panel.OIDCOptions{
-		IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret, CAData: []byte(p.CAPEM),
-		RedirectURL: panelURL + "oidc/callback", Mode: panel.OIDCModeToken, ProviderName: "the local dev provider",
-		UsernameClaim: panel.DefaultOIDCUsernameClaim, UsernamePrefix: panel.DefaultOIDCUsernamePrefix,
-		GroupsClaim: panel.DefaultOIDCGroupsClaim, GroupsPrefix: panel.DefaultOIDCGroupsPrefix,
+// section is the panel's single sign-on section for the provider, in token mode with the
+// default claim mapping, with panelURL (ending in /) as the panel's address.
+func (p *ssoProvider) section(panelURL string) *configv1alpha1.OIDC {
+	return &configv1alpha1.OIDC{
+		IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecretFile: p.secretFile, CAFile: p.caFile,
+		RedirectURL: panelURL + "oidc/callback", Mode: configv1alpha1.OIDCModeToken, ProviderName: "the local dev provider",
 	}
 }
 
@@ -106,6 +110,6 @@ func ssoUserObjects() []client.Object {
 	return []client.Object{&rbacv1.RoleBinding{
 		ObjectMeta: meta,
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: DemoPanelUser},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: panel.DefaultOIDCGroupsPrefix + SSOGroup}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: configv1alpha1.DefaultOIDCGroupsPrefix + SSOGroup}},
 	}}
 }

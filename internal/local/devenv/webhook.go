@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/switchboard-dev/switchboard/internal/operator"
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
@@ -27,7 +27,7 @@ func installWebhook(ctx context.Context, cfg *rest.Config) (string, error) {
 		return "", err
 	}
 	url := "https://" + addr + keyadmission.Path
-	want := keyadmission.Configuration(operator.DefaultWebhookConfiguration, admissionregistrationv1.WebhookClientConfig{URL: &url})
+	want := keyadmission.Configuration(configv1alpha1.DefaultWebhookConfigurationName, admissionregistrationv1.WebhookClientConfig{URL: &url})
 	var have admissionregistrationv1.ValidatingWebhookConfiguration
 	switch err := c.Get(ctx, client.ObjectKeyFromObject(want), &have); {
 	case apierrors.IsNotFound(err):

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	time.Local = local
-	system.Main(m, system.Options{Webhook: true, Operator: func(o *operator.Options) { o.WebhookClock = webhookNow }},
+	system.Main(m, system.Options{Webhook: true, Operator: func(_ *configv1alpha1.OperatorConfiguration, deps *operator.Deps) { deps.WebhookClock = webhookNow }},
 		func(s *system.System) { sys = s })
 }
 
@@ -274,7 +275,7 @@ func TestWebhookAtNamedInstants(t *testing.T) {
 func TestWebhookCABundleRestored(t *testing.T) {
 	ctx := testContext(t)
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := sys.Client.Get(ctx, client.ObjectKey{Name: operator.DefaultWebhookConfiguration}, &vwc); err != nil {
+	if err := sys.Client.Get(ctx, client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}, &vwc); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range vwc.Webhooks {
@@ -290,7 +291,7 @@ func TestWebhookCABundleRestored(t *testing.T) {
 	}
 	testenv.Eventually(t, 90*time.Second, "the operator restores the caBundle", func() error {
 		var now admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := sys.Client.Get(ctx, client.ObjectKey{Name: operator.DefaultWebhookConfiguration}, &now); err != nil {
+		if err := sys.Client.Get(ctx, client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}, &now); err != nil {
 			return err
 		}
 		for _, w := range now.Webhooks {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
-	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 )
 
@@ -32,15 +31,6 @@ import (
 // CatchUpLease names the Lease the replicas hold to list the alerts one at a time.
 const CatchUpLease = "switchboard-leak-catch-up.switchboard.dev"
 
-// Defaults of CatchUp.
-const (
-	// DefaultCatchUpPeriod is the time between two listings.
-	DefaultCatchUpPeriod = configv1alpha1.DefaultLeakReportsCatchUpPeriod
-	// DefaultCatchUpMaxCalls bounds the requests of one listing: ten pages of 100, 60 requests
-	// an hour of the token's 5,000.
-	DefaultCatchUpMaxCalls = configv1alpha1.DefaultLeakReportsCatchUpMaxRequests
-)
-
 // The Lease's timing: controller-runtime's defaults. A replica that dies holding it is
 // replaced within LeaseDuration.
 const (
@@ -54,8 +44,7 @@ type CatchUp struct {
 	// Organization is the organization whose open alerts are listed; "" lists none. It needs
 	// the webhook (Config.WebhookSecret) and its API token.
 	Organization string
-	// Period is the time between two listings (default DefaultCatchUpPeriod); MaxCalls bounds
-	// the REST requests of one (default DefaultCatchUpMaxCalls).
+	// Period is the time between two listings; MaxCalls bounds the REST requests of one.
 	Period   time.Duration
 	MaxCalls int
 	// Leases holds the Lease (required with Organization).
@@ -66,7 +55,7 @@ type CatchUp struct {
 	Clock clock.WithTicker
 }
 
-// check fills c's defaults and refuses what cannot run.
+// check refuses what cannot run, and names this replica in the Lease when c does not.
 func (c *CatchUp) check(webhook bool) error {
 	if c.Organization == "" {
 		return nil
@@ -78,14 +67,8 @@ func (c *CatchUp) check(webhook bool) error {
 		return fmt.Errorf("leak reports: organization %q is not a GitHub login", c.Organization)
 	case c.Leases == nil:
 		return errors.New("leak reports: listing an organization's alerts needs a client of Leases")
-	case c.Period < 0 || c.MaxCalls < 0:
-		return errors.New("leak reports: the catch-up's period and budget may not be negative")
-	}
-	if c.Period == 0 {
-		c.Period = DefaultCatchUpPeriod
-	}
-	if c.MaxCalls == 0 {
-		c.MaxCalls = DefaultCatchUpMaxCalls
+	case c.Period <= 0 || c.MaxCalls <= 0:
+		return errors.New("leak reports: the catch-up's period and budget must be positive (the configuration's, validated)")
 	}
 	if c.Identity == "" {
 		host, _ := os.Hostname()

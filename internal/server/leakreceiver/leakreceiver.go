@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/secretscanning"
@@ -24,20 +23,6 @@ const (
 	PartnerPath = "/github/secret-scanning"
 	// AlertsPath receives an organization's secret_scanning_alert webhook.
 	AlertsPath = "/github/alerts"
-)
-
-// Defaults of Config's bounds left zero: the configuration's.
-const (
-	// DefaultClientRate and DefaultClientBurst limit one client address's unverified
-	// requests: GitHub's are all verified, so these are a stranger's, or a misconfigured
-	// secret's (which the 401s in GitHub's log of deliveries show long before the 429s).
-	DefaultClientRate  = configv1alpha1.DefaultLeakReportsUnverifiedRate
-	DefaultClientBurst = configv1alpha1.DefaultLeakReportsUnverifiedBurst
-	// DefaultClients bounds the client addresses remembered (some 200 bytes each).
-	DefaultClients = configv1alpha1.DefaultLeakReportsUnverifiedClients
-	// DefaultReplays and DefaultReplayTTL bound the answers remembered (some 300 bytes each).
-	DefaultReplays   = configv1alpha1.DefaultLeakReportsReplays
-	DefaultReplayTTL = configv1alpha1.DefaultLeakReportsReplayTTL
 )
 
 // Config configures a Receiver: where records go, which of GitHub's ways are served, and the
@@ -85,12 +70,12 @@ type Config struct {
 	Burst int
 	// ClientRate and ClientBurst limit, per client address (an IPv6 client by its /64), the
 	// requests that carry no valid signature; past them, 429 before the body is read. Clients
-	// bounds the addresses remembered. Zero: the Default constants.
+	// bounds the addresses remembered.
 	ClientRate  float64
 	ClientBurst int
 	Clients     int
 	// Replays bounds the handled alerts and recorded keys remembered, each for ReplayTTL, so
-	// that a delivery of them again costs no call. Zero: the Default constants.
+	// that a delivery of them again costs no call.
 	Replays   int
 	ReplayTTL time.Duration
 
@@ -126,11 +111,8 @@ func New(cfg Config) (*Receiver, error) {
 	if !cfg.Partner && len(cfg.WebhookSecret) == 0 {
 		return nil, errors.New("leak reports: neither the partner program nor an organization's webhook is configured")
 	}
-	if cfg.Rate <= 0 || cfg.Burst <= 0 {
-		return nil, errors.New("leak reports: the rate and burst must be positive")
-	}
-	if err := cfg.defaultBounds(); err != nil {
-		return nil, err
+	if cfg.Rate <= 0 || cfg.Burst <= 0 || cfg.ClientRate <= 0 || cfg.ClientBurst <= 0 || cfg.Clients <= 0 || cfg.Replays <= 0 || cfg.ReplayTTL <= 0 {
+		return nil, errors.New("leak reports: every rate and bound must be positive (the configuration's leakReports, validated)")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -174,28 +156,6 @@ func New(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// defaultBounds fills the per-client and replay bounds left zero, and refuses negative ones.
-func (c *Config) defaultBounds() error {
-	if c.ClientRate < 0 || c.ClientBurst < 0 || c.Clients < 0 || c.Replays < 0 || c.ReplayTTL < 0 {
-		return errors.New("leak reports: the per-client and replay bounds may not be negative")
-	}
-	for _, d := range []struct {
-		v   *int
-		def int
-	}{{&c.ClientBurst, DefaultClientBurst}, {&c.Clients, DefaultClients}, {&c.Replays, DefaultReplays}} {
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-	}
-	if c.ClientRate == 0 {
-		c.ClientRate = DefaultClientRate
-	}
-	if c.ReplayTTL == 0 {
-		c.ReplayTTL = DefaultReplayTTL
-	}
-	return nil
 }
 
 // ServeHTTP serves the routes; each limits a request by its client's budget before a byte of

@@ -18,7 +18,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
@@ -32,10 +35,10 @@ type Options struct {
 	SystemNamespace string
 	// Logger receives the operator's and the server's logs (default: none).
 	Logger logr.Logger
-	// Operator, when set, adjusts the operator's options before it starts.
-	Operator func(*operator.Options)
-	// Server, when set, adjusts the server's options before it starts.
-	Server func(*server.Options)
+	// Operator, when set, adjusts the operator's configuration and deps before it starts.
+	Operator func(*configv1alpha1.OperatorConfiguration, *operator.Deps)
+	// Server, when set, adjusts the server's configuration before it starts.
+	Server func(*configv1alpha1.ServerConfiguration)
 	// APIServerArgs are extra kube-apiserver flags (testenv.StartOptions).
 	APIServerArgs map[string]string
 	// Reveal serves the operator's reveal endpoint on loopback (RevealURL, RevealBundle).
@@ -91,20 +94,16 @@ func Start(opts Options) (*System, error) {
 	}
 	s.APIURL = "http://" + listener.Addr().String()
 
-	operatorOpts := operator.Options{
-		SystemNamespace:        opts.SystemNamespace,
-		MetricsBindAddress:     "0",
-		HealthProbeBindAddress: "0",
-		Logger:                 opts.Logger.WithName("operator"),
-	}
+	operatorConfig := testenv.OperatorConfiguration(opts.SystemNamespace)
+	operatorDeps := operator.Deps{RESTConfig: env.Config, Logger: opts.Logger.WithName("operator")}
 	if opts.Reveal {
 		addr, err := testenv.FreeLoopback()
 		if err != nil {
 			return fail(err)
 		}
-		operatorOpts.RevealBindAddress, operatorOpts.RevealNames = addr, []string{"127.0.0.1"}
+		operatorConfig.Reveal = configv1alpha1.RevealEndpoint{BindAddress: addr, Names: []string{"127.0.0.1"}}
 		s.RevealURL = "https://" + addr
-		s.RevealBundle = opts.SystemNamespace + "/" + operator.DefaultRevealBundle
+		s.RevealBundle = opts.SystemNamespace + "/" + configv1alpha1.DefaultRevealCAConfigMap
 	}
 	if opts.Webhook {
 		addr, err := testenv.FreeLoopback()
@@ -112,32 +111,29 @@ func Start(opts Options) (*System, error) {
 			return fail(err)
 		}
 		url := "https://" + addr + keyadmission.Path
-		vwc := keyadmission.Configuration(operator.DefaultWebhookConfiguration, admissionregistrationv1.WebhookClientConfig{URL: &url})
+		vwc := keyadmission.Configuration(configv1alpha1.DefaultWebhookConfigurationName, admissionregistrationv1.WebhookClientConfig{URL: &url})
 		if err := env.Client.Create(ctx, vwc); err != nil {
 			return fail(fmt.Errorf("creating the webhook configuration: %w", err))
 		}
-		operatorOpts.WebhookBindAddress, operatorOpts.WebhookNames = addr, []string{"127.0.0.1"}
+		operatorConfig.Webhook = configv1alpha1.WebhookEndpoint{BindAddress: addr, Names: []string{"127.0.0.1"}}
 	}
 	if opts.Operator != nil {
-		opts.Operator(&operatorOpts)
+		opts.Operator(operatorConfig, &operatorDeps)
 	}
-	serverLog := opts.Logger.WithName("server")
-	serverOpts := server.Options{
-		Listener:               listener,
+	serverConfig := &configv1alpha1.ServerConfiguration{
 		SystemNamespace:        opts.SystemNamespace,
-		MetricsBindAddress:     "0",
-		HealthProbeBindAddress: "0",
-		ShutdownDelay:          -1,
-		LastUsedFlush:          200 * time.Millisecond,
-		LastUsedInterval:       time.Second,
-		FailureRate:            -1,
-		Logger:                 &serverLog,
+		MetricsBindAddress:     ptr.To(""),
+		HealthProbeBindAddress: ptr.To(""),
+		ShutdownDelay:          &metav1.Duration{},
+		LastUsed:               configv1alpha1.LastUsed{Interval: &metav1.Duration{Duration: time.Second}},
+		AuthFailureLimit:       configv1alpha1.AuthFailureLimit{Rate: ptr.To(0.0)},
 	}
 	if opts.Server != nil {
-		opts.Server(&serverOpts)
+		opts.Server(serverConfig)
 	}
-	go func() { s.operatorDone <- operator.Run(ctx, env.Config, operatorOpts) }()
-	go func() { s.serverDone <- server.Run(ctx, env.Config, serverOpts) }()
+	serverDeps := server.Deps{RESTConfig: env.Config, Listener: listener, LastUsedFlush: 200 * time.Millisecond, Logger: opts.Logger.WithName("server")}
+	go func() { s.operatorDone <- operator.Run(ctx, operatorConfig, operatorDeps) }()
+	go func() { s.serverDone <- server.Run(ctx, serverConfig, serverDeps) }()
 	return s, nil
 }
 
