@@ -33,7 +33,7 @@ build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
 	if [[ -x $dest/$name ]]; then
 		return
 	fi
-	echo "envtest: building $name $version from source (first time only, a few minutes on 2 cores)…" >&2
+	echo "envtest: building $name $([[ $name == etcd ]] && echo "$etcd_version" || echo "$version") from source (first time only, a few minutes on 2 cores)…" >&2
 	local start=$SECONDS
 	# The committed go.sum is the trust root: the checksum database does not serve k8s.io/kubernetes.
 	(cd "$root/hack/tools/envtest/$dir" && GOFLAGS=-mod=readonly GONOSUMDB=k8s.io \
