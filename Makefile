@@ -9,9 +9,11 @@ LOCALBIN ?= $(CURDIR)/bin
 KUBE_VERSION ?= $(shell cat hack/kube-version)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)
 export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS)
-# Where hack/envtest-fetch looks for the control plane's tarballs (setup-envtest's index), and the
-# SHA-512 it trusts for each (docs/developing.md, "The control plane's binaries").
-export ENVTEST_INDEX_URL ?= https://raw.githubusercontent.com/kubernetes-sigs/controller-tools/HEAD/envtest-releases.yaml
+# Where hack/envtest-fetch downloads the control plane's binaries from (Kubernetes' and etcd's
+# releases, or mirrors of them), and the SHA-512 it trusts for each (docs/developing.md, "The
+# control plane's binaries").
+export ENVTEST_KUBERNETES_URL ?= https://dl.k8s.io
+export ENVTEST_ETCD_URL ?= https://github.com/etcd-io/etcd/releases/download
 export ENVTEST_PINS ?= $(CURDIR)/hack/envtest.sha512
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
@@ -121,11 +123,11 @@ envtest: ## Download (pinned SHA-512) or else build etcd, kube-apiserver and kub
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh
 
 .PHONY: envtest-tests
-envtest-tests: ## Also build kube-controller-manager, which the tenant-role tests run (only when missing).
+envtest-tests: ## Also kube-controller-manager, which the tenant-role tests run (downloaded or built, only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --tests
 
 .PHONY: cluster-bins
-cluster-bins: ## Also build kube-scheduler, kubelet and kube-proxy (only when missing).
+cluster-bins: ## Also kube-scheduler, kubelet and kube-proxy (downloaded or built, only when missing).
 	KUBE_VERSION=$(KUBE_VERSION) ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/envtest.sh --cluster
 
 .PHONY: test

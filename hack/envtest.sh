@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Puts the Kubernetes binaries into bin/k8s/<version>/, each only when missing:
-#   (no arguments)  what `switchboard dev` runs: etcd, kube-apiserver and kubectl, downloaded by
-#                   hack/envtest-fetch from setup-envtest's index when hack/envtest.sha512 pins
-#                   their tarball and the index is reachable (ENVTEST_INDEX_URL), else built;
+#   (no arguments)  what `switchboard dev` runs: etcd, kube-apiserver and kubectl;
 #   --tests         also kube-controller-manager, which the tenant-role tests run;
 #   --cluster       also the rest of a node for test/cluster and `make cluster`: kube-scheduler,
 #                   the kubelet and kube-proxy.
-# Built binaries come from source through the Go module proxy: etcd from go.etcd.io/etcd/server,
-# the others from k8s.io/kubernetes. The version is pinned once, in hack/kube-version, which must
-# match the tools module's go.mod.
+# hack/envtest-fetch downloads each from Kubernetes' and etcd's releases when hack/envtest.sha512
+# (ENVTEST_PINS) pins its SHA-512 and the release can be reached (ENVTEST_KUBERNETES_URL,
+# ENVTEST_ETCD_URL); it says which it cannot and why, and those are built from source through the
+# Go module proxy: etcd from go.etcd.io/etcd/server, the others from k8s.io/kubernetes. The
+# version is pinned once, in hack/kube-version, which must match the tools module's go.mod;
+# etcd's is the one hack/tools/envtest/etcd/go.mod requires.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +33,7 @@ build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
 	if [[ -x $dest/$name ]]; then
 		return
 	fi
-	echo "envtest: building $name $version from source (first time only, a few minutes on 2 cores)…" >&2
+	echo "envtest: building $name $([[ $name == etcd ]] && echo "$etcd_version" || echo "$version") from source (first time only, a few minutes on 2 cores)…" >&2
 	local start=$SECONDS
 	# The committed go.sum is the trust root: the checksum database does not serve k8s.io/kubernetes.
 	(cd "$root/hack/tools/envtest/$dir" && GOFLAGS=-mod=readonly GONOSUMDB=k8s.io \
@@ -41,31 +42,33 @@ build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
 	echo "envtest: built $name in $((SECONDS - start))s" >&2
 }
 
-# Download etcd, kube-apiserver and kubectl when they can be; exit status 2 means they cannot
-# (no pin, no index), and they are built below.
-if [[ ! -x $dest/etcd || ! -x $dest/kube-apiserver || ! -x $dest/kubectl ]]; then
+etcd_version=$(sed -nE 's/^(require)?[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 v([^[:space:]]+)$/\2/p' "$root/hack/tools/envtest/etcd/go.mod")
+bins=(etcd kube-apiserver kubectl)
+# Its clusterrole-aggregation controller fills the built-in roles in the tenant-role tests; the
+# cluster runs it too.
+if [[ ${1:-} == --tests || ${1:-} == --cluster ]]; then
+	bins+=(kube-controller-manager)
+fi
+if [[ ${1:-} == --cluster ]]; then
+	bins+=(kube-scheduler kubelet kube-proxy)
+fi
+
+# Download what is missing when it can be; what it cannot is built below.
+missing=()
+for b in "${bins[@]}"; do
+	[[ -x $dest/$b ]] || missing+=("$b")
+done
+if ((${#missing[@]})); then
 	fetch_bin=$(mktemp -d)
 	trap 'rm -rf "$fetch_bin"' EXIT
 	(cd "$root" && go build -o "$fetch_bin/envtest-fetch" ./hack/envtest-fetch)
-	rc=0
-	"$fetch_bin/envtest-fetch" -version "$version" -dest "$dest" -pins "${ENVTEST_PINS:-$root/hack/envtest.sha512}" || rc=$?
-	if ((rc != 0 && rc != 2)); then
-		exit "$rc"
-	fi
+	"$fetch_bin/envtest-fetch" -version "$version" -etcd-version "$etcd_version" -dest "$dest" \
+		-pins "${ENVTEST_PINS:-$root/hack/envtest.sha512}" "${missing[@]}"
 fi
 
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=${version%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
 build etcd etcd .
-build kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-build kubectl kubernetes k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
-# Its clusterrole-aggregation controller fills the built-in roles in the tenant-role tests; the
-# cluster runs it too.
-if [[ ${1:-} == --tests || ${1:-} == --cluster ]]; then
-	build kube-controller-manager kubernetes k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
-fi
-if [[ ${1:-} == --cluster ]]; then
-	for cmd in kube-scheduler kubelet kube-proxy; do
-		build "$cmd" kubernetes "k8s.io/kubernetes/cmd/$cmd" "$kube_ldflags"
-	done
-fi
+for b in "${bins[@]:1}"; do
+	build "$b" kubernetes "k8s.io/kubernetes/cmd/$b" "$kube_ldflags"
+done
 echo "$dest"

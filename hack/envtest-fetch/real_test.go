@@ -16,28 +16,31 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
-// TestFetchedControlPlaneStarts fetches a tarball of the real etcd, kube-apiserver and kubectl
-// (the ones `make envtest` put in bin/k8s/<version>) from a loopback index, then starts envtest's
-// control plane from the fetched directory and reaches it with the fetched kubectl: what
-// `make dev` downloads is what it runs.
+// TestFetchedControlPlaneStarts fetches the real etcd, kube-apiserver and kubectl (the ones
+// `make envtest` put in bin/k8s/<version>), laid out as their releases publish them, from a
+// loopback server, then starts envtest's control plane from the fetched directory and reaches
+// it with the fetched kubectl: what `make dev` downloads is what it runs.
 func TestFetchedControlPlaneStarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("packs and starts the real control plane")
 	}
 	assets := testenv.AssetsDir()
-	entries := []entry{{name: tarballDir + "/", typeflag: tar.TypeDir}}
-	for _, b := range Binaries {
+	rel := newRelease(t)
+	pins := map[string]string{}
+	for _, b := range Binaries[:3] {
 		body, err := os.ReadFile(filepath.Join(assets, b)) //nolint:gosec // the control plane's own binary
 		if err != nil {
 			t.Fatalf("%v (run `make envtest` first)", err)
 		}
-		entries = append(entries, entry{name: tarballDir + "/" + b, typeflag: tar.TypeReg, body: string(body)})
+		if b == "etcd" {
+			body = makeTarGz(t, []entry{{name: etcdDir + "/", typeflag: tar.TypeDir}, {name: etcdDir + "/etcd", typeflag: tar.TypeReg, body: string(body)}})
+		}
+		rel.files[artifactPath(b)] = body
+		pins[b] = sha512Hex(body)
 	}
-	tarball := makeTarball(t, entries)
-	srv := serve(t, tarball, sha512Hex(tarball))
-	o := options(t, srv.URL, sha512Hex(tarball))
-	if err := Fetch(context.Background(), o); err != nil {
-		t.Fatalf("Fetch: %v", err)
+	o := options(t, rel.URL, pins)
+	if missing, err := Fetch(context.Background(), o, Binaries[:3]); err != nil || len(missing) != 0 {
+		t.Fatalf("Fetch = %v, %v", missing, err)
 	}
 
 	env := &envtest.Environment{BinaryAssetsDirectory: o.Dest}
