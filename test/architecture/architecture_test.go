@@ -306,38 +306,44 @@ func diagram(t *testing.T) string {
 	return page[i : i+j]
 }
 
-// useRE finds a cobra command's name: the first word of its Use.
-var useRE = regexp.MustCompile(`(?m)^\s*Use:\s*"([a-z-]+)`)
-
-// TestDiagramShowsEveryComponent: every command of cmd/switchboard that runs a component (all
-// but the root and `version`) is in the diagram as `switchboard <command>`, and the plugin of
-// cmd/kubectl-switchboard as `kubectl switchboard`: a component added to cmd/ fails here until
-// the page shows it.
-func TestDiagramShowsEveryComponent(t *testing.T) {
-	d := diagram(t)
-	files, err := filepath.Glob(filepath.Join(root, "cmd", "switchboard", "*.go"))
+// components are the commands of bin/switchboard that run a component: those its help lists,
+// but cobra's own and `version`.
+func components(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command("go", "run", "./cmd/switchboard", "--help")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("switchboard --help: %v\n%s", err, out)
 	}
-	var components []string
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range useRE.FindAllStringSubmatch(string(src), -1) {
-			if name := m[1]; name != "switchboard" && name != "version" && !slices.Contains(components, name) {
-				components = append(components, name)
+	var names []string
+	listing := false
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "Available Commands:"):
+			listing = true
+		case listing && strings.TrimSpace(line) == "":
+			listing = false
+		case listing:
+			if name := strings.Fields(line)[0]; !slices.Contains([]string{"completion", "help", "version"}, name) {
+				names = append(names, name)
 			}
 		}
 	}
-	if len(components) < 5 {
-		t.Fatalf("found the commands %q in cmd/switchboard: too few to be its components", components)
+	return names
+}
+
+// TestDiagramShowsEveryComponent: every command of cmd/switchboard that runs a component (all
+// its help lists but cobra's own and `version`) is in the diagram as `switchboard <command>`,
+// and the plugin of cmd/kubectl-switchboard as `kubectl switchboard`: a component added to cmd/
+// fails here until the page shows it.
+func TestDiagramShowsEveryComponent(t *testing.T) {
+	d := diagram(t)
+	comps := components(t)
+	if len(comps) < 5 {
+		t.Fatalf("found the commands %q in cmd/switchboard: too few to be its components", comps)
 	}
-	for _, c := range components {
+	for _, c := range comps {
 		if !strings.Contains(d, "switchboard "+c) {
 			t.Errorf("the diagram of %s does not show `switchboard %s`, a component of cmd/switchboard", page, c)
 		}
