@@ -1,0 +1,211 @@
+package plugin
+
+// How `kubectl switchboard key status` prints its report for people (keystatus.go gathers it).
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keyclient"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
+)
+
+// printKeyReport writes the report as text, in sections as kubectl describe does.
+func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
+	w := printers.GetNewTabWriter(out)
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%s:\t%s\n", label, fmt.Sprintf(format, args...))
+	}
+	line("Name", "%s", r.Name)
+	line("Namespace", "%s", r.Namespace)
+	if r.Description != "" {
+		line("Description", "%s", r.Description)
+	}
+	line("State", "%s", r.State)
+	line("Created", "%s", when(r.CreatedAt, now, "-"))
+	line("Expires", "%s", when(r.ExpiresAt, now, "never (no spec.expiresAt)"))
+	if r.RevokedAt != nil {
+		line("Revoked", "%s", when(r.RevokedAt, now, "-"))
+	}
+
+	fmt.Fprintln(w, "Current key:")
+	k := r.Key
+	if k.Generation == 0 {
+		line("  Key", "none issued yet")
+	} else {
+		line("  Key", "%s (generation %d)", orDash(k.Hint), k.Generation)
+	}
+	line("  Issued", "%s", when(k.IssuedAt, now, "-"))
+	line("  Ends", "%s", when(k.NotAfter, now, "does not end on its own"))
+	line("  Renewal", "%s", when(k.RenewalTime, now, "none scheduled"))
+	line("  Failed renewals", "%d", k.FailedRenewalAttempts)
+	line("  Last used", "%s", when(k.LastUsedAt, now, "never"))
+	if k.RotatedAt != nil {
+		line("  Rotated", "%s", when(k.RotatedAt, now, "-"))
+	}
+	if v := k.PreviousKeyValidUntil; v != nil && now.Before(v.Time) {
+		line("  Previous key", "generation %d, valid until %s", k.Generation-1, when(v, now, "-"))
+		line("  Previous key last used", "%s", when(k.PreviousKeyLastUsedAt, now, "not since the rotation"))
+		if k.GraceEvidence != "" {
+			line("  Previous key held by", "%s", oneLine(k.GraceEvidence))
+		}
+	}
+	if k.RotationRequestedAt != "" {
+		line("  Rotation", "requested (%s), not carried out yet", k.RotationRequestedAt)
+	}
+	line("Lifecycle", "%s", lifecycleText(r.Lifecycle))
+
+	line("Delivery", "%s", deliveryText(r.Delivery, k.Generation))
+	line("Reveal", "%s", revealText(r, now))
+
+	fmt.Fprintln(w, "Policy:")
+	line("  Rate limit", "%s", orWord(r.Policy.RateLimit, "none"))
+	line("  Source ranges", "%s", orWord(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
+	line("  Audiences", "%s", orWord(strings.Join(r.Policy.Audiences, ", "), "every audience"))
+
+	// The tables are aligned on their own, not with the labels above.
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	if len(r.Conditions) == 0 {
+		fmt.Fprintln(w, "Conditions:\tnone yet (the operator has not seen this APIKey)")
+	} else {
+		fmt.Fprintln(w, "Conditions:")
+		fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
+		for _, c := range r.Conditions {
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), ago(&c.LastTransitionTime, now), orDash(oneLine(c.Message)))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	switch {
+	case r.EventsError != "":
+		fmt.Fprintf(w, "Events:\tnot shown: %s\n", r.EventsError)
+	case len(r.Events) == 0:
+		fmt.Fprintln(w, "Events:\tnone (Events are kept for an hour by default)")
+	default:
+		fmt.Fprintln(w, "Events:")
+		fmt.Fprintln(w, "  TYPE\tREASON\tAGE\tFROM\tMESSAGE")
+		for _, e := range r.Events {
+			seen := ago(&e.LastSeen, now)
+			if e.Count > 1 {
+				seen += fmt.Sprintf(" (x%d over %s)", e.Count, age(e.FirstSeen, now))
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, seen, orDash(e.From), oneLine(e.Message))
+		}
+	}
+	return w.Flush()
+}
+
+// when is an instant as RFC 3339 with how long from now: "2026-12-01T10:00:00Z (in 5d)".
+func when(t *metav1.Time, now time.Time, none string) string {
+	if t == nil || t.IsZero() {
+		return none
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + until(t, now) + ")"
+}
+
+func orWord(s, word string) string {
+	if s == "" {
+		return word
+	}
+	return s
+}
+
+func formatDuration(d *metav1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return keyclient.FormatPeriod(d.Duration)
+}
+
+// formatWindow writes a renewal window in one line: "Monday,Friday 02:00+2h Europe/Paris",
+// "every day 02:00+2h UTC", or "cron 0 2 * * 1-5 +2h Europe/Paris".
+func formatWindow(w switchboardv1alpha1.APIKeyRenewalWindow) string {
+	if w.Cron != "" {
+		return fmt.Sprintf("cron %s +%s %s", w.Cron, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+	}
+	days := "every day"
+	if len(w.Days) > 0 {
+		names := make([]string, len(w.Days))
+		for i, d := range w.Days {
+			names[i] = string(d)
+		}
+		days = strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%s %s+%s %s", days, w.Start, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+}
+
+func lifecycleText(l keyReportLifecycle) string {
+	var parts []string
+	if l.Lifetime == "" {
+		parts = append(parts, "no lifetime (a key lasts until expiresAt, a rotation or a revocation)")
+	} else {
+		s := "each key lasts " + l.Lifetime
+		switch {
+		case l.RenewBefore != "":
+			s += ", renewed " + l.RenewBefore + " before its end"
+		case l.RenewBeforePercentage != nil:
+			s += fmt.Sprintf(", renewed %d%% of it before its end", *l.RenewBeforePercentage)
+		}
+		if len(l.RenewalWindows) > 0 {
+			s += ", in a window: " + strings.Join(l.RenewalWindows, "; ")
+		}
+		parts = append(parts, s)
+	}
+	if l.RevokeWhenUnusedFor != "" {
+		parts = append(parts, "revoked once unused for "+l.RevokeWhenUnusedFor)
+	}
+	if l.GraceEndsWhenUnusedFor != "" {
+		parts = append(parts, "an old key's grace ends once it is unused for "+l.GraceEndsWhenUnusedFor+" and its pods restarted")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func deliveryText(d keyReportDelivery, generation int64) string {
+	if d.SecretName == "" {
+		return "none: the key is revealed once (no spec.secretName)"
+	}
+	s := fmt.Sprintf("Secret %q, data key %q: ", d.SecretName, keysecret.DataKey)
+	switch d.Secret {
+	case secretExists:
+		s += "exists"
+		if d.SecretGeneration != 0 && d.SecretGeneration != generation {
+			s += fmt.Sprintf(", holds key generation %d (the current is %d)", d.SecretGeneration, generation)
+		} else if d.SecretGeneration != 0 {
+			s += fmt.Sprintf(", holds key generation %d", d.SecretGeneration)
+		}
+		return s
+	case secretMissing:
+		return s + "missing; " + d.Message
+	case secretForeign:
+		return s + "taken: " + d.Message
+	}
+	return s + "unknown: " + d.Message
+}
+
+func revealText(r *keyReport, now time.Time) string {
+	switch r.Reveal.State {
+	case revealClaimable:
+		return fmt.Sprintf("waiting to be claimed from Secret %q until %s: `kubectl switchboard key reveal %s`",
+			r.Reveal.SecretName, when(r.Reveal.ExpiresAt, now, "-"), r.Name)
+	case revealDelivered:
+		return "delivered (not revealed: the key is in the delivery Secret)"
+	case revealClaimed:
+		return "claimed (the key was shown once and is not kept)"
+	case revealExpired:
+		return "expired unclaimed: nobody has the key; rotate for a new one"
+	case revealNone:
+		return "none: the key is " + strings.ToLower(r.State)
+	}
+	return "waiting for the operator to issue the key"
+}
