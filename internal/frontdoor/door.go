@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // The admission of connections, shared by the HTTP and the gRPC doors. A door counts its

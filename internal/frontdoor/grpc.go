@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // GRPCLimits bound a gRPC listener.

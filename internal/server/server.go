@@ -37,6 +37,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 	"github.com/switchboard-dev/switchboard/internal/logging"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/server/authz"
 	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
@@ -363,7 +364,7 @@ func (h *host) apiLimits() frontdoor.HTTPLimits {
 	limits.BodyRefusal = &frontdoor.Refusal{
 		Status: http.StatusRequestEntityTooLarge,
 		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},
-		Body:   apierror.JSON(apierror.CodeBodyNotAllowed, msgBodyNotAllowed),
+		Body:   apierror.JSON(apicode.BodyNotAllowed, msgBodyNotAllowed),
 	}
 	return limits
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 

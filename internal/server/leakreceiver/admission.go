@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 )
 
