@@ -78,7 +78,7 @@ func complete(c *configv1alpha1.OperatorConfiguration, deps Deps) (*settings, er
 	if deps.RESTConfig == nil {
 		return nil, errors.New("operator: no Kubernetes client configuration")
 	}
-	policy, err := config.WebhookPolicy(&c.Webhooks)
+	policy, err := webhookdelivery.PolicyOf(&c.Webhooks)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 		return nil, errors.New("webhooks: no Kubernetes client configuration")
 	}
 	w, system := &c.Webhooks, c.SystemNamespace
-	policy, err := internalconfig.WebhookPolicy(w)
+	policy, err := webhookdelivery.PolicyOf(w)
 	if err != nil {
 		return nil, err
 	}

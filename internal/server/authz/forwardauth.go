@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
@@ -104,7 +105,7 @@ func forwardAuthRoute(path string) (audience string, nginx, ok bool) {
 		}
 		nginx, rest = true, r
 	}
-	if !keycheck.ValidAudience(rest) {
+	if !switchboardv1alpha1.ValidAudience(rest) {
 		return "", false, false
 	}
 	return rest, nginx, true

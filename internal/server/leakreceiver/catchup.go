@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 )
 
@@ -63,7 +64,7 @@ func (c *CatchUp) check(webhook bool) error {
 	switch {
 	case !webhook:
 		return errors.New("leak reports: listing an organization's alerts needs its webhook and API token")
-	case !secretscanning.ValidOrganization(c.Organization):
+	case !config.ValidOrganization(c.Organization):
 		return fmt.Errorf("leak reports: organization %q is not a GitHub login", c.Organization)
 	case c.Leases == nil:
 		return errors.New("leak reports: listing an organization's alerts needs a client of Leases")
