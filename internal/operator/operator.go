@@ -21,10 +21,10 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/config"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/controller/connection"
 	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/logging"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )

@@ -33,8 +33,8 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/readiness"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // What the concerns name, for those who know the controller by its host (the operator, the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver/secretscanning"
 )
 
 // Who is heard, and when: a request without a signature GitHub could have made is refused from

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchboard-dev/switchboard/internal/config"
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver/secretscanning"
 )
 
 // The catch-up. GitHub does not deliver an organization's webhook again on its own: a

@@ -23,9 +23,9 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalwindow"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
-	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
 )
 
 // RenewalTime is when the current key should be renewed: renewBefore (or the percentage of its
