@@ -25,7 +25,6 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	internalconfig "github.com/switchboard-dev/switchboard/internal/config"
-	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/logging"
 	"github.com/switchboard-dev/switchboard/internal/operator"
@@ -61,7 +60,7 @@ type Deps struct {
 // the signing namespace. It reads no other Secret, and holds no right to: none in the system
 // namespace, none in tenants'.
 func CacheOptions(system, signing string) cache.Options {
-	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelComponent: keywebhook.ComponentSigning})
+	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelComponent: keysecret.ComponentSigning})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{

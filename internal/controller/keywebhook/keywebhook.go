@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -34,19 +33,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
-// The signing secrets' copy in the signing namespace, as the sender finds it.
 const (
-	// ComponentSigning is the switchboard.dev/component label of a copy.
-	ComponentSigning = "webhook-signing"
-	// LabelWebhookNamespace, LabelWebhookName and LabelWebhookUID name the KeyWebhook a copy is
-	// of, so that a copy whose KeyWebhook is gone is found and deleted.
-	LabelWebhookNamespace = "switchboard.dev/keywebhook-namespace"
-	LabelWebhookName      = "switchboard.dev/keywebhook-name"
-	LabelWebhookUID       = "switchboard.dev/keywebhook-uid"
-	// SigningSecretsKey is the copy's data entry: the "whsec_" secrets, space-separated.
-	SigningSecretsKey = "secrets"
-	// SecretType is a copy's type, so that nothing mistakes it for a tenant's Secret.
-	SecretType corev1.SecretType = "switchboard.dev/webhook-signing"
 	// DefaultSecretKey is the entry of the tenant's Secret read when signingSecretRef.key is empty.
 	DefaultSecretKey = "secret"
 	// Resync is how often each KeyWebhook's signing secrets are read again: the operator
@@ -54,10 +41,6 @@ const (
 	// data of whatever tenants put in them), so a rotation reaches deliveries within Resync.
 	Resync = time.Minute
 )
-
-// SigningSecretName is the name, in the signing namespace, of the copy of the signing secrets
-// of the KeyWebhook with UID uid.
-func SigningSecretName(uid types.UID) string { return "webhook-signing-" + string(uid) }
 
 // Reconciler checks KeyWebhooks and keeps their signing secrets' copies.
 type Reconciler struct {
@@ -88,7 +71,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&switchboardv1alpha1.KeyWebhook{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(ofCopy), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			ns := o.GetNamespace()
-			return (ns == r.SigningNamespace || ns == r.SystemNamespace) && o.GetLabels()[keysecret.LabelComponent] == ComponentSigning
+			return (ns == r.SigningNamespace || ns == r.SystemNamespace) && o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentSigning
 		}))).
 		Named("keywebhook").
 		WithOptions(controller.FairOptions(r.ControllerOptions)).
@@ -98,10 +81,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // ofCopy maps a copy to its KeyWebhook.
 func ofCopy(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	if l[LabelWebhookNamespace] == "" || l[LabelWebhookName] == "" {
+	if l[keysecret.LabelWebhookNamespace] == "" || l[keysecret.LabelWebhookName] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelWebhookNamespace], Name: l[LabelWebhookName]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[keysecret.LabelWebhookNamespace], Name: l[keysecret.LabelWebhookName]}}}
 }
 
 // Reconcile checks one KeyWebhook's endpoint and signing secrets, keeps their copy, deletes
@@ -205,17 +188,17 @@ func (r *Reconciler) keepCopy(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.SigningNamespace,
-			Name:      SigningSecretName(kw.UID),
+			Name:      keysecret.SigningSecretName(kw.UID),
 			Labels: map[string]string{
-				keysecret.LabelManagedBy: keysecret.ManagedBy,
-				keysecret.LabelComponent: ComponentSigning,
-				LabelWebhookNamespace:    kw.Namespace,
-				LabelWebhookName:         kw.Name,
-				LabelWebhookUID:          string(kw.UID),
+				keysecret.LabelManagedBy:        keysecret.ManagedBy,
+				keysecret.LabelComponent:        keysecret.ComponentSigning,
+				keysecret.LabelWebhookNamespace: kw.Namespace,
+				keysecret.LabelWebhookName:      kw.Name,
+				keysecret.LabelWebhookUID:       string(kw.UID),
 			},
 		},
-		Type: SecretType,
-		Data: map[string][]byte{SigningSecretsKey: []byte(secrets)},
+		Type: keysecret.TypeSigning,
+		Data: map[string][]byte{keysecret.DataSigningSecrets: []byte(secrets)},
 	}
 	have := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -228,7 +211,7 @@ func (r *Reconciler) keepCopy(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 	case err != nil:
 		return fmt.Errorf("reading the copy of the signing secrets of KeyWebhook %s/%s: %w", kw.Namespace, kw.Name, err)
 	}
-	if bytes.Equal(have.Data[SigningSecretsKey], want.Data[SigningSecretsKey]) && len(have.Data) == 1 {
+	if bytes.Equal(have.Data[keysecret.DataSigningSecrets], want.Data[keysecret.DataSigningSecrets]) && len(have.Data) == 1 {
 		return nil
 	}
 	before := have.DeepCopy()
@@ -247,7 +230,7 @@ func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName
 	for _, ns := range []string{r.SigningNamespace, r.SystemNamespace} {
 		var in corev1.SecretList
 		if err := r.Client.List(ctx, &in, client.InNamespace(ns), client.MatchingLabels{
-			keysecret.LabelComponent: ComponentSigning, LabelWebhookNamespace: name.Namespace, LabelWebhookName: name.Name,
+			keysecret.LabelComponent: keysecret.ComponentSigning, keysecret.LabelWebhookNamespace: name.Namespace, keysecret.LabelWebhookName: name.Name,
 		}); err != nil {
 			return fmt.Errorf("listing the signing secrets' copies of KeyWebhook %s in %s: %w", name, ns, err)
 		}
@@ -255,7 +238,7 @@ func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName
 	}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if keep != "" && s.Namespace == r.SigningNamespace && s.Labels[LabelWebhookUID] == string(keep) {
+		if keep != "" && s.Namespace == r.SigningNamespace && s.Labels[keysecret.LabelWebhookUID] == string(keep) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
@@ -264,9 +247,3 @@ func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName
 	}
 	return nil
 }
-
-// copyLabels are the labels the copies carry, in the order the cache keeps them.
-var copyLabels = []string{LabelWebhookNamespace, LabelWebhookName, LabelWebhookUID}
-
-// IsCopyLabel says whether a label is one of a copy's, for caches that trim labels.
-func IsCopyLabel(l string) bool { return slices.Contains(copyLabels, l) }
