@@ -28,8 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/fairqueue"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -74,7 +75,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return (ns == r.SigningNamespace || ns == r.SystemNamespace) && o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentSigning
 		}))).
 		Named("keywebhook").
-		WithOptions(controller.FairOptions(r.ControllerOptions)).
+		WithOptions(fairqueue.ControllerOptions(r.ControllerOptions)).
 		Complete(r)
 }
 
@@ -132,16 +133,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	before := kw.DeepCopy()
 	kw.Status.ObservedGeneration = kw.Generation
-	switch current := controller.ConditionReason(kw.Status.Conditions, switchboardv1alpha1.ConditionReady); {
+	switch current := objstatus.ConditionReason(kw.Status.Conditions, switchboardv1alpha1.ConditionReady); {
 	case reason != "":
-		controller.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
+		objstatus.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
 			reason, strings.Join(problems, "; "))
 	case current == "" || current == switchboardv1alpha1.ReasonWebhookInvalidEndpoint || current == switchboardv1alpha1.ReasonWebhookSecretMissing:
 		// The sender's reasons (Active, Gone, Failing) are the sender's to change.
-		controller.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
+		objstatus.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
 			switchboardv1alpha1.ReasonWebhookActive, "The endpoint and the signing secrets are valid: events are delivered as they happen.")
 	}
-	if err := controller.PatchStatus(ctx, r.Client, before, kw); err != nil {
+	if err := objstatus.Patch(ctx, r.Client, before, kw); err != nil {
 		return reconcile.Result{}, err
 	}
 	resync := r.ResyncPeriod
