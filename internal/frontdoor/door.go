@@ -113,10 +113,10 @@ func newDoor(l net.Listener, limits ConnLimits, firstPhase int64) *door {
 	return d
 }
 
-// Listener bounds l's connections within limits, for a server that keeps their time itself
+// bound bounds l's connections within limits, for a server that keeps their time itself
 // (gRPC). A connection past its client's share is closed at once; one that finds the door full
 // waits, as parked, until another closes.
-func Listener(l net.Listener, limits ConnLimits) net.Listener {
+func bound(l net.Listener, limits ConnLimits) net.Listener {
 	return newDoor(l, limits, phaseDone)
 }
 

@@ -25,6 +25,7 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	frontdoor "github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/authz"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
@@ -392,12 +393,15 @@ func TestNotReadyIsADenial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, setServing, err := h.newExtAuthz(context.Background(), l, checker)
+	h.deps.AuthzGRPCListener = l
+	e, setServing, err := h.extAuthz(context.Background(), checker)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run, stop := context.WithCancel(context.Background())
-	go func() { _ = e.Serve(run, time.Second, logr.Discard()) }()
+	go func() {
+		_ = frontdoor.Group{Listeners: []frontdoor.Listener{e}, ShutdownTimeout: time.Second, Log: logr.Discard()}.Run(run)
+	}()
 	t.Cleanup(stop)
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

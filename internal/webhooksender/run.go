@@ -25,9 +25,9 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	internalconfig "github.com/switchboard-dev/switchboard/internal/config"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/ctrlhost"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/logging"
-	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
@@ -123,7 +123,7 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: creating the manager: %w", err)
 	}
-	mgr := operator.WithFrontDoor(inner, cfg, operator.FrontDoor{
+	mgr := ctrlhost.Manager(inner, cfg, ctrlhost.Options{
 		HealthProbeBindAddress: *c.HealthProbeBindAddress, MetricsBindAddress: *c.MetricsBindAddress,
 		MetricsSecure: *c.MetricsSecure, Logger: log,
 	})

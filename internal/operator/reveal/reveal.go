@@ -2,7 +2,7 @@
 // but may not read Secrets itself, claim a key's one-time reveal Secret for the person it acts
 // for (the web panel in impersonate mode), over the protocol of internal/keyclient/reveal.
 //
-// The operator serves POST /reveal over HTTPS (Server). Its caller must present a token that
+// The operator serves POST /reveal over HTTPS (NewHandler). Its caller must present a token that
 // RBAC allows to "post" the non-resource URL /reveal (TokenReview, then SubjectAccessReview:
 // controller-runtime's metrics filter). The request names the person and the reveal Secret;
 // the operator asks the API server whether that person may get and delete that very Secret
