@@ -306,9 +306,8 @@ func diagram(t *testing.T) string {
 	return page[i : i+j]
 }
 
-// useRE finds a command's name: the first word of a cobra command's Use, or of the use of a
-// component's command (cmd/switchboard's component.go builds those).
-var useRE = regexp.MustCompile(`(?m)^\s*[Uu]se:\s*"([a-z-]+)`)
+// useRE finds a cobra command's name: the first word of its Use.
+var useRE = regexp.MustCompile(`(?m)^\s*Use:\s*"([a-z-]+)`)
 
 // TestDiagramShowsEveryComponent: every command of cmd/switchboard that runs a component (all
 // but the root and `version`) is in the diagram as `switchboard <command>`, and the plugin of
