@@ -61,6 +61,21 @@ type CIDR string
 // +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="an audience is a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, such as connections or billing-v2"
 type Audience string
 
+// ValidAudience says whether s is an Audience: what a route's audience must be, in the server's
+// audience and in a forward-auth path (checked on the request path, so by hand, not with a
+// regular expression).
+func ValidAudience(s string) bool {
+	if s == "" || len(s) > MaxAudienceLength || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '-' && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // EffectiveBurst is burst, or requests when burst is absent.
 func (r *APIKeyRateLimit) EffectiveBurst() int32 {
 	if r.Burst != nil {

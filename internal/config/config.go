@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
 // Object is a configuration of api/config/v1alpha1: one of *ServerConfiguration,
@@ -165,26 +164,4 @@ func ParsePrefixes(ss []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// WebhookPolicy is the webhook network policy a validated webhooks section configures: the
-// sender's, and the one the operator checks KeyWebhooks' URLs against.
-func WebhookPolicy(w *configv1alpha1.WebhooksConfiguration) (webhookdelivery.Policy, error) {
-	p := webhookdelivery.Policy{AllowHTTP: w.AllowHTTP}
-	if w.DeniedNetworks != nil {
-		p.Denied = []netip.Prefix{} // [] denies none: not the defaults
-	}
-	for _, n := range []struct {
-		from []string
-		to   *[]netip.Prefix
-	}{{w.DeniedNetworks, &p.Denied}, {w.AllowedNetworks, &p.Allowed}} {
-		for _, s := range n.from {
-			prefix, err := netip.ParsePrefix(s)
-			if err != nil {
-				return webhookdelivery.Policy{}, fmt.Errorf("webhook network %q is not a CIDR", s)
-			}
-			*n.to = append(*n.to, prefix.Masked())
-		}
-	}
-	return p, nil
 }

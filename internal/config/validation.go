@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,9 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
-	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
 // The bounds of authz.grpc.maxMessageBytes: one largest request decoded may take 40 MiB of the
@@ -37,7 +37,7 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 	var errs field.ErrorList
 	errs = append(errs, requiredAddress(c.Listen, field.NewPath("listen"))...)
 	errs = append(errs, keyPrefix(c.KeyPrefix, field.NewPath("keyPrefix"))...)
-	if !keycheck.ValidAudience(c.Audience) {
+	if !switchboardv1alpha1.ValidAudience(c.Audience) {
 		errs = append(errs, field.Invalid(field.NewPath("audience"), c.Audience,
 			"must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63"))
 	}
@@ -120,7 +120,7 @@ func validateLeakReports(lr *configv1alpha1.LeakReports, path *field.Path) field
 			"webhookSecretFile needs the organization's login, whose open alerts are listed for the deliveries GitHub does not make again"))
 	case a.Organization != "" && a.WebhookSecretFile == "":
 		errs = append(errs, field.Invalid(alerts.Child("organization"), a.Organization, "needs webhookSecretFile and apiTokenFile"))
-	case a.Organization != "" && !secretscanning.ValidOrganization(a.Organization):
+	case a.Organization != "" && !ValidOrganization(a.Organization):
 		errs = append(errs, field.Invalid(alerts.Child("organization"), a.Organization, "must be a GitHub organization's login"))
 	}
 	catchUp := alerts.Child("catchUp")
@@ -370,3 +370,12 @@ func sortErrors(errs field.ErrorList) field.ErrorList {
 	slices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
 	return errs
 }
+
+// organizationName is what a GitHub organization's login may look like: safe in an API path as
+// it is.
+var organizationName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// ValidOrganization says whether name can be a GitHub organization's login: the configuration's
+// rule for leakReports.organizationAlerts.organization, which the leak receiver's GitHub client
+// holds the paths it builds and reads to as well.
+func ValidOrganization(name string) bool { return organizationName.MatchString(name) }

@@ -1,5 +1,5 @@
-// Package controller is what switchboard's controllers share: what wakes a reconcile
-// (MeaningfulUpdate) and the queue that takes namespaces in turn (FairOptions), how a reconcile
-// writes its status (PatchStatus, SetCondition), and the operator's RBAC markers (rbac.go). The
-// controllers themselves are one package each: apikey and connection.
+// Package controller is what the operator's controllers share: what wakes a reconcile
+// (MeaningfulUpdate) and the operator's RBAC markers (rbac.go). The controllers themselves are
+// one package each: apikey, connection, keywebhook and keyjournal; what they share with the
+// webhook sender's reconciler lives below both (internal/fairqueue, internal/objstatus).
 package controller

@@ -3,18 +3,17 @@ package controller
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller/fairqueue"
 )
 
 // What wakes a reconcile. A tenant may update its objects as often as it likes; an update that
 // changes nothing the reconcilers act on must cost nothing, or one tenant re-annotating its
-// objects keeps the operator busy for everyone. And the queue takes namespaces in turn, so
-// whatever a tenant does enqueue waits behind its own work, not in front of others'.
+// objects keeps the operator busy for everyone. And the queue takes namespaces in turn
+// (internal/fairqueue), so whatever a tenant does enqueue waits behind its own work, not in
+// front of others'.
 
 // MeaningfulUpdate lets through the updates of APIKeys, Connections and Secrets that change
 // something the reconcilers read: the spec (generation), deletion, finalizers, owner references,
@@ -54,12 +53,3 @@ var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) boo
 	}
 	return true
 }}
-
-// FairOptions returns opts with a work queue that is fair between namespaces
-// (internal/controller/fairqueue), unless the caller chose a queue.
-func FairOptions(opts controller.Options) controller.Options {
-	if opts.NewQueue == nil {
-		opts.NewQueue = fairqueue.NewRateLimitingQueue
-	}
-	return opts
-}

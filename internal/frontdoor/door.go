@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // The admission of connections, shared by the HTTP and the gRPC doors. A door counts its
@@ -113,10 +113,10 @@ func newDoor(l net.Listener, limits ConnLimits, firstPhase int64) *door {
 	return d
 }
 
-// Listener bounds l's connections within limits, for a server that keeps their time itself
+// bound bounds l's connections within limits, for a server that keeps their time itself
 // (gRPC). A connection past its client's share is closed at once; one that finds the door full
 // waits, as parked, until another closes.
-func Listener(l net.Listener, limits ConnLimits) net.Listener {
+func bound(l net.Listener, limits ConnLimits) net.Listener {
 	return newDoor(l, limits, phaseDone)
 }
 

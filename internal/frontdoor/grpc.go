@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // GRPCLimits bound a gRPC listener.
@@ -161,7 +161,7 @@ func (g *GRPC) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 // runs as the endpoint starts to drain (to fail the health service).
 func (g *GRPC) Endpoint(l net.Listener, srv *grpc.Server, beforeStop func()) Endpoint {
 	return Endpoint{
-		Listener: Listener(l, g.limits.ConnLimits),
+		Listener: bound(l, g.limits.ConnLimits),
 		server:   &grpcServer{srv: srv, beforeStop: beforeStop},
 	}
 }

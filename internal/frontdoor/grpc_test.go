@@ -167,7 +167,7 @@ func TestListenerBoundsEachClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Listener(raw, ConnLimits{MaxConnections: 10, MaxConnectionsPerClient: 2, Proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}})
+	l := bound(raw, ConnLimits{MaxConnections: 10, MaxConnectionsPerClient: 2, Proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}})
 	t.Cleanup(func() { _ = l.Close() })
 	accepted := make(chan net.Conn, 10)
 	go func() {

@@ -43,10 +43,13 @@ func TestHTTPSDoor(t *testing.T) {
 	limits := DefaultHTTPLimits
 	limits.ErrorLog = logged.V(1)
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
-	e := HTTPS(l, limits, cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) }))
+	listener := Listener{Door: "api", Given: l, Limits: &limits, TLS: cfg,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) })}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- e.Serve(ctx, time.Second, logr.Discard()) }()
+	go func() {
+		served <- Group{Listeners: []Listener{listener}, ShutdownTimeout: time.Second, Log: logr.Discard()}.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {

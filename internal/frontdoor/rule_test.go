@@ -294,7 +294,7 @@ func TestEveryListenerGoesThroughTheFrontDoor(t *testing.T) {
 			}
 		}
 		for _, c := range calls {
-			t.Errorf("%s:%d: %s: every serving listener goes through the front door (frontdoor.Listen, then frontdoor.HTTP, HTTPS or a GRPC door)",
+			t.Errorf("%s:%d: %s: every serving listener goes through the front door (declared as a frontdoor.Listener to a frontdoor.Group)",
 				rel, c.Line, c.What)
 		}
 		return nil

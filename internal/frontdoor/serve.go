@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,12 +12,58 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
 )
 
-// Listen opens a TCP listener on addr, for a door to serve: the product's one call that opens
-// a serving socket (a test checks), so that no listener is served without a door's limits.
-func Listen(addr string) (net.Listener, error) {
-	return net.Listen("tcp", addr) //nolint:noctx // a listener that lives as long as its door
+// Listener is one listener a process declares: which door it is, where it listens and what it
+// serves there. A Group opens it, builds it through its door and serves it with the others.
+type Listener struct {
+	// Door is its door's name in Doors ("api", "probes", …).
+	Door string
+	// Address is where it listens; "" (and nothing Given): it is not served.
+	Address string
+	// Given, when set, is served in place of a socket on Address (tests' listeners). Its Group
+	// closes it, whatever happens.
+	Given net.Listener
+	// Limits are an HTTP listener's (nil: its door's).
+	Limits *HTTPLimits
+	// TLS, when set, serves HTTPS.
+	TLS *tls.Config
+	// Handler answers an HTTP listener's requests.
+	Handler http.Handler
+	// GRPC, when set, serves Server, which it built (GRPC.NewServer), within its limits, in place
+	// of Handler; BeforeStop, when set, runs as the listener starts to drain (to fail gRPC health).
+	GRPC       *GRPC
+	Server     *grpc.Server
+	BeforeStop func()
+}
+
+// Served says whether l is to be served: given, or with an address.
+func (l Listener) Served() bool { return l.Given != nil || l.Address != "" }
+
+// open is l listening (Given, or a socket on Address: the product's one call that opens a
+// serving socket, which a test checks) and built through its door.
+func (l Listener) open() (Endpoint, error) {
+	door, ok := DoorNamed(l.Door)
+	if !ok || l.GRPC == nil && door.HTTP == nil {
+		return Endpoint{}, fmt.Errorf("a listener of no HTTP or gRPC door of the front door's table: %q", l.Door)
+	}
+	sock := l.Given
+	if sock == nil {
+		var err error
+		//nolint:noctx // a listener that lives as long as its door
+		if sock, err = net.Listen("tcp", l.Address); err != nil {
+			return Endpoint{}, fmt.Errorf("listening on %s for the %s listener: %w", l.Address, l.Door, err)
+		}
+	}
+	if l.GRPC != nil {
+		return l.GRPC.Endpoint(sock, l.Server, l.BeforeStop), nil
+	}
+	limits := door.HTTP
+	if l.Limits != nil {
+		limits = l.Limits
+	}
+	return HTTPS(sock, *limits, l.TLS, l.Handler), nil
 }
 
 // Endpoint is a listener and its server, built by a door (HTTP, HTTPS, GRPC.Endpoint) with
@@ -36,16 +83,12 @@ type Server interface {
 	Shutdown(ctx context.Context) error
 }
 
-// Serve serves e until ctx is done, then drains its open requests for up to drain: for an
-// endpoint served alone, inside a manager's runnable.
-func (e Endpoint) Serve(ctx context.Context, drain time.Duration, log logr.Logger) error {
-	return Group{Endpoints: []Endpoint{e}, ShutdownTimeout: drain, Log: log}.Run(ctx)
-}
-
-// Group is a set of endpoints that start and stop together.
+// Group is a process's listeners, declared, served together and stopped together: the one way
+// a switchboard process serves anything.
 type Group struct {
-	// Endpoints are served until the context is done or one of them fails.
-	Endpoints []Endpoint
+	// Listeners are served until the context is done or one of them fails; those not Served
+	// are left out.
+	Listeners []Listener
 	// Draining is set when the group starts to stop; readiness checks read it.
 	Draining *atomic.Bool
 	// ShutdownDelay is how long readiness fails before the listeners stop accepting; skipped
@@ -53,25 +96,61 @@ type Group struct {
 	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds the draining of open requests.
 	ShutdownTimeout time.Duration
-	// Failed, when set, reports a failure of something the endpoints depend on (the server's
+	// Failed, when set, reports a failure of something the listeners depend on (the server's
 	// cache); it stops the group like a failing listener.
 	Failed <-chan error
-	// Log says where each endpoint serves and when the group stops.
+	// Log says where each listener serves and when the group stops.
 	Log logr.Logger
+
+	endpoints []Endpoint
+	opened    bool
 }
 
-// Run serves every endpoint until ctx is done or something fails, then fails readiness, waits
-// ShutdownDelay and drains open requests. It returns the failure, if any, and draining errors.
-// The doors' time bounds hold until every endpoint has drained.
+// Open opens every listener served and builds it through its door, for Run to serve (a process
+// that must know its ports open before it starts the rest). If one cannot be, it closes those
+// it opened and those given, and says which could not.
+func (g Group) Open() (Group, error) {
+	for i, l := range g.Listeners {
+		if !l.Served() {
+			continue
+		}
+		e, err := l.open()
+		if err != nil {
+			for _, opened := range g.endpoints {
+				_ = opened.Listener.Close()
+			}
+			for _, rest := range g.Listeners[i:] {
+				if rest.Given != nil {
+					_ = rest.Given.Close()
+				}
+			}
+			return Group{}, err
+		}
+		g.endpoints = append(g.endpoints, e)
+	}
+	g.opened = true
+	return g, nil
+}
+
+// Run serves every listener (opening them first, unless Open did) until ctx is done or
+// something fails, then fails readiness, waits ShutdownDelay and drains open requests. It
+// returns the failure, if any, and draining errors. The doors' time bounds hold until every
+// listener has drained.
 func (g Group) Run(ctx context.Context) error {
+	if !g.opened {
+		var err error
+		if g, err = g.Open(); err != nil {
+			return err
+		}
+	}
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	var watchers sync.WaitGroup
 	defer func() {
 		stopWatching()
 		watchers.Wait()
 	}()
-	errs := make(chan error, len(g.Endpoints))
-	for _, e := range g.Endpoints {
+	errs := make(chan error, len(g.endpoints))
+	for _, e := range g.endpoints {
 		if e.watch != nil {
 			watchers.Go(func() { e.watch(watchCtx) })
 		}
@@ -97,7 +176,7 @@ func (g Group) Run(ctx context.Context) error {
 	}
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.ShutdownTimeout)
 	defer cancel()
-	for _, e := range g.Endpoints {
+	for _, e := range g.endpoints {
 		if err := e.server.Shutdown(drainCtx); err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("draining: %w", err))
 		}

@@ -1,7 +1,9 @@
 // Package keysecret is the one home of the key-Secret format: the names, labels, types and data
-// of the Secrets switchboard writes for an APIKey, and the checks that tell switchboard's own
-// Secrets from ones a tenant planted. The operator writes these Secrets, the server's index
-// parses hash Secrets and the clients claim reveal Secrets, all through this package.
+// of the Secrets switchboard writes for an APIKey (and of the copies of a KeyWebhook's signing
+// secrets, signing.go), and the checks that tell switchboard's own Secrets from ones a tenant
+// planted. The operator writes these Secrets, the server's index parses hash Secrets, the
+// clients claim reveal Secrets and the webhook sender reads the signing copies, all through
+// this package.
 //
 // Three kinds of Secret make up an issued key:
 //

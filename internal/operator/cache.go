@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
@@ -35,7 +34,7 @@ import (
 // namespaces, when any, restrict the cache to them and the system namespace (Deps.Namespaces).
 func CacheOptions(system, signing string, namespaces []string) cache.Options {
 	inSystem := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy})
-	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keywebhook.ComponentSigning})
+	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keysecret.ComponentSigning})
 	keyHolders := keyHolderSelector()
 	secrets := cache.ByObject{
 		Namespaces: map[string]cache.Config{system: {LabelSelector: inSystem}},
@@ -118,7 +117,7 @@ func trimSecret(system, signing string) toolscache.TransformFunc {
 			}
 		}
 		for k, v := range s.Labels {
-			if (s.Namespace == system || s.Namespace == signing) && keywebhook.IsCopyLabel(k) {
+			if (s.Namespace == system || s.Namespace == signing) && keysecret.IsSigningLabel(k) {
 				kept[k] = v
 			}
 		}

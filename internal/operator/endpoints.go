@@ -2,21 +2,18 @@ package operator
 
 // The operator's HTTPS endpoints besides metrics: the reveal endpoint (the panel in impersonate
 // mode) and the APIKey admission webhook (renewal windows), both served on every replica with
-// one in-memory certificate published where their callers trust it (internal/operator/servingcert), and
-// through the front door's doors (frontdoor.Doors: reveal, webhook).
+// one in-memory certificate published where their callers trust it (internal/operator/servingcert),
+// and declared to the manager's host (internal/frontdoor/ctrlhost) with their doors
+// (frontdoor.Doors: reveal, webhook).
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net/http"
-	"sync/atomic"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -52,61 +49,48 @@ func newKeeper(cfg *rest.Config, s *settings) (*servingcert.Keeper, error) {
 	return servingcert.NewKeeper(names, targets, s.deps.Clock, s.deps.Logger.WithName("serving-certificate")), nil
 }
 
-// webhookServer is the admission webhook's server, serving with keeper's certificate; nil
-// (none) when the webhook is not served.
-func webhookServer(s *settings, keeper *servingcert.Keeper) webhook.Server {
-	if s.c.Webhook.BindAddress == "" {
-		return nil
-	}
-	mux := http.NewServeMux()
-	return &frontdoorWebhook{
-		Server: webhook.NewServer(webhook.Options{WebhookMux: mux}),
-		mux:    mux,
-		addr:   s.c.Webhook.BindAddress,
-		tls:    &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: keeper.GetCertificate},
-		log:    s.deps.Logger.WithName("webhook"),
-	}
-}
-
-// frontdoorWebhook is controller-runtime's webhook server, for its registry of hooks and their
-// mux, served through the front door's webhook door: its own Start listens with tls.Listen,
-// with no connection bound and 1 MiB of headers, and offers no hook on the listener.
-type frontdoorWebhook struct {
+// hooks is controller-runtime's webhook server as the registry of the admission webhook's
+// hooks alone: Register instruments each (controller-runtime's webhook metrics) on the mux the
+// webhook listener serves. Its own Start would listen with tls.Listen, with no connection
+// bound and 1 MiB of headers, so it serves nothing.
+type hooks struct {
 	webhook.Server // Register, WebhookMux and NeedLeaderElection (false: every replica serves)
-	mux            *http.ServeMux
-	addr           string
-	tls            *tls.Config
-	log            logr.Logger
-	listening      atomic.Bool
 }
 
-// Start serves the webhooks registered until ctx is done.
-func (s *frontdoorWebhook) Start(ctx context.Context) error {
-	l, err := frontdoor.Listen(s.addr)
+// Start waits for ctx: the webhook listener serves the hooks.
+func (hooks) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// endpoints are the listeners of the reveal endpoint and the admission webhook the
+// configuration asks for, each with keeper's certificate; the webhook serves mux, on which the
+// manager's webhook server registers its hooks.
+func endpoints(cfg *rest.Config, s *settings, keeper *servingcert.Keeper, mux *http.ServeMux) ([]frontdoor.Listener, error) {
+	if keeper == nil {
+		return nil, nil
+	}
+	log := s.deps.Logger
+	webhookLimits, revealLimits := frontdoor.WebhookLimits, frontdoor.RevealLimits
+	// Failed handshakes (an API server given another caBundle, a caller that trusts another
+	// bundle) are the callers' to report.
+	webhookLimits.ErrorLog, revealLimits.ErrorLog = log.WithName("webhook").V(1), log.WithName("reveal").V(1)
+	listeners := []frontdoor.Listener{{Door: "webhook", Address: s.c.Webhook.BindAddress, Limits: &webhookLimits,
+		TLS: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: keeper.GetCertificate}, Handler: mux}}
+	if s.c.Reveal.BindAddress == "" {
+		return listeners, nil
+	}
+	h, err := reveal.NewHandler(cfg, log.WithName("reveal"))
 	if err != nil {
-		return fmt.Errorf("the admission webhook: %w", err)
+		return nil, err
 	}
-	s.listening.Store(true)
-	limits := frontdoor.WebhookLimits
-	// Failed handshakes (an API server given another caBundle) are the API server's to report.
-	limits.ErrorLog = s.log.V(1)
-	return frontdoor.HTTPS(l, limits, s.tls, s.mux).Serve(ctx, drain, s.log)
+	return append(listeners, frontdoor.Listener{Door: "reveal", Address: s.c.Reveal.BindAddress, Limits: &revealLimits,
+		TLS: &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: keeper.GetCertificate}, Handler: h}), nil
 }
 
-// StartedChecker passes once the webhook listens (connections wait in the listen queue until
-// it serves them).
-func (s *frontdoorWebhook) StartedChecker() healthz.Checker {
-	return func(*http.Request) error {
-		if !s.listening.Load() {
-			return errors.New("the admission webhook is not listening yet")
-		}
-		return nil
-	}
-}
-
-// addEndpoints adds the keeper, the reveal endpoint and the webhook to mgr as the configuration
-// asks, with a readiness check that fails until the certificate is published.
-func addEndpoints(cfg *rest.Config, mgr manager.Manager, s *settings, keeper *servingcert.Keeper) error {
+// addEndpoints adds the keeper and the webhook's hooks to mgr as the configuration asks, with a
+// readiness check that fails until the certificate is published.
+func addEndpoints(mgr manager.Manager, s *settings, keeper *servingcert.Keeper) error {
 	if keeper == nil {
 		return nil
 	}
@@ -126,16 +110,5 @@ func addEndpoints(cfg *rest.Config, mgr manager.Manager, s *settings, keeper *se
 	if s.c.Webhook.BindAddress != "" {
 		mgr.GetWebhookServer().Register(keyadmission.Path, keyadmission.Handler(s.deps.WebhookClock, s.minRenewal()))
 	}
-	if s.c.Reveal.BindAddress == "" {
-		return nil
-	}
-	srv, err := reveal.NewServer(cfg, reveal.Options{
-		BindAddress:    s.c.Reveal.BindAddress,
-		GetCertificate: keeper.GetCertificate,
-		Logger:         s.deps.Logger.WithName("reveal"),
-	})
-	if err != nil {
-		return err
-	}
-	return mgr.Add(srv)
+	return nil
 }

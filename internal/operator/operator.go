@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,14 +18,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/config"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/controller/connection"
 	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/ctrlhost"
 	"github.com/switchboard-dev/switchboard/internal/logging"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
@@ -78,7 +81,7 @@ func complete(c *configv1alpha1.OperatorConfiguration, deps Deps) (*settings, er
 	if deps.RESTConfig == nil {
 		return nil, errors.New("operator: no Kubernetes client configuration")
 	}
-	policy, err := config.WebhookPolicy(&c.Webhooks)
+	policy, err := webhookdelivery.PolicyOf(&c.Webhooks)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +118,10 @@ func (s *settings) keyLife() (unusedAfter time.Duration, minRenewal renewalinter
 }
 
 // NewManager returns a manager with the operator's controllers, not started yet. Started, it
-// also serves the probes and metrics the configuration c asks for, through the front door
-// (frontdoorManager), and, leading, publishes its version in the system namespace
-// (PublishVersion). c is defaulted and validated first.
+// also serves the listeners the configuration c asks for (probes, metrics, the admission
+// webhook, the reveal endpoint) through the front door (internal/frontdoor/ctrlhost), and,
+// leading, publishes its version in the system namespace (PublishVersion). c is defaulted and
+// validated first.
 func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Manager, error) {
 	s, err := complete(c, deps)
 	if err != nil {
@@ -130,8 +134,9 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 		return nil, err
 	}
 	log := s.deps.Logger
+	hooksMux := http.NewServeMux()
 	inner, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:                 webhookServer(s, keeper),
+		WebhookServer:                 hooks{Server: webhook.NewServer(webhook.Options{WebhookMux: hooksMux})},
 		Scheme:                        scheme.Scheme,
 		Logger:                        log,
 		Cache:                         CacheOptions(c.SystemNamespace, c.Webhooks.SigningNamespace, s.deps.Namespaces),
@@ -139,7 +144,7 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 		LeaderElectionID:              DefaultLeaderElectionID,
 		LeaderElectionNamespace:       c.SystemNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		// Served by frontdoorManager, through the front door.
+		// Served by the host, through the front door.
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             crconfig.Controller{SkipNameValidation: ptr.To(s.deps.SkipControllerNameValidation)},
@@ -147,12 +152,14 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	mgr := &frontdoorManager{Manager: inner, cfg: cfg, door: FrontDoor{
-		HealthProbeBindAddress: *c.HealthProbeBindAddress,
-		MetricsBindAddress:     *c.MetricsBindAddress,
-		MetricsSecure:          *c.MetricsSecure,
-		Logger:                 log,
-	}}
+	listeners, err := endpoints(cfg, s, keeper, hooksMux)
+	if err != nil {
+		return nil, err
+	}
+	mgr := ctrlhost.Manager(inner, cfg, ctrlhost.Options{
+		HealthProbeBindAddress: *c.HealthProbeBindAddress, MetricsBindAddress: *c.MetricsBindAddress, MetricsSecure: *c.MetricsSecure,
+		Listeners: listeners, Logger: log,
+	})
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -162,7 +169,7 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 	if err := setupControllers(context.Background(), mgr, s); err != nil {
 		return nil, err
 	}
-	if err := addEndpoints(cfg, mgr, s, keeper); err != nil {
+	if err := addEndpoints(mgr, s, keeper); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(versionPublisher{mgr: mgr, namespace: c.SystemNamespace, log: log.WithName("version")}); err != nil {

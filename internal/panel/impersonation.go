@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/reveal"
 )
 
 // ImpersonationRule is one grant the panel's ServiceAccount needs in impersonate mode, with the

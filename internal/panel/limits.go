@@ -8,7 +8,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/utils/lru"
 
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // loginLimiter bounds what sign-in attempts can cost: each one is a TokenReview against the

@@ -29,7 +29,7 @@ import (
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/config"
-	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/reveal"
 	"github.com/switchboard-dev/switchboard/internal/panel/loopback"
 )
 

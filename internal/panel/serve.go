@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -20,7 +21,6 @@ import (
 // panel failure or overload stays in its own process, away from /v1, and its identity needs
 // only "create" on tokenreviews. c is defaulted and validated first, as the command does.
 func Serve(ctx context.Context, c *configv1alpha1.PanelConfiguration, deps Deps) error {
-	l := deps.Listener
 	h, err := func() (*handler, error) {
 		if err := config.Complete(c); err != nil {
 			return nil, fmt.Errorf("panel: %w", err)
@@ -28,40 +28,28 @@ func Serve(ctx context.Context, c *configv1alpha1.PanelConfiguration, deps Deps)
 		return newHandler(&c.PanelSettings, c.TrustedProxies, deps)
 	}()
 	if err != nil {
-		if l != nil { // given, and never to be served
-			_ = l.Close()
+		if deps.Listener != nil { // given, and never to be served
+			_ = deps.Listener.Close()
 		}
 		return err
 	}
-	log := h.deps.Logger
-	if l == nil {
-		if l, err = frontdoor.Listen(*c.Listen); err != nil {
-			return fmt.Errorf("listening on %s for the panel: %w", *c.Listen, err)
-		}
-	}
-	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(h.proxies), h)}
 	var draining atomic.Bool
-	if addr := *c.HealthProbeBindAddress; addr != "" {
-		pl, err := frontdoor.Listen(addr)
-		if err != nil {
-			_ = l.Close()
-			return fmt.Errorf("listening on %s for the probes: %w", addr, err)
+	var checks probes.Probes
+	_ = checks.AddHealthz("ping", healthz.Ping) // the first of its name: cannot fail
+	_ = checks.AddReadyz("serving", func(*http.Request) error {
+		if draining.Load() {
+			return errors.New("shutting down")
 		}
-		var checks probes.Probes
-		_ = checks.AddHealthz("ping", healthz.Ping) // the first of its name: cannot fail
-		_ = checks.AddReadyz("serving", func(*http.Request) error {
-			if draining.Load() {
-				return errors.New("shutting down")
-			}
-			return nil
-		})
-		endpoints = append(endpoints, checks.Endpoint(pl))
-	}
+		return nil
+	})
 	return frontdoor.Group{
-		Endpoints:       endpoints,
+		Listeners: []frontdoor.Listener{
+			{Door: "panel", Address: *c.Listen, Given: deps.Listener, Limits: ptr.To(frontdoor.PanelLimits.Behind(h.proxies)), Handler: h},
+			checks.Listener(*c.HealthProbeBindAddress),
+		},
 		Draining:        &draining,
 		ShutdownDelay:   c.ShutdownDelay.Duration,
 		ShutdownTimeout: c.ShutdownTimeout.Duration,
-		Log:             log,
+		Log:             h.deps.Logger,
 	}.Run(ctx)
 }

@@ -25,7 +25,8 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	frontdoor "github.com/switchboard-dev/switchboard/internal/frontdoor"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/authz"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
@@ -270,27 +271,27 @@ func TestOneDecisionEverywhere(t *testing.T) {
 		{"valid", call{withBearer(plain.Key), "198.51.100.1", "connections"}, true,
 			answer{status: 200, client: http.Header{}, upstream: identity(plain)}},
 		{"missing", call{"", "198.51.100.2", "connections"}, true,
-			answer{status: 401, code: apierror.CodeAPIKeyMissing, client: challenge(realm), upstream: http.Header{}}},
+			answer{status: 401, code: apicode.APIKeyMissing, client: challenge(realm), upstream: http.Header{}}},
 		{"malformed", call{"Basic dXNlcjpwYXNz", "198.51.100.3", "connections"}, true,
-			answer{status: 401, code: apierror.CodeAPIKeyMissing, client: challenge(realm + `, error="invalid_request"`), upstream: http.Header{}}},
+			answer{status: 401, code: apicode.APIKeyMissing, client: challenge(realm + `, error="invalid_request"`), upstream: http.Header{}}},
 		{"unknown key", call{withBearer("sb_live_" + strings.Repeat("x", 43)), "198.51.100.4", "connections"}, true,
-			answer{status: 401, code: apierror.CodeAPIKeyInvalid, client: challenge(realm + `, error="invalid_token"`), upstream: http.Header{}}},
+			answer{status: 401, code: apicode.APIKeyInvalid, client: challenge(realm + `, error="invalid_token"`), upstream: http.Header{}}},
 		{"audience B key on route A", call{withBearer(billing.Key), "198.51.100.5", "connections"}, true,
-			answer{status: 403, code: apierror.CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apicode.AudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 		{"audience B key on route B", call{withBearer(billing.Key), "198.51.100.5", "billing"}, false,
 			answer{status: 200, client: http.Header{}, upstream: identity(billing)}},
 		{"audience A or B key on route A", call{withBearer(both.Key), "198.51.100.5", "connections"}, true,
 			answer{status: 200, client: http.Header{}, upstream: identity(both)}},
 		{"audience A or B key on route C", call{withBearer(both.Key), "198.51.100.5", "search"}, false,
-			answer{status: 403, code: apierror.CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apicode.AudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 		{"a route without an audience takes only keys without audiences", call{withBearer(both.Key), "198.51.100.5", ""}, false,
-			answer{status: 403, code: apierror.CodeAudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apicode.AudienceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 		{"a key without audiences on a route without one", call{withBearer(plain.Key), "198.51.100.5", ""}, false,
 			answer{status: 200, client: http.Header{}, upstream: identity(plain)}},
 		{"source inside", call{withBearer(partner.Key), "192.0.2.77", "connections"}, true,
 			answer{status: 200, client: http.Header{}, upstream: identity(partner)}},
 		{"source outside", call{withBearer(partner.Key), "198.51.100.6", "connections"}, true,
-			answer{status: 403, code: apierror.CodeSourceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
+			answer{status: 403, code: apicode.SourceNotAllowed, client: http.Header{}, upstream: http.Header{}}},
 	}
 	for _, p := range s.protocols() {
 		for _, row := range rows {
@@ -321,7 +322,7 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	}
 	for _, p := range s.protocols() {
 		got := p.ask(t, metCall)
-		want := answer{status: 429, code: apierror.CodeKeyRateLimited}.forProtocol(p.name)
+		want := answer{status: 429, code: apicode.KeyRateLimited}.forProtocol(p.name)
 		if got.status != want.status || got.code != want.code || got.client.Get("Retry-After") != "900" || got.client.Get("Ratelimit") != `"apikey";r=0;t=900` {
 			t.Errorf("%s past the budget: %d %s, Retry-After %q, RateLimit %q; want %d %s, 900", p.name, got.status, got.code,
 				got.client.Get("Retry-After"), got.client.Get("Ratelimit"), want.status, want.code)
@@ -338,7 +339,7 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	}
 	for _, p := range s.protocols() {
 		got := p.ask(t, guesser)
-		want := answer{status: 429, code: apierror.CodeRateLimited}.forProtocol(p.name)
+		want := answer{status: 429, code: apicode.RateLimited}.forProtocol(p.name)
 		if got.status != want.status || got.code != want.code || got.client.Get("Retry-After") == "" {
 			t.Errorf("%s: a guess past the burst: %d %s, Retry-After %q; want %d %s", p.name, got.status, got.code, got.client.Get("Retry-After"), want.status, want.code)
 		}
@@ -352,14 +353,14 @@ func TestOneDecisionEverywhere(t *testing.T) {
 	patchSpec(t, plain.APIKey, func(spec *switchboardv1alpha1.APIKeySpec) { spec.Revoked = true })
 	for _, p := range s.protocols() {
 		eventually(t, p.name+" refuses the revoked key", func() bool {
-			return p.ask(t, call{withBearer(plain.Key), "198.51.100.8", "connections"}).code == apierror.CodeAPIKeyInvalid
+			return p.ask(t, call{withBearer(plain.Key), "198.51.100.8", "connections"}).code == apicode.APIKeyInvalid
 		})
 		t.Logf("%s refused the revoked key %v after the update", p.name, time.Since(revokedAt).Round(time.Millisecond))
 	}
 
 	// The metrics count decisions by protocol, result and code, never by key.
-	if got := metricValue(t, "switchboard_authz_checks_total", "code", apierror.CodeAudienceNotAllowed); got < 2 {
-		t.Errorf("switchboard_authz_checks_total{code=%s} = %v, want the refusals counted", apierror.CodeAudienceNotAllowed, got)
+	if got := metricValue(t, "switchboard_authz_checks_total", "code", apicode.AudienceNotAllowed); got < 2 {
+		t.Errorf("switchboard_authz_checks_total{code=%s} = %v, want the refusals counted", apicode.AudienceNotAllowed, got)
 	}
 }
 
@@ -392,12 +393,15 @@ func TestNotReadyIsADenial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, setServing, err := h.newExtAuthz(context.Background(), l, checker)
+	h.deps.AuthzGRPCListener = l
+	e, setServing, err := h.extAuthz(context.Background(), checker)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run, stop := context.WithCancel(context.Background())
-	go func() { _ = e.Serve(run, time.Second, logr.Discard()) }()
+	go func() {
+		_ = frontdoor.Group{Listeners: []frontdoor.Listener{e}, ShutdownTimeout: time.Second, Log: logr.Discard()}.Run(run)
+	}()
 	t.Cleanup(stop)
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -421,7 +425,7 @@ func TestNotReadyIsADenial(t *testing.T) {
 		t.Fatalf("Check before the sync returned an RPC error (a fail-open gateway would let it through): %v", err)
 	}
 	got := grpcAnswer(t, resp)
-	if got.status != http.StatusServiceUnavailable || got.code != apierror.CodeNotReady || got.client.Get("Retry-After") != "1" {
+	if got.status != http.StatusServiceUnavailable || got.code != apicode.NotReady || got.client.Get("Retry-After") != "1" {
 		t.Errorf("gRPC before the sync: %d %s %v", got.status, got.code, got.client)
 	}
 	if codes.Code(resp.GetStatus().GetCode()) != codes.Unavailable {
@@ -429,7 +433,7 @@ func TestNotReadyIsADenial(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	authz.NewForwardAuth(checker, logr.Discard()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/authz/connections", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(authz.HeaderCode) != apierror.CodeNotReady || rec.Header().Get("Retry-After") != "1" {
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(authz.HeaderCode) != apicode.NotReady || rec.Header().Get("Retry-After") != "1" {
 		t.Errorf("forward-auth before the sync: %d %s", rec.Code, rec.Header().Get(authz.HeaderCode))
 	}
 	setServing()
@@ -454,7 +458,7 @@ func TestForwardAuthIgnoresForgedForwardedFor(t *testing.T) {
 	limited := 0
 	for i := range 1000 {
 		guess := call{withBearer("sb_live_" + strings.Repeat("z", 43)), netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}).String(), "connections"}
-		if s.askHTTP(t, authz.ForwardAuthPath, guess).code == apierror.CodeRateLimited {
+		if s.askHTTP(t, authz.ForwardAuthPath, guess).code == apicode.RateLimited {
 			limited++
 		}
 	}

@@ -22,7 +22,7 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	frontdoor "github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -85,7 +85,7 @@ func TestNotReadyUntilSynced(t *testing.T) {
 
 	for _, key := range []string{k.Key, "", "sb_live_unknown"} {
 		resp := s.get(t, "/v1/connections", key)
-		if resp.Status != http.StatusServiceUnavailable || resp.errorCode(t) != apierror.CodeNotReady || resp.Header.Get("Retry-After") == "" {
+		if resp.Status != http.StatusServiceUnavailable || resp.errorCode(t) != apicode.NotReady || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("before sync: %d %s (Retry-After %q), want 503 NOT_READY", resp.Status, resp.Body, resp.Header.Get("Retry-After"))
 		}
 	}

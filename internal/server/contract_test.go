@@ -15,7 +15,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
 
@@ -65,23 +65,23 @@ func TestContract(t *testing.T) {
 		code      string
 		challenge string
 	}{
-		{name: "missing header", header: nil, status: 401, code: apierror.CodeAPIKeyMissing, challenge: `Bearer realm="switchboard"`},
-		{name: "empty header", header: []string{""}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "Basic scheme", header: []string{"Basic dXNlcjpwYXNz"}, status: 401, code: apierror.CodeAPIKeyMissing, challenge: `Bearer realm="switchboard", error="invalid_request"`},
-		{name: "Bearer alone", header: []string{"Bearer"}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "Bearer and a space", header: []string{"Bearer "}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "two tokens", header: []string{"Bearer " + valid.Key + " " + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "two spaces", header: []string{"Bearer  " + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "tab separator", header: []string{"Bearer\t" + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "key without scheme", header: []string{valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "two Authorization headers", header: []string{"Bearer " + valid.Key, "Bearer " + valid.Key}, status: 401, code: apierror.CodeAPIKeyMissing},
-		{name: "wrong prefix", header: []string{"Bearer " + otherPrefix}, status: 401, code: apierror.CodeAPIKeyInvalid, challenge: `Bearer realm="switchboard", error="invalid_token"`},
-		{name: "not a key at all", header: []string{"Bearer abc"}, status: 401, code: apierror.CodeAPIKeyInvalid},
-		{name: "bad checksum", header: []string{"Bearer " + badChecksum}, status: 401, code: apierror.CodeAPIKeyInvalid},
-		{name: "unknown", header: []string{"Bearer " + unknown}, status: 401, code: apierror.CodeAPIKeyInvalid},
-		{name: "revoked", header: []string{"Bearer " + revoked.Key}, status: 401, code: apierror.CodeAPIKeyInvalid},
-		{name: "expired", header: []string{"Bearer " + expired.Key}, status: 401, code: apierror.CodeAPIKeyInvalid},
-		{name: "rotated, past grace", header: []string{"Bearer " + oldKey}, status: 401, code: apierror.CodeAPIKeyInvalid},
+		{name: "missing header", header: nil, status: 401, code: apicode.APIKeyMissing, challenge: `Bearer realm="switchboard"`},
+		{name: "empty header", header: []string{""}, status: 401, code: apicode.APIKeyMissing},
+		{name: "Basic scheme", header: []string{"Basic dXNlcjpwYXNz"}, status: 401, code: apicode.APIKeyMissing, challenge: `Bearer realm="switchboard", error="invalid_request"`},
+		{name: "Bearer alone", header: []string{"Bearer"}, status: 401, code: apicode.APIKeyMissing},
+		{name: "Bearer and a space", header: []string{"Bearer "}, status: 401, code: apicode.APIKeyMissing},
+		{name: "two tokens", header: []string{"Bearer " + valid.Key + " " + valid.Key}, status: 401, code: apicode.APIKeyMissing},
+		{name: "two spaces", header: []string{"Bearer  " + valid.Key}, status: 401, code: apicode.APIKeyMissing},
+		{name: "tab separator", header: []string{"Bearer\t" + valid.Key}, status: 401, code: apicode.APIKeyMissing},
+		{name: "key without scheme", header: []string{valid.Key}, status: 401, code: apicode.APIKeyMissing},
+		{name: "two Authorization headers", header: []string{"Bearer " + valid.Key, "Bearer " + valid.Key}, status: 401, code: apicode.APIKeyMissing},
+		{name: "wrong prefix", header: []string{"Bearer " + otherPrefix}, status: 401, code: apicode.APIKeyInvalid, challenge: `Bearer realm="switchboard", error="invalid_token"`},
+		{name: "not a key at all", header: []string{"Bearer abc"}, status: 401, code: apicode.APIKeyInvalid},
+		{name: "bad checksum", header: []string{"Bearer " + badChecksum}, status: 401, code: apicode.APIKeyInvalid},
+		{name: "unknown", header: []string{"Bearer " + unknown}, status: 401, code: apicode.APIKeyInvalid},
+		{name: "revoked", header: []string{"Bearer " + revoked.Key}, status: 401, code: apicode.APIKeyInvalid},
+		{name: "expired", header: []string{"Bearer " + expired.Key}, status: 401, code: apicode.APIKeyInvalid},
+		{name: "rotated, past grace", header: []string{"Bearer " + oldKey}, status: 401, code: apicode.APIKeyInvalid},
 		{name: "rotated, current key", header: []string{"Bearer " + rotated.Key}, status: 200},
 		{name: "rotated, within grace", header: []string{"Bearer " + gracedOld}, status: 200},
 		{name: "valid", header: []string{"Bearer " + valid.Key}, status: 200},
@@ -161,16 +161,16 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		status             int
 		code, allow        string
 	}{
-		{"unknown /v1 path", http.MethodGet, "/v1/keys", auth, 404, apierror.CodeNotFound, ""},
-		{"/v1 itself", http.MethodGet, "/v1", auth, 404, apierror.CodeNotFound, ""},
-		{"trailing slash", http.MethodGet, "/v1/connections/", auth, 404, apierror.CodeNotFound, ""},
-		{"unknown /v1 path without a key is 401 first", http.MethodGet, "/v1/keys", nil, 401, apierror.CodeAPIKeyMissing, ""},
-		{"POST", http.MethodPost, "/v1/connections", auth, 405, apierror.CodeMethodNotAllowed, "GET, HEAD"},
-		{"DELETE", http.MethodDelete, "/v1/connections", auth, 405, apierror.CodeMethodNotAllowed, "GET, HEAD"},
-		{"POST without a key is 401 first", http.MethodPost, "/v1/connections", nil, 401, apierror.CodeAPIKeyMissing, ""},
-		{"outside /v1", http.MethodGet, "/connections", nil, 404, apierror.CodeNotFound, ""},
+		{"unknown /v1 path", http.MethodGet, "/v1/keys", auth, 404, apicode.NotFound, ""},
+		{"/v1 itself", http.MethodGet, "/v1", auth, 404, apicode.NotFound, ""},
+		{"trailing slash", http.MethodGet, "/v1/connections/", auth, 404, apicode.NotFound, ""},
+		{"unknown /v1 path without a key is 401 first", http.MethodGet, "/v1/keys", nil, 401, apicode.APIKeyMissing, ""},
+		{"POST", http.MethodPost, "/v1/connections", auth, 405, apicode.MethodNotAllowed, "GET, HEAD"},
+		{"DELETE", http.MethodDelete, "/v1/connections", auth, 405, apicode.MethodNotAllowed, "GET, HEAD"},
+		{"POST without a key is 401 first", http.MethodPost, "/v1/connections", nil, 401, apicode.APIKeyMissing, ""},
+		{"outside /v1", http.MethodGet, "/connections", nil, 404, apicode.NotFound, ""},
 		{"OpenAPI needs no key", http.MethodGet, "/openapi.yaml", nil, 200, "", ""},
-		{"OpenAPI is read-only", http.MethodPut, "/openapi.yaml", nil, 405, apierror.CodeMethodNotAllowed, "GET, HEAD"},
+		{"OpenAPI is read-only", http.MethodPut, "/openapi.yaml", nil, 405, apicode.MethodNotAllowed, "GET, HEAD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

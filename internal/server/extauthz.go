@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -27,10 +26,15 @@ import (
 // Authorization service, with gRPC health beside it, behind frontdoor's gRPC door and, when
 // asked, over TLS.
 
-// newExtAuthz is the gRPC endpoint of Check and health on l. Health says NOT_SERVING until the
-// index has synced (setServing), as /readyz does, and again as the endpoint drains.
-func (h *host) newExtAuthz(ctx context.Context, l net.Listener, checker *keycheck.Checker) (frontdoor.Endpoint, func(), error) {
+// extAuthz is the gRPC listener of Check and health (authz.grpc.listen). Health says
+// NOT_SERVING until the index has synced (setServing), as /readyz does, and again as the
+// listener drains.
+func (h *host) extAuthz(ctx context.Context, checker *keycheck.Checker) (l frontdoor.Listener, setServing func(), err error) {
 	g, log := &h.c.Authz.GRPC, h.log.WithName("ext-authz")
+	l = frontdoor.Listener{Door: "ext-authz", Address: g.Listen, Given: h.deps.AuthzGRPCListener}
+	if !l.Served() {
+		return l, func() {}, nil
+	}
 	limits := frontdoor.DefaultGRPCLimits.Behind(h.gateways)
 	limits.MaxMessage = int(*g.MaxMessageBytes)
 	if len(h.gateways) == 0 && g.ClientCAFile == "" {
@@ -41,7 +45,7 @@ func (h *host) newExtAuthz(ctx context.Context, l net.Listener, checker *keychec
 	if g.TLSCertFile != "" {
 		creds, err := authzTLS(ctx, g, log)
 		if err != nil {
-			return frontdoor.Endpoint{}, nil, err
+			return l, nil, err
 		}
 		serverOpts = append(serverOpts, grpc.Creds(creds))
 	}
@@ -52,12 +56,13 @@ func (h *host) newExtAuthz(ctx context.Context, l net.Listener, checker *keychec
 		hs.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	healthpb.RegisterHealthServer(srv, hs)
-	setServing := func() {
+	setServing = func() {
 		for _, service := range []string{"", authv3.Authorization_ServiceDesc.ServiceName} {
 			hs.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)
 		}
 	}
-	return door.Endpoint(l, srv, hs.Shutdown), setServing, nil
+	l.GRPC, l.Server, l.BeforeStop = door, srv, hs.Shutdown
+	return l, setServing, nil
 }
 
 // authzTLS is the gRPC listener's TLS: its certificate reloaded by controller-runtime's

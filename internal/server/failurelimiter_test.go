@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 )
 
 // TestRateLimitedAfterRepeatedFailures: an address that keeps failing gets 429 with
@@ -26,14 +26,14 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 			}
 		})
 	}
-	limitedBefore := metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "")
+	limitedBefore := metricValue(t, "switchboard_api_auth_total", "code", apicode.RateLimited, "reason", "")
 	for i := range burst {
 		if resp := from("203.0.113.7", "sb_live_guess"+strconv.Itoa(i)); resp.Status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %d, want 401", i+1, resp.Status)
 		}
 	}
 	resp := from("203.0.113.7", "sb_live_guess")
-	if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apierror.CodeRateLimited {
+	if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apicode.RateLimited {
 		t.Fatalf("after %d failures: %d %s, want 429 RATE_LIMITED", burst, resp.Status, resp.Body)
 	}
 	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
@@ -52,7 +52,7 @@ func TestRateLimitedAfterRepeatedFailures(t *testing.T) {
 		t.Errorf("another address's first failure: %d, want 401", resp.Status)
 	}
 	// Exactly the two requests of the limited address were refused as RATE_LIMITED.
-	if got := metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeRateLimited, "reason", "") - limitedBefore; got != 2 {
+	if got := metricValue(t, "switchboard_api_auth_total", "code", apicode.RateLimited, "reason", "") - limitedBefore; got != 2 {
 		t.Errorf("RATE_LIMITED outcomes counted %v, want 2", got)
 	}
 }
@@ -90,7 +90,7 @@ func TestValidKeyNeverLockedOut(t *testing.T) {
 		}
 	}
 	// The limit still holds for failures after the valid key's successes.
-	if resp := s.get(t, "/v1/connections", "sb_live_guess"); resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apierror.CodeRateLimited {
+	if resp := s.get(t, "/v1/connections", "sb_live_guess"); resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apicode.RateLimited {
 		t.Errorf("a bad key after the valid ones: %d %s, want 429 RATE_LIMITED", resp.Status, resp.Body)
 	}
 }

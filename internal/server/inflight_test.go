@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 )
 
 // unreadList sends GET path with key on a connection whose receive buffer is as small as the
@@ -95,9 +95,9 @@ func TestSlowReadersOfOneNamespaceAreBounded(t *testing.T) {
 
 	for _, path := range []string{"/v1/connections", "/v1/connections?limit=2"} {
 		resp := s.get(t, path, sibling.Key)
-		if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apierror.CodeTooManyConcurrent || resp.Header.Get("Retry-After") != "1" {
+		if resp.Status != http.StatusTooManyRequests || resp.errorCode(t) != apicode.TooManyConcurrent || resp.Header.Get("Retry-After") != "1" {
 			t.Errorf("%s with another key of the namespace while a reader holds a list: %d %s (Retry-After %q), want 429 %s",
-				path, resp.Status, resp.Body, resp.Header.Get("Retry-After"), apierror.CodeTooManyConcurrent)
+				path, resp.Status, resp.Body, resp.Header.Get("Retry-After"), apicode.TooManyConcurrent)
 		}
 		if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil {
 			t.Error(err)

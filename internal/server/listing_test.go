@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 )
 
 // TestNamespaceIsolation is a property test: for random namespaces, Connections and keys, every
@@ -178,7 +178,7 @@ func TestPagination(t *testing.T) {
 	for _, q := range []string{"limit=0", "limit=1001", "limit=-1", "limit=abc", "limit=", "limit=1&limit=2",
 		"cursor=", "cursor=nonsense", "cursor=" + strings.Repeat("A", 40), "limit=5&cursor=%zz"} {
 		resp := s.get(t, "/v1/connections?"+q, k.Key)
-		if resp.Status != http.StatusBadRequest || resp.errorCode(t) != apierror.CodeInvalidParameter {
+		if resp.Status != http.StatusBadRequest || resp.errorCode(t) != apicode.InvalidParameter {
 			t.Errorf("?%s: %d %s, want 400 INVALID_PARAMETER", q, resp.Status, resp.Body)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor/metricsauth"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
 )
@@ -21,7 +20,7 @@ import (
 // newManager builds the manager of the server's client (the last-use writer's). Every replica
 // serves: no leader election. Its own cache stays empty: the index's informers are
 // internal/server/indexfeed's. Its probe and metrics listeners are off: Run serves both through the
-// front door (probeAndMetricsEndpoints).
+// front door.
 func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.Scheme,
@@ -33,20 +32,9 @@ func newManager(cfg *rest.Config, log logr.Logger) (ctrl.Manager, error) {
 	})
 }
 
-// probeAndMetricsEndpoints are the probes and metrics the configuration asks for, through the
-// front door. ctx bounds the metrics' certificate watching.
-func (h *host) probeAndMetricsEndpoints(ctx context.Context, p *probes.Probes) ([]frontdoor.Endpoint, error) {
-	var endpoints []frontdoor.Endpoint
-	l, err := h.listen(nil, *h.c.HealthProbeBindAddress, "the probes")
-	if err != nil {
-		return nil, err
-	}
-	if l != nil {
-		endpoints = append(endpoints, p.Endpoint(l))
-	}
-	if l, err = h.listen(nil, *h.c.MetricsBindAddress, "the metrics"); l == nil || err != nil {
-		return endpoints, err
-	}
+// metrics is the metrics listener the configuration asks for, with pprof beside it when asked.
+// ctx bounds the watching of its certificate.
+func (h *host) metrics(ctx context.Context) (frontdoor.Listener, error) {
 	metrics := metricsauth.Options{Secure: *h.c.MetricsSecure, Logger: h.log.WithName("metrics")}
 	if h.c.Pprof {
 		metrics.ExtraHandlers = map[string]http.Handler{
@@ -59,11 +47,7 @@ func (h *host) probeAndMetricsEndpoints(ctx context.Context, p *probes.Probes) (
 		limits.Active = pprofActive
 		metrics.Limits = &limits
 	}
-	e, err := metricsauth.Endpoint(ctx, h.deps.RESTConfig, l, metrics)
-	if err != nil {
-		return nil, err
-	}
-	return append(endpoints, e), nil
+	return metricsauth.Listener(ctx, h.deps.RESTConfig, *h.c.MetricsBindAddress, metrics)
 }
 
 // pprofActive bounds an answer of the metrics listener with pprof on: room for a profile of a

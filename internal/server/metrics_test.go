@@ -9,7 +9,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
 
@@ -23,7 +23,7 @@ func TestMetrics(t *testing.T) {
 		return metricValue(t, "switchboard_api_requests_total", "route", "/v1/connections", "status", "200")
 	}
 	invalid := func() float64 {
-		return metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Unknown.String())
+		return metricValue(t, "switchboard_api_auth_total", "code", apicode.APIKeyInvalid, "reason", keyindex.Unknown.String())
 	}
 	notFound := func() float64 {
 		return metricValue(t, "switchboard_api_requests_total", "route", "/v1/*", "status", "404")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -62,7 +62,7 @@ func TestKeyRateLimitSharedOnRedis(t *testing.T) {
 			}
 		case http.StatusTooManyRequests:
 			retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			if resp.errorCode(t) != apierror.CodeKeyRateLimited || retry < 1 || retry > 600 || resp.Header.Get("RateLimit") != fmt.Sprintf(`"apikey";r=0;t=%d`, retry) {
+			if resp.errorCode(t) != apicode.KeyRateLimited || retry < 1 || retry > 600 || resp.Header.Get("RateLimit") != fmt.Sprintf(`"apikey";r=0;t=%d`, retry) {
 				t.Errorf("request %d: %s, Retry-After %q, RateLimit %q", i+3, resp.Body, resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit"))
 			}
 			if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil {

@@ -14,7 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 )
 
 func rateLimited(requests int32, period time.Duration) switchboardv1alpha1.APIKeySpec {
@@ -71,8 +71,8 @@ func TestKeyRateLimitInMemory(t *testing.T) {
 	limitedBefore := metricValue(t, "switchboard_api_rate_limited_total", "store", "memory")
 	over := s.get(t, "/v1/connections", k.Key)
 	wantLimit(t, "4th", over, http.StatusTooManyRequests, policy, `"apikey";r=0;t=20`)
-	if over.errorCode(t) != apierror.CodeKeyRateLimited || over.Header.Get("Retry-After") != "20" {
-		t.Errorf("4th: %s with Retry-After %q, want %s and 20", over.Body, over.Header.Get("Retry-After"), apierror.CodeKeyRateLimited)
+	if over.errorCode(t) != apicode.KeyRateLimited || over.Header.Get("Retry-After") != "20" {
+		t.Errorf("4th: %s with Retry-After %q, want %s and 20", over.Body, over.Header.Get("Retry-After"), apicode.KeyRateLimited)
 	}
 	if err := doc.checkResponse("/v1/connections", "GET", over); err != nil {
 		t.Error(err)
@@ -194,8 +194,8 @@ func TestSourceRanges(t *testing.T) {
 	}
 	refusedBefore := metricValue(t, "switchboard_api_source_refused_total", "", "")
 	outside := firstAnswer(t, direct, partner.Key, nil)
-	if outside.Status != http.StatusForbidden || outside.errorCode(t) != apierror.CodeSourceNotAllowed {
-		t.Errorf("from outside: %d %s, want 403 %s", outside.Status, outside.Body, apierror.CodeSourceNotAllowed)
+	if outside.Status != http.StatusForbidden || outside.errorCode(t) != apicode.SourceNotAllowed {
+		t.Errorf("from outside: %d %s, want 403 %s", outside.Status, outside.Body, apicode.SourceNotAllowed)
 	}
 	if err := doc.checkResponse("/v1/connections", "GET", outside); err != nil {
 		t.Error(err)
@@ -267,8 +267,8 @@ func TestSourceRangesFailClosedBehindUntrustedProxy(t *testing.T) {
 	refusedBefore := metricValue(t, "switchboard_api_source_refused_total", "", "")
 	for _, header := range []func(http.Header){nil, xff("127.0.0.5"), xff("192.0.2.1")} {
 		resp := firstAnswer(t, behind, local.Key, header)
-		if resp.Status != http.StatusForbidden || resp.errorCode(t) != apierror.CodeSourceNotAllowed || !strings.Contains(string(resp.Body), "cannot know the client's address") {
-			t.Errorf("a key with source ranges behind an untrusted proxy: %d %s, want 403 %s saying the address is unknown", resp.Status, resp.Body, apierror.CodeSourceNotAllowed)
+		if resp.Status != http.StatusForbidden || resp.errorCode(t) != apicode.SourceNotAllowed || !strings.Contains(string(resp.Body), "cannot know the client's address") {
+			t.Errorf("a key with source ranges behind an untrusted proxy: %d %s, want 403 %s saying the address is unknown", resp.Status, resp.Body, apicode.SourceNotAllowed)
 		}
 		if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil {
 			t.Error(err)

@@ -12,7 +12,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/testenv/fixture"
 )
@@ -51,7 +51,7 @@ func TestOnlySwitchboardsHashSecretsAuthenticate(t *testing.T) {
 		t.Fatalf("the genuine key: %d", resp.Status)
 	}
 	for name, key := range map[string]string{"planted in the tenant namespace": chosen, "Opaque in the system namespace": opaque} {
-		if resp := s.get(t, "/v1/connections", key); resp.Status != http.StatusUnauthorized || resp.errorCode(t) != apierror.CodeAPIKeyInvalid {
+		if resp := s.get(t, "/v1/connections", key); resp.Status != http.StatusUnauthorized || resp.errorCode(t) != apicode.APIKeyInvalid {
 			t.Errorf("a key hashed by a Secret %s: %d %s, want 401 API_KEY_INVALID", name, resp.Status, resp.Body)
 		}
 	}
@@ -70,7 +70,7 @@ func TestDuplicateHashAuthenticatesNobody(t *testing.T) {
 		t.Fatalf("before: %d", resp.Status)
 	}
 	refusedAsDuplicate := func() float64 {
-		return metricValue(t, "switchboard_api_auth_total", "code", apierror.CodeAPIKeyInvalid, "reason", keyindex.Duplicate.String())
+		return metricValue(t, "switchboard_api_auth_total", "code", apicode.APIKeyInvalid, "reason", keyindex.Duplicate.String())
 	}
 	before := refusedAsDuplicate()
 	// b's hash Secret now holds a's hash too.

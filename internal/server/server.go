@@ -29,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor/probes"
 	"github.com/switchboard-dev/switchboard/internal/logging"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/server/authz"
 	"github.com/switchboard-dev/switchboard/internal/server/indexfeed"
@@ -52,16 +54,13 @@ import (
 // listeners of deps: whatever it returns, they are closed.
 func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) error {
 	h := &host{c: c, deps: deps}
-	for _, l := range []net.Listener{deps.Listener, deps.AuthzGRPCListener, deps.AuthzHTTPListener, deps.LeakReportsListener} {
-		if l != nil {
-			h.listeners = append(h.listeners, l)
-		}
-	}
-	// Listeners opened (or given) are closed on every return before they are served; from then
-	// on the serving group closes them.
+	// The listeners given are closed on every return: the serving group closes them too (twice
+	// is harmless), but a Run that fails before it must as well.
 	defer func() {
-		for _, l := range h.listeners {
-			_ = l.Close()
+		for _, l := range []net.Listener{deps.Listener, deps.AuthzGRPCListener, deps.AuthzHTTPListener, deps.LeakReportsListener} {
+			if l != nil {
+				_ = l.Close()
+			}
 		}
 	}()
 	if err := h.complete(); err != nil {
@@ -107,44 +106,37 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 		return err
 	}
 
-	apiListener, err := h.listen(deps.Listener, *c.Listen, "the /v1 API")
-	if err != nil {
-		return err
-	}
 	api := v1api.New(v1api.Config{
 		Checker: checker, Index: feed.Index(), Audience: c.Audience,
 		MaxInFlightBytesPerNamespace: *c.MaxInFlightBytesPerNamespace, Logger: log.WithName("http"),
 	})
-	endpoints := []frontdoor.Endpoint{frontdoor.HTTP(apiListener, h.apiLimits(), api)}
-	if p := c.Panel; p != nil && p.Listen != "" {
-		l, err := h.listen(nil, p.Listen, "the panel")
-		if err != nil {
-			return err
-		}
-		endpoints = append(endpoints, frontdoor.HTTP(l, frontdoor.PanelLimits.Behind(h.proxies), deps.PanelHandler))
-	}
-	authzEndpoints, onSynced, err := h.authzEndpoints(ctx, checker)
+	extAuthz, onSynced, err := h.extAuthz(ctx, checker)
 	if err != nil {
 		return err
 	}
-	endpoints = append(endpoints, authzEndpoints...)
-	leaks, err := h.leakReportsEndpoint(feed, mgr, &synced)
+	leaks, leakReports, err := h.leakReports(feed, mgr, &synced)
 	if err != nil {
 		return err
 	}
-	if leaks != nil {
-		endpoints = append(endpoints, leaks.endpoint)
-	}
-	observed, err := h.probeAndMetricsEndpoints(ctx, &checks)
+	metrics, err := h.metrics(ctx)
 	if err != nil {
 		return err
 	}
-	endpoints = append(endpoints, observed...)
+	mgrFailed := make(chan error, 2)
+	group, err := frontdoor.Group{
+		Listeners: []frontdoor.Listener{
+			{Door: "api", Address: *c.Listen, Given: deps.Listener, Limits: h.apiLimits(), Handler: api},
+			h.panel(), extAuthz, h.forwardAuth(checker), leakReports, checks.Listener(*c.HealthProbeBindAddress), metrics,
+		},
+		Draining: &draining, ShutdownDelay: c.ShutdownDelay.Duration, ShutdownTimeout: c.ShutdownTimeout.Duration, Failed: mgrFailed, Log: log,
+	}.Open()
+	if err != nil {
+		return err
+	}
 
 	// The cache outlives ctx until the listeners have drained, so draining requests are answered.
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMgr()
-	mgrFailed := make(chan error, 2)
 	mgrDone, informersDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(mgrDone)
@@ -165,30 +157,20 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 	}).Run(mgrCtx)
 	go checker.Run(mgrCtx)
 	if leaks != nil {
-		go leaks.receiver.Run(mgrCtx) // the catch-up, when an organization is configured
+		go leaks.Run(mgrCtx) // the catch-up, when an organization is configured
 	}
-	h.listeners = nil // the group serves and closes them now
-	runErr := frontdoor.Group{
-		Endpoints:       endpoints,
-		Draining:        &draining,
-		ShutdownDelay:   c.ShutdownDelay.Duration,
-		ShutdownTimeout: c.ShutdownTimeout.Duration,
-		Failed:          mgrFailed,
-		Log:             log,
-	}.Run(ctx)
+	runErr := group.Run(ctx)
 	stopMgr()
 	<-mgrDone
 	<-informersDone
 	return runErr
 }
 
-// host is one Run: its configuration, what it was given, the configuration's lists read, and
-// the listeners it holds until they are served.
+// host is one Run: its configuration, what it was given and the configuration's lists read.
 type host struct {
 	c                 *configv1alpha1.ServerConfiguration
 	deps              Deps
 	proxies, gateways []netip.Prefix
-	listeners         []net.Listener
 	log               logr.Logger
 }
 
@@ -226,19 +208,6 @@ func (h *host) complete() error {
 	return nil
 }
 
-// listen is given when set, else a listener on addr (nil when addr is "": none), which h holds.
-func (h *host) listen(given net.Listener, addr, what string) (net.Listener, error) {
-	if given != nil || addr == "" { // a given one is held already
-		return given, nil
-	}
-	l, err := frontdoor.Listen(addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s for %s: %w", addr, what, err)
-	}
-	h.listeners = append(h.listeners, l)
-	return l, nil
-}
-
 // waitSynced marks the server ready once every informer has delivered its initial list to the
 // index. Until then /v1 answers 503: a key must never be judged against a partial index.
 func waitSynced(ctx context.Context, hasSynced func() bool, synced *atomic.Bool, onSynced func(), log logr.Logger) {
@@ -267,53 +236,40 @@ func waitSynced(ctx context.Context, hasSynced func() bool, synced *atomic.Bool,
 	}
 }
 
-// authzEndpoints are the authorization listeners the configuration asks for (gRPC ext_authz,
-// HTTP forward-auth), and what to call once the index has synced (gRPC health then says
-// SERVING).
-func (h *host) authzEndpoints(ctx context.Context, checker *keycheck.Checker) ([]frontdoor.Endpoint, func(), error) {
-	var endpoints []frontdoor.Endpoint
-	onSynced := func() {}
-	l, err := h.listen(h.deps.AuthzGRPCListener, h.c.Authz.GRPC.Listen, "ext_authz (gRPC)")
-	if err != nil {
-		return nil, nil, err
+// panel is the listener of the panel beside /v1 (panel.listen), serving deps.PanelHandler.
+func (h *host) panel() frontdoor.Listener {
+	l := frontdoor.Listener{Door: "panel", Limits: ptr.To(frontdoor.PanelLimits.Behind(h.proxies)), Handler: h.deps.PanelHandler}
+	if p := h.c.Panel; p != nil {
+		l.Address = p.Listen
 	}
-	if l != nil {
-		e, setServing, err := h.newExtAuthz(ctx, l, checker)
-		if err != nil {
-			return nil, nil, err
-		}
-		endpoints, onSynced = append(endpoints, e), setServing
-	}
-	if l, err = h.listen(h.deps.AuthzHTTPListener, h.c.Authz.HTTP.Listen, "forward-auth"); err != nil {
-		return nil, nil, err
-	}
-	if l != nil {
-		// Gateways' connections, kept in time as the API's and bounded in number: any pod that
-		// reaches the port may connect, so one client address holds at most its share, but for
-		// the gateways named in trustedProxies, which carry many clients' requests.
-		limits := frontdoor.ForwardAuthLimits.Behind(h.proxies)
-		limits.ConnLimits = limits.WithBounds(int(*h.c.Authz.HTTP.MaxConnections), int(*h.c.Authz.HTTP.MaxConnectionsPerClient))
-		endpoints = append(endpoints, frontdoor.HTTP(l, limits, authz.NewForwardAuth(checker, h.log.WithName("forward-auth"))))
-	}
-	return endpoints, onSynced, nil
+	return l
 }
 
-// leakListener is the leak reports listener's endpoint and its receiver, whose Run lists an
-// organization's open alerts.
-type leakListener struct {
-	endpoint frontdoor.Endpoint
-	receiver *leakreceiver.Receiver
+// forwardAuth is the forward-auth listener (authz.http.listen). Gateways' connections are kept
+// in time as the API's and bounded in number: any pod that reaches the port may connect, so one
+// client address holds at most its share, but for the gateways named in trustedProxies, which
+// carry many clients' requests.
+func (h *host) forwardAuth(checker *keycheck.Checker) frontdoor.Listener {
+	l := frontdoor.Listener{Door: "forward-auth", Address: h.c.Authz.HTTP.Listen, Given: h.deps.AuthzHTTPListener}
+	if !l.Served() {
+		return l
+	}
+	limits := frontdoor.ForwardAuthLimits.Behind(h.proxies)
+	limits.ConnLimits = limits.WithBounds(int(*h.c.Authz.HTTP.MaxConnections), int(*h.c.Authz.HTTP.MaxConnectionsPerClient))
+	l.Limits, l.Handler = &limits, authz.NewForwardAuth(checker, h.log.WithName("forward-auth"))
+	return l
 }
 
-// leakReportsEndpoint is the leak reports listener when the configuration asks for one (nil
-// otherwise): GitHub's reports, behind the front door's connection bounds, recorded with the
-// server's client once the index has synced; its client addresses judged by the trusted
-// proxies, as /v1's are; its catch-up holding a Lease.
-func (h *host) leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, synced *atomic.Bool) (*leakListener, error) {
+// leakReports is the leak reports listener, and its receiver (whose Run lists an
+// organization's open alerts) when the configuration asks for one (nil otherwise): GitHub's
+// reports, behind the front door's connection bounds, recorded with the server's client once
+// the index has synced; its client addresses judged by the trusted proxies, as /v1's are; its
+// catch-up holding a Lease.
+func (h *host) leakReports(feed *indexfeed.Feed, mgr ctrl.Manager, synced *atomic.Bool) (*leakreceiver.Receiver, frontdoor.Listener, error) {
 	lr := &h.c.LeakReports
-	l, err := h.listen(h.deps.LeakReportsListener, lr.Listen, "leak reports")
-	if l == nil || err != nil {
-		return nil, err
+	l := frontdoor.Listener{Door: "leak-reports", Address: lr.Listen, Given: h.deps.LeakReportsListener}
+	if !l.Served() {
+		return nil, l, nil
 	}
 	a := &lr.OrganizationAlerts
 	rc := leakreceiver.Config{
@@ -328,12 +284,12 @@ func (h *host) leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, synce
 		},
 	}
 	if err := leakReportSecrets(lr, &rc); err != nil {
-		return nil, err
+		return nil, l, err
 	}
 	if a.Organization != "" {
 		leases, err := coordinationv1client.NewForConfig(h.deps.RESTConfig)
 		if err != nil {
-			return nil, fmt.Errorf("leak reports: a client of Leases: %w", err)
+			return nil, l, fmt.Errorf("leak reports: a client of Leases: %w", err)
 		}
 		rc.CatchUp.Leases = leases
 	}
@@ -342,14 +298,15 @@ func (h *host) leakReportsEndpoint(feed *indexfeed.Feed, mgr ctrl.Manager, synce
 	}
 	recv, err := leakreceiver.New(rc)
 	if err != nil {
-		return nil, err
+		return nil, l, err
 	}
 	// The door reads the body; the receiver's bound is the door's, and the receiver refuses,
 	// before a byte of it is read, a request without a signature GitHub could have made or from
 	// an address that spent its budget.
 	limits := frontdoor.LeakReportLimits.Behind(h.proxies)
 	limits.MaxBody, limits.BeforeBody = recv.MaxBody(), recv.BeforeBody
-	return &leakListener{endpoint: frontdoor.HTTP(l, limits, recv), receiver: recv}, nil
+	l.Limits, l.Handler = &limits, recv
+	return recv, l, nil
 }
 
 // msgBodyNotAllowed is the message of the /v1 door's refusal of a request with a body.
@@ -357,13 +314,13 @@ const msgBodyNotAllowed = "The request carries a body, and no /v1 route reads on
 
 // apiLimits are the /v1 listener's: its handlers read no body, so a request that carries one is
 // refused before them (413 BODY_NOT_ALLOWED) and its connection closed.
-func (h *host) apiLimits() frontdoor.HTTPLimits {
+func (h *host) apiLimits() *frontdoor.HTTPLimits {
 	limits := frontdoor.APILimits.Behind(h.proxies)
 	limits.ConnLimits = limits.WithBounds(int(*h.c.MaxConnections), int(*h.c.MaxConnectionsPerClient))
 	limits.BodyRefusal = &frontdoor.Refusal{
 		Status: http.StatusRequestEntityTooLarge,
 		Header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}},
-		Body:   apierror.JSON(apierror.CodeBodyNotAllowed, msgBodyNotAllowed),
+		Body:   apierror.JSON(apicode.BodyNotAllowed, msgBodyNotAllowed),
 	}
-	return limits
+	return &limits
 }

@@ -17,7 +17,7 @@
 //     IPv4 address they are, and NAT64, 6to4, IPv4-compatible and IPv4-translated addresses
 //     also as the IPv4 address they carry. It is enforced on the socket's actual remote
 //     address, after DNS resolution, so neither a name that resolves to loopback nor DNS
-//     rebinding gets through.
+//     rebinding gets through. PolicyOf reads it from the configuration's webhooks section.
 //   - Sender makes one attempt (Send) with a client that takes no proxy from the environment,
 //     follows no redirect (the specification counts a 3xx as a failure: the tenant updates its
 //     URL; following would be a second request to a target nobody checked in advance), reads at

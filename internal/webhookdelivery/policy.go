@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"net/url"
 	"syscall"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 )
 
 // ErrRefused is what a delivery's error wraps when Policy refused the endpoint's address or
@@ -29,6 +31,29 @@ type Policy struct {
 	Allowed []netip.Prefix
 	// AllowHTTP lets endpoints be plain http:// URLs, whose payloads anyone on the path reads.
 	AllowHTTP bool
+}
+
+// PolicyOf is the webhook network policy a validated webhooks section of the configuration
+// (internal/config) sets: the sender's, and the one the operator checks KeyWebhooks' URLs
+// against.
+func PolicyOf(w *configv1alpha1.WebhooksConfiguration) (Policy, error) {
+	p := Policy{AllowHTTP: w.AllowHTTP}
+	if w.DeniedNetworks != nil {
+		p.Denied = []netip.Prefix{} // [] denies none: not the defaults
+	}
+	for _, n := range []struct {
+		from []string
+		to   *[]netip.Prefix
+	}{{w.DeniedNetworks, &p.Denied}, {w.AllowedNetworks, &p.Allowed}} {
+		for _, s := range n.from {
+			prefix, err := netip.ParsePrefix(s)
+			if err != nil {
+				return Policy{}, fmt.Errorf("webhook network %q is not a CIDR", s)
+			}
+			*n.to = append(*n.to, prefix.Masked())
+		}
+	}
+	return p, nil
 }
 
 // metadataEndpoints are the addresses refused whatever Denied and Allowed say: the cloud

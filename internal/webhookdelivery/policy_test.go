@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 )
 
 // clusterPolicy denies a cluster's Service and pod CIDRs.
@@ -342,5 +344,44 @@ func TestWebhooksDocNamesThePolicy(t *testing.T) {
 		if !strings.Contains(string(doc), w) {
 			t.Errorf("docs/webhooks.md does not name %s", w)
 		}
+	}
+}
+
+// The webhooks section's networks become the sender's policy: absent, the defaults; [] none
+// beyond the always refused; addresses masked to their network.
+func TestPolicyOf(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		denied       []string
+		allowed      []string
+		wantDenied   string
+		wantAllowed  string
+		wantNonNil   bool
+		wantErrorFor string
+	}{
+		{name: "defaulted", wantDenied: "[10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 fc00::/7]", wantAllowed: "[]", wantNonNil: true},
+		{name: "none denied", denied: []string{}, wantDenied: "[]", wantAllowed: "[]", wantNonNil: true},
+		{name: "masked", denied: []string{"10.96.0.1/12"}, allowed: []string{"fd00::1/8"}, wantDenied: "[10.96.0.0/12]", wantAllowed: "[fd00::/8]", wantNonNil: true},
+		{name: "not a CIDR", denied: []string{"10.96.0.1"}, wantErrorFor: `"10.96.0.1"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &configv1alpha1.WebhooksConfiguration{DeniedNetworks: tt.denied, AllowedNetworks: tt.allowed}
+			if tt.name == "defaulted" {
+				configv1alpha1.SetDefaults_WebhooksConfiguration(w)
+			}
+			p, err := PolicyOf(w)
+			if tt.wantErrorFor != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErrorFor) {
+					t.Fatalf("error %v, want one naming %s", err, tt.wantErrorFor)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(p.Denied); got != tt.wantDenied || fmt.Sprint(p.Allowed) != tt.wantAllowed || (p.Denied != nil) != tt.wantNonNil {
+				t.Errorf("denied %v (nil %t), allowed %v; want %s, %s", p.Denied, p.Denied == nil, p.Allowed, tt.wantDenied, tt.wantAllowed)
+			}
+		})
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -73,7 +73,7 @@ func (d *dispatcher) Start(ctx context.Context) error {
 	}{
 		{&switchboardv1alpha1.WebhookOutbox{}, nil},
 		{&switchboardv1alpha1.KeyWebhook{}, func(o client.Object) string { return string(o.GetUID()) }},
-		{&corev1.Secret{}, func(o client.Object) string { return o.GetLabels()[keywebhook.LabelWebhookUID] }},
+		{&corev1.Secret{}, func(o client.Object) string { return o.GetLabels()[keysecret.LabelWebhookUID] }},
 	} {
 		inf, err := d.cache.GetInformer(ctx, watched.obj)
 		if err != nil {
@@ -257,10 +257,10 @@ func (d *dispatcher) endpoint(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 		return webhookdelivery.Endpoint{}, err
 	}
 	s := &corev1.Secret{}
-	if err := d.client.Get(ctx, types.NamespacedName{Namespace: d.signing, Name: keywebhook.SigningSecretName(kw.UID)}, s); err != nil {
+	if err := d.client.Get(ctx, types.NamespacedName{Namespace: d.signing, Name: keysecret.SigningSecretName(kw.UID)}, s); err != nil {
 		return webhookdelivery.Endpoint{}, fmt.Errorf("the copy of its signing secrets: %w", err)
 	}
-	signer, err := webhookdelivery.NewSigner(strings.Fields(string(s.Data[keywebhook.SigningSecretsKey]))...)
+	signer, err := webhookdelivery.NewSigner(strings.Fields(string(s.Data[keysecret.DataSigningSecrets]))...)
 	if err != nil {
 		return webhookdelivery.Endpoint{}, err
 	}

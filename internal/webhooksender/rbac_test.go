@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -58,12 +57,12 @@ func TestSenderReadsOnlyTheSigningCopies(t *testing.T) {
 	}
 
 	// The copy it signed with is in the signing namespace, and none is in the system namespace.
-	copyKey := client.ObjectKey{Namespace: signing(sys), Name: keywebhook.SigningSecretName(kw.UID)}
+	copyKey := client.ObjectKey{Namespace: signing(sys), Name: keysecret.SigningSecretName(kw.UID)}
 	if err := env.Client.Get(ctx, copyKey, &corev1.Secret{}); err != nil {
 		t.Fatalf("the copy %s: %v", copyKey, err)
 	}
 	var left corev1.SecretList
-	if err := env.Client.List(ctx, &left, client.InNamespace(sys), client.MatchingLabels{keysecret.LabelComponent: keywebhook.ComponentSigning}); err != nil {
+	if err := env.Client.List(ctx, &left, client.InNamespace(sys), client.MatchingLabels{keysecret.LabelComponent: keysecret.ComponentSigning}); err != nil {
 		t.Fatal(err)
 	}
 	if len(left.Items) != 0 {

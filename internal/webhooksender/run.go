@@ -25,10 +25,9 @@ import (
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	internalconfig "github.com/switchboard-dev/switchboard/internal/config"
-	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
+	"github.com/switchboard-dev/switchboard/internal/frontdoor/ctrlhost"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/logging"
-	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
@@ -61,7 +60,7 @@ type Deps struct {
 // the signing namespace. It reads no other Secret, and holds no right to: none in the system
 // namespace, none in tenants'.
 func CacheOptions(system, signing string) cache.Options {
-	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelComponent: keywebhook.ComponentSigning})
+	copies := labels.SelectorFromSet(labels.Set{keysecret.LabelComponent: keysecret.ComponentSigning})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -90,7 +89,7 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 		return nil, errors.New("webhooks: no Kubernetes client configuration")
 	}
 	w, system := &c.Webhooks, c.SystemNamespace
-	policy, err := internalconfig.WebhookPolicy(w)
+	policy, err := webhookdelivery.PolicyOf(w)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +123,7 @@ func NewManager(c *configv1alpha1.OperatorConfiguration, deps Deps) (manager.Man
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: creating the manager: %w", err)
 	}
-	mgr := operator.WithFrontDoor(inner, cfg, operator.FrontDoor{
+	mgr := ctrlhost.Manager(inner, cfg, ctrlhost.Options{
 		HealthProbeBindAddress: *c.HealthProbeBindAddress, MetricsBindAddress: *c.MetricsBindAddress,
 		MetricsSecure: *c.MetricsSecure, Logger: log,
 	})

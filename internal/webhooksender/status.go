@@ -16,7 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/fairqueue"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // statusReconciler mirrors each KeyWebhook's record in its namespace's outbox into its status,
@@ -34,7 +35,7 @@ func (r *statusReconciler) setup(mgr ctrl.Manager, opts crcontroller.Options) er
 		For(&switchboardv1alpha1.KeyWebhook{}).
 		Watches(&switchboardv1alpha1.WebhookOutbox{}, handler.EnqueueRequestsFromMapFunc(r.ofOutbox)).
 		Named("keywebhook-status").
-		WithOptions(controller.FairOptions(opts)).
+		WithOptions(fairqueue.ControllerOptions(opts)).
 		Complete(r)
 }
 
@@ -89,7 +90,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	before := kw.DeepCopy()
 	mirror(kw, &ob.Spec)
-	return reconcile.Result{}, controller.PatchStatus(ctx, r.client, before, kw)
+	return reconcile.Result{}, objstatus.Patch(ctx, r.client, before, kw)
 }
 
 // mirror sets kw's status from its record in its namespace's outbox spec: pending, dropped,
@@ -115,7 +116,7 @@ func mirror(kw *switchboardv1alpha1.KeyWebhook, spec *switchboardv1alpha1.Webhoo
 		return
 	}
 	set := func(status metav1.ConditionStatus, reason, message string) {
-		controller.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
+		objstatus.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
 	}
 	switch {
 	case st.DisabledGeneration != 0 && st.DisabledGeneration == kw.Generation:

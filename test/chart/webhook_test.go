@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/operator/keyadmission"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // TestWebhookConfigurationIsTheCodes: the chart's ValidatingWebhookConfiguration is

@@ -23,7 +23,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/reveal"
 )
 
 // testPanelSSO upgrades the release with single sign-on in impersonate mode, as docs/keys.md

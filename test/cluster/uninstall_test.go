@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/switchboard-dev/switchboard/internal/controller/keywebhook"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 	"github.com/switchboard-dev/switchboard/internal/webhooksender"
@@ -31,7 +30,7 @@ func leftOnPurpose(kind, name string, obj map[string]any) bool {
 	case "Secret":
 		meta, _ := obj["metadata"].(map[string]any)
 		if meta["namespace"] == signingNamespace {
-			return obj["type"] == string(keywebhook.SecretType)
+			return obj["type"] == string(keysecret.TypeSigning)
 		}
 		return obj["type"] == string(keysecret.TypeHash)
 	case "APIKeyHistory", "WebhookOutbox":

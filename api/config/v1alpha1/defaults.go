@@ -53,8 +53,8 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 
 	// DefaultLeakReportsMaxBodyBytes and DefaultLeakReportsMaxBatch bound a report request
-	// (internal/secretscanning's own bounds): an alert's delivery is some 10 to 30 KiB, a
-	// partner request 256 matches of at most 1 KiB.
+	// (internal/server/leakreceiver/secretscanning's own bounds): an alert's delivery is some
+	// 10 to 30 KiB, a partner request 256 matches of at most 1 KiB.
 	DefaultLeakReportsMaxBodyBytes = 256 << 10
 	DefaultLeakReportsMaxBatch     = 256
 	// DefaultLeakReportsRate and DefaultLeakReportsBurst limit the verified requests that need a

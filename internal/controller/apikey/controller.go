@@ -33,8 +33,10 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/readiness"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
+	"github.com/switchboard-dev/switchboard/internal/fairqueue"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // What the concerns name, for those who know the controller by its host (the operator, the
@@ -126,7 +128,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&switchboardv1alpha1.LeakReport{}, handler.EnqueueRequestsFromMapFunc(leak.ReportToAPIKey(r.Client, r.SystemNamespace))).
 		WatchesRawSource(source.Channel(r.pods.Events(), &handler.EnqueueRequestForObject{})).
 		Named("apikey").
-		WithOptions(controller.FairOptions(r.ControllerOptions)).
+		WithOptions(fairqueue.ControllerOptions(r.ControllerOptions)).
 		Complete(r)
 }
 
@@ -201,7 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if jerr := env.Journal.Record(ctx, key, readiness.KeyEvents(key, ts)); jerr != nil {
 		return ctrl.Result{}, kerrors.NewAggregate([]error{err, jerr})
 	}
-	if perr := controller.PatchStatus(ctx, r.Client, before, key); perr != nil {
+	if perr := objstatus.Patch(ctx, r.Client, before, key); perr != nil {
 		return ctrl.Result{}, kerrors.NewAggregate([]error{err, perr})
 	}
 	readiness.Emit(r.Recorder, key, ts)

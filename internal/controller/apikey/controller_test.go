@@ -23,9 +23,9 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
-	"github.com/switchboard-dev/switchboard/internal/controller/controllertest"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/testenv/controllertest"
 )
 
 // keyTest is one APIKey test: a tenant namespace, a system namespace and an operator for both.

@@ -18,8 +18,8 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
 	apikeyctrl "github.com/switchboard-dev/switchboard/internal/controller/apikey"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // A tenant's self-leak loop (issue 39): each key it gets it publishes again. The operator

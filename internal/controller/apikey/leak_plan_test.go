@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // TestPlanHeldLeakReplacement: while a leaked key's replacement is held, nothing is issued on

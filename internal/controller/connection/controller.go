@@ -21,6 +21,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/fairqueue"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // IDIndex indexes Connections by their namespace and public id (idIndexKey): status.id
@@ -64,7 +66,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// A Connection that gives up an id (deleted) lets a conflicting one of its namespace take it.
 		Watches(&switchboardv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.sameID), builder.WithPredicates(controller.MeaningfulUpdate)).
 		Named("connection").
-		WithOptions(controller.FairOptions(r.ControllerOptions)).
+		WithOptions(fairqueue.ControllerOptions(r.ControllerOptions)).
 		Complete(r)
 }
 
@@ -119,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			// Only a reconcile that ran to its end has seen this generation of the spec.
 			conn.Status.ObservedGeneration = conn.Generation
 		}
-		if err := controller.PatchStatus(ctx, r.Client, before, conn); err != nil {
+		if err := objstatus.Patch(ctx, r.Client, before, conn); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // connectionFindings is what one reconcile of a Connection found; its Ready condition is set
@@ -23,10 +23,10 @@ type connectionFindings struct {
 func setConnectionConditions(conn *switchboardv1alpha1.Connection, f *connectionFindings) {
 	switch {
 	case f.holder != nil:
-		controller.SetCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
+		objstatus.SetCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
 			switchboardv1alpha1.ReasonIDConflict, idConflictMessage(f.conflictID, f.holder))
 	case conn.Status.ID != "":
-		controller.SetCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
+		objstatus.SetCondition(&conn.Status.Conditions, conn.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
 			switchboardv1alpha1.ReasonIDAssigned, "the connection's public id is "+conn.Status.ID)
 	}
 }

@@ -12,13 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller/controllertest"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
+	"github.com/switchboard-dev/switchboard/internal/testenv/controllertest"
 )
 
 // The Connection controller's suite runs the whole operator (internal/operator) on one envtest
 // control plane, as its ServiceAccount under the shipped policy that refuses it any spec write
-// (internal/controller/controllertest).
+// (internal/testenv/controllertest).
 
 var env *testenv.Env
 

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,24 +28,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/fairqueue"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
-// The signing secrets' copy in the signing namespace, as the sender finds it.
 const (
-	// ComponentSigning is the switchboard.dev/component label of a copy.
-	ComponentSigning = "webhook-signing"
-	// LabelWebhookNamespace, LabelWebhookName and LabelWebhookUID name the KeyWebhook a copy is
-	// of, so that a copy whose KeyWebhook is gone is found and deleted.
-	LabelWebhookNamespace = "switchboard.dev/keywebhook-namespace"
-	LabelWebhookName      = "switchboard.dev/keywebhook-name"
-	LabelWebhookUID       = "switchboard.dev/keywebhook-uid"
-	// SigningSecretsKey is the copy's data entry: the "whsec_" secrets, space-separated.
-	SigningSecretsKey = "secrets"
-	// SecretType is a copy's type, so that nothing mistakes it for a tenant's Secret.
-	SecretType corev1.SecretType = "switchboard.dev/webhook-signing"
 	// DefaultSecretKey is the entry of the tenant's Secret read when signingSecretRef.key is empty.
 	DefaultSecretKey = "secret"
 	// Resync is how often each KeyWebhook's signing secrets are read again: the operator
@@ -54,10 +42,6 @@ const (
 	// data of whatever tenants put in them), so a rotation reaches deliveries within Resync.
 	Resync = time.Minute
 )
-
-// SigningSecretName is the name, in the signing namespace, of the copy of the signing secrets
-// of the KeyWebhook with UID uid.
-func SigningSecretName(uid types.UID) string { return "webhook-signing-" + string(uid) }
 
 // Reconciler checks KeyWebhooks and keeps their signing secrets' copies.
 type Reconciler struct {
@@ -88,20 +72,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&switchboardv1alpha1.KeyWebhook{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(ofCopy), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			ns := o.GetNamespace()
-			return (ns == r.SigningNamespace || ns == r.SystemNamespace) && o.GetLabels()[keysecret.LabelComponent] == ComponentSigning
+			return (ns == r.SigningNamespace || ns == r.SystemNamespace) && o.GetLabels()[keysecret.LabelComponent] == keysecret.ComponentSigning
 		}))).
 		Named("keywebhook").
-		WithOptions(controller.FairOptions(r.ControllerOptions)).
+		WithOptions(fairqueue.ControllerOptions(r.ControllerOptions)).
 		Complete(r)
 }
 
 // ofCopy maps a copy to its KeyWebhook.
 func ofCopy(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	if l[LabelWebhookNamespace] == "" || l[LabelWebhookName] == "" {
+	if l[keysecret.LabelWebhookNamespace] == "" || l[keysecret.LabelWebhookName] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelWebhookNamespace], Name: l[LabelWebhookName]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[keysecret.LabelWebhookNamespace], Name: l[keysecret.LabelWebhookName]}}}
 }
 
 // Reconcile checks one KeyWebhook's endpoint and signing secrets, keeps their copy, deletes
@@ -149,16 +133,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	before := kw.DeepCopy()
 	kw.Status.ObservedGeneration = kw.Generation
-	switch current := controller.ConditionReason(kw.Status.Conditions, switchboardv1alpha1.ConditionReady); {
+	switch current := objstatus.ConditionReason(kw.Status.Conditions, switchboardv1alpha1.ConditionReady); {
 	case reason != "":
-		controller.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
+		objstatus.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionFalse,
 			reason, strings.Join(problems, "; "))
 	case current == "" || current == switchboardv1alpha1.ReasonWebhookInvalidEndpoint || current == switchboardv1alpha1.ReasonWebhookSecretMissing:
 		// The sender's reasons (Active, Gone, Failing) are the sender's to change.
-		controller.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
+		objstatus.SetCondition(&kw.Status.Conditions, kw.Generation, switchboardv1alpha1.ConditionReady, metav1.ConditionTrue,
 			switchboardv1alpha1.ReasonWebhookActive, "The endpoint and the signing secrets are valid: events are delivered as they happen.")
 	}
-	if err := controller.PatchStatus(ctx, r.Client, before, kw); err != nil {
+	if err := objstatus.Patch(ctx, r.Client, before, kw); err != nil {
 		return reconcile.Result{}, err
 	}
 	resync := r.ResyncPeriod
@@ -205,17 +189,17 @@ func (r *Reconciler) keepCopy(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.SigningNamespace,
-			Name:      SigningSecretName(kw.UID),
+			Name:      keysecret.SigningSecretName(kw.UID),
 			Labels: map[string]string{
-				keysecret.LabelManagedBy: keysecret.ManagedBy,
-				keysecret.LabelComponent: ComponentSigning,
-				LabelWebhookNamespace:    kw.Namespace,
-				LabelWebhookName:         kw.Name,
-				LabelWebhookUID:          string(kw.UID),
+				keysecret.LabelManagedBy:        keysecret.ManagedBy,
+				keysecret.LabelComponent:        keysecret.ComponentSigning,
+				keysecret.LabelWebhookNamespace: kw.Namespace,
+				keysecret.LabelWebhookName:      kw.Name,
+				keysecret.LabelWebhookUID:       string(kw.UID),
 			},
 		},
-		Type: SecretType,
-		Data: map[string][]byte{SigningSecretsKey: []byte(secrets)},
+		Type: keysecret.TypeSigning,
+		Data: map[string][]byte{keysecret.DataSigningSecrets: []byte(secrets)},
 	}
 	have := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -228,7 +212,7 @@ func (r *Reconciler) keepCopy(ctx context.Context, kw *switchboardv1alpha1.KeyWe
 	case err != nil:
 		return fmt.Errorf("reading the copy of the signing secrets of KeyWebhook %s/%s: %w", kw.Namespace, kw.Name, err)
 	}
-	if bytes.Equal(have.Data[SigningSecretsKey], want.Data[SigningSecretsKey]) && len(have.Data) == 1 {
+	if bytes.Equal(have.Data[keysecret.DataSigningSecrets], want.Data[keysecret.DataSigningSecrets]) && len(have.Data) == 1 {
 		return nil
 	}
 	before := have.DeepCopy()
@@ -247,7 +231,7 @@ func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName
 	for _, ns := range []string{r.SigningNamespace, r.SystemNamespace} {
 		var in corev1.SecretList
 		if err := r.Client.List(ctx, &in, client.InNamespace(ns), client.MatchingLabels{
-			keysecret.LabelComponent: ComponentSigning, LabelWebhookNamespace: name.Namespace, LabelWebhookName: name.Name,
+			keysecret.LabelComponent: keysecret.ComponentSigning, keysecret.LabelWebhookNamespace: name.Namespace, keysecret.LabelWebhookName: name.Name,
 		}); err != nil {
 			return fmt.Errorf("listing the signing secrets' copies of KeyWebhook %s in %s: %w", name, ns, err)
 		}
@@ -255,7 +239,7 @@ func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName
 	}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if keep != "" && s.Namespace == r.SigningNamespace && s.Labels[LabelWebhookUID] == string(keep) {
+		if keep != "" && s.Namespace == r.SigningNamespace && s.Labels[keysecret.LabelWebhookUID] == string(keep) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
@@ -264,9 +248,3 @@ func (r *Reconciler) deleteCopies(ctx context.Context, name types.NamespacedName
 	}
 	return nil
 }
-
-// copyLabels are the labels the copies carry, in the order the cache keeps them.
-var copyLabels = []string{LabelWebhookNamespace, LabelWebhookName, LabelWebhookUID}
-
-// IsCopyLabel says whether a label is one of a copy's, for caches that trim labels.
-func IsCopyLabel(l string) bool { return slices.Contains(copyLabels, l) }

@@ -106,7 +106,7 @@ func ready(t *testing.T, key types.NamespacedName) (*switchboardv1alpha1.KeyWebh
 func copyOf(t *testing.T, sys string, uid types.UID) (*corev1.Secret, error) {
 	t.Helper()
 	s := &corev1.Secret{}
-	err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: signing(sys), Name: keywebhook.SigningSecretName(uid)}, s)
+	err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: signing(sys), Name: keysecret.SigningSecretName(uid)}, s)
 	return s, err
 }
 
@@ -158,7 +158,7 @@ func TestSigningSecretsAreCopied(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if string(c.Data[keywebhook.SigningSecretsKey]) != secret(1) || c.Type != keywebhook.SecretType || c.Labels[keywebhook.LabelWebhookUID] != string(kw.UID) {
+		if string(c.Data[keysecret.DataSigningSecrets]) != secret(1) || c.Type != keysecret.TypeSigning || c.Labels[keysecret.LabelWebhookUID] != string(kw.UID) {
 			return fmt.Errorf("copy of type %s, labels %v", c.Type, c.Labels)
 		}
 		if !strings.HasPrefix(r, "True/Active") {
@@ -177,7 +177,7 @@ func TestSigningSecretsAreCopied(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := string(c.Data[keywebhook.SigningSecretsKey]); got != secret(2)+" "+secret(1) {
+		if got := string(c.Data[keysecret.DataSigningSecrets]); got != secret(2)+" "+secret(1) {
 			return errors.New("the copy holds the old secrets")
 		}
 		return nil
@@ -222,14 +222,14 @@ func TestSigningSecretsAreCopied(t *testing.T) {
 func legacyCopy(sys, ns, name string, uid types.UID, secrets string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: sys, Name: keywebhook.SigningSecretName(uid),
+			Namespace: sys, Name: keysecret.SigningSecretName(uid),
 			Labels: map[string]string{
-				keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keywebhook.ComponentSigning,
-				keywebhook.LabelWebhookNamespace: ns, keywebhook.LabelWebhookName: name, keywebhook.LabelWebhookUID: string(uid),
+				keysecret.LabelManagedBy: keysecret.ManagedBy, keysecret.LabelComponent: keysecret.ComponentSigning,
+				keysecret.LabelWebhookNamespace: ns, keysecret.LabelWebhookName: name, keysecret.LabelWebhookUID: string(uid),
 			},
 		},
-		Type: keywebhook.SecretType,
-		Data: map[string][]byte{keywebhook.SigningSecretsKey: []byte(secrets)},
+		Type: keysecret.TypeSigning,
+		Data: map[string][]byte{keysecret.DataSigningSecrets: []byte(secrets)},
 	}
 }
 
@@ -267,7 +267,7 @@ func TestStaleCopiesInTheSystemNamespaceAreDeleted(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if string(c.Data[keywebhook.SigningSecretsKey]) != secret(3) {
+		if string(c.Data[keysecret.DataSigningSecrets]) != secret(3) {
 			return errors.New("the copy does not hold the tenant's current secret")
 		}
 		return nil

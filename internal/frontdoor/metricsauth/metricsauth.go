@@ -54,14 +54,19 @@ type Options struct {
 	Logger logr.Logger
 }
 
-// Endpoint is the metrics (controller-runtime's registry, which every component registers
-// with) and opts.ExtraHandlers served on l as opts say; ctx bounds the watching of a
-// certificate read from opts.CertDir. cfg is what the filter reviews tokens with.
-func Endpoint(ctx context.Context, cfg *rest.Config, l net.Listener, opts Options) (frontdoor.Endpoint, error) {
+// Listener is the metrics (controller-runtime's registry, which every component registers
+// with) and opts.ExtraHandlers served at addr ("": not served) as opts say, through the
+// metrics door; ctx bounds the watching of a certificate read from opts.CertDir. cfg is what
+// the filter reviews tokens with.
+func Listener(ctx context.Context, cfg *rest.Config, addr string, opts Options) (frontdoor.Listener, error) {
+	l := frontdoor.Listener{Door: "metrics", Address: addr}
+	if addr == "" {
+		return l, nil
+	}
 	handlers := map[string]http.Handler{Path: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})}
 	for path, h := range opts.ExtraHandlers {
 		if path == Path {
-			return frontdoor.Endpoint{}, fmt.Errorf("the metrics endpoint serves %s itself", Path)
+			return l, fmt.Errorf("the metrics endpoint serves %s itself", Path)
 		}
 		handlers[path] = h
 	}
@@ -75,31 +80,33 @@ func Endpoint(ctx context.Context, cfg *rest.Config, l net.Listener, opts Option
 		for path, h := range handlers {
 			mux.Handle(path, h)
 		}
-		return frontdoor.HTTP(l, limits, mux), nil
+		l.Limits, l.Handler = &limits, mux
+		return l, nil
 	}
 	if cfg == nil {
-		return frontdoor.Endpoint{}, errors.New("secure metrics need a Kubernetes client configuration to review tokens with")
+		return l, errors.New("secure metrics need a Kubernetes client configuration to review tokens with")
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return frontdoor.Endpoint{}, err
+		return l, err
 	}
 	filter, err := filters.WithAuthenticationAndAuthorization(cfg, httpClient)
 	if err != nil {
-		return frontdoor.Endpoint{}, fmt.Errorf("the metrics filter: %w", err)
+		return l, fmt.Errorf("the metrics filter: %w", err)
 	}
 	for path, h := range handlers {
 		filtered, err := filter(opts.Logger.WithValues("path", path), h)
 		if err != nil {
-			return frontdoor.Endpoint{}, fmt.Errorf("the metrics filter of %s: %w", path, err)
+			return l, fmt.Errorf("the metrics filter of %s: %w", path, err)
 		}
 		mux.Handle(path, filtered)
 	}
 	tlsConfig, err := serving(ctx, opts.CertDir, opts.Logger)
 	if err != nil {
-		return frontdoor.Endpoint{}, err
+		return l, err
 	}
-	return frontdoor.HTTPS(l, limits, tlsConfig, mux), nil
+	l.Limits, l.TLS, l.Handler = &limits, tlsConfig, mux
+	return l, nil
 }
 
 // serving is the TLS configuration of the metrics, as controller-runtime's metrics server

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,15 +69,11 @@ func TestServingCertificate(t *testing.T) {
 
 // TestEndpointKeepsItsPath: an extra handler may not take /metrics.
 func TestEndpointKeepsItsPath(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	if _, err := Endpoint(context.Background(), nil, l, Options{ExtraHandlers: map[string]http.Handler{Path: http.NotFoundHandler()}}); err == nil {
+	const addr = "127.0.0.1:0"
+	if _, err := Listener(context.Background(), nil, addr, Options{ExtraHandlers: map[string]http.Handler{Path: http.NotFoundHandler()}}); err == nil {
 		t.Error("an extra handler took /metrics")
 	}
-	if _, err := Endpoint(context.Background(), nil, l, Options{Secure: true}); err == nil {
+	if _, err := Listener(context.Background(), nil, addr, Options{Secure: true}); err == nil {
 		t.Error("secure metrics without a client configuration to review tokens with")
 	}
 }

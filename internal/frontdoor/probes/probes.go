@@ -6,7 +6,6 @@ package probes
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 
@@ -67,7 +66,11 @@ func (p *Probes) Handler() http.Handler {
 	return mux
 }
 
-// Endpoint is the probes served on l within the probe door's limits.
-func (p *Probes) Endpoint(l net.Listener) frontdoor.Endpoint {
-	return frontdoor.HTTP(l, frontdoor.ProbeLimits, p.Handler())
+// Listener is the probes served at addr ("": not served), through the probe door.
+func (p *Probes) Listener(addr string) frontdoor.Listener {
+	l := frontdoor.Listener{Door: "probes", Address: addr}
+	if addr != "" {
+		l.Handler = p.Handler()
+	}
+	return l
 }

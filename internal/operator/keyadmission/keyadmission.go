@@ -5,8 +5,8 @@
 //   - renewal windows of which none opens within the renewal period, for a cron expression (or
 //     across daylight saving time changes) (cert-manager#9146);
 //   - a lifecycle that renews a key more often than the operator's minimum interval between
-//     renewals (--min-renewal-interval: internal/renewalinterval), a platform setting CEL does
-//     not know.
+//     renewals (--min-renewal-interval: internal/controller/apikey/renewalinterval), a
+//     platform setting CEL does not know.
 //
 // The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew (matchConditions):
 // APIKeys that do not never depend on the operator being up. Those with a cron window are
@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
-	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalwindow"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 

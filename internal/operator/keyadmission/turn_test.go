@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 )
 
 // granted waits up to a few seconds for the turn acquire gives in the background.

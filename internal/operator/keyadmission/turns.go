@@ -11,7 +11,7 @@ import (
 // lookups (some 50 ms of a core), and any tenant may ask for as many as it likes (a
 // `--dry-run=server` write costs it nothing): checks run one at a time, so that the webhook
 // takes at most one core from the operator's reconcilers, and namespaces take turns, as the
-// operator's work queue does (internal/controller/fairqueue), so that one namespace's flood
+// operator's work queue does (internal/fairqueue), so that one namespace's flood
 // never keeps another's check waiting past the API server's timeout (failurePolicy Fail for
 // cron windows: a check that times out is a refusal). A namespace holds at most
 // checksPerNamespace checks, running or waiting: past them it is refused at once, and a check

@@ -23,8 +23,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/operator/reveal"
-	"github.com/switchboard-dev/switchboard/internal/operator/servingcert"
+	"github.com/switchboard-dev/switchboard/internal/keyclient/reveal"
 )
 
 var claimRules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}}}
@@ -163,11 +162,11 @@ func TestRevealBundle(t *testing.T) {
 	if err := sys.Client.Get(testContext(t), bundle(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(cm.Data[servingcert.BundleKey], "BEGIN CERTIFICATE") {
-		t.Fatalf("the bundle holds no certificate: %q", cm.Data[servingcert.BundleKey])
+	if !strings.Contains(cm.Data[reveal.BundleKey], "BEGIN CERTIFICATE") {
+		t.Fatalf("the bundle holds no certificate: %q", cm.Data[reveal.BundleKey])
 	}
 	ns := sys.Namespace(t, "bundle")
-	fake := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string]string{servingcert.BundleKey: selfSignedPEM(t)}}
+	fake := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string]string{reveal.BundleKey: selfSignedPEM(t)}}
 	if err := sys.Client.Create(testContext(t), fake); err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,8 @@ import (
 // CertRenewal; a bundle keeps every certificate until it expires, at most maxBundleCerts (the
 // newest).
 const (
-	CertLifetime = 30 * 24 * time.Hour
-	CertRenewal  = 10 * 24 * time.Hour
-	// BundleKey is the CA bundle's key in its ConfigMap.
-	BundleKey      = "ca.crt"
+	CertLifetime   = 30 * 24 * time.Hour
+	CertRenewal    = 10 * 24 * time.Hour
 	maxBundleCerts = 64
 )
 

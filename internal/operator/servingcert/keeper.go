@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/switchboard-dev/switchboard/internal/keyclient/reveal"
 )
 
 // republish is how often the keeper checks that its certificate is still published.
@@ -138,9 +140,10 @@ func (k *Keeper) publish(ctx context.Context, cert *x509.Certificate) error {
 	return errors.Join(errs...)
 }
 
-// ConfigMapBundle publishes in a ConfigMap's BundleKey. It creates the ConfigMap when it does not
-// exist at the first publication (switchboard dev, tests; the chart declares it), never later:
-// a replica still running while `helm uninstall` deletes it must not bring it back.
+// ConfigMapBundle publishes in a ConfigMap, under the key the reveal protocol's callers read
+// (reveal.BundleKey). It creates the ConfigMap when it does not exist at the first publication
+// (switchboard dev, tests; the chart declares it), never later: a replica still running while
+// `helm uninstall` deletes it must not bring it back.
 func ConfigMapBundle(c client.Client, key client.ObjectKey) Target {
 	return &configMapBundle{c: c, key: key}
 }
@@ -165,7 +168,7 @@ func (b *configMapBundle) Publish(ctx context.Context, cert *x509.Certificate, n
 				ObjectMeta: metav1.ObjectMeta{Namespace: b.key.Namespace, Name: b.key.Name, Labels: map[string]string{
 					"app.kubernetes.io/name": "switchboard", "app.kubernetes.io/component": "operator",
 				}},
-				Data: map[string]string{BundleKey: string(mergeBundle(nil, cert, now))},
+				Data: map[string]string{reveal.BundleKey: string(mergeBundle(nil, cert, now))},
 			}
 			err = b.c.Create(ctx, &cm)
 			if apierrors.IsAlreadyExists(err) {
@@ -177,15 +180,15 @@ func (b *configMapBundle) Publish(ctx context.Context, cert *x509.Certificate, n
 		if err != nil {
 			return err
 		}
-		merged := string(mergeBundle([]byte(cm.Data[BundleKey]), cert, now))
-		if cm.Data[BundleKey] == merged {
+		merged := string(mergeBundle([]byte(cm.Data[reveal.BundleKey]), cert, now))
+		if cm.Data[reveal.BundleKey] == merged {
 			b.published.Store(true)
 			return nil
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[BundleKey] = merged
+		cm.Data[reveal.BundleKey] = merged
 		err = b.c.Update(ctx, &cm)
 		if err == nil {
 			b.published.Store(true)

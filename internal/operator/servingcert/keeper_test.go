@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/switchboard-dev/switchboard/internal/keyclient/reveal"
 )
 
 // TestConfigMapBundleNotBroughtBack: the bundle ConfigMap is created at the first publication
@@ -29,7 +31,7 @@ func TestConfigMapBundleNotBroughtBack(t *testing.T) {
 		t.Fatalf("first publication: %v", err)
 	}
 	var cm corev1.ConfigMap
-	if err := c.Get(ctx, key, &cm); err != nil || cm.Data[BundleKey] == "" {
+	if err := c.Get(ctx, key, &cm); err != nil || cm.Data[reveal.BundleKey] == "" {
 		t.Fatalf("the first publication made no bundle: %v", err)
 	}
 	if err := c.Delete(ctx, &cm); err != nil {

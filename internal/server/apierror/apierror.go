@@ -1,35 +1,12 @@
 // Package apierror is the error answer of every switchboard endpoint that speaks for the API:
-// the codes clients branch on and the JSON error object that carries them, the same on /v1 and
-// on a gateway's denial.
+// the JSON error object that carries a code of internal/server/apicode, the same on /v1 and on
+// a gateway's denial.
 package apierror
 
 import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-)
-
-// The error codes. They are the contract clients branch on; docs/api.md has one table of them
-// all and api/openapi/openapi.yaml lists them too.
-const (
-	CodeAPIKeyMissing    = "API_KEY_MISSING"
-	CodeAPIKeyInvalid    = "API_KEY_INVALID"
-	CodeNotFound         = "NOT_FOUND"
-	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
-	CodeInvalidParameter = "INVALID_PARAMETER"
-	CodeRateLimited      = "RATE_LIMITED"
-	CodeKeyRateLimited   = "API_KEY_RATE_LIMITED"
-	CodeSourceNotAllowed = "SOURCE_NOT_ALLOWED"
-	// CodeAudienceNotAllowed: the key's spec.audiences do not include the route's audience.
-	CodeAudienceNotAllowed = "AUDIENCE_NOT_ALLOWED"
-	// CodeTooManyConcurrent: the namespace's responses being written on this replica already
-	// add up to --max-in-flight-bytes-per-namespace (internal/server/v1api).
-	CodeTooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
-	// CodeBodyNotAllowed: the request carried a body, which no /v1 route reads (the front
-	// door refuses it before any handler, and closes the connection).
-	CodeBodyNotAllowed = "BODY_NOT_ALLOWED"
-	CodeNotReady       = "NOT_READY"
-	CodeInternal       = "INTERNAL_ERROR"
 )
 
 type errorBody struct {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/boundmetric"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
@@ -63,8 +63,8 @@ const (
 var protocolLabels = [numProtocols]string{"grpc", "http"}
 
 // checkCodes are the codes a check can end with ("" is allowed), whose series are pre-bound.
-var checkCodes = [...]string{"", apierror.CodeAPIKeyMissing, apierror.CodeAPIKeyInvalid, apierror.CodeRateLimited, apierror.CodeKeyRateLimited,
-	apierror.CodeSourceNotAllowed, apierror.CodeAudienceNotAllowed, apierror.CodeNotReady}
+var checkCodes = [...]string{"", apicode.APIKeyMissing, apicode.APIKeyInvalid, apicode.RateLimited, apicode.KeyRateLimited,
+	apicode.SourceNotAllowed, apicode.AudienceNotAllowed, apicode.NotReady}
 
 var (
 	checkSeries    [numProtocols][len(checkCodes)]boundmetric.Counter

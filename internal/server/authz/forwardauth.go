@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
@@ -55,7 +57,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	audience, nginx, ok := forwardAuthRoute(r.URL.Path)
 	if !ok {
-		apierror.Write(w, http.StatusNotFound, apierror.CodeNotFound, "There is nothing at this path. The forward-auth endpoints are "+ForwardAuthPath+"/<audience> and "+ForwardAuthNginxPath+"/<audience>, where <audience> is a DNS label.")
+		apierror.Write(w, http.StatusNotFound, apicode.NotFound, "There is nothing at this path. The forward-auth endpoints are "+ForwardAuthPath+"/<audience> and "+ForwardAuthNginxPath+"/<audience>, where <audience> is a DNS label.")
 		return
 	}
 	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start)}
@@ -103,7 +105,7 @@ func forwardAuthRoute(path string) (audience string, nginx, ok bool) {
 		}
 		nginx, rest = true, r
 	}
-	if !keycheck.ValidAudience(rest) {
+	if !switchboardv1alpha1.ValidAudience(rest) {
 		return "", false, false
 	}
 	return rest, nginx, true

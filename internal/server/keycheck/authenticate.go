@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
 
@@ -30,22 +30,22 @@ type authOutcome struct {
 // not allocate.
 func authenticate(idx *keyindex.Index, prefix string, values []string, now time.Time) authOutcome {
 	if len(values) == 0 {
-		return authOutcome{code: apierror.CodeAPIKeyMissing}
+		return authOutcome{code: apicode.APIKeyMissing}
 	}
 	if len(values) > 1 {
-		return authOutcome{code: apierror.CodeAPIKeyMissing, headerPresent: true}
+		return authOutcome{code: apicode.APIKeyMissing, headerPresent: true}
 	}
 	token, ok := parseAuthorization(values[0])
 	if !ok {
-		return authOutcome{code: apierror.CodeAPIKeyMissing, headerPresent: true}
+		return authOutcome{code: apicode.APIKeyMissing, headerPresent: true}
 	}
 	if err := apikey.Parse(token, prefix); err != nil {
-		return authOutcome{code: apierror.CodeAPIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
+		return authOutcome{code: apicode.APIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
 	}
 	sum := apikey.Sum(token)
 	key, result, prev := idx.LookupGeneration(&sum, now)
 	if result != keyindex.OK {
-		return authOutcome{code: apierror.CodeAPIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
+		return authOutcome{code: apicode.APIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
 	}
 	return authOutcome{key: key, previousGeneration: prev, headerPresent: true, wellFormed: token}
 }

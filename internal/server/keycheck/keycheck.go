@@ -30,7 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
@@ -161,7 +161,7 @@ func (c *Checker) Now(start time.Time) time.Time {
 func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	if !c.ready.Load() {
 		// Never judge a key against a cache that has not synced: fail closed.
-		return Verdict{Status: http.StatusServiceUnavailable, Code: apierror.CodeNotReady, Message: msgNotReady, retryAfter: time.Second}
+		return Verdict{Status: http.StatusServiceUnavailable, Code: apicode.NotReady, Message: msgNotReady, retryAfter: time.Second}
 	}
 	auth := authenticate(c.index, c.prefix, req.Authorization, req.Now)
 	if auth.code != "" {
@@ -174,15 +174,15 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 		key.Usage().TouchPrevious(auth.previousGeneration, req.Now)
 	}
 	if !key.AllowsAudience(req.Audience) {
-		return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeAudienceNotAllowed, Message: msgAudienceNotAllowed}
+		return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.AudienceNotAllowed, Message: msgAudienceNotAllowed}
 	}
 	if key.SourcesRestricted {
 		client, known := c.clientOf(req)
 		if !known {
-			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeSourceNotAllowed, Message: msgSourceUnknown}
+			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.SourceNotAllowed, Message: msgSourceUnknown}
 		}
 		if !key.AllowsSource(client) {
-			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apierror.CodeSourceNotAllowed, Message: msgSourceNotAllowed}
+			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.SourceNotAllowed, Message: msgSourceNotAllowed}
 		}
 	}
 	if key.RateLimit == nil {
@@ -191,7 +191,7 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	d := c.keys.Allow(ctx, key.RateLimit)
 	v := Verdict{auth: auth, Status: http.StatusOK, policy: key.RateLimit, result: d.Result}
 	if !d.Allowed {
-		v.Status, v.Code, v.Message, v.retryAfter = http.StatusTooManyRequests, apierror.CodeKeyRateLimited, msgKeyRateLimited, d.RetryAfter
+		v.Status, v.Code, v.Message, v.retryAfter = http.StatusTooManyRequests, apicode.KeyRateLimited, msgKeyRateLimited, d.RetryAfter
 	}
 	return v
 }
@@ -200,12 +200,12 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 // left, else 401, counting the failure.
 func (c *Checker) refusal(auth authOutcome, client netip.Addr, now time.Time) Verdict {
 	if blocked, wait := c.failures.blocked(client, now); blocked {
-		return Verdict{auth: auth, Status: http.StatusTooManyRequests, Code: apierror.CodeRateLimited, Message: msgLimited, retryAfter: wait}
+		return Verdict{auth: auth, Status: http.StatusTooManyRequests, Code: apicode.RateLimited, Message: msgLimited, retryAfter: wait}
 	}
 	c.failures.fail(client, now)
 	v := Verdict{auth: auth, Status: http.StatusUnauthorized, Code: auth.code}
 	switch {
-	case auth.code == apierror.CodeAPIKeyInvalid:
+	case auth.code == apicode.APIKeyInvalid:
 		v.Message, v.Challenge = msgInvalid, realm+`, error="invalid_token"`
 	case auth.headerPresent:
 		v.Message, v.Challenge = msgMissing, realm+`, error="invalid_request"`

@@ -16,7 +16,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex/keyindextest"
 )
@@ -98,29 +98,29 @@ func TestDecide(t *testing.T) {
 		{name: "valid", req: Request{Authorization: bearerOf(valid), Audience: "connections"},
 			status: 200, hint: apikey.Hint(valid), keyName: "uid-0"},
 		{name: "missing", req: Request{Audience: "connections"},
-			status: 401, code: apierror.CodeAPIKeyMissing, challenge: realm},
+			status: 401, code: apicode.APIKeyMissing, challenge: realm},
 		{name: "another scheme", req: Request{Authorization: []string{"Basic dXNlcjpwYXNz"}},
-			status: 401, code: apierror.CodeAPIKeyMissing, challenge: realm + `, error="invalid_request"`},
+			status: 401, code: apicode.APIKeyMissing, challenge: realm + `, error="invalid_request"`},
 		{name: "two fields", req: Request{Authorization: []string{"Bearer " + valid, "Bearer " + valid}},
-			status: 401, code: apierror.CodeAPIKeyMissing, challenge: realm + `, error="invalid_request"`},
+			status: 401, code: apicode.APIKeyMissing, challenge: realm + `, error="invalid_request"`},
 		{name: "not a key: no hint", req: Request{Authorization: bearerOf("eyJhbGciOiJSUzI1NiJ9.e30.sig")},
-			status: 401, code: apierror.CodeAPIKeyInvalid, challenge: realm + `, error="invalid_token"`, reason: "unknown"},
+			status: 401, code: apicode.APIKeyInvalid, challenge: realm + `, error="invalid_token"`, reason: "unknown"},
 		{name: "unknown key", req: Request{Authorization: bearerOf(unknown)},
-			status: 401, code: apierror.CodeAPIKeyInvalid, challenge: realm + `, error="invalid_token"`, hint: apikey.Hint(unknown), reason: "unknown"},
+			status: 401, code: apicode.APIKeyInvalid, challenge: realm + `, error="invalid_token"`, hint: apikey.Hint(unknown), reason: "unknown"},
 		{name: "revoked key", req: Request{Authorization: bearerOf(revoked)},
-			status: 401, code: apierror.CodeAPIKeyInvalid, challenge: realm + `, error="invalid_token"`, hint: apikey.Hint(revoked), reason: "revoked"},
+			status: 401, code: apicode.APIKeyInvalid, challenge: realm + `, error="invalid_token"`, hint: apikey.Hint(revoked), reason: "revoked"},
 		{name: "audience not the key's", req: Request{Authorization: bearerOf(billing), Audience: "connections"},
-			status: 403, code: apierror.CodeAudienceNotAllowed, hint: apikey.Hint(billing), keyName: "uid-2"},
+			status: 403, code: apicode.AudienceNotAllowed, hint: apikey.Hint(billing), keyName: "uid-2"},
 		{name: "the key's audience", req: Request{Authorization: bearerOf(billing), Audience: "billing"},
 			status: 200, hint: apikey.Hint(billing), keyName: "uid-2"},
 		{name: "source inside, from a trusted proxy's X-Forwarded-For", req: Request{Authorization: bearerOf(partner), HTTP: from("192.0.2.7")},
 			status: 200, hint: apikey.Hint(partner), keyName: "uid-3"},
 		{name: "source outside", req: Request{Authorization: bearerOf(partner), HTTP: from("198.51.100.7")},
-			status: 403, code: apierror.CodeSourceNotAllowed, hint: apikey.Hint(partner), keyName: "uid-3"},
+			status: 403, code: apicode.SourceNotAllowed, hint: apikey.Hint(partner), keyName: "uid-3"},
 		{name: "source given by the gateway", req: Request{Authorization: bearerOf(partner), Addr: netip.MustParseAddr("192.0.2.8"), AddrKnown: true},
 			status: 200, hint: apikey.Hint(partner), keyName: "uid-3"},
 		{name: "source unknown", req: Request{Authorization: bearerOf(partner)},
-			status: 403, code: apierror.CodeSourceNotAllowed, hint: apikey.Hint(partner), keyName: "uid-3", sourceUnknown: true},
+			status: 403, code: apicode.SourceNotAllowed, hint: apikey.Hint(partner), keyName: "uid-3", sourceUnknown: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestDecide(t *testing.T) {
 			if v.Allowed() != (tt.code == "") || (v.Message == "") != v.Allowed() {
 				t.Errorf("allowed %v with code %q and message %q", v.Allowed(), v.Code, v.Message)
 			}
-			if v.Hint() != tt.hint || tt.code == apierror.CodeAPIKeyInvalid && v.Reason() != tt.reason {
+			if v.Hint() != tt.hint || tt.code == apicode.APIKeyInvalid && v.Reason() != tt.reason {
 				t.Errorf("hint %q, reason %q; want %q, %q", v.Hint(), v.Reason(), tt.hint, tt.reason)
 			}
 			keyName := ""
@@ -157,7 +157,7 @@ func TestDecide(t *testing.T) {
 		c := testChecker(t, idx)
 		c.ready.Store(false)
 		v := c.Decide(context.Background(), &Request{Authorization: bearerOf(valid), Now: testNow})
-		if v.Status != http.StatusServiceUnavailable || v.Code != apierror.CodeNotReady || v.RetryAfter() != "1" || v.Key() != nil {
+		if v.Status != http.StatusServiceUnavailable || v.Code != apicode.NotReady || v.RetryAfter() != "1" || v.Key() != nil {
 			t.Errorf("before the index synced: %d %s, Retry-After %q, key %v", v.Status, v.Code, v.RetryAfter(), v.Key())
 		}
 	})
@@ -179,7 +179,7 @@ func TestFailuresAreLimitedValidKeysAreNot(t *testing.T) {
 		}
 	}
 	v := decide(nil, guesser)
-	if v.Status != http.StatusTooManyRequests || v.Code != apierror.CodeRateLimited || v.RetryAfter() != "1" || v.Challenge != "" {
+	if v.Status != http.StatusTooManyRequests || v.Code != apicode.RateLimited || v.RetryAfter() != "1" || v.Challenge != "" {
 		t.Errorf("a failure past the burst: %d %s, Retry-After %q, challenge %q", v.Status, v.Code, v.RetryAfter(), v.Challenge)
 	}
 	if v := decide(bearerOf(keys[0]), guesser); !v.Allowed() {
@@ -201,7 +201,7 @@ func TestKeyRateLimit(t *testing.T) {
 	decide := func(audience string) Verdict {
 		return c.Decide(context.Background(), &Request{Authorization: bearerOf(keys[0]), Audience: audience, Now: testNow})
 	}
-	if v := decide("billing"); v.Code != apierror.CodeAudienceNotAllowed {
+	if v := decide("billing"); v.Code != apicode.AudienceNotAllowed {
 		t.Fatalf("outside its audience: %d %s", v.Status, v.Code)
 	}
 	for i, want := range []string{`"apikey";r=1;t=1800`, `"apikey";r=0;t=1800`} {
@@ -215,7 +215,7 @@ func TestKeyRateLimit(t *testing.T) {
 	h := http.Header{}
 	v.SetRateLimitHeaders(h)
 	v.SetDenialHeaders(h)
-	if v.Status != http.StatusTooManyRequests || v.Code != apierror.CodeKeyRateLimited || h.Get("Retry-After") != "1800" || h.Get("Ratelimit") != `"apikey";r=0;t=1800` {
+	if v.Status != http.StatusTooManyRequests || v.Code != apicode.KeyRateLimited || h.Get("Retry-After") != "1800" || h.Get("Ratelimit") != `"apikey";r=0;t=1800` {
 		t.Errorf("past the budget: %d %s, header %v", v.Status, v.Code, h)
 	}
 }

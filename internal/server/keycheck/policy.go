@@ -3,8 +3,7 @@ package keycheck
 import (
 	"net/http"
 
-	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -55,18 +54,4 @@ func newKeyLimiter(c *Config) (*ratelimit.Limiter, error) {
 		c.Logger.Info("keys' rate limits are kept in Redis, exact across replicas", "timeout", c.RateLimitRedisTimeout)
 	}
 	return ratelimit.New(o), nil
-}
-
-// ValidAudience says whether s is a DNS label, as the CRD's Audience type requires: what a
-// route's audience must be, in the server's --audience and in a forward-auth path.
-func ValidAudience(s string) bool {
-	if s == "" || len(s) > switchboardv1alpha1.MaxAudienceLength || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c != '-' && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
 }

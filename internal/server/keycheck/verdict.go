@@ -28,7 +28,7 @@ const realm = `Bearer realm="switchboard"`
 type Verdict struct {
 	// Status is the HTTP status of the answer: 200, or 401, 403, 429 or 503.
 	Status int
-	// Code is the error code of a denial (internal/server/apierror); empty when allowed.
+	// Code is the error code of a denial (internal/server/apicode); empty when allowed.
 	Code string
 	// Message is the error message of a denial.
 	Message string

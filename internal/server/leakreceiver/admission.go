@@ -8,9 +8,9 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver/secretscanning"
 )
 
 // Who is heard, and when: a request without a signature GitHub could have made is refused from

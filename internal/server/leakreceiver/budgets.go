@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/lru"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/frontdoor/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // clientBudgets limit, per client address, the requests that carry no valid signature: each

@@ -17,7 +17,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
+	"github.com/switchboard-dev/switchboard/internal/config"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver/secretscanning"
 )
 
 // The catch-up. GitHub does not deliver an organization's webhook again on its own: a
@@ -63,7 +64,7 @@ func (c *CatchUp) check(webhook bool) error {
 	switch {
 	case !webhook:
 		return errors.New("leak reports: listing an organization's alerts needs its webhook and API token")
-	case !secretscanning.ValidOrganization(c.Organization):
+	case !config.ValidOrganization(c.Organization):
 		return fmt.Errorf("leak reports: organization %q is not a GitHub login", c.Organization)
 	case c.Leases == nil:
 		return errors.New("leak reports: listing an organization's alerts needs a client of Leases")

@@ -1,7 +1,7 @@
 // Package leakreceiver receives GitHub's secret scanning reports of leaked keys and records
 // each, once, as a LeakReport in the system namespace: the one thing it does, and the only
 // object the server may create. Reading and verifying GitHub's two formats is
-// internal/secretscanning's; acting on the record (refusing the key, replacing it) is the
+// its package secretscanning's; acting on the record (refusing the key, replacing it) is the
 // operator's.
 //
 // Routes, on a listener of their own (the "leak-reports" door of internal/frontdoor):

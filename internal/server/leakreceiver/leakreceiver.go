@@ -13,8 +13,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver/secretscanning"
 )
 
 // The receiver's routes: the paths registered with GitHub (docs/leaks.md).

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/secretscanning"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver/secretscanning"
 )
 
 // The results of an alert, in the webhook's answer.

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/switchboard-dev/switchboard/api/openapi"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
@@ -80,7 +81,7 @@ func allowed(w http.ResponseWriter, r *http.Request, rt route) bool {
 		return true
 	}
 	w.Header().Set("Allow", spec.allow)
-	apierror.Write(w, http.StatusMethodNotAllowed, apierror.CodeMethodNotAllowed, spec.path+" accepts "+strings.ReplaceAll(spec.allow, ", ", " and ")+" only.")
+	apierror.Write(w, http.StatusMethodNotAllowed, apicode.MethodNotAllowed, spec.path+" accepts "+strings.ReplaceAll(spec.allow, ", ", " and ")+" only.")
 	return false
 }
 
@@ -102,7 +103,7 @@ func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start ti
 		return hint
 	}
 	if rt != routeIDConnections {
-		apierror.Write(w, http.StatusNotFound, apierror.CodeNotFound, msgNotFound)
+		apierror.Write(w, http.StatusNotFound, apicode.NotFound, msgNotFound)
 		return hint
 	}
 	if !allowed(w, r, rt) {
@@ -115,7 +116,7 @@ func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start ti
 // serveUnauthenticated serves what lies outside /v1: the OpenAPI document, and 404 for the rest.
 func serveUnauthenticated(w http.ResponseWriter, r *http.Request, rt route) {
 	if rt != routeIDOpenAPI {
-		apierror.Write(w, http.StatusNotFound, apierror.CodeNotFound, msgNotFound)
+		apierror.Write(w, http.StatusNotFound, apicode.NotFound, msgNotFound)
 		return
 	}
 	if !allowed(w, r, rt) {

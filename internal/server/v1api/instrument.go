@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 )
 
@@ -65,7 +66,7 @@ func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			in.log.Error(nil, "request panicked", "requestID", id, "panic", p)
 			if sw.status == 0 {
-				apierror.Write(sw, http.StatusInternalServerError, apierror.CodeInternal, msgInternal)
+				apierror.Write(sw, http.StatusInternalServerError, apicode.Internal, msgInternal)
 			}
 		}
 		in.record(r, rt, id, sw.status, hint, time.Since(start))

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/apierror"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
@@ -81,7 +82,7 @@ func decodeCursor(s string) (id, name string, ok bool) {
 func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
 	p, problem := parsePage(r.URL.RawQuery)
 	if problem != "" {
-		apierror.Write(w, http.StatusBadRequest, apierror.CodeInvalidParameter, problem)
+		apierror.Write(w, http.StatusBadRequest, apicode.InvalidParameter, problem)
 		return
 	}
 	snap := a.index.Connections(key.Namespace)
@@ -111,7 +112,7 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 				inFlight.Add(-n)
 				concurrencyRefused.Inc()
 				w.Header().Set("Retry-After", "1")
-				apierror.Write(w, http.StatusTooManyRequests, apierror.CodeTooManyConcurrent, msgTooManyConcurrent)
+				apierror.Write(w, http.StatusTooManyRequests, apicode.TooManyConcurrent, msgTooManyConcurrent)
 				return
 			}
 			defer inFlight.Add(-n)

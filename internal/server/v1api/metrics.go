@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard-dev/switchboard/internal/server/apierror"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/boundmetric"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
@@ -57,15 +57,15 @@ func Collectors() []prometheus.Collector {
 // countAuth counts /v1's decision as the API's authentication metrics always have.
 func countAuth(v *keycheck.Verdict) {
 	switch {
-	case v.Code == apierror.CodeNotReady:
+	case v.Code == apicode.NotReady:
 		authNotReady.Inc()
 		return
-	case v.Key() == nil && v.Code == apierror.CodeRateLimited:
+	case v.Key() == nil && v.Code == apicode.RateLimited:
 		authRateLimited.Inc()
 		return
 	case v.Key() == nil:
 		reason := ""
-		if v.Code == apierror.CodeAPIKeyInvalid {
+		if v.Code == apicode.APIKeyInvalid {
 			reason = v.Reason()
 		}
 		authTotal.WithLabelValues(v.Code, reason).Inc()
@@ -73,9 +73,9 @@ func countAuth(v *keycheck.Verdict) {
 	}
 	authOK.Inc()
 	switch v.Code {
-	case apierror.CodeSourceNotAllowed:
+	case apicode.SourceNotAllowed:
 		sourceRefused.Inc()
-	case apierror.CodeAudienceNotAllowed:
+	case apicode.AudienceNotAllowed:
 		audienceRefused.Inc()
 	}
 }
@@ -92,8 +92,8 @@ var (
 
 	// The authentication outcomes that carry no reason.
 	authOK          = &boundmetric.Counter{Vec: authTotal, Labels: []string{"ok", ""}}
-	authNotReady    = &boundmetric.Counter{Vec: authTotal, Labels: []string{apierror.CodeNotReady, ""}}
-	authRateLimited = &boundmetric.Counter{Vec: authTotal, Labels: []string{apierror.CodeRateLimited, ""}}
+	authNotReady    = &boundmetric.Counter{Vec: authTotal, Labels: []string{apicode.NotReady, ""}}
+	authRateLimited = &boundmetric.Counter{Vec: authTotal, Labels: []string{apicode.RateLimited, ""}}
 )
 
 // countRequest counts one answered request of route with status, and its duration.

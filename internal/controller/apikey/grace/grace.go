@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/workloads"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // consumersRetry is how often pods that still hold the old key, or a namespace whose workloads
@@ -288,6 +288,6 @@ func SetCondition(key *switchboardv1alpha1.APIKey, ended bool, e *keystate.Grace
 		if e.Moved || e.Ended {
 			status = metav1.ConditionTrue
 		}
-		controller.SetCondition(&key.Status.Conditions, key.Generation, cond, status, e.Reason, e.Message)
+		objstatus.SetCondition(&key.Status.Conditions, key.Generation, cond, status, e.Reason, e.Message)
 	}
 }

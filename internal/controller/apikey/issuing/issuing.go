@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // RedeliveryGrace is how long a delivered key stays valid after its delivery Secret was
@@ -142,7 +142,7 @@ func revealOf(s *keystate.State, deadline time.Time) string {
 // as it is). It is the only place that sets it.
 func SetRevealedCondition(key *switchboardv1alpha1.APIKey, reveal string) {
 	set := func(status metav1.ConditionStatus, message string) {
-		controller.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionRevealed, status, reveal, message)
+		objstatus.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionRevealed, status, reveal, message)
 	}
 	switch reveal {
 	case switchboardv1alpha1.ReasonRevealPending:

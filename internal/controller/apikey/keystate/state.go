@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // State is what a reconcile knows of an APIKey and the Secrets around it: read once, from the
@@ -87,7 +87,7 @@ func IssuedRecord(key *switchboardv1alpha1.APIKey, hash *corev1.Secret) *keysecr
 // issuing.RevealDeadline; a delivery is taken from the Revealed condition.
 func LegacyRecord(key *switchboardv1alpha1.APIKey, gen int64) *keysecret.Issued {
 	rec := &keysecret.Issued{Generation: gen, Hint: key.Status.KeyHint, RotationHandled: key.Status.LastHandledRotationAt}
-	if controller.ConditionReason(key.Status.Conditions, switchboardv1alpha1.ConditionRevealed) == switchboardv1alpha1.ReasonDelivered {
+	if objstatus.ConditionReason(key.Status.Conditions, switchboardv1alpha1.ConditionRevealed) == switchboardv1alpha1.ReasonDelivered {
 		rec.Delivery = key.Spec.SecretName
 	}
 	return rec

@@ -8,8 +8,8 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
 )
 
 // TestNextReplacement: a leaked current key is replaced at once, unless the APIKey's last

@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -130,7 +131,7 @@ func SetCondition(key *switchboardv1alpha1.APIKey, f *Finding) {
 	case !f.HeldUntil.IsZero():
 		reason = switchboardv1alpha1.ReasonLeakReplacementHeld
 	}
-	controller.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, reason, f.Message(key))
+	objstatus.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionLeaked, metav1.ConditionTrue, reason, f.Message(key))
 }
 
 // ToTell says whether a reconcile tells of the leak l though it did not act on it: what
@@ -141,7 +142,7 @@ func SetCondition(key *switchboardv1alpha1.APIKey, f *Finding) {
 // reported as a plain rotation.
 func ToTell(before, after *switchboardv1alpha1.APIKey, l *Finding, issued bool) bool {
 	const leaked = switchboardv1alpha1.ConditionLeaked
-	if controller.ConditionReason(before.Status.Conditions, leaked) != controller.ConditionReason(after.Status.Conditions, leaked) {
+	if objstatus.ConditionReason(before.Status.Conditions, leaked) != objstatus.ConditionReason(after.Status.Conditions, leaked) {
 		return true
 	}
 	return issued && l.Replaced && l.Leak.Generation >= before.Status.KeyGeneration
@@ -249,12 +250,12 @@ func (r *ReportReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if why != "" {
 		return reconcile.Result{}, r.delete(ctx, report, why)
 	}
-	if controller.ConditionReason(report.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonLeakActedOn {
+	if objstatus.ConditionReason(report.Status.Conditions, switchboardv1alpha1.ConditionReady) == switchboardv1alpha1.ReasonLeakActedOn {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	before := report.DeepCopy()
 	set := func(status metav1.ConditionStatus, reason, message string) {
-		controller.SetCondition(&report.Status.Conditions, report.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
+		objstatus.SetCondition(&report.Status.Conditions, report.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
 	}
 	report.Status.KeyRef = ref
 	switch {
@@ -269,7 +270,7 @@ func (r *ReportReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			fmt.Sprintf("refusing the key of APIKey %s/%s", ref.Namespace, ref.Name))
 	}
 	report.Status.ObservedGeneration = report.Generation
-	return reconcile.Result{RequeueAfter: wait}, controller.PatchStatus(ctx, r.Client, before, report)
+	return reconcile.Result{RequeueAfter: wait}, objstatus.Patch(ctx, r.Client, before, report)
 }
 
 // reportFate says whether a LeakReport created at created goes at now, and why (a reason of

@@ -20,12 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalwindow"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
-	"github.com/switchboard-dev/switchboard/internal/renewalinterval"
-	"github.com/switchboard-dev/switchboard/internal/renewalwindow"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // RenewalTime is when the current key should be renewed: renewBefore (or the percentage of its
@@ -272,7 +272,7 @@ func SetConditions(key *switchboardv1alpha1.APIKey, ended bool, l *keystate.Life
 		return
 	}
 	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
-		controller.SetCondition(&key.Status.Conditions, key.Generation, condType, status, reason, message)
+		objstatus.SetCondition(&key.Status.Conditions, key.Generation, condType, status, reason, message)
 	}
 	if l.Limited != "" {
 		set(limited, metav1.ConditionTrue, switchboardv1alpha1.ReasonRenewsTooOften, l.Limited)

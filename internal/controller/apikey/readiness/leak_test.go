@@ -6,11 +6,11 @@ import (
 	"time"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate/keystatetest"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/leak"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
 // TestLeakFindingHeld: a refused current key whose replacement is held says so, with when, in
@@ -26,8 +26,8 @@ func TestLeakFindingHeld(t *testing.T) {
 		t.Fatalf("leak.FindingOf = %+v", f)
 	}
 	SetConditions(s.Key, &Findings{Leak: f, Hash: keystate.HashFound}, "sys")
-	leaked := controller.ConditionReason(s.Key.Status.Conditions, switchboardv1alpha1.ConditionLeaked)
-	ready := controller.ConditionReason(s.Key.Status.Conditions, switchboardv1alpha1.ConditionReady)
+	leaked := objstatus.ConditionReason(s.Key.Status.Conditions, switchboardv1alpha1.ConditionLeaked)
+	ready := objstatus.ConditionReason(s.Key.Status.Conditions, switchboardv1alpha1.ConditionReady)
 	if leaked != switchboardv1alpha1.ReasonLeakReplacementHeld || ready != switchboardv1alpha1.ReasonLeaked {
 		t.Fatalf("Leaked %s, Ready %s", leaked, ready)
 	}

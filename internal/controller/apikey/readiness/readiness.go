@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/grace"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
@@ -25,6 +24,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -100,7 +100,7 @@ func FindingsOf(obs *keystate.Observation, d keystate.Decision, out keystate.Out
 // that sets Ready.
 func SetConditions(key *switchboardv1alpha1.APIKey, f *Findings, systemNamespace string) {
 	set := func(status metav1.ConditionStatus, reason, message string) {
-		controller.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
+		objstatus.SetCondition(&key.Status.Conditions, key.Generation, switchboardv1alpha1.ConditionReady, status, reason, message)
 	}
 	switch {
 	case f.Revoked && !f.RevokedAt.IsZero() && !key.Spec.Revoked:
@@ -263,15 +263,15 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 		t.key = leak.Event(before, after, f.Leak, t.note)
 	}
 	const expiringSoon, unusedCond, limitedCond = switchboardv1alpha1.ConditionExpiringSoon, switchboardv1alpha1.ConditionUnused, switchboardv1alpha1.ConditionRenewalLimited
-	if was, is := controller.ConditionStatus(before.Status.Conditions, expiringSoon), controller.ConditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {
+	if was, is := objstatus.ConditionStatus(before.Status.Conditions, expiringSoon), objstatus.ConditionStatus(after.Status.Conditions, expiringSoon); was != is && is == metav1.ConditionTrue {
 		t := event(corev1.EventTypeWarning, "KeyExpiringSoon", "WarnExpiry", "%s", f.Life.ExpiringMessage)
 		t.key = keyEvent(webhookdelivery.KeyExpiring, t.note)
 		t.key.Data.ExpiresAt = endOf(after, f)
 	}
-	if was, is := controller.ConditionStatus(before.Status.Conditions, limitedCond), controller.ConditionStatus(after.Status.Conditions, limitedCond); was != is && is == metav1.ConditionTrue {
+	if was, is := objstatus.ConditionStatus(before.Status.Conditions, limitedCond), objstatus.ConditionStatus(after.Status.Conditions, limitedCond); was != is && is == metav1.ConditionTrue {
 		event(corev1.EventTypeWarning, switchboardv1alpha1.ConditionRenewalLimited, "LimitRenewal", "%s", f.Life.Limited)
 	}
-	if was, is := controller.ConditionStatus(before.Status.Conditions, unusedCond), controller.ConditionStatus(after.Status.Conditions, unusedCond); was != is && is == metav1.ConditionTrue {
+	if was, is := objstatus.ConditionStatus(before.Status.Conditions, unusedCond), objstatus.ConditionStatus(after.Status.Conditions, unusedCond); was != is && is == metav1.ConditionTrue {
 		t := event(corev1.EventTypeWarning, "KeyUnused", "WarnUnused", "key %s has not been used since %s", keystate.HintOf(after), f.Life.LastActivity.UTC().Format(time.RFC3339))
 		t.key = keyEvent(webhookdelivery.KeyUnused, t.note)
 		if after.Status.LastUsedAt != nil {
@@ -279,7 +279,7 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 		}
 	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
-	if was, is := controller.ConditionReason(before.Status.Conditions, ready), controller.ConditionReason(after.Status.Conditions, ready); was != is {
+	if was, is := objstatus.ConditionReason(before.Status.Conditions, ready), objstatus.ConditionReason(after.Status.Conditions, ready); was != is {
 		switch is {
 		case switchboardv1alpha1.ReasonRevoked:
 			t := event(corev1.EventTypeNormal, "KeyRevoked", "RevokeKey", "revoked key %s", keystate.HintOf(after))
@@ -300,7 +300,7 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 			event(corev1.EventTypeWarning, switchboardv1alpha1.ReasonDeliveryConflict, "DeliverKey", "%s", f.Conflict)
 		}
 	}
-	was, is := controller.ConditionReason(before.Status.Conditions, revealed), controller.ConditionReason(after.Status.Conditions, revealed)
+	was, is := objstatus.ConditionReason(before.Status.Conditions, revealed), objstatus.ConditionReason(after.Status.Conditions, revealed)
 	switch {
 	case was != is && is == switchboardv1alpha1.ReasonRevealClaimed:
 		t := event(corev1.EventTypeNormal, "KeyClaimed", "ClaimKey", "key %s was claimed from its reveal Secret", hint)

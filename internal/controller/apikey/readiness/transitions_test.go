@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/leak"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/objstatus"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -31,7 +31,7 @@ func transitionKey(gen int64, conds ...metav1.Condition) *switchboardv1alpha1.AP
 	k.Spec.SecretName = "ci-key"
 	k.Status.KeyGeneration, k.Status.KeyHint = gen, genHint[gen]
 	for _, c := range conds {
-		controller.SetCondition(&k.Status.Conditions, 1, c.Type, c.Status, c.Reason, "")
+		objstatus.SetCondition(&k.Status.Conditions, 1, c.Type, c.Status, c.Reason, "")
 	}
 	return k
 }

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/switchboard-dev/switchboard/internal/config"
 )
 
 // Listing an organization's open alerts: GitHub does not deliver an organization's webhook
@@ -22,13 +23,6 @@ const (
 	// 6 KiB of URLs), stay well under 4 MiB.
 	DefaultMaxListBody = 4 << 20
 )
-
-// organizationName is what an organization's login may look like: safe in an API path as it
-// is.
-var organizationName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
-
-// ValidOrganization says whether name can be an organization's login.
-func ValidOrganization(name string) bool { return organizationName.MatchString(name) }
 
 // OrgAlert is one open alert of an organization, with its token's report.
 type OrgAlert struct {
@@ -68,7 +62,7 @@ type orgAlertBody struct {
 // only to the API's own host and path, so the token goes nowhere else.
 func (c *AlertClient) ListOpen(ctx context.Context, org string, maxCalls int, each func(OrgAlert)) (ListResult, error) {
 	var res ListResult
-	if !ValidOrganization(org) {
+	if !config.ValidOrganization(org) {
 		return res, fmt.Errorf("organization %q is not a GitHub login", org)
 	}
 	if maxCalls < 1 {
@@ -143,7 +137,7 @@ func (c *AlertClient) alertsPath(p string) bool {
 	}
 	kind, rest, _ := strings.Cut(rest, "/")
 	org, rest, _ := strings.Cut(rest, "/")
-	return (kind == "orgs" || kind == "organizations") && ValidOrganization(org) && rest == "secret-scanning/alerts"
+	return (kind == "orgs" || kind == "organizations") && config.ValidOrganization(org) && rest == "secret-scanning/alerts"
 }
 
 // nextLink finds the rel="next" target of Link headers: <URL>; rel="next", ….

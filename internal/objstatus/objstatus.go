@@ -1,4 +1,7 @@
-package controller
+// Package objstatus is how switchboard's reconcilers (the operator's and the webhook sender's)
+// write an object's status: one patch from the object as it was read, only when the reconcile
+// changed it, and its conditions set with their transition times kept.
+package objstatus
 
 import (
 	"context"
@@ -12,12 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// PatchStatus patches the status of obj, as the reconcile left it, from before, as it was
+// Patch patches the status of obj, as the reconcile left it, from before, as it was
 // read; nothing is sent when the reconcile changed nothing. The optimistic lock makes a
 // reconcile that worked from a stale object fail instead of publishing its result (a key
 // generation or a connection id) twice; the merge patch leaves alone the fields others write
 // (the server's lastUsedAt). An object deleted meanwhile needs no status.
-func PatchStatus(ctx context.Context, c client.Client, before, obj client.Object) error {
+func Patch(ctx context.Context, c client.Client, before, obj client.Object) error {
 	if equality.Semantic.DeepEqual(before, obj) {
 		return nil
 	}

@@ -21,7 +21,6 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
-	"github.com/switchboard-dev/switchboard/internal/operator/servingcert"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
@@ -162,13 +161,13 @@ func (c *Client) httpClient(ctx context.Context, reload bool) (*http.Client, err
 	if err := c.reader.Get(ctx, c.bundle, &cm); err != nil {
 		return nil, fmt.Errorf("reading the reveal endpoint's certificates (ConfigMap %s): %w", c.bundle, err)
 	}
-	pem := []byte(cm.Data[servingcert.BundleKey])
+	pem := []byte(cm.Data[BundleKey])
 	if c.http != nil && bytes.Equal(pem, c.known) {
 		return c.http, nil
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("ConfigMap %s holds no certificate under %s: is the operator's reveal endpoint running?", c.bundle, servingcert.BundleKey)
+		return nil, fmt.Errorf("ConfigMap %s holds no certificate under %s: is the operator's reveal endpoint running?", c.bundle, BundleKey)
 	}
 	rt, err := c.auth(&http.Transport{
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool},

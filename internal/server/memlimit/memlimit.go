@@ -1,7 +1,7 @@
-// Package memlimit gives the Go runtime the container's memory limit, so that the garbage
-// collector works harder as a process nears it instead of letting garbage grow until the
-// kernel kills the process. The chart passes the limit in EnvVar (a resourceFieldRef to
-// limits.memory); GOMEMLIMIT, when set, wins.
+// Package memlimit gives the server's Go runtime its container's memory limit (the server's
+// command applies it), so that the garbage collector works harder as the process nears it
+// instead of letting garbage grow until the kernel kills the process. The chart passes the
+// limit in EnvVar (a resourceFieldRef to limits.memory); GOMEMLIMIT, when set, wins.
 package memlimit
 
 import (

@@ -5,11 +5,14 @@
 // It plugs into client-go's workqueue as the storage of the queue (workqueue.Queue), so the
 // workqueue keeps doing everything else: de-duplication, the processing set, delays and rate
 // limits. A namespace with one item waits behind at most one item of every other namespace.
+// ControllerOptions gives a controller-runtime controller such a queue: every controller of the
+// operator and of the webhook sender has one.
 package fairqueue
 
 import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -80,4 +83,13 @@ func newRateLimitingQueue(name string, rateLimiter workqueue.TypedRateLimiter[re
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[reconcile.Request]{Name: name, Queue: New(), Clock: clk})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Name: name, Queue: base, Clock: clk})
 	return workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, DelayingQueue: delaying, Clock: clk})
+}
+
+// ControllerOptions returns opts with a work queue that is fair between namespaces, unless the
+// caller chose a queue.
+func ControllerOptions(opts controller.Options) controller.Options {
+	if opts.NewQueue == nil {
+		opts.NewQueue = NewRateLimitingQueue
+	}
+	return opts
 }

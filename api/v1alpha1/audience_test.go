@@ -1,4 +1,4 @@
-package keycheck
+package v1alpha1
 
 import "testing"
 
