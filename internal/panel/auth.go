@@ -106,13 +106,7 @@ func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // login checks the pasted token with TokenReview and starts a session. Each attempt costs a
 // TokenReview, so attempts are limited per client address, and TokenReviews in flight at all.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
-	bucket := clientBucket(r, h.proxies)
-	if ok, wait := h.logins.allow(bucket, h.deps.Clock.Now()); !ok {
-		secs := int(wait.Round(time.Second) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		h.deps.Logger.Info("sign-in refused: too many attempts from this address", "address", bucket)
-		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
-			"Too many sign-in attempts from your address. Wait %s and try again.", time.Duration(max(secs, 1))*time.Second)})
+	if !h.allowAttempt(w, r) {
 		return
 	}
 	c, err := r.Cookie(h.cookieName(r, loginCookie))
@@ -131,8 +125,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.logins.startReview() {
-		w.Header().Set("Retry-After", "1")
-		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "The panel is busy checking other sign-ins. Try again in a moment."})
+		h.refuseLogin(w, r, http.StatusServiceUnavailable, time.Second, "The panel is busy checking other sign-ins. Try again in a moment.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
@@ -160,24 +153,53 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := review.Status.User.Username
-	sess, evicted, err := h.sessions.create(user, serviceAccountNamespace(user), r.Host, uc)
+	if _, ok := h.openSession(w, r, user, serviceAccountNamespace(user), uc); !ok {
+		return
+	}
+	h.deps.Logger.Info("signed in", "user", user)
+	http.SetCookie(w, h.cookie(r, loginCookie, "", -1))
+	http.Redirect(w, r, "/keys", http.StatusSeeOther)
+}
+
+// allowAttempt holds both sign-in paths to the attempts a client address may make, answering
+// the browser itself (and saying false) when this one is past them.
+func (h *handler) allowAttempt(w http.ResponseWriter, r *http.Request) bool {
+	bucket := clientBucket(r, h.proxies)
+	ok, wait := h.logins.allow(bucket, h.deps.Clock.Now())
+	if ok {
+		return true
+	}
+	wait = max(wait.Round(time.Second), time.Second)
+	h.deps.Logger.Info("sign-in refused: too many attempts from this address", "address", bucket)
+	h.refuseLogin(w, r, http.StatusTooManyRequests, wait, fmt.Sprintf("Too many sign-in attempts from your address. Wait %s and try again.", wait))
+	return false
+}
+
+// refuseLogin answers a sign-in the panel cannot take now with the login page saying why, and
+// when to come back (Retry-After, whole seconds).
+func (h *handler) refuseLogin(w http.ResponseWriter, r *http.Request, status int, retryAfter time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+	h.renderLogin(w, r, status, loginPage{Error: msg})
+}
+
+// openSession ends both sign-in paths: it opens the signed-in user's session within the panel's
+// bounds and sets its cookie, or answers the browser itself (and says false) when it cannot.
+func (h *handler) openSession(w http.ResponseWriter, r *http.Request, user, saNamespace string, uc client.Client) (*session, bool) {
+	sess, evicted, err := h.sessions.create(user, saNamespace, r.Host, uc)
 	if errors.Is(err, errTooManySessions) {
 		h.deps.Logger.Info("sign-in refused: the panel holds as many sessions as it may", "user", user, "maxSessions", *h.settings.MaxSessions)
-		w.Header().Set("Retry-After", "60")
-		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "The panel has as many people signed in as it can hold. Try again later."})
-		return
+		h.refuseLogin(w, r, http.StatusServiceUnavailable, time.Minute, "The panel has as many people signed in as it can hold. Try again later.")
+		return nil, false
 	}
 	if err != nil {
 		http.Error(w, "no randomness available", http.StatusInternalServerError)
-		return
+		return nil, false
 	}
 	if evicted {
 		h.deps.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user, "maxSessionsPerUser", *h.settings.MaxSessionsPerUser)
 	}
-	h.deps.Logger.Info("signed in", "user", user)
 	http.SetCookie(w, h.cookie(r, sessionCookie, sess.id, 0))
-	http.SetCookie(w, h.cookie(r, loginCookie, "", -1))
-	http.Redirect(w, r, "/keys", http.StatusSeeOther)
+	return sess, true
 }
 
 // serviceAccountNamespace returns the namespace of a "system:serviceaccount:NS:NAME" user.

@@ -63,7 +63,7 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "The description is at most 256 characters."})
 		return
 	}
-	expiry, ok := findExpiry(data.Form.Expires)
+	expiry, ok := find(expiryChoices, data.Form.Expires)
 	if !ok {
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "Choose an expiry from the list."})
 		return
@@ -78,8 +78,8 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		Spec:       switchboardv1alpha1.APIKeySpec{Description: data.Form.Description},
 	}
 	policy.Apply(&key.Spec)
-	if expiry.After > 0 {
-		at := metav1.NewTime(h.deps.Clock.Now().Add(expiry.After).Truncate(time.Second))
+	if expiry.Duration > 0 {
+		at := metav1.NewTime(h.deps.Clock.Now().Add(expiry.Duration).Truncate(time.Second))
 		key.Spec.ExpiresAt = &at
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.deps.RevealTimeout+30*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ type keysData struct {
 	Connections      []connRow
 	ConnectionsError string
 	Form             createForm
-	ExpiryChoices    []expiryChoice
+	ExpiryChoices    []choice
 
 	// claimed is the reveal Secret this response claimed: the operator has not noticed yet,
 	// but the table must not offer to show that key again.
@@ -66,15 +67,16 @@ type createForm struct {
 	Audiences string
 }
 
-// expiryChoice is an option of the create form's expiry select.
-type expiryChoice struct {
-	Value string
-	Label string
-	After time.Duration
+// choice is an option of a form's select of durations: the expiry at creation, the grace at
+// rotation.
+type choice struct {
+	Value    string
+	Label    string
+	Duration time.Duration
 }
 
 // expiryChoices are the expiries offered at creation; "" never expires.
-var expiryChoices = []expiryChoice{
+var expiryChoices = []choice{
 	{"", "Never", 0},
 	{"7d", "In 7 days", 7 * 24 * time.Hour},
 	{"30d", "In 30 days", 30 * 24 * time.Hour},
@@ -82,13 +84,21 @@ var expiryChoices = []expiryChoice{
 	{"365d", "In 1 year", 365 * 24 * time.Hour},
 }
 
-func findExpiry(v string) (expiryChoice, bool) {
-	for _, c := range expiryChoices {
-		if c.Value == v {
-			return c, true
-		}
+// graceChoices are the grace periods offered at rotation.
+var graceChoices = []choice{
+	{"0s", "Immediately (the old key stops working now)", 0},
+	{"1h", "After 1 hour", time.Hour},
+	{"24h", "After 24 hours", 24 * time.Hour},
+	{"168h", "After 7 days", 7 * 24 * time.Hour},
+}
+
+// find is the choice whose value a form posted, if it is one of choices.
+func find(choices []choice, v string) (choice, bool) {
+	i := slices.IndexFunc(choices, func(c choice) bool { return c.Value == v })
+	if i < 0 {
+		return choice{}, false
 	}
-	return expiryChoice{}, false
+	return choices[i], true
 }
 
 // validNamespace reports what is wrong with a namespace name, or "".

@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,11 +34,7 @@ func (h *handler) oidcLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.String(), http.StatusSeeOther)
 		return
 	}
-	if ok, wait := h.logins.allow(clientBucket(r, h.proxies), h.deps.Clock.Now()); !ok {
-		secs := max(int(wait.Round(time.Second)/time.Second), 1)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		h.renderLogin(w, r, http.StatusTooManyRequests, loginPage{Error: fmt.Sprintf(
-			"Too many sign-in attempts from your address. Wait %s and try again.", time.Duration(secs)*time.Second)})
+	if !h.allowAttempt(w, r) {
 		return
 	}
 	disc, err := a.discover(r.Context())
@@ -51,8 +46,7 @@ func (h *handler) oidcLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	id, f, err := a.start(h.deps.Clock.Now())
 	if errors.Is(err, errTooManyFlows) {
-		w.Header().Set("Retry-After", "60")
-		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "Too many sign-ins are in progress. Try again in a minute."})
+		h.refuseLogin(w, r, http.StatusServiceUnavailable, time.Minute, "Too many sign-ins are in progress. Try again in a minute.")
 		return
 	}
 	if err != nil {
@@ -164,22 +158,12 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, r, http.StatusInternalServerError, loginPage{Error: "Cannot build a client for your session: " + err.Error()})
 		return
 	}
-	sess, evicted, err := h.sessions.create(user, "", r.Host, uc)
-	if errors.Is(err, errTooManySessions) {
-		w.Header().Set("Retry-After", "60")
-		h.renderLogin(w, r, http.StatusServiceUnavailable, loginPage{Error: "The panel has as many people signed in as it can hold. Try again later."})
-		return
-	}
-	if err != nil {
-		http.Error(w, "no randomness available", http.StatusInternalServerError)
+	sess, ok := h.openSession(w, r, user, "", uc)
+	if !ok {
 		return
 	}
 	sess.oidc = &oidcSession{token: tok, idToken: raw, expiry: idTokenExpiry(claims), issued: now, subject: id.Subject, creds: creds}
-	if evicted {
-		h.deps.Logger.Info("ended the least recently used session of a user at the per-user limit", "user", user)
-	}
 	h.deps.Logger.Info("signed in", "user", user, "via", "oidc", "mode", a.cfg.Mode)
-	http.SetCookie(w, h.cookie(r, sessionCookie, sess.id, 0))
 	// A page of the panel's own moves on to the keys: a redirect would continue the provider's
 	// cross-site navigation, on which the browser withholds the SameSite=Strict session cookie.
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -8,30 +8,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
-// graceChoice is an option of the rotate form: how long the previous key keeps working.
-type graceChoice struct {
-	Value  string
-	Label  string
-	Period time.Duration
-}
-
-// graceChoices are the grace periods offered at rotation.
-var graceChoices = []graceChoice{
-	{"0s", "Immediately (the old key stops working now)", 0},
-	{"1h", "After 1 hour", time.Hour},
-	{"24h", "After 24 hours", 24 * time.Hour},
-	{"168h", "After 7 days", 7 * 24 * time.Hour},
-}
-
-func findGrace(v string) (graceChoice, bool) {
-	for _, c := range graceChoices {
-		if c.Value == v {
-			return c, true
-		}
-	}
-	return graceChoice{}, false
-}
-
 // rotateForm asks for the grace period. Its hidden requestedAt makes the POST idempotent:
 // posting the same form twice requests one rotation, not two.
 func (h *handler) rotateForm(w http.ResponseWriter, r *http.Request, s *session) {
@@ -44,7 +20,7 @@ func (h *handler) rotateForm(w http.ResponseWriter, r *http.Request, s *session)
 func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *session) {
 	ns, name := r.PostFormValue("namespace"), r.PostFormValue("name")
 	data := h.newKeysData(s, ns)
-	grace, ok := findGrace(r.PostFormValue("grace"))
+	grace, ok := find(graceChoices, r.PostFormValue("grace"))
 	if !ok {
 		h.fail(w, r, s, data, problem{Status: http.StatusBadRequest, Message: "Choose when the previous key stops working."})
 		return
@@ -60,8 +36,8 @@ func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.deps.RevealTimeout+30*time.Second)
 	defer cancel()
-	h.deps.Logger.Info("rotating APIKey", "user", s.user, "namespace", ns, "name", name, "gracePeriod", grace.Period.String())
-	issued, err := h.keys(s).Rotate(ctx, ns, name, keyclient.RotateRequest{RequestedAt: requestedAt, Grace: grace.Period, Timeout: h.deps.RevealTimeout})
+	h.deps.Logger.Info("rotating APIKey", "user", s.user, "namespace", ns, "name", name, "gracePeriod", grace.Duration.String())
+	issued, err := h.keys(s).Rotate(ctx, ns, name, keyclient.RotateRequest{RequestedAt: requestedAt, Grace: grace.Duration, Timeout: h.deps.RevealTimeout})
 	if err != nil {
 		h.fail(w, r, s, data, describe(err, action{Namespace: ns, Name: name}))
 		return

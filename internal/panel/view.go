@@ -31,7 +31,7 @@ type layout struct {
 var pageNames = []string{"login", "keys", "rotate", "revoke"}
 
 func parsePages() (map[string]*template.Template, error) {
-	funcs := template.FuncMap{"graceChoices": func() []graceChoice { return graceChoices }}
+	funcs := template.FuncMap{"graceChoices": func() []choice { return graceChoices }}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, err
