@@ -150,17 +150,8 @@ func (cg *cgroups) kill(timeout time.Duration) error {
 // procs lists the processes in a cgroup tree.
 func procs(root string) ([]int, error) {
 	var pids []int
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if d.Name() != "cgroup.procs" {
+	err := walkCgroup(root, func(p string, d fs.DirEntry) error {
+		if d.IsDir() || d.Name() != "cgroup.procs" {
 			return nil
 		}
 		b, err := os.ReadFile(filepath.Clean(p)) //nolint:gosec // cgroupfs, which only root writes
@@ -178,6 +169,20 @@ func procs(root string) ([]int, error) {
 		return nil
 	})
 	return pids, err
+}
+
+// walkCgroup walks a cgroup tree, which the kernel changes under the walk as processes exit:
+// what is gone by the time it is read is passed over.
+func walkCgroup(root string, fn func(p string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		return fn(p, d)
+	})
 }
 
 func killProcs(root string) error {
@@ -200,13 +205,7 @@ func (cg *cgroups) remove() error {
 	for _, h := range append([]string{cg.v2}, cg.v1...) {
 		root := filepath.Join(h, cg.name)
 		var dirs []string
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				return err
-			}
+		err := walkCgroup(root, func(p string, d fs.DirEntry) error {
 			if d.IsDir() {
 				dirs = append(dirs, p)
 			}

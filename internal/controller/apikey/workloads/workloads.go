@@ -19,7 +19,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -118,46 +120,31 @@ type Workload struct {
 // String names the workload as kubectl does: Kind/name.
 func (w Workload) String() string { return w.Kind + "/" + w.Name }
 
-// kind is one kind of workload: how to list it, and its pod templates.
+// kind is one kind of workload: its name, its resource and how to list it.
 type kind struct {
 	name, resource string
 	list           func() client.ObjectList
-	templates      func(client.ObjectList) []template
-}
-
-// template is one listed object, its pods' selector and their spec.
-type template struct {
-	obj      client.Object
-	selector *metav1.LabelSelector
-	spec     *corev1.PodSpec
 }
 
 // kinds are the workloads Find looks at, in the order it reports them.
 var kinds = []kind{
-	{"Deployment", "deployments.apps", func() client.ObjectList { return &appsv1.DeploymentList{} }, func(l client.ObjectList) []template {
-		var out []template
-		for i := range l.(*appsv1.DeploymentList).Items {
-			d := &l.(*appsv1.DeploymentList).Items[i]
-			out = append(out, template{d, d.Spec.Selector, &d.Spec.Template.Spec})
-		}
-		return out
-	}},
-	{"StatefulSet", "statefulsets.apps", func() client.ObjectList { return &appsv1.StatefulSetList{} }, func(l client.ObjectList) []template {
-		var out []template
-		for i := range l.(*appsv1.StatefulSetList).Items {
-			s := &l.(*appsv1.StatefulSetList).Items[i]
-			out = append(out, template{s, s.Spec.Selector, &s.Spec.Template.Spec})
-		}
-		return out
-	}},
-	{"DaemonSet", "daemonsets.apps", func() client.ObjectList { return &appsv1.DaemonSetList{} }, func(l client.ObjectList) []template {
-		var out []template
-		for i := range l.(*appsv1.DaemonSetList).Items {
-			d := &l.(*appsv1.DaemonSetList).Items[i]
-			out = append(out, template{d, d.Spec.Selector, &d.Spec.Template.Spec})
-		}
-		return out
-	}},
+	{"Deployment", "deployments.apps", func() client.ObjectList { return &appsv1.DeploymentList{} }},
+	{"StatefulSet", "statefulsets.apps", func() client.ObjectList { return &appsv1.StatefulSetList{} }},
+	{"DaemonSet", "daemonsets.apps", func() client.ObjectList { return &appsv1.DaemonSetList{} }},
+}
+
+// podTemplate is a listed workload's pods' selector and their spec (false for what kinds does
+// not list).
+func podTemplate(obj runtime.Object) (client.Object, *metav1.LabelSelector, *corev1.PodSpec, bool) {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		return w, w.Spec.Selector, &w.Spec.Template.Spec, true
+	case *appsv1.StatefulSet:
+		return w, w.Spec.Selector, &w.Spec.Template.Spec, true
+	case *appsv1.DaemonSet:
+		return w, w.Spec.Selector, &w.Spec.Template.Spec, true
+	}
+	return nil, nil, nil, false
 }
 
 // Find lists, in namespace, the workloads whose pod templates read Secret secret, by kind then
@@ -174,10 +161,18 @@ func Find(ctx context.Context, r client.Reader, namespace, secret string) (found
 			}
 			return nil, nil, fmt.Errorf("listing %s in %s: %w", k.resource, namespace, err)
 		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, nil, err
+		}
 		var of []Workload
-		for _, t := range k.templates(list) {
-			if u := UseOf(t.spec, secret); u.Reads() && t.obj.GetDeletionTimestamp().IsZero() {
-				of = append(of, Workload{Kind: k.name, Name: t.obj.GetName(), Use: u, Selector: t.selector, obj: t.obj})
+		for _, item := range items {
+			obj, selector, spec, ok := podTemplate(item)
+			if !ok {
+				return nil, nil, fmt.Errorf("listing %s in %s: %T is not a workload", k.resource, namespace, item)
+			}
+			if u := UseOf(spec, secret); u.Reads() && obj.GetDeletionTimestamp().IsZero() {
+				of = append(of, Workload{Kind: k.name, Name: obj.GetName(), Use: u, Selector: selector, obj: obj})
 			}
 		}
 		sort.Slice(of, func(i, j int) bool { return of[i].Name < of[j].Name })
