@@ -172,24 +172,33 @@ func compactHashSecret(obj any) (any, error) {
 	}, nil
 }
 
-// cachedAPIKey is what the server's cache keeps of an APIKey: the metadata that keys it in the
-// informer's store, and the index's Key, built once here (with err, what of the spec it
-// enforces as the strictest reading). Nothing reads APIKeys from this cache but the index
-// feed; the usage writer patches status by name, for keys the index still holds by UID
-// (patchLastUsed says why a status patch cannot carry the UID).
-type cachedAPIKey struct {
+// cached is what the server's cache keeps of an object: the metadata that keys it in the
+// informer's store, and the index's entry for it, built once here (with err, why it is not the
+// object's whole reading). A cache transform may return another object than it was given
+// (client-go's TransformFunc); nothing reads APIKeys or Connections from this cache but the
+// index feed, so none needs the full object. The usage writer patches status by name, for keys
+// the index still holds by UID (patchLastUsed says why a status patch cannot carry the UID).
+type cached[E any] struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	key *keyindex.Key
-	err error
+	entry E
+	err   error
 }
 
-// DeepCopyObject makes cachedAPIKey a runtime.Object. key is immutable and shared.
-func (k *cachedAPIKey) DeepCopyObject() k8sruntime.Object {
-	out := *k
-	k.DeepCopyInto(&out.ObjectMeta)
+// DeepCopyObject makes cached a runtime.Object. entry is immutable and shared.
+func (c *cached[E]) DeepCopyObject() k8sruntime.Object {
+	out := *c
+	c.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
+
+// cachedAPIKey keeps of an APIKey the index's Key (with err, what of the spec it enforces as the
+// strictest reading).
+type cachedAPIKey = cached[*keyindex.Key]
+
+// cachedConnection keeps of a Connection the index's Conn (nil while the Connection has no
+// status.id, or when it cannot be encoded, then with err).
+type cachedConnection = cached[*keyindex.Conn]
 
 // compactAPIKey turns an APIKey into its cachedAPIKey. It is idempotent, as transforms must be.
 func compactAPIKey(obj any) (any, error) {
@@ -200,27 +209,8 @@ func compactAPIKey(obj any) (any, error) {
 	key, err := keyindex.NewKey(k)
 	return &cachedAPIKey{
 		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID, ResourceVersion: k.ResourceVersion},
-		key:        key, err: err,
+		entry:      key, err: err,
 	}, nil
-}
-
-// cachedConnection is what the server's cache keeps of a Connection: the metadata that keys it
-// in the informer's store, and the index's Conn (nil while the Connection has no status.id, or
-// when it cannot be encoded, then with err). A cache transform may return another object than
-// it was given (client-go's TransformFunc); nothing reads Connections from this cache but the
-// index feed, so none needs the full object.
-type cachedConnection struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	conn *keyindex.Conn
-	err  error
-}
-
-// DeepCopyObject makes cachedConnection a runtime.Object. conn is immutable and shared.
-func (c *cachedConnection) DeepCopyObject() k8sruntime.Object {
-	out := *c
-	c.DeepCopyInto(&out.ObjectMeta)
-	return &out
 }
 
 // compactConnection turns a Connection into its cachedConnection, encoding its /v1 JSON. It is
@@ -243,7 +233,7 @@ func compactConnection(obj any) (any, error) {
 		out.err = err
 		return out, nil //nolint:nilerr // see above
 	}
-	out.conn = &keyindex.Conn{ID: c.Status.ID, Name: c.Name, Labels: labels.Set(c.Labels), Encoded: raw}
+	out.entry = &keyindex.Conn{ID: c.Status.ID, Name: c.Name, Labels: labels.Set(c.Labels), Encoded: raw}
 	return out, nil
 }
 
@@ -315,7 +305,7 @@ func feedHashSecrets(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 
 func feedAPIKeys(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
 	return feed(func(k *cachedAPIKey) {
-		idx.PutKey(k.key)
+		idx.PutKey(k.entry)
 		if k.err != nil {
 			log.Error(k.err, "APIKey has a spec the CRD's schema refuses; the invalid parts are enforced as the strictest reading", "namespace", k.Namespace, "name", k.Name)
 		}
@@ -325,9 +315,9 @@ func feedAPIKeys(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventH
 func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
 	return feed(func(c *cachedConnection) {
 		switch {
-		case c.conn != nil:
-			idx.SetConnection(c.Namespace, c.conn)
-			if n := len(c.conn.Encoded); n > v1api.MaxConnectionJSON {
+		case c.entry != nil:
+			idx.SetConnection(c.Namespace, c.entry)
+			if n := len(c.entry.Encoded); n > v1api.MaxConnectionJSON {
 				log.Info("Connection is larger than the CRD's schema allows (it was stored before the schema bounded it): it is listed, and costs every replica its size; re-apply it within the bounds",
 					"namespace", c.Namespace, "name", c.Name, "bytes", n, "bound", v1api.MaxConnectionJSON)
 			}

@@ -127,8 +127,8 @@ func TestCompactConnection(t *testing.T) {
 	if cc.Annotations != nil || cc.ManagedFields != nil || cc.Finalizers != nil || cc.Name != "warehouse" || cc.Namespace != "a" {
 		t.Errorf("the cached metadata = %+v", cc.ObjectMeta)
 	}
-	if cc.conn == nil || cc.conn.ID != "conn_1" || cc.conn.Labels["n"] != "warehouse" || strings.Contains(string(cc.conn.Encoded), "top-secret") {
-		t.Errorf("the cached Conn = %+v", cc.conn)
+	if cc.entry == nil || cc.entry.ID != "conn_1" || cc.entry.Labels["n"] != "warehouse" || strings.Contains(string(cc.entry.Encoded), "top-secret") {
+		t.Errorf("the cached Conn = %+v", cc.entry)
 	}
 	if again, _ := compactConnection(obj); again != obj {
 		t.Error("the transform is not idempotent")
@@ -137,7 +137,7 @@ func TestCompactConnection(t *testing.T) {
 		t.Errorf("the informer's store key = %q, %v", key, err)
 	}
 	c = fixture.Connection("a", "pending", "")
-	if obj, _ := compactConnection(c); obj.(*cachedConnection).conn != nil {
+	if obj, _ := compactConnection(c); obj.(*cachedConnection).entry != nil {
 		t.Error("a Connection without an id is listable")
 	}
 }
@@ -216,8 +216,8 @@ func TestCompactAPIKey(t *testing.T) {
 	if ck.Annotations != nil || ck.ManagedFields != nil || ck.Finalizers != nil || ck.Name != "key-00007" || ck.Namespace != "tenant" || ck.UID != k.UID {
 		t.Errorf("the cached metadata = %+v", ck.ObjectMeta)
 	}
-	if ck.err != nil || ck.key == nil || !ck.key.Revoked || ck.key.SelectorKey != "team=data" || ck.key.RateLimit == nil || ck.key.LastUsedAt.IsZero() {
-		t.Errorf("the cached Key = %+v (%v)", ck.key, ck.err)
+	if ck.err != nil || ck.entry == nil || !ck.entry.Revoked || ck.entry.SelectorKey != "team=data" || ck.entry.RateLimit == nil || ck.entry.LastUsedAt.IsZero() {
+		t.Errorf("the cached Key = %+v (%v)", ck.entry, ck.err)
 	}
 	if again, _ := compactAPIKey(obj); again != obj {
 		t.Error("the transform is not idempotent")
@@ -228,8 +228,8 @@ func TestCompactAPIKey(t *testing.T) {
 	bad := k.DeepCopy()
 	bad.Spec.ConnectionSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Sideways"}}}
 	obj, _ = compactAPIKey(bad)
-	if ck := obj.(*cachedAPIKey); ck.err == nil || ck.key.SelectorKey != "\x00nothing" {
-		t.Errorf("an invalid selector: err %v, selector %q; want an error and a key that lists nothing", ck.err, ck.key.SelectorKey)
+	if ck := obj.(*cachedAPIKey); ck.err == nil || ck.entry.SelectorKey != "\x00nothing" {
+		t.Errorf("an invalid selector: err %v, selector %q; want an error and a key that lists nothing", ck.err, ck.entry.SelectorKey)
 	}
 }
 
