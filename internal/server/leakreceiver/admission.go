@@ -79,20 +79,31 @@ func (r *Receiver) client(req *http.Request) netip.Addr {
 	return clientaddr.From(clientaddr.Parse(req.RemoteAddr), req.Header["X-Forwarded-For"], r.cfg.TrustedProxies)
 }
 
-// admit finds the request's client and refuses it, before a byte of its body is read, when
-// that address has spent its budget of unverified requests (BeforeBody did so already for a
-// request with a body; this is for one without, and for a Receiver served without the door).
-func (r *Receiver) admit(w http.ResponseWriter, req *http.Request, src string) (netip.Addr, bool) {
+// verified is the body of a request GitHub signed, read by verify. The request's client is
+// refused before a byte of its body is read when that address has spent its budget of
+// unverified requests (BeforeBody did so already for a request with a body; this is for one
+// without, and for a Receiver served without the door); a request whose signature does not
+// verify, or cannot be verified, is refused and charged to its client's budget: a request
+// GitHub did not sign spends its sender's budget alone. False when it answered the request.
+func (r *Receiver) verified(w http.ResponseWriter, req *http.Request, log logr.Logger, src string, verify func(*http.Request) ([]byte, error)) ([]byte, bool) {
 	client := r.client(req)
-	blocked, wait := r.clients.blocked(client, r.cfg.Clock.Now())
-	if !blocked {
-		return client, true
+	if blocked, wait := r.clients.blocked(client, r.cfg.Clock.Now()); blocked {
+		requests.WithLabelValues(src, "client_limited").Inc()
+		w.Header().Set("Connection", "close") // its body is not wanted
+		w.Header().Set("Retry-After", retryAfter(wait))
+		http.Error(w, "too many requests without a valid signature from this address", http.StatusTooManyRequests)
+		return nil, false
 	}
-	requests.WithLabelValues(src, "client_limited").Inc()
-	w.Header().Set("Connection", "close") // its body is not wanted
-	w.Header().Set("Retry-After", retryAfter(wait))
-	http.Error(w, "too many requests without a valid signature from this address", http.StatusTooManyRequests)
-	return client, false
+	body, err := verify(req)
+	if err != nil {
+		r.clients.charge(client, r.cfg.Clock.Now())
+		if status := secretscanning.HTTPStatus(err); status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge {
+			w.Header().Set("Connection", "close") // what is left of its body is not wanted
+		}
+		r.refuse(w, log, src, err)
+		return nil, false
+	}
+	return body, true
 }
 
 // ready answers 503 to a verified report while the index cannot judge keys.
@@ -115,17 +126,6 @@ func (r *Receiver) allowCalls(w http.ResponseWriter, src string, now time.Time) 
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/r.cfg.Rate))))
 	http.Error(w, "too many requests", http.StatusTooManyRequests)
 	return false
-}
-
-// refuseUnverified answers a request whose signature did not verify, or that could not be
-// verified, and charges its client's budget: a request GitHub did not sign spends its sender's
-// budget alone.
-func (r *Receiver) refuseUnverified(w http.ResponseWriter, log logr.Logger, client netip.Addr, src string, err error) {
-	r.clients.charge(client, r.cfg.Clock.Now())
-	if status := secretscanning.HTTPStatus(err); status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge {
-		w.Header().Set("Connection", "close") // what is left of its body is not wanted
-	}
-	r.refuse(w, log, src, err)
 }
 
 // refuse answers a request that could not be read, verified or handled, with secretscanning's

@@ -166,13 +166,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.S
 // token whose key was issued here, recorded before the answer (or recorded already).
 func (r *Receiver) servePartner(w http.ResponseWriter, req *http.Request) {
 	log := r.cfg.Logger.WithValues("source", sourcePartner)
-	client, ok := r.admit(w, req, sourcePartner)
+	body, ok := r.verified(w, req, log, sourcePartner, r.partner.Verify)
 	if !ok {
-		return
-	}
-	body, err := r.partner.Verify(req)
-	if err != nil {
-		r.refuseUnverified(w, log, client, sourcePartner, err)
 		return
 	}
 	reports, err := r.partner.Parse(body)
@@ -232,13 +227,8 @@ func (r *Receiver) servePartner(w http.ResponseWriter, req *http.Request) {
 // handled before is answered as it was, without a call.
 func (r *Receiver) serveAlert(w http.ResponseWriter, req *http.Request) {
 	log := r.cfg.Logger.WithValues("source", sourceAlert)
-	client, ok := r.admit(w, req, sourceAlert)
+	body, ok := r.verified(w, req, log, sourceAlert, r.webhook.Verify)
 	if !ok {
-		return
-	}
-	body, err := r.webhook.Verify(req)
-	if err != nil {
-		r.refuseUnverified(w, log, client, sourceAlert, err)
 		return
 	}
 	ev, err := r.webhook.Parse(req.Header, body)
