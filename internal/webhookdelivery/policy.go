@@ -56,14 +56,17 @@ func PolicyOf(w *configv1alpha1.WebhooksConfiguration) (Policy, error) {
 	return p, nil
 }
 
+// namedPrefix is a network the policy refuses, and what it is, to say why.
+type namedPrefix struct {
+	prefix netip.Prefix
+	what   string
+}
+
 // metadataEndpoints are the addresses refused whatever Denied and Allowed say: the cloud
 // platforms' instance metadata and credential endpoints, which hand whoever asks from a node or
 // a pod that node's or that pod's cloud credentials, and where no receiver ever lives. This is
 // the one list of them (docs/webhooks.md names each).
-var metadataEndpoints = []struct {
-	prefix netip.Prefix
-	what   string
-}{
+var metadataEndpoints = []namedPrefix{
 	{netip.MustParsePrefix("169.254.169.254/32"), "the cloud metadata endpoint (AWS, Google Cloud, Azure, Oracle Cloud, OpenStack, DigitalOcean)"},
 	{netip.MustParsePrefix("fd00:ec2::254/128"), "AWS's IPv6 instance metadata endpoint"},
 	{netip.MustParsePrefix("169.254.170.2/32"), "AWS ECS's task metadata and credentials endpoint"},
@@ -76,10 +79,7 @@ var metadataEndpoints = []struct {
 }
 
 // alwaysDenied are the networks refused whatever Denied says, unless Allowed names them.
-var alwaysDenied = []struct {
-	prefix netip.Prefix
-	what   string
-}{
+var alwaysDenied = []namedPrefix{
 	{netip.MustParsePrefix("0.0.0.0/8"), "this network"},
 	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
