@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/internal/local/proc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -236,21 +237,7 @@ func (c *Cluster) waitHTTP(ctx context.Context, p *process, rt http.RoundTripper
 		rt = t
 	}
 	client := &http.Client{Transport: rt, Timeout: 5 * time.Second}
-	return c.waitFor(ctx, p, timeout, func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", url, resp.Status)
-		}
-		return nil
-	})
+	return c.waitFor(ctx, p, timeout, func() error { return proc.HTTPStatus(ctx, client, url, http.StatusOK) })
 }
 
 // waitFor polls cond until it returns nil; it fails early when p exits, and at the timeout,
