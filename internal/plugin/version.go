@@ -106,10 +106,7 @@ func (o *versionOptions) installed(ctx context.Context) (version.Info, error) {
 	if err != nil {
 		return version.Info{}, err
 	}
-	ns := switchboardv1alpha1.DefaultSystemNamespace
-	if o.Flags.Namespace != nil && *o.Flags.Namespace != "" {
-		ns = *o.Flags.Namespace
-	}
+	ns := o.systemNamespace()
 	var cm corev1.ConfigMap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: version.ConfigMap}, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
