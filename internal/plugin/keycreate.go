@@ -59,7 +59,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 
 // build validates the flags and returns the APIKey to create.
 func (o *keyCreateOptions) build(namespace, name string) (*switchboardv1alpha1.APIKey, error) {
-	if err := checkOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "text", outputJSON); err != nil {
 		return nil, err
 	}
 	if o.timeout <= 0 {

@@ -28,7 +28,7 @@ func newKeyRevealCommand(o *Options) *cobra.Command {
 }
 
 func (o *keyRevealOptions) run(ctx context.Context, name string) error {
-	if err := checkOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "text", outputJSON); err != nil {
 		return err
 	}
 	keys, ns, err := o.keys()

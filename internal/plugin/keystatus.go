@@ -51,7 +51,7 @@ func newKeyReportCommand(o *Options, cmd *cobra.Command, report func(context.Con
 	var output string
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: text)")
 	return nameCommand(cmd, func(ctx context.Context, name string) error {
-		if err := checkStatusOutput(output); err != nil {
+		if err := checkOutput(output, "text", outputJSON, outputYAML); err != nil {
 			return err
 		}
 		c, _, key, err := o.getKey(ctx, name)
@@ -182,14 +182,6 @@ type keyReportEvent struct {
 	FirstSeen metav1.Time `json:"firstSeen"`
 	LastSeen  metav1.Time `json:"lastSeen"`
 	From      string      `json:"from,omitempty"`
-}
-
-// checkStatusOutput accepts the -o values of `key status`: none (text), json or yaml.
-func checkStatusOutput(output string) error {
-	if output == "" || output == outputJSON || output == outputYAML {
-		return nil
-	}
-	return fmt.Errorf("unsupported output format %q: use -o json, -o yaml, or no -o for text", output)
 }
 
 // newKeyReport is what the APIKey itself says; the delivery Secret and the Events are read

@@ -51,7 +51,7 @@ func newListCommand[T any, L interface {
 		Short:   short,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkListOutput(output); err != nil {
+			if err := checkOutput(output, "a table", outputJSON, outputYAML); err != nil {
 				return err
 			}
 			c, ns, err := o.connect()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 
@@ -19,20 +21,13 @@ const (
 	outputYAML = "yaml"
 )
 
-// checkOutput accepts the -o values of commands that show a key: none (text) or json.
-func checkOutput(output string) error {
-	if output == "" || output == outputJSON {
+// checkOutput accepts the -o values a command offers: one of formats, or no -o for what plain
+// names (text, a table).
+func checkOutput(output, plain string, formats ...string) error {
+	if output == "" || slices.Contains(formats, output) {
 		return nil
 	}
-	return fmt.Errorf("unsupported output format %q: use -o json, or no -o for text", output)
-}
-
-// checkListOutput accepts the -o values of list commands: none (table), json or yaml.
-func checkListOutput(output string) error {
-	if output == "" || output == outputJSON || output == outputYAML {
-		return nil
-	}
-	return fmt.Errorf("unsupported output format %q: use -o json, -o yaml, or no -o for a table", output)
+	return fmt.Errorf("unsupported output format %q: use -o %s, or no -o for %s", output, strings.Join(formats, ", -o "), plain)
 }
 
 // writeJSON writes v as one line of JSON.

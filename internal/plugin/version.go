@@ -50,7 +50,7 @@ func newVersionCommand(o *Options) *cobra.Command {
 }
 
 func (o *versionOptions) run(ctx context.Context) error {
-	if err := checkListOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "a table", outputJSON, outputYAML); err != nil {
 		return err
 	}
 	v := versions{ClientVersion: clientVersion()}
