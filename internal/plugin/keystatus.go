@@ -44,10 +44,13 @@ func newKeyStatusCommand(o *Options) *cobra.Command {
 	})
 }
 
+// keyReporter gathers what a report on key shows: data for -o json or yaml, and text, which prints
+// it for people.
+type keyReporter func(ctx context.Context, c client.Client, key *switchboardv1alpha1.APIKey) (data any, text func() error, err error)
+
 // newKeyReportCommand makes cmd a `key VERB NAME` that reports on the APIKey NAME, as `key status`
-// and `key history` do: report gathers what to show, printed as data with -o json or yaml and
-// else by the text function report returns.
-func newKeyReportCommand(o *Options, cmd *cobra.Command, report func(context.Context, client.Client, *switchboardv1alpha1.APIKey) (any, func() error, error)) *cobra.Command {
+// and `key history` do; report gathers the report.
+func newKeyReportCommand(o *Options, cmd *cobra.Command, report keyReporter) *cobra.Command {
 	var output string
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: text)")
 	return nameCommand(cmd, func(ctx context.Context, name string) error {
@@ -359,8 +362,8 @@ func eventsAPIEvents(ctx context.Context, c client.Client, k *switchboardv1alpha
 	})
 }
 
-// listEvents lists into list the Events of one API about k, which field of theirs names by its
-// uid, and reads each with event.
+// listEvents lists into list the Events of one API about k, selected by the field that holds the
+// uid of the object they are about, and reads each with event.
 func listEvents[E k8sruntime.Object](ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey, list client.ObjectList, field string, event func(E) keyReportEvent) ([]keyReportEvent, error) {
 	sel := fields.OneTermEqualSelector(field, string(k.UID))
 	if err := c.List(ctx, list, client.InNamespace(k.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
