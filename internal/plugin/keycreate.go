@@ -34,7 +34,7 @@ type keyCreateOptions struct {
 
 func newKeyCreateCommand(o *Options) *cobra.Command {
 	opts := &keyCreateOptions{Options: o}
-	cmd := &cobra.Command{
+	cmd := nameCommand(&cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an API key and print it once",
 		Long: "Create an APIKey, wait for the operator to issue its key, claim the key's one-time reveal and\n" +
@@ -43,9 +43,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 			"  kubectl switchboard key create partner --rate-limit 100/1m --burst 20 --allowed-source-ranges 203.0.113.0/24\n" +
 			"  kubectl switchboard key create billing-sync --audiences billing,connections\n" +
 			"  KEY=$(kubectl switchboard key create ci -o json | jq -r .key)",
-		Args: exactlyOneName("key create"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
+	}, opts.run)
 	f := cmd.Flags()
 	f.StringVar(&opts.description, "description", "", "what the key is for")
 	f.DurationVar(&opts.expiresIn, "expires-in", 0, "the key expires this long after now (e.g. 720h)")
@@ -61,7 +59,7 @@ func newKeyCreateCommand(o *Options) *cobra.Command {
 
 // build validates the flags and returns the APIKey to create.
 func (o *keyCreateOptions) build(namespace, name string) (*switchboardv1alpha1.APIKey, error) {
-	if err := checkOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "text", outputJSON); err != nil {
 		return nil, err
 	}
 	if o.timeout <= 0 {

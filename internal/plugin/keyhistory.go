@@ -12,20 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// keyHistoryOptions are the flags of `key history`.
-type keyHistoryOptions struct {
-	*Options
-	output string
-}
-
 func newKeyHistoryCommand(o *Options) *cobra.Command {
-	opts := &keyHistoryOptions{Options: o}
-	cmd := &cobra.Command{
+	return newKeyReportCommand(o, &cobra.Command{
 		Use:   "history NAME",
 		Short: "Show an API key's life: its events, oldest first, kept longer than Kubernetes Events",
 		Long: "Show the events of one APIKey, oldest first: created, revealed, rotated, renewed, expiring,\n" +
@@ -35,11 +27,21 @@ func newKeyHistoryCommand(o *Options) *cobra.Command {
 			"name that you can read and only switchboard writes. It never shows a key.",
 		Example: "  kubectl switchboard key history ci -n demo\n" +
 			"  kubectl switchboard key history ci -n demo -o yaml",
-		Args: exactlyOneName("key history"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json or yaml (default: text)")
-	return cmd
+	}, func(ctx context.Context, c client.Client, key *switchboardv1alpha1.APIKey) (any, func() error, error) {
+		var h switchboardv1alpha1.APIKeyHistory
+		err := c.Get(ctx, client.ObjectKeyFromObject(key), &h)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, explain(err, action{verb: "get", resource: "apikeyhistories.switchboard.dev", kind: "APIKeyHistory", namespace: key.Namespace, name: key.Name})
+		}
+		report := historyOf(key, &h)
+		return report, func() error {
+			if len(report.Events) == 0 {
+				fmt.Fprintf(o.ErrOut, "No events recorded for APIKey %q in namespace %q yet.\n", key.Name, key.Namespace)
+				return nil
+			}
+			return printKeyHistory(o.Out, report)
+		}, nil
+	})
 }
 
 // keyHistory is what `key history` shows, and its -o json|yaml shape.
@@ -59,38 +61,6 @@ type keyHistoryEvent struct {
 	Generation int64       `json:"generation"`
 	Hint       string      `json:"hint,omitempty"`
 	Message    string      `json:"message,omitempty"`
-}
-
-func (o *keyHistoryOptions) run(ctx context.Context, name string) error {
-	if err := checkStatusOutput(o.output); err != nil {
-		return err
-	}
-	c, ns, key, err := o.getKey(ctx, name)
-	if err != nil {
-		return err
-	}
-	var h switchboardv1alpha1.APIKeyHistory
-	err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &h)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return explain(err, action{verb: "get", resource: "apikeyhistories.switchboard.dev", kind: "APIKeyHistory", namespace: ns, name: name})
-	}
-	report := historyOf(key, &h)
-	switch o.output {
-	case outputJSON:
-		return writeJSON(o.Out, report)
-	case outputYAML:
-		out, err := yaml.Marshal(report)
-		if err != nil {
-			return fmt.Errorf("writing YAML: %w", err)
-		}
-		_, err = o.Out.Write(out)
-		return err
-	}
-	if len(report.Events) == 0 {
-		fmt.Fprintf(o.ErrOut, "No events recorded for APIKey %q in namespace %q yet.\n", name, ns)
-		return nil
-	}
-	return printKeyHistory(o.Out, report)
 }
 
 // historyOf is key's history as h records it: none when h is not the history of this APIKey

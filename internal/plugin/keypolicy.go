@@ -94,7 +94,7 @@ type keyPolicyOptions struct {
 
 func newKeyPolicyCommand(o *Options) *cobra.Command {
 	opts := &keyPolicyOptions{Options: o}
-	cmd := &cobra.Command{
+	cmd := nameCommand(&cobra.Command{
 		Use:   "policy NAME",
 		Short: "Change an API key's rate limit, allowed source ranges and audiences",
 		Long: "Change what an existing key may do; the key itself stays the same. Only the flags given change:\n" +
@@ -104,9 +104,7 @@ func newKeyPolicyCommand(o *Options) *cobra.Command {
 			"  kubectl switchboard key policy partner --allowed-source-ranges 203.0.113.0/24,198.51.100.0/24\n" +
 			"  kubectl switchboard key policy billing-sync --audiences billing,connections\n" +
 			"  kubectl switchboard key policy partner --rate-limit none --allowed-source-ranges any --audiences any",
-		Args: exactlyOneName("key policy"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
+	}, opts.run)
 	opts.policy.addFlags(cmd.Flags())
 	return cmd
 }

@@ -16,21 +16,19 @@ type keyRevealOptions struct {
 
 func newKeyRevealCommand(o *Options) *cobra.Command {
 	opts := &keyRevealOptions{Options: o}
-	cmd := &cobra.Command{
+	cmd := nameCommand(&cobra.Command{
 		Use:   "reveal NAME",
 		Short: "Claim and print the key of an APIKey created with kubectl apply or GitOps",
 		Long: "Claim the one-time reveal of an existing APIKey's current key (for instance one created with\n" +
 			"kubectl apply) and print the key once. It fails if somebody else claimed it first.",
-		Args: exactlyOneName("key reveal"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
+	}, opts.run)
 	cmd.Flags().DurationVar(&opts.timeout, "timeout", defaultTimeout, "how long to wait for the operator to publish the key")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json prints {name, namespace, key, hint, expires_at} and nothing else")
 	return cmd
 }
 
 func (o *keyRevealOptions) run(ctx context.Context, name string) error {
-	if err := checkOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "text", outputJSON); err != nil {
 		return err
 	}
 	keys, ns, err := o.keys()

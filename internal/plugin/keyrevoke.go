@@ -1,10 +1,8 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,14 +17,12 @@ type keyRevokeOptions struct {
 
 func newKeyRevokeCommand(o *Options) *cobra.Command {
 	opts := &keyRevokeOptions{Options: o}
-	cmd := &cobra.Command{
+	cmd := nameCommand(&cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke an API key for good",
 		Long: "Revoke an APIKey: every request with its key (and with a previous key still in its rotation\n" +
 			"grace period) is refused from now on. It cannot be undone. Asks for confirmation unless --yes.",
-		Args: exactlyOneName("key revoke"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
+	}, opts.run)
 	cmd.Flags().BoolVarP(&opts.yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
 }
@@ -55,9 +51,7 @@ func (o *keyRevokeOptions) confirm(k *switchboardv1alpha1.APIKey) error {
 	}
 	fmt.Fprintf(o.ErrOut, "Revoke APIKey %q in namespace %q (hint %s)? Clients using it are refused at once; this cannot be undone. [y/N]: ",
 		k.Name, k.Namespace, orDash(k.Status.KeyHint))
-	answer, _ := bufio.NewReader(o.In).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "y", "yes":
+	if o.answeredYes() {
 		return nil
 	}
 	return fmt.Errorf("not confirmed: APIKey %q was not revoked (answer y, or pass --yes)", k.Name)

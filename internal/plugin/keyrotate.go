@@ -73,7 +73,7 @@ func (o *keyRotateOptions) dispatch(ctx context.Context, args []string) error {
 	case !bulk && len(args) == 0:
 		return errors.New("key rotate needs a NAME, or -l SELECTOR or --all to rotate several keys")
 	}
-	if err := checkOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "text", outputJSON); err != nil {
 		return err
 	}
 	if o.grace < 0 || o.timeout <= 0 {

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"sort"
@@ -202,9 +201,7 @@ func (o *keyRotateOptions) confirmBulk(todo []*switchboardv1alpha1.APIKey, where
 		grace = strings.Replace(grace, "keep working", "keeps working", 1)
 	}
 	fmt.Fprintf(o.ErrOut, "Rotate %s in %s: %s? %s%s. [y/N]: ", apiKeys(len(todo)), where, list, grace, shown)
-	answer, _ := bufio.NewReader(o.In).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "y", "yes":
+	if o.answeredYes() {
 		return nil
 	}
 	return fmt.Errorf("not confirmed: no APIKey was rotated (answer y, or pass --yes)")

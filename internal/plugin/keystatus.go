@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -21,15 +23,8 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
 
-// keyStatusOptions are the flags of `key status`.
-type keyStatusOptions struct {
-	*Options
-	output string
-}
-
 func newKeyStatusCommand(o *Options) *cobra.Command {
-	opts := &keyStatusOptions{Options: o}
-	cmd := &cobra.Command{
+	return newKeyReportCommand(o, &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show an API key's state: conditions, Events, its key's times, delivery, reveal and policy",
 		Long: "Show everything about one APIKey, as `cmctl status certificate` does for a certificate: its\n" +
@@ -40,11 +35,49 @@ func newKeyStatusCommand(o *Options) *cobra.Command {
 			"read (Events, the delivery Secret) say so and the rest is shown.",
 		Example: "  kubectl switchboard key status ci -n demo\n" +
 			"  kubectl switchboard key status ci -n demo -o yaml",
-		Args: exactlyOneName("key status"),
-		RunE: func(cmd *cobra.Command, args []string) error { return opts.run(cmd.Context(), args[0]) },
-	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json or yaml (default: text)")
-	return cmd
+	}, func(ctx context.Context, c client.Client, key *switchboardv1alpha1.APIKey) (any, func() error, error) {
+		now := o.Clock.Now()
+		report := newKeyReport(key, now)
+		report.Delivery = deliveryOf(ctx, c, key)
+		report.Events, report.EventsError = eventsOf(ctx, c, key)
+		return report, func() error { return printKeyReport(o.Out, report, now) }, nil
+	})
+}
+
+// keyReporter gathers what a report on key shows: data for -o json or yaml, and text, which prints
+// it for people.
+type keyReporter func(ctx context.Context, c client.Client, key *switchboardv1alpha1.APIKey) (data any, text func() error, err error)
+
+// newKeyReportCommand makes cmd a `key VERB NAME` that reports on the APIKey NAME, as `key status`
+// and `key history` do; report gathers the report.
+func newKeyReportCommand(o *Options, cmd *cobra.Command, report keyReporter) *cobra.Command {
+	var output string
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: text)")
+	return nameCommand(cmd, func(ctx context.Context, name string) error {
+		if err := checkOutput(output, "text", outputJSON, outputYAML); err != nil {
+			return err
+		}
+		c, _, key, err := o.getKey(ctx, name)
+		if err != nil {
+			return err
+		}
+		data, text, err := report(ctx, c, key)
+		if err != nil {
+			return err
+		}
+		switch output {
+		case outputJSON:
+			return writeJSON(o.Out, data)
+		case outputYAML:
+			out, err := yaml.Marshal(data)
+			if err != nil {
+				return fmt.Errorf("writing YAML: %w", err)
+			}
+			_, err = o.Out.Write(out)
+			return err
+		}
+		return text()
+	})
 }
 
 // maxEventsShown bounds the Events listed: the most recent ones.
@@ -152,40 +185,6 @@ type keyReportEvent struct {
 	FirstSeen metav1.Time `json:"firstSeen"`
 	LastSeen  metav1.Time `json:"lastSeen"`
 	From      string      `json:"from,omitempty"`
-}
-
-func (o *keyStatusOptions) run(ctx context.Context, name string) error {
-	if err := checkStatusOutput(o.output); err != nil {
-		return err
-	}
-	c, _, key, err := o.getKey(ctx, name)
-	if err != nil {
-		return err
-	}
-	now := o.Clock.Now()
-	report := newKeyReport(key, now)
-	report.Delivery = deliveryOf(ctx, c, key)
-	report.Events, report.EventsError = eventsOf(ctx, c, key)
-	switch o.output {
-	case outputJSON:
-		return writeJSON(o.Out, report)
-	case outputYAML:
-		out, err := yaml.Marshal(report)
-		if err != nil {
-			return fmt.Errorf("writing YAML: %w", err)
-		}
-		_, err = o.Out.Write(out)
-		return err
-	}
-	return printKeyReport(o.Out, report, now)
-}
-
-// checkStatusOutput accepts the -o values of `key status`: none (text), json or yaml.
-func checkStatusOutput(output string) error {
-	if output == "" || output == outputJSON || output == outputYAML {
-		return nil
-	}
-	return fmt.Errorf("unsupported output format %q: use -o json, -o yaml, or no -o for text", output)
 }
 
 // newKeyReport is what the APIKey itself says; the delivery Secret and the Events are read
@@ -342,51 +341,48 @@ func eventsOf(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKe
 }
 
 func coreEvents(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey) ([]keyReportEvent, error) {
-	var list corev1.EventList
-	sel := fields.OneTermEqualSelector("involvedObject.uid", string(k.UID))
-	if err := c.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	out := make([]keyReportEvent, 0, len(list.Items))
-	for i := range list.Items {
-		e := &list.Items[i]
+	return listEvents(ctx, c, k, &corev1.EventList{}, "involvedObject.uid", func(e *corev1.Event) keyReportEvent {
 		ev := keyReportEvent{Type: e.Type, Reason: e.Reason, Action: e.Action, Message: e.Message, Count: e.Count,
-			FirstSeen: e.FirstTimestamp, LastSeen: e.LastTimestamp, From: e.ReportingController}
-		if ev.From == "" {
-			ev.From = e.Source.Component
-		}
+			FirstSeen: e.FirstTimestamp, LastSeen: e.LastTimestamp, From: cmp.Or(e.ReportingController, e.Source.Component)}
 		if e.Series != nil {
 			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time(e.Series.LastObservedTime)
 		}
-		fillEventTimes(&ev, e.EventTime, e.CreationTimestamp)
-		out = append(out, ev)
-	}
-	return recentEvents(out), nil
+		return fillEventTimes(ev, e.EventTime, e.CreationTimestamp)
+	})
 }
 
 func eventsAPIEvents(ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey) ([]keyReportEvent, error) {
-	var list eventsv1.EventList
-	sel := fields.OneTermEqualSelector("regarding.uid", string(k.UID))
-	if err := c.List(ctx, &list, client.InNamespace(k.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	out := make([]keyReportEvent, 0, len(list.Items))
-	for i := range list.Items {
-		e := &list.Items[i]
+	return listEvents(ctx, c, k, &eventsv1.EventList{}, "regarding.uid", func(e *eventsv1.Event) keyReportEvent {
 		ev := keyReportEvent{Type: e.Type, Reason: e.Reason, Action: e.Action, Message: e.Note, Count: e.DeprecatedCount,
 			FirstSeen: e.DeprecatedFirstTimestamp, LastSeen: e.DeprecatedLastTimestamp, From: e.ReportingController}
 		if e.Series != nil {
 			ev.Count, ev.LastSeen = e.Series.Count, metav1.Time(e.Series.LastObservedTime)
 		}
-		fillEventTimes(&ev, e.EventTime, e.CreationTimestamp)
-		out = append(out, ev)
+		return fillEventTimes(ev, e.EventTime, e.CreationTimestamp)
+	})
+}
+
+// listEvents lists into list the Events of one API about k, selected by the field that holds the
+// uid of the object they are about, and reads each with event.
+func listEvents[E k8sruntime.Object](ctx context.Context, c client.Client, k *switchboardv1alpha1.APIKey, list client.ObjectList, field string, event func(E) keyReportEvent) ([]keyReportEvent, error) {
+	sel := fields.OneTermEqualSelector(field, string(k.UID))
+	if err := c.List(ctx, list, client.InNamespace(k.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	items, err := itemsOf[E](list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]keyReportEvent, 0, len(items))
+	for _, item := range items {
+		out = append(out, event(item))
 	}
 	return recentEvents(out), nil
 }
 
 // fillEventTimes completes an Event's times: an Event of the events.k8s.io API has an
 // eventTime and, when repeated, a series, but no first and last timestamps.
-func fillEventTimes(ev *keyReportEvent, eventTime metav1.MicroTime, created metav1.Time) {
+func fillEventTimes(ev keyReportEvent, eventTime metav1.MicroTime, created metav1.Time) keyReportEvent {
 	first := created
 	if !eventTime.IsZero() {
 		first = metav1.Time(eventTime)
@@ -400,6 +396,7 @@ func fillEventTimes(ev *keyReportEvent, eventTime metav1.MicroTime, created meta
 	if ev.Count < 1 {
 		ev.Count = 1
 	}
+	return ev
 }
 
 // recentEvents sorts Events oldest first and keeps the most recent maxEventsShown.

@@ -3,6 +3,7 @@ package plugin
 // How `kubectl switchboard key status` prints its report for people (keystatus.go gathers it).
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -65,9 +66,9 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 	line("Reveal", "%s", revealText(r, now))
 
 	fmt.Fprintln(w, "Policy:")
-	line("  Rate limit", "%s", orWord(r.Policy.RateLimit, "none"))
-	line("  Source ranges", "%s", orWord(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
-	line("  Audiences", "%s", orWord(strings.Join(r.Policy.Audiences, ", "), "every audience"))
+	line("  Rate limit", "%s", cmp.Or(r.Policy.RateLimit, "none"))
+	line("  Source ranges", "%s", cmp.Or(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
+	line("  Audiences", "%s", cmp.Or(strings.Join(r.Policy.Audiences, ", "), "every audience"))
 
 	// The tables are aligned on their own, not with the labels above.
 	if err := w.Flush(); err != nil {
@@ -114,13 +115,6 @@ func when(t *metav1.Time, now time.Time, none string) string {
 	return t.UTC().Format(time.RFC3339) + " (" + until(t, now) + ")"
 }
 
-func orWord(s, word string) string {
-	if s == "" {
-		return word
-	}
-	return s
-}
-
 func formatDuration(d *metav1.Duration) string {
 	if d == nil {
 		return ""
@@ -132,7 +126,7 @@ func formatDuration(d *metav1.Duration) string {
 // "every day 02:00+2h UTC", or "cron 0 2 * * 1-5 +2h Europe/Paris".
 func formatWindow(w switchboardv1alpha1.APIKeyRenewalWindow) string {
 	if w.Cron != "" {
-		return fmt.Sprintf("cron %s +%s %s", w.Cron, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+		return fmt.Sprintf("cron %s +%s %s", w.Cron, keyclient.FormatPeriod(w.Duration.Duration), cmp.Or(w.TimeZone, "UTC"))
 	}
 	days := "every day"
 	if len(w.Days) > 0 {
@@ -142,7 +136,7 @@ func formatWindow(w switchboardv1alpha1.APIKeyRenewalWindow) string {
 		}
 		days = strings.Join(names, ",")
 	}
-	return fmt.Sprintf("%s %s+%s %s", days, w.Start, keyclient.FormatPeriod(w.Duration.Duration), orWord(w.TimeZone, "UTC"))
+	return fmt.Sprintf("%s %s+%s %s", days, w.Start, keyclient.FormatPeriod(w.Duration.Duration), cmp.Or(w.TimeZone, "UTC"))
 }
 
 func lifecycleText(l keyReportLifecycle) string {

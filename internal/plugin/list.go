@@ -1,13 +1,15 @@
 package plugin
 
 import (
-	"context"
+	"cmp"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,111 +18,77 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/keyclient"
 )
 
-// listOptions are the flags of the list commands.
-type listOptions struct {
-	*Options
-	output string
-}
-
 func newKeyListCommand(o *Options) *cobra.Command {
-	opts := &listOptions{Options: o}
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the API keys of the namespace",
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return opts.runKeys(cmd.Context()) },
-	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json or yaml (default: a table)")
-	return cmd
+	return newListCommand[switchboardv1alpha1.APIKeyList](o, "List the API keys of the namespace", action{resource: "apikeys.switchboard.dev", kind: "APIKeys"}, "API keys",
+		"NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES\tRATE LIMIT\tSOURCES\tAUDIENCES", func(w io.Writer, k *switchboardv1alpha1.APIKey, now time.Time) {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, orDash(k.Status.KeyHint), keyclient.State(k, now),
+				ago(keyclient.CreatedAt(k), now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k), audiencesColumn(k))
+		})
 }
 
 func newConnectionListCommand(o *Options) *cobra.Command {
-	opts := &listOptions{Options: o}
+	return newListCommand[switchboardv1alpha1.ConnectionList](o, "List the Connections of the namespace", action{resource: "connections.switchboard.dev", kind: "Connections"}, "Connections",
+		"NAME\tID\tPROVIDER\tREADY\tAGE", func(w io.Writer, conn *switchboardv1alpha1.Connection, now time.Time) {
+			ready := "Unknown"
+			if cond := meta.FindStatusCondition(conn.Status.Conditions, switchboardv1alpha1.ConditionReady); cond != nil {
+				ready = string(cond.Status)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", conn.Name, orDash(conn.Status.ID), orDash(conn.Spec.Provider), ready, age(conn.CreationTimestamp, now))
+		})
+}
+
+// newListCommand is `list`, which lists the objects of the namespace (a T, whose items are E) as
+// kubectl get does: a table of header and a row of each, or with -o json or yaml the list itself.
+// listed is the resource and kind listed, for errors; plural names the objects when there are none.
+func newListCommand[T any, L interface {
+	*T
+	client.ObjectList
+}, E k8sruntime.Object](o *Options, short string, listed action, plural, header string, row func(w io.Writer, item E, now time.Time)) *cobra.Command {
+	var output string
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the Connections of the namespace",
+		Short:   short,
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return opts.runConnections(cmd.Context()) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "a table", outputJSON, outputYAML); err != nil {
+				return err
+			}
+			c, ns, err := o.connect()
+			if err != nil {
+				return err
+			}
+			list := L(new(T))
+			if err := c.List(cmd.Context(), list, client.InNamespace(ns)); err != nil {
+				return explain(err, action{verb: "list", resource: listed.resource, kind: listed.kind, namespace: ns})
+			}
+			if output != "" {
+				return printObjects(o.Out, list, output)
+			}
+			items, err := itemsOf[E](list)
+			if err != nil {
+				return err
+			}
+			if len(items) == 0 {
+				fmt.Fprintf(o.ErrOut, "No %s found in namespace %q.\n", plural, ns)
+				return nil
+			}
+			now := o.Clock.Now()
+			w := printers.GetNewTabWriter(o.Out)
+			fmt.Fprintln(w, header)
+			for _, item := range items {
+				row(w, item, now)
+			}
+			return w.Flush()
+		},
 	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "output format: json or yaml (default: a table)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
 	return cmd
-}
-
-func (o *listOptions) runKeys(ctx context.Context) error {
-	if err := checkListOutput(o.output); err != nil {
-		return err
-	}
-	c, ns, err := o.connect()
-	if err != nil {
-		return err
-	}
-	var keys switchboardv1alpha1.APIKeyList
-	if err := c.List(ctx, &keys, client.InNamespace(ns)); err != nil {
-		return explain(err, action{verb: "list", resource: "apikeys.switchboard.dev", kind: "APIKeys", namespace: ns})
-	}
-	if o.output != "" {
-		return printObjects(o.Out, &keys, o.output)
-	}
-	if len(keys.Items) == 0 {
-		fmt.Fprintf(o.ErrOut, "No API keys found in namespace %q.\n", ns)
-		return nil
-	}
-	now := o.Clock.Now()
-	w := printers.GetNewTabWriter(o.Out)
-	fmt.Fprintln(w, "NAME\tHINT\tSTATE\tCREATED\tLAST USED\tEXPIRES\tRATE LIMIT\tSOURCES\tAUDIENCES")
-	for i := range keys.Items {
-		k := &keys.Items[i]
-		hint := k.Status.KeyHint
-		if hint == "" {
-			hint = "-"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, hint, keyclient.State(k, now),
-			ago(keyclient.CreatedAt(k), now), ago(k.Status.LastUsedAt, now), until(k.Spec.ExpiresAt, now), rateLimitColumn(k), sourcesColumn(k), audiencesColumn(k))
-	}
-	return w.Flush()
-}
-
-func (o *listOptions) runConnections(ctx context.Context) error {
-	if err := checkListOutput(o.output); err != nil {
-		return err
-	}
-	c, ns, err := o.connect()
-	if err != nil {
-		return err
-	}
-	var conns switchboardv1alpha1.ConnectionList
-	if err := c.List(ctx, &conns, client.InNamespace(ns)); err != nil {
-		return explain(err, action{verb: "list", resource: "connections.switchboard.dev", kind: "Connections", namespace: ns})
-	}
-	if o.output != "" {
-		return printObjects(o.Out, &conns, o.output)
-	}
-	if len(conns.Items) == 0 {
-		fmt.Fprintf(o.ErrOut, "No Connections found in namespace %q.\n", ns)
-		return nil
-	}
-	now := o.Clock.Now()
-	w := printers.GetNewTabWriter(o.Out)
-	fmt.Fprintln(w, "NAME\tID\tPROVIDER\tREADY\tAGE")
-	for i := range conns.Items {
-		conn := &conns.Items[i]
-		ready := "Unknown"
-		if cond := meta.FindStatusCondition(conn.Status.Conditions, switchboardv1alpha1.ConditionReady); cond != nil {
-			ready = string(cond.Status)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", conn.Name, orDash(conn.Status.ID), orDash(conn.Spec.Provider), ready, age(conn.CreationTimestamp, now))
-	}
-	return w.Flush()
 }
 
 // orDash shows an empty column as "-".
 func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return cmp.Or(s, "-")
 }
 
 // ago says how long before now t was ("5m ago"), or never.

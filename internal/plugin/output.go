@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 
-	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -21,20 +21,13 @@ const (
 	outputYAML = "yaml"
 )
 
-// checkOutput accepts the -o values of commands that show a key: none (text) or json.
-func checkOutput(output string) error {
-	if output == "" || output == outputJSON {
+// checkOutput accepts the -o values a command offers: one of formats, or no -o for what plain
+// names (text, a table).
+func checkOutput(output, plain string, formats ...string) error {
+	if output == "" || slices.Contains(formats, output) {
 		return nil
 	}
-	return fmt.Errorf("unsupported output format %q: use -o json, or no -o for text", output)
-}
-
-// checkListOutput accepts the -o values of list commands: none (table), json or yaml.
-func checkListOutput(output string) error {
-	if output == "" || output == outputJSON || output == outputYAML {
-		return nil
-	}
-	return fmt.Errorf("unsupported output format %q: use -o json, -o yaml, or no -o for a table", output)
+	return fmt.Errorf("unsupported output format %q: use -o %s, or no -o for %s", output, strings.Join(formats, ", -o "), plain)
 }
 
 // writeJSON writes v as one line of JSON.
@@ -43,19 +36,6 @@ func writeJSON(w io.Writer, v any) error {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
 	return nil
-}
-
-// exactlyOneName requires one argument that can be an object name, with a clear message.
-func exactlyOneName(use string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) != 1 {
-			return fmt.Errorf("%s needs exactly one NAME argument, got %d", use, len(args))
-		}
-		if errs := validation.IsDNS1123Subdomain(args[0]); len(errs) > 0 {
-			return fmt.Errorf("%q is not a valid name: %s", args[0], errs[0])
-		}
-		return nil
-	}
 }
 
 // printObjects prints a list as kubectl -o json|yaml does: with apiVersion and kind on the
@@ -82,6 +62,19 @@ func printObjects(w io.Writer, list k8sruntime.Object, output string) error {
 		p = &printers.YAMLPrinter{}
 	}
 	return p.PrintObj(list, w)
+}
+
+// itemsOf is list's items, each an E: pointers into list.
+func itemsOf[E k8sruntime.Object](list k8sruntime.Object) ([]E, error) {
+	objs, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]E, len(objs))
+	for i, obj := range objs {
+		items[i] = obj.(E)
+	}
+	return items, nil
 }
 
 func setKind(obj k8sruntime.Object) error {

@@ -69,12 +69,8 @@ func (o *panelOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The panel lives in the release namespace, not in the user's current namespace: only an
-	// explicit -n/--namespace overrides the default.
-	ns := switchboardv1alpha1.DefaultSystemNamespace
-	if o.Flags.Namespace != nil && *o.Flags.Namespace != "" {
-		ns = *o.Flags.Namespace
-	}
+	// The panel lives in the release namespace.
+	ns := o.systemNamespace()
 	pod, port, err := findPanelPod(ctx, c, ns, o.service)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@
 package plugin
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -101,6 +103,27 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// nameCommand makes cmd, which carries its texts and flags, `key VERB NAME`: cobra checks that
+// its one argument is an object's name, and run gets it with the command's context.
+func nameCommand(cmd *cobra.Command, run func(ctx context.Context, name string) error) *cobra.Command {
+	cmd.Args = exactlyOneName("key " + cmd.Name())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), args[0]) }
+	return cmd
+}
+
+// exactlyOneName requires one argument that can be an object name, with a clear message.
+func exactlyOneName(use string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%s needs exactly one NAME argument, got %d", use, len(args))
+		}
+		if errs := validation.IsDNS1123Subdomain(args[0]); len(errs) > 0 {
+			return fmt.Errorf("%q is not a valid name: %s", args[0], errs[0])
+		}
+		return nil
+	}
+}
+
 // getKey connects and reads APIKey name of the namespace, explaining a refusal as the other
 // commands do.
 func (o *Options) getKey(ctx context.Context, name string) (client.Client, string, *switchboardv1alpha1.APIKey, error) {
@@ -137,6 +160,22 @@ func (o *Options) connect() (client.Client, string, error) {
 		}
 	})
 	return o.client, o.namespace, o.err
+}
+
+// answeredYes reads the answer to a question asked on stderr: y or yes, in any case, confirms.
+func (o *Options) answeredYes() bool {
+	answer, _ := bufio.NewReader(o.In).ReadString('\n')
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	return answer == "y" || answer == "yes"
+}
+
+// systemNamespace is where switchboard is installed: the default one, not the user's current
+// namespace, unless an explicit -n/--namespace says otherwise.
+func (o *Options) systemNamespace() string {
+	if o.Flags.Namespace != nil && *o.Flags.Namespace != "" {
+		return *o.Flags.Namespace
+	}
+	return switchboardv1alpha1.DefaultSystemNamespace
 }
 
 // keys connects and returns the key workflow acting with the user's identity, and the namespace.

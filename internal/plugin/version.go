@@ -50,7 +50,7 @@ func newVersionCommand(o *Options) *cobra.Command {
 }
 
 func (o *versionOptions) run(ctx context.Context) error {
-	if err := checkListOutput(o.output); err != nil {
+	if err := checkOutput(o.output, "a table", outputJSON, outputYAML); err != nil {
 		return err
 	}
 	v := versions{ClientVersion: clientVersion()}
@@ -106,10 +106,7 @@ func (o *versionOptions) installed(ctx context.Context) (version.Info, error) {
 	if err != nil {
 		return version.Info{}, err
 	}
-	ns := switchboardv1alpha1.DefaultSystemNamespace
-	if o.Flags.Namespace != nil && *o.Flags.Namespace != "" {
-		ns = *o.Flags.Namespace
-	}
+	ns := o.systemNamespace()
 	var cm corev1.ConfigMap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: version.ConfigMap}, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
