@@ -141,11 +141,10 @@ type keyReportLifecycle struct {
 
 // Delivery Secret states.
 const (
-	secretExists   = "Exists"
-	secretMissing  = "Missing"
-	secretForeign  = "NotThisAPIKeys"
-	secretUnknown  = "Unknown"
-	secretNotGiven = ""
+	secretExists  = "Exists"
+	secretMissing = "Missing"
+	secretForeign = "NotThisAPIKeys"
+	secretUnknown = "Unknown"
 )
 
 // keyReportDelivery is the delivery Secret (spec.secretName) and what is known of it.

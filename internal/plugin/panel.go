@@ -39,8 +39,6 @@ type panelOptions struct {
 	address string
 	port    int
 	open    bool
-	// onReady, when set, is called with the local URL once forwarding works (for tests).
-	onReady func(url string)
 }
 
 func newPanelCommand(o *Options) *cobra.Command {
@@ -196,9 +194,6 @@ func (o *panelOptions) forward(ctx context.Context, pod *corev1.Pod, port int32)
 	}
 	fmt.Fprintf(o.Out, "switchboard panel: %s\n", u)
 	fmt.Fprintf(o.ErrOut, "Forwarding %s to pod %s/%s port %d; press Ctrl-C to stop.\n", local, pod.Namespace, pod.Name, port)
-	if o.onReady != nil {
-		o.onReady(u)
-	}
 	if o.open {
 		if err := openBrowser(u); err != nil {
 			fmt.Fprintf(o.ErrOut, "Could not open a browser (%v); open the URL yourself.\n", err)
