@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,26 +64,17 @@ func MessageID(webhook types.UID, eventID string) string {
 	return "msg_" + digest(string(webhook), eventID)
 }
 
-// Metrics: what was recorded, and what a full outbox dropped.
+// Metrics: what was recorded, and what a full outbox dropped, registered as they are made with
+// controller-runtime's registry, which the operator's metrics endpoint serves.
 var (
-	eventsRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_operator_key_events_total",
-		Help: "Key events recorded in a key's history (each once, however often it was computed), by type.",
-	}, []string{"type"})
-	outboxDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_operator_webhook_outbox_dropped_total",
-		Help: "Webhook messages dropped, undelivered, because their namespace's outbox was full (the oldest go first).",
-	})
-	eventsUnsendable = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_operator_key_events_unsendable_total",
-		Help: "Key events kept in the history but sent to no webhook because their payload broke its schema (a leak report without a URL), by type.",
-	}, []string{"type"})
+	registered       = promauto.With(ctrlmetrics.Registry)
+	eventsRecorded   = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_key_events_total", Help: "Key events recorded in a key's history (each once, however often it was computed), by type."}, []string{"type"})
+	outboxDropped    = registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_webhook_outbox_dropped_total", Help: "Webhook messages dropped, undelivered, because their namespace's outbox was full (the oldest go first)."})
+	eventsUnsendable = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_key_events_unsendable_total", Help: "Key events kept in the history but sent to no webhook because their payload broke its schema (a leak report without a URL), by type."}, []string{"type"})
 )
 
-// The counters are registered once with controller-runtime's registry, which the operator's
-// metrics endpoint serves. Every type is counted from zero, so rate() sees the first event.
+// Every type is counted from zero, so rate() sees the first event.
 func init() {
-	ctrlmetrics.Registry.MustRegister(eventsRecorded, outboxDropped, eventsUnsendable)
 	for _, t := range webhookdelivery.EventTypes {
 		eventsRecorded.WithLabelValues(string(t))
 		eventsUnsendable.WithLabelValues(string(t))

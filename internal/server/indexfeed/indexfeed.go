@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
@@ -330,11 +332,7 @@ func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 	}, func(c *cachedConnection) { idx.DeleteConnection(c.Namespace, c.Name) })
 }
 
-// duplicateHashes counts the hashes the index refuses because two hash Secrets hold them.
-var duplicateHashes = prometheus.NewGauge(prometheus.GaugeOpts{
-	Name: "switchboard_api_duplicate_key_hashes",
-	Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look.",
-})
-
-// Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{duplicateHashes} }
+// duplicateHashes counts the hashes the index refuses because two hash Secrets hold them; it is
+// registered as it is made with controller-runtime's registry, which the server's metrics
+// endpoint serves.
+var duplicateHashes = promauto.With(ctrlmetrics.Registry).NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_duplicate_key_hashes", Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look."})

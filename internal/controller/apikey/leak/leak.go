@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,13 +54,14 @@ const HashIndex = "switchboard.dev/key-hash"
 // ReasonKeyLeaked is the Event reason of a key refused because a verified report said it leaked.
 const ReasonKeyLeaked = "KeyLeaked"
 
+// registered makes the package's metrics (here and in report.go) registered as they are made with
+// controller-runtime's registry, which the operator's metrics endpoint serves.
+var registered = promauto.With(ctrlmetrics.Registry)
+
 // keysLeaked counts the keys refused for a leak, by the report's source (two values) and what
 // was done (leakActions). Where the key was found is in the Event and the Leaked condition: a
 // URL is no label.
-var keysLeaked = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "switchboard_operator_keys_leaked_total",
-	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), replacement_held (refused at once, replaced once the minimum interval since the APIKey's last leak replacement has passed), refused (no replacement: a previous key in its grace, or nothing to replace it with).",
-}, []string{"source", "action"})
+var keysLeaked = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_keys_leaked_total", Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), replacement_held (refused at once, replaced once the minimum interval since the APIKey's last leak replacement has passed), refused (no replacement: a previous key in its grace, or nothing to replace it with)."}, []string{"source", "action"})
 
 // The actions of keysLeaked.
 const (
@@ -73,21 +75,9 @@ const (
 // by outcome (rolled, none_found, not_opted_in, partly_allowed, failed); workloadsRolled counts
 // the workloads restarted.
 var (
-	leakRollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_operator_leak_rollouts_total",
-		Help: "Rollouts of the workloads reading a leaked delivered key's Secret, by outcome: rolled, none_found, not_opted_in (the namespace granted nothing), partly_allowed, failed (retried).",
-	}, []string{"outcome"})
-	workloadsRolled = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_operator_leak_workloads_rolled_total",
-		Help: "Workloads (Deployments, StatefulSets, DaemonSets) restarted because the delivery Secret they read held a leaked key, now replaced.",
-	})
+	leakRollouts    = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_leak_rollouts_total", Help: "Rollouts of the workloads reading a leaked delivered key's Secret, by outcome: rolled, none_found, not_opted_in (the namespace granted nothing), partly_allowed, failed (retried)."}, []string{"outcome"})
+	workloadsRolled = registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_leak_workloads_rolled_total", Help: "Workloads (Deployments, StatefulSets, DaemonSets) restarted because the delivery Secret they read held a leaked key, now replaced."})
 )
-
-// The counters are registered once with controller-runtime's registry, which the operator's
-// metrics endpoint serves.
-func init() {
-	ctrlmetrics.Registry.MustRegister(keysLeaked, leakRollouts, workloadsRolled, leakReportsDeleted)
-}
 
 // Hashes is the HashIndex value of a hash Secret of the system namespace.
 func Hashes(systemNamespace string) client.IndexerFunc {
