@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,10 +23,10 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/v1api"
@@ -332,7 +331,5 @@ func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 	}, func(c *cachedConnection) { idx.DeleteConnection(c.Namespace, c.Name) })
 }
 
-// duplicateHashes counts the hashes the index refuses because two hash Secrets hold them; it is
-// registered as it is made with controller-runtime's registry, which the server's metrics
-// endpoint serves.
-var duplicateHashes = promauto.With(ctrlmetrics.Registry).NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_duplicate_key_hashes", Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look."})
+// duplicateHashes counts the hashes the index refuses because two hash Secrets hold them.
+var duplicateHashes = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_duplicate_key_hashes", Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look."})

@@ -14,16 +14,15 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
 
@@ -279,11 +278,9 @@ func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at tim
 }
 
 // The writer's metrics: how far it is behind, so that a budget too small for the number of keys
-// in use shows on a dashboard instead of as silently stale lastUsedAt. They are registered as
-// they are made with controller-runtime's registry, which the server's metrics endpoint serves.
+// in use shows on a dashboard instead of as silently stale lastUsedAt.
 var (
-	registered        = promauto.With(ctrlmetrics.Registry)
-	lastUsedWrites    = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_last_used_writes_total", Help: "Writes of APIKey status.lastUsedAt by result."}, []string{"result"})
-	lastUsedBacklog   = registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_last_used_backlog", Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget)."})
-	lastUsedStaleness = registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_last_used_staleness_seconds", Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval."})
+	lastUsedWrites    = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_last_used_writes_total", Help: "Writes of APIKey status.lastUsedAt by result."}, []string{"result"})
+	lastUsedBacklog   = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_last_used_backlog", Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget)."})
+	lastUsedStaleness = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_last_used_staleness_seconds", Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval."})
 )

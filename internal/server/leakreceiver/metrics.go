@@ -2,8 +2,8 @@ package leakreceiver
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 // The metrics' source label: which of GitHub's ways a request or a report came by.
@@ -14,12 +14,9 @@ const (
 	sourceCatchUp = "catch_up"
 )
 
-// The receiver's metrics, registered as they are made with controller-runtime's registry, which
-// the server's metrics endpoint serves.
 var (
-	registered      = promauto.With(ctrlmetrics.Registry)
-	requests        = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_leak_report_requests_total", Help: "Requests to the leak reports listener, by source (partner, alert) and outcome (accepted, replayed, ignored, client_limited, rate_limited, unauthenticated, malformed, too_large, bad_gateway, unavailable, failed)."}, []string{"source", "outcome"})
-	reportsSeen     = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_leak_reports_total", Help: "Leaked tokens in verified reports and listed alerts, by source (partner, alert, catch_up) and outcome (recorded, already_recorded, not_issued, false_positive)."}, []string{"source", "outcome"})
-	catchUpRuns     = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_leak_catch_up_runs_total", Help: "Listings of the organization's open secret scanning alerts, by outcome (complete, budget_spent: pages left unread, failed)."}, []string{"outcome"})
-	catchUpRequests = registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_leak_catch_up_github_requests_total", Help: "Requests to GitHub's REST API made to list the organization's open secret scanning alerts."})
+	requests        = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_leak_report_requests_total", Help: "Requests to the leak reports listener, by source (partner, alert) and outcome (accepted, replayed, ignored, client_limited, rate_limited, unauthenticated, malformed, too_large, bad_gateway, unavailable, failed)."}, []string{"source", "outcome"})
+	reportsSeen     = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_leak_reports_total", Help: "Leaked tokens in verified reports and listed alerts, by source (partner, alert, catch_up) and outcome (recorded, already_recorded, not_issued, false_positive)."}, []string{"source", "outcome"})
+	catchUpRuns     = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_leak_catch_up_runs_total", Help: "Listings of the organization's open secret scanning alerts, by outcome (complete, budget_spent: pages left unread, failed)."}, []string{"outcome"})
+	catchUpRequests = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_leak_catch_up_github_requests_total", Help: "Requests to GitHub's REST API made to list the organization's open secret scanning alerts."})
 )

@@ -2,17 +2,16 @@ package ratelimit
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
-// Metrics, registered as they are made with controller-runtime's registry. None has a per-key
-// label: a tenant's number of keys must not be the number of series.
+// The rate limits' metrics. None has a per-key label: a tenant's number of keys must not be the
+// number of series.
 var (
-	registered    = promauto.With(ctrlmetrics.Registry)
-	rateLimited   = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_rate_limited_total", Help: "Requests refused with 429 API_KEY_RATE_LIMITED by their key's rate limit, by the store that decided."}, []string{"store"})
-	storeFailures = registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_rate_limit_store_errors_total", Help: "Decisions Redis failed to make, by reason (timeout or error); each request was decided in memory instead."}, []string{"store", "reason"})
-	fallbacks     = registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_rate_limit_fallbacks_total", Help: "Requests of rate-limited keys decided in memory (per-replica limits) because Redis was failing."})
+	rateLimited   = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_rate_limited_total", Help: "Requests refused with 429 API_KEY_RATE_LIMITED by their key's rate limit, by the store that decided."}, []string{"store"})
+	storeFailures = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_rate_limit_store_errors_total", Help: "Decisions Redis failed to make, by reason (timeout or error); each request was decided in memory instead."}, []string{"store", "reason"})
+	fallbacks     = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_rate_limit_fallbacks_total", Help: "Requests of rate-limited keys decided in memory (per-replica limits) because Redis was failing."})
 
 	// The label values are resolved once, so that counting costs no lookup on the request path.
 	limitedMemory = rateLimited.WithLabelValues(StoreMemory)

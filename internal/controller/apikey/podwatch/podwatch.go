@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +28,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 const (
@@ -42,13 +42,11 @@ const (
 
 var pods = corev1.SchemeGroupVersion.WithResource("pods")
 
-// The watch's metrics, registered as they are made with controller-runtime's registry (served
-// with the operator's own).
+// The watch's metrics, on controller-runtime's registry (served with the operator's own).
 var (
-	registered    = promauto.With(ctrlmetrics.Registry)
-	metricWatches = registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_operator_pod_watches", Help: "Namespaces whose pods the operator watches now, because keys there wait for their consumers to restart."})
-	metricWakeups = registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_pod_watch_wakeups_total", Help: "Keys woken by a change of the pods they wait on."})
-	metricRefused = registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_pod_watches_refused_total", Help: "Pod watches a namespace refused (its switchboard-consumer-reader binding lacks watch); its keys look again every 30 s."})
+	metricWatches = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_operator_pod_watches", Help: "Namespaces whose pods the operator watches now, because keys there wait for their consumers to restart."})
+	metricWakeups = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_pod_watch_wakeups_total", Help: "Keys woken by a change of the pods they wait on."})
+	metricRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_pod_watches_refused_total", Help: "Pod watches a namespace refused (its switchboard-consumer-reader binding lacks watch); its keys look again every 30 s."})
 )
 
 // Watcher watches the pods of the namespaces its keys wait on. Add it to the manager (it runs
