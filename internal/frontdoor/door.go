@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 // The admission of connections, shared by the HTTP and the gRPC doors. A door counts its
@@ -62,15 +63,9 @@ func (l ConnLimits) reserved() int {
 
 var (
 	// connRefused counts the connections closed at accept because their client held its share.
-	connRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_frontdoor_client_connections_refused_total",
-		Help: "Connections closed as they were accepted because their client address already held its share of the listener's connections.",
-	})
+	connRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_frontdoor_client_connections_refused_total", Help: "Connections closed as they were accepted because their client address already held its share of the listener's connections."})
 	// connTurnedAway counts the connections closed at accept because too many waited already.
-	connTurnedAway = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_frontdoor_connections_turned_away_total",
-		Help: "Connections closed as they were accepted because the listener was full and as many connections as it holds were waiting already.",
-	})
+	connTurnedAway = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_frontdoor_connections_turned_away_total", Help: "Connections closed as they were accepted because the listener was full and as many connections as it holds were waiting already."})
 )
 
 // door is a listener whose connections are bounded in number: in all, per client, with the

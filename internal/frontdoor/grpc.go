@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 // GRPCLimits bound a gRPC listener.
@@ -107,10 +108,7 @@ var DefaultGRPCLimits = GRPCLimits{
 }
 
 // grpcRefused counts the calls the door refused, by why.
-var grpcRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "switchboard_frontdoor_grpc_refused_total",
-	Help: "gRPC calls refused or ended by the listener's limits before they were answered, by limit (streams, client_streams, first_message, decode_budget); a message over the size bound is refused by gRPC itself, uncounted.",
-}, []string{"limit"})
+var grpcRefused = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_frontdoor_grpc_refused_total", Help: "gRPC calls refused or ended by the listener's limits before they were answered, by limit (streams, client_streams, first_message, decode_budget); a message over the size bound is refused by gRPC itself, uncounted."}, []string{"limit"})
 
 // GRPC is a gRPC door: its ServerOptions make a grpc.Server keep the limits, for the methods
 // it names (any other is refused: a method not served must hold nothing either).

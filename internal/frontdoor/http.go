@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 // The HTTP door. Each open connection costs the process memory whoever opened it and whatever
@@ -96,28 +98,16 @@ const MaxHeaderBlock = 8 << 10
 const maxHeaderBytes = MaxHeaderBlock - 4096
 
 var (
-	httpEvicted = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_frontdoor_http_connections_evicted_total",
-		Help: "HTTP connections not being answered that were closed to make room for a new connection at the listener's bound.",
-	})
-	timedOut = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_frontdoor_http_connections_timed_out_total",
-		Help: "HTTP connections closed past their phase's time bound, by phase (headers, body, answer, idle).",
-	}, []string{"phase"})
-	timedOutIn = [...]prometheus.Counter{
+	httpEvicted = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_frontdoor_http_connections_evicted_total", Help: "HTTP connections not being answered that were closed to make room for a new connection at the listener's bound."})
+	timedOut    = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_frontdoor_http_connections_timed_out_total", Help: "HTTP connections closed past their phase's time bound, by phase (headers, body, answer, idle)."}, []string{"phase"})
+	timedOutIn  = [...]prometheus.Counter{
 		phaseHeaders: timedOut.WithLabelValues("headers"),
 		phaseBody:    timedOut.WithLabelValues("body"),
 		phaseActive:  timedOut.WithLabelValues("answer"),
 		phaseIdle:    timedOut.WithLabelValues("idle"),
 	}
-	bodiesRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_frontdoor_http_bodies_refused_total",
-		Help: "Requests refused before any handler because they carried a body on a listener that reads none, or one larger than it reads.",
-	})
-	bodiesUnread = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_frontdoor_http_bodies_unread_total",
-		Help: "Requests whose body the listener could not read whole (past the body phase's bound, closed for a newcomer, or malformed); none reached a handler.",
-	})
+	bodiesRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_frontdoor_http_bodies_refused_total", Help: "Requests refused before any handler because they carried a body on a listener that reads none, or one larger than it reads."})
+	bodiesUnread  = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_frontdoor_http_bodies_unread_total", Help: "Requests whose body the listener could not read whole (past the body phase's bound, closed for a newcomer, or malformed); none reached a handler."})
 )
 
 // HTTP is the endpoint serving h on l within limits.

@@ -28,9 +28,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -65,24 +65,13 @@ func MessageID(webhook types.UID, eventID string) string {
 
 // Metrics: what was recorded, and what a full outbox dropped.
 var (
-	eventsRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_operator_key_events_total",
-		Help: "Key events recorded in a key's history (each once, however often it was computed), by type.",
-	}, []string{"type"})
-	outboxDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_operator_webhook_outbox_dropped_total",
-		Help: "Webhook messages dropped, undelivered, because their namespace's outbox was full (the oldest go first).",
-	})
-	eventsUnsendable = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_operator_key_events_unsendable_total",
-		Help: "Key events kept in the history but sent to no webhook because their payload broke its schema (a leak report without a URL), by type.",
-	}, []string{"type"})
+	eventsRecorded   = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_key_events_total", Help: "Key events recorded in a key's history (each once, however often it was computed), by type."}, []string{"type"})
+	outboxDropped    = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_webhook_outbox_dropped_total", Help: "Webhook messages dropped, undelivered, because their namespace's outbox was full (the oldest go first)."})
+	eventsUnsendable = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_key_events_unsendable_total", Help: "Key events kept in the history but sent to no webhook because their payload broke its schema (a leak report without a URL), by type."}, []string{"type"})
 )
 
-// The counters are registered once with controller-runtime's registry, which the operator's
-// metrics endpoint serves. Every type is counted from zero, so rate() sees the first event.
+// Every type is counted from zero, so rate() sees the first event.
 func init() {
-	ctrlmetrics.Registry.MustRegister(eventsRecorded, outboxDropped, eventsUnsendable)
 	for _, t := range webhookdelivery.EventTypes {
 		eventsRecorded.WithLabelValues(string(t))
 		eventsUnsendable.WithLabelValues(string(t))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/boundmetric"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
@@ -35,21 +36,9 @@ func hintField(hint string) string {
 // The authorization endpoints' metrics. Never a per-key label: a series per key would let
 // tenants grow the scrape without bound.
 var (
-	authzChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_authz_checks_total",
-		Help: "Decisions of the authorization endpoints by protocol (grpc: Envoy ext_authz, http: forward-auth), result (allowed, denied) and error code.",
-	}, []string{"protocol", "result", "code"})
-	authzDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "switchboard_authz_check_duration_seconds",
-		Help:    "Time to decide a check of the authorization endpoints, by protocol.",
-		Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25},
-	}, []string{"protocol"})
+	authzChecks   = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_authz_checks_total", Help: "Decisions of the authorization endpoints by protocol (grpc: Envoy ext_authz, http: forward-auth), result (allowed, denied) and error code."}, []string{"protocol", "result", "code"})
+	authzDuration = metrics.Registered.NewHistogramVec(prometheus.HistogramOpts{Name: "switchboard_authz_check_duration_seconds", Help: "Time to decide a check of the authorization endpoints, by protocol.", Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25}}, []string{"protocol"})
 )
-
-// Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{authzChecks, authzDuration}
-}
 
 // protocol is an authorization endpoint's protocol, an index of its pre-bound series.
 type protocol int

@@ -26,6 +26,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/v1api"
@@ -331,10 +332,4 @@ func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 }
 
 // duplicateHashes counts the hashes the index refuses because two hash Secrets hold them.
-var duplicateHashes = prometheus.NewGauge(prometheus.GaugeOpts{
-	Name: "switchboard_api_duplicate_key_hashes",
-	Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look.",
-})
-
-// Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{duplicateHashes} }
+var duplicateHashes = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_duplicate_key_hashes", Help: "Key hashes held by more than one hash Secret; each authenticates nobody. Anything but 0 needs a look."})

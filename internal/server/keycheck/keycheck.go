@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
@@ -125,9 +124,6 @@ func (c *Checker) Run(ctx context.Context) { c.keys.Run(ctx) }
 // Degraded reports whether keys' rate limits are being decided in memory, per replica, because
 // the configured Redis failed.
 func (c *Checker) Degraded() bool { return c.keys.Degraded() }
-
-// Collectors are the decision's metrics (its rate limiter's), for the server to register.
-func Collectors() []prometheus.Collector { return ratelimit.Collectors() }
 
 // Request is what a decision needs, gathered by each protocol from its own request.
 type Request struct {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 )
 
@@ -279,21 +280,7 @@ func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at tim
 // The writer's metrics: how far it is behind, so that a budget too small for the number of keys
 // in use shows on a dashboard instead of as silently stale lastUsedAt.
 var (
-	lastUsedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_api_last_used_writes_total",
-		Help: "Writes of APIKey status.lastUsedAt by result.",
-	}, []string{"result"})
-	lastUsedBacklog = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "switchboard_api_last_used_backlog",
-		Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget).",
-	})
-	lastUsedStaleness = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "switchboard_api_last_used_staleness_seconds",
-		Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval.",
-	})
+	lastUsedWrites    = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_last_used_writes_total", Help: "Writes of APIKey status.lastUsedAt by result."}, []string{"result"})
+	lastUsedBacklog   = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_last_used_backlog", Help: "APIKeys whose status.lastUsedAt is due for a write that the last flush left for later (over the write budget)."})
+	lastUsedStaleness = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_api_last_used_staleness_seconds", Help: "Age of the oldest status.lastUsedAt among the keys due for a write at the last flush: the effective write interval."})
 )
-
-// Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{lastUsedWrites, lastUsedBacklog, lastUsedStaleness}
-}

@@ -2,25 +2,16 @@ package ratelimit
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
-// Metrics, registered by the server (Collectors) with controller-runtime's registry. None has a per-key
-// label: a tenant's number of keys must not be the number of series.
+// The rate limits' metrics. None has a per-key label: a tenant's number of keys must not be the
+// number of series.
 var (
-	rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_api_rate_limited_total",
-		Help: "Requests refused with 429 API_KEY_RATE_LIMITED by their key's rate limit, by the store that decided.",
-	}, []string{"store"})
-
-	storeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_api_rate_limit_store_errors_total",
-		Help: "Decisions Redis failed to make, by reason (timeout or error); each request was decided in memory instead.",
-	}, []string{"store", "reason"})
-
-	fallbacks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_api_rate_limit_fallbacks_total",
-		Help: "Requests of rate-limited keys decided in memory (per-replica limits) because Redis was failing.",
-	})
+	rateLimited   = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_rate_limited_total", Help: "Requests refused with 429 API_KEY_RATE_LIMITED by their key's rate limit, by the store that decided."}, []string{"store"})
+	storeFailures = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_rate_limit_store_errors_total", Help: "Decisions Redis failed to make, by reason (timeout or error); each request was decided in memory instead."}, []string{"store", "reason"})
+	fallbacks     = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_rate_limit_fallbacks_total", Help: "Requests of rate-limited keys decided in memory (per-replica limits) because Redis was failing."})
 
 	// The label values are resolved once, so that counting costs no lookup on the request path.
 	limitedMemory = rateLimited.WithLabelValues(StoreMemory)
@@ -28,8 +19,3 @@ var (
 	storeTimeouts = storeFailures.WithLabelValues(StoreRedis, "timeout")
 	storeErrors   = storeFailures.WithLabelValues(StoreRedis, "error")
 )
-
-// Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{rateLimited, storeFailures, fallbacks}
-}

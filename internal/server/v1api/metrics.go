@@ -6,53 +6,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/boundmetric"
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 )
 
-// The API port's metrics, registered by the server (Collectors) with controller-runtime's
-// registry, so the manager's metrics server exposes them next to the cache's and the Go
-// runtime's.
+// The API port's metrics, on controller-runtime's registry, so the manager's metrics server
+// exposes them next to the cache's and the Go runtime's.
 var (
-	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_api_requests_total",
-		Help: "Requests to the API server by route and HTTP status.",
-	}, []string{"route", "status"})
-
-	authTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_api_auth_total",
-		Help: "Authentication outcomes of /v1 requests: ok, an error code, and why a key was invalid.",
-	}, []string{"code", "reason"})
-
-	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "switchboard_api_request_duration_seconds",
-		Help:    "Time to answer a request, by route.",
-		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1},
-	}, []string{"route"})
-
-	concurrencyRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_api_concurrency_refused_total",
-		Help: "List requests refused with 429 TOO_MANY_CONCURRENT_REQUESTS because their namespace's responses in flight on this replica were at --max-in-flight-bytes-per-namespace.",
-	})
+	requestsTotal      = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_requests_total", Help: "Requests to the API server by route and HTTP status."}, []string{"route", "status"})
+	authTotal          = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_api_auth_total", Help: "Authentication outcomes of /v1 requests: ok, an error code, and why a key was invalid."}, []string{"code", "reason"})
+	requestDuration    = metrics.Registered.NewHistogramVec(prometheus.HistogramOpts{Name: "switchboard_api_request_duration_seconds", Help: "Time to answer a request, by route.", Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1}}, []string{"route"})
+	concurrencyRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_concurrency_refused_total", Help: "List requests refused with 429 TOO_MANY_CONCURRENT_REQUESTS because their namespace's responses in flight on this replica were at --max-in-flight-bytes-per-namespace."})
 
 	// sourceRefused counts the valid keys refused for their source.
-	sourceRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_api_source_refused_total",
-		Help: "Requests with a valid key refused with 403 SOURCE_NOT_ALLOWED because the client was outside the key's allowed source ranges.",
-	})
+	sourceRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_source_refused_total", Help: "Requests with a valid key refused with 403 SOURCE_NOT_ALLOWED because the client was outside the key's allowed source ranges."})
 
 	// audienceRefused counts the valid keys refused on /v1 for their audiences.
-	audienceRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_api_audience_refused_total",
-		Help: "Requests to /v1 with a valid key refused with 403 AUDIENCE_NOT_ALLOWED because the key's audiences do not include the server's --audience.",
-	})
+	audienceRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_audience_refused_total", Help: "Requests to /v1 with a valid key refused with 403 AUDIENCE_NOT_ALLOWED because the key's audiences do not include the server's --audience."})
 )
-
-// Collectors are the package's metrics, for the server to register with its own.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestsTotal, authTotal, requestDuration, concurrencyRefused, sourceRefused, audienceRefused}
-}
 
 // countAuth counts /v1's decision as the API's authentication metrics always have.
 func countAuth(v *keycheck.Verdict) {

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -27,6 +26,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/workloads"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 // Policies answer a leak: refused at once, and replaced with no grace, before anything else of
@@ -56,10 +56,7 @@ const ReasonKeyLeaked = "KeyLeaked"
 // keysLeaked counts the keys refused for a leak, by the report's source (two values) and what
 // was done (leakActions). Where the key was found is in the Event and the Leaked condition: a
 // URL is no label.
-var keysLeaked = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "switchboard_operator_keys_leaked_total",
-	Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), replacement_held (refused at once, replaced once the minimum interval since the APIKey's last leak replacement has passed), refused (no replacement: a previous key in its grace, or nothing to replace it with).",
-}, []string{"source", "action"})
+var keysLeaked = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_keys_leaked_total", Help: "Keys refused because a verified report (a LeakReport) said they leaked, by the report's source and what was done: replaced (refused at once), replaced_after_overlap (spec.leakOverlap), replacement_held (refused at once, replaced once the minimum interval since the APIKey's last leak replacement has passed), refused (no replacement: a previous key in its grace, or nothing to replace it with)."}, []string{"source", "action"})
 
 // The actions of keysLeaked.
 const (
@@ -73,21 +70,9 @@ const (
 // by outcome (rolled, none_found, not_opted_in, partly_allowed, failed); workloadsRolled counts
 // the workloads restarted.
 var (
-	leakRollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_operator_leak_rollouts_total",
-		Help: "Rollouts of the workloads reading a leaked delivered key's Secret, by outcome: rolled, none_found, not_opted_in (the namespace granted nothing), partly_allowed, failed (retried).",
-	}, []string{"outcome"})
-	workloadsRolled = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_operator_leak_workloads_rolled_total",
-		Help: "Workloads (Deployments, StatefulSets, DaemonSets) restarted because the delivery Secret they read held a leaked key, now replaced.",
-	})
+	leakRollouts    = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_leak_rollouts_total", Help: "Rollouts of the workloads reading a leaked delivered key's Secret, by outcome: rolled, none_found, not_opted_in (the namespace granted nothing), partly_allowed, failed (retried)."}, []string{"outcome"})
+	workloadsRolled = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_leak_workloads_rolled_total", Help: "Workloads (Deployments, StatefulSets, DaemonSets) restarted because the delivery Secret they read held a leaked key, now replaced."})
 )
-
-// The counters are registered once with controller-runtime's registry, which the operator's
-// metrics endpoint serves.
-func init() {
-	ctrlmetrics.Registry.MustRegister(keysLeaked, leakRollouts, workloadsRolled, leakReportsDeleted)
-}
 
 // Hashes is the HashIndex value of a hash Secret of the system namespace.
 func Hashes(systemNamespace string) client.IndexerFunc {

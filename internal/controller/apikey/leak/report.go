@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/objstatus"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
@@ -190,10 +191,7 @@ const leakReportSettle = 10 * time.Minute
 
 // leakReportsDeleted counts the LeakReports deleted, by why: key_gone (no hash Secret knows
 // the hash) or retention.
-var leakReportsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "switchboard_operator_leak_reports_deleted_total",
-	Help: "LeakReports the operator deleted, by reason: key_gone (no hash Secret knows the leaked key's hash any more: replaced by a later leak, or its APIKey deleted) or retention (older than --leak-report-retention, its key refused).",
-}, []string{"reason"})
+var leakReportsDeleted = metrics.Registered.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_operator_leak_reports_deleted_total", Help: "LeakReports the operator deleted, by reason: key_gone (no hash Secret knows the leaked key's hash any more: replaced by a later leak, or its APIKey deleted) or retention (older than --leak-report-retention, its key refused)."}, []string{"reason"})
 
 // The reasons of leakReportsDeleted.
 const (

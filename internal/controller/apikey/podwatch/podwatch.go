@@ -28,7 +28,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 )
 
 const (
@@ -43,23 +44,10 @@ var pods = corev1.SchemeGroupVersion.WithResource("pods")
 
 // The watch's metrics, on controller-runtime's registry (served with the operator's own).
 var (
-	metricWatches = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "switchboard_operator_pod_watches",
-		Help: "Namespaces whose pods the operator watches now, because keys there wait for their consumers to restart.",
-	})
-	metricWakeups = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_operator_pod_watch_wakeups_total",
-		Help: "Keys woken by a change of the pods they wait on.",
-	})
-	metricRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "switchboard_operator_pod_watches_refused_total",
-		Help: "Pod watches a namespace refused (its switchboard-consumer-reader binding lacks watch); its keys look again every 30 s.",
-	})
+	metricWatches = metrics.Registered.NewGauge(prometheus.GaugeOpts{Name: "switchboard_operator_pod_watches", Help: "Namespaces whose pods the operator watches now, because keys there wait for their consumers to restart."})
+	metricWakeups = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_pod_watch_wakeups_total", Help: "Keys woken by a change of the pods they wait on."})
+	metricRefused = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_operator_pod_watches_refused_total", Help: "Pod watches a namespace refused (its switchboard-consumer-reader binding lacks watch); its keys look again every 30 s."})
 )
-
-func init() {
-	ctrlmetrics.Registry.MustRegister(metricWatches, metricWakeups, metricRefused)
-}
 
 // Watcher watches the pods of the namespaces its keys wait on. Add it to the manager (it runs
 // on the leader only) and feed Events to the controller of those keys.
