@@ -3,36 +3,24 @@ package main
 import (
 	"context"
 
-	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
-// oc is the configuration of the operator and of the webhook sender.
-type oc = configv1alpha1.OperatorConfiguration
-
-func newOperatorCommand() *cobra.Command { return operatorComponent().command() }
-
 // operatorComponent is `switchboard operator`.
-func operatorComponent() component[*oc] {
-	return component[*oc]{
-		use:   "operator",
-		short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
-		long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
+var operatorComponent = component[*oc]{
+	use:   "operator",
+	short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
+	long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
 generated, hashed into a Secret of the system namespace, revealed once through a one-time Secret
 (or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader. Its
 configuration is an OperatorConfiguration (--config), which the flags given override.`,
-		kind:            "OperatorConfiguration",
-		newConfig:       func() *oc { return &oc{} },
-		prepare:         func(c *oc) { c.SystemNamespace = podNamespace() },
-		bind:            bindOperatorFlags,
-		systemNamespace: func(c *oc) *string { return &c.SystemNamespace },
-		run: func(ctx context.Context, c *oc, p process) error {
-			return operator.Run(ctx, c, operator.Deps{RESTConfig: p.rest, Logger: p.log})
-		},
-	}
+	bind:            bindOperatorFlags,
+	systemNamespace: func(c *oc) *string { return &c.SystemNamespace },
+	run: func(ctx context.Context, c *oc, p process) error {
+		return operator.Run(ctx, c, operator.Deps{RESTConfig: p.rest, Logger: p.log})
+	},
 }
 
 func bindOperatorFlags(f *configFlags[*oc]) {

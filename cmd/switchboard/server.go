@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -14,33 +13,23 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/memlimit"
 )
 
-// sc is the configuration of the server.
-type sc = configv1alpha1.ServerConfiguration
-
-func newServerCommand() *cobra.Command { return serverComponent().command() }
-
 // serverComponent is `switchboard server`.
-func serverComponent() component[*sc] {
-	return component[*sc]{
-		use:   "server",
-		short: "Serve the /v1 Connections API from the informer cache",
-		long: `Serve GET /v1/connections for bearer API keys. Keys are checked against the hash Secrets
+var serverComponent = component[*sc]{
+	use:   "server",
+	short: "Serve the /v1 Connections API from the informer cache",
+	long: `Serve GET /v1/connections for bearer API keys. Keys are checked against the hash Secrets
 of the system namespace and the APIKeys, held in an in-memory index fed by informers: no request
 calls the Kubernetes API server. Every replica serves (no leader election). Its configuration is a
 ServerConfiguration (--config), which the flags given override; its panel section serves the
 web panel from this process too.`,
-		kind:      "ServerConfiguration",
-		newConfig: func() *sc { return &sc{} },
-		// The deprecated --panel-* flags bind into a panel section, which a configuration has
-		// only when they are given (or the file has one).
-		prepare: func(c *sc) {
-			c.SystemNamespace = podNamespace()
-			c.Panel = &configv1alpha1.ServerPanel{PanelSettings: configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{}}}
-		},
-		bind:            bindServerFlags,
-		systemNamespace: func(c *sc) *string { return &c.SystemNamespace },
-		run:             runServer,
-	}
+	// The deprecated --panel-* flags bind into a panel section, which a configuration has
+	// only when they are given (or the file has one).
+	prepare: func(c *sc) {
+		c.Panel = &configv1alpha1.ServerPanel{PanelSettings: configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{}}}
+	},
+	bind:            bindServerFlags,
+	systemNamespace: func(c *sc) *string { return &c.SystemNamespace },
+	run:             runServer,
 }
 
 // runServer runs the server of c, and the panel of its panel section.
