@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
@@ -61,9 +63,15 @@ func bindOperatorFlags(f *configFlags[*oc]) {
 // bindOperatorListenerFlags binds the flags of the listeners every process reading an
 // OperatorConfiguration serves (the operator and the webhook sender): metrics and probes.
 func bindOperatorListenerFlags(f *configFlags[*oc]) {
-	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c *oc) **string { return &c.MetricsBindAddress }, addressZero)
-	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
-		func(c *oc) **bool { return &c.MetricsSecure })
+	bindMetricsFlags(f, func(c *oc) *configv1alpha1.Metrics { return &c.Metrics })
 	optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`,
 		func(c *oc) **string { return &c.HealthProbeBindAddress }, addressZero)
+}
+
+// bindMetricsFlags binds the flags of a process's Prometheus metrics, the server's or the
+// operator's, into the metrics settings that metrics(c) returns.
+func bindMetricsFlags[T config.Object](f *configFlags[T], metrics func(T) *configv1alpha1.Metrics) {
+	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c T) **string { return &metrics(c).MetricsBindAddress }, addressZero)
+	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
+		func(c T) **bool { return &metrics(c).MetricsSecure })
 }

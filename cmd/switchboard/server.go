@@ -53,9 +53,7 @@ func runServer(ctx context.Context, c *configv1alpha1.ServerConfiguration, p pro
 
 func bindServerFlags(f *configFlags[*sc]) {
 	optional(f, "listen", "address of the /v1 API", func(c *sc) **string { return &c.Listen })
-	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c *sc) **string { return &c.MetricsBindAddress }, addressZero)
-	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
-		func(c *sc) **bool { return &c.MetricsSecure })
+	bindMetricsFlags(f, func(c *sc) *configv1alpha1.Metrics { return &c.Metrics })
 	value(f, "pprof", "serve net/http/pprof under /debug/pprof/ on the metrics address (keep that port private)", func(c *sc) *bool { return &c.Pprof })
 	optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`, func(c *sc) **string { return &c.HealthProbeBindAddress }, addressZero)
 	value(f, "system-namespace", "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+configv1alpha1.DefaultSystemNamespace+")",

@@ -148,8 +148,7 @@ func DefaultOIDCScopes() []string {
 func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setTypeMeta(&c.TypeMeta, ServerConfigurationKind)
 	setDefault(&c.Listen, DefaultServerListen)
-	setDefault(&c.MetricsBindAddress, DefaultServerMetricsBindAddress)
-	setDefault(&c.MetricsSecure, true)
+	setDefaultMetrics(&c.Metrics, DefaultServerMetricsBindAddress)
 	setDefault(&c.HealthProbeBindAddress, DefaultServerHealthProbeBindAddress)
 	setEmpty(&c.SystemNamespace, DefaultSystemNamespace)
 	setEmpty(&c.KeyPrefix, DefaultKeyPrefix)
@@ -163,8 +162,7 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDuration(&c.RateLimitRedis.Timeout, DefaultRateLimitRedisTimeout)
 	setDuration(&c.LastUsed.Interval, DefaultLastUsedInterval)
 	setDefault(&c.LastUsed.WritesPerSecond, DefaultLastUsedWritesPerSecond)
-	setDuration(&c.ShutdownDelay, DefaultShutdownDelay)
-	setDuration(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	SetDefaults_Shutdown(&c.Shutdown)
 	setDefault(&c.Authz.GRPC.MaxMessageBytes, DefaultAuthzGRPCMaxMessageBytes)
 	setDefault(&c.Authz.HTTP.MaxConnections, DefaultAuthzHTTPMaxConnections)
 	setDefault(&c.Authz.HTTP.MaxConnectionsPerClient, DefaultAuthzHTTPMaxConnectionsPerClient)
@@ -203,8 +201,7 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setDefault(&c.KeyMetricsLimit, DefaultKeyMetricsLimit)
 	setDefault(&c.KeyWorkers, DefaultKeyWorkers)
 	setDefault(&c.LeaderElect, true)
-	setDefault(&c.MetricsBindAddress, DefaultOperatorMetricsBindAddress)
-	setDefault(&c.MetricsSecure, true)
+	setDefaultMetrics(&c.Metrics, DefaultOperatorMetricsBindAddress)
 	setDefault(&c.HealthProbeBindAddress, DefaultOperatorHealthProbeBindAddress)
 	setEmpty(&c.Reveal.CAConfigMap, DefaultRevealCAConfigMap)
 	setEmpty(&c.Webhook.ConfigurationName, DefaultWebhookConfigurationName)
@@ -243,9 +240,22 @@ func SetDefaults_PanelConfiguration(c *PanelConfiguration) {
 	setTypeMeta(&c.TypeMeta, PanelConfigurationKind)
 	setDefault(&c.Listen, DefaultPanelListen)
 	setDefault(&c.HealthProbeBindAddress, DefaultPanelHealthProbeBindAddress)
-	setDuration(&c.ShutdownDelay, DefaultShutdownDelay)
-	setDuration(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	SetDefaults_Shutdown(&c.Shutdown)
 	SetDefaults_PanelSettings(&c.PanelSettings)
+}
+
+// SetDefaults_Shutdown fills the unset shutdown settings of s, the server's or the panel's.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name.
+func SetDefaults_Shutdown(s *Shutdown) {
+	setDuration(&s.ShutdownDelay, DefaultShutdownDelay)
+	setDuration(&s.ShutdownTimeout, DefaultShutdownTimeout)
+}
+
+// setDefaultMetrics fills the unset metrics settings of m, whose address is the component's.
+func setDefaultMetrics(m *Metrics, address string) {
+	setDefault(&m.MetricsBindAddress, address)
+	setDefault(&m.MetricsSecure, true)
 }
 
 // SetDefaults_PanelSettings fills the unset panel settings of s, wherever the panel runs.
