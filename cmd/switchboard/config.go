@@ -40,13 +40,13 @@ func newConfigFlags[T config.Object](fs *pflag.FlagSet, prepare func(T), systemN
 	if prepare != nil {
 		prepare(f.bound)
 	}
-	f.podNamespace(f.bound)
+	f.defaultNamespace(f.bound)
 	config.Default(f.bound)
 	return f
 }
 
-// podNamespace gives c's system namespace, if it has one and it is unset, the pod's.
-func (f *configFlags[T]) podNamespace(c T) {
+// defaultNamespace gives c's system namespace, if it has one and it is unset, the pod's.
+func (f *configFlags[T]) defaultNamespace(c T) {
 	if f.systemNamespace != nil && *f.systemNamespace(c) == "" {
 		*f.systemNamespace(c) = podNamespace()
 	}
@@ -128,7 +128,7 @@ func (f *configFlags[T]) complete() (c T, warnings []string, err error) {
 			}
 		}
 	})
-	f.podNamespace(c)
+	f.defaultNamespace(c)
 	config.Default(c)
 	if errs := config.Validate(c); len(errs) > 0 {
 		where := "the flags"
