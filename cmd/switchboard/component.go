@@ -10,7 +10,16 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/config"
+)
+
+// The components' configurations: sc the server's, oc the operator's and the webhook sender's,
+// pc the panel's.
+type (
+	sc = configv1alpha1.ServerConfiguration
+	oc = configv1alpha1.OperatorConfiguration
+	pc = configv1alpha1.PanelConfiguration
 )
 
 // component is one of the long-running commands (server, operator, panel, webhooks), which
@@ -18,16 +27,11 @@ import (
 // (printed with --print-config), the logger, the Kubernetes client configuration, then run.
 type component[T config.Object] struct {
 	use, short, long string
-	// kind is the configuration's, as --config's help names it.
-	kind string
-	// newConfig is an empty configuration.
-	newConfig func() T
 	// prepare gives the flags' configuration the optional sections its flags bind into.
 	prepare func(T)
 	// bind binds the component's flags into its configuration.
 	bind func(*configFlags[T])
-	// systemNamespace, when set, selects the configuration's system namespace, which then
-	// defaults to the pod's ($POD_NAMESPACE).
+	// systemNamespace, when set, selects the configuration's system namespace: the pod's by default.
 	systemNamespace func(T) *string
 	// run runs the completed configuration with what only the process has.
 	run func(ctx context.Context, c T, p process) error
@@ -52,7 +56,7 @@ func (comp component[T]) command() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr())
-			c, warnings, err := flags.complete(comp.systemNamespace)
+			c, warnings, err := flags.complete()
 			for _, w := range warnings {
 				log.WithName("flags").Info(w)
 			}
@@ -74,7 +78,7 @@ func (comp component[T]) command() *cobra.Command {
 		},
 	}
 	newLogger = bindLogFlags(cmd.Flags())
-	flags = newConfigFlags(cmd.Flags(), comp.kind, comp.newConfig, comp.prepare)
+	flags = newConfigFlags(cmd.Flags(), comp.prepare, comp.systemNamespace)
 	comp.bind(flags)
 	return cmd
 }

@@ -17,11 +17,13 @@ import (
 // configuration is then the file (--config), the flags given on the command line over it, and
 // the defaults where neither says (complete).
 type configFlags[T config.Object] struct {
-	fs        *pflag.FlagSet
-	bound     T
-	newConfig func() T
-	file      string
-	print     bool
+	fs    *pflag.FlagSet
+	bound T
+	// systemNamespace, when set, selects the configuration's system namespace, which then
+	// defaults to the pod's ($POD_NAMESPACE).
+	systemNamespace func(T) *string
+	file            string
+	print           bool
 	// carry writes each flag's field of bound into the effective configuration, where the
 	// flag was given, and returns that field: its old spelling, if it has one, is read there.
 	carry map[string]func(to T) any
@@ -31,15 +33,23 @@ type configFlags[T config.Object] struct {
 // newConfigFlags binds --config and --print-config to fs, and returns what binds the
 // component's own flags into bound, which prepare gives its optional sections (so that flags
 // have fields to bind to) before it is defaulted.
-func newConfigFlags[T config.Object](fs *pflag.FlagSet, kind string, newConfig func() T, prepare func(T)) *configFlags[T] {
-	f := &configFlags[T]{fs: fs, bound: newConfig(), newConfig: newConfig, carry: map[string]func(T) any{}, old: map[string]oldForm{}}
-	fs.StringVar(&f.file, "config", "", "the "+kind+" file (apiVersion "+configv1alpha1.SchemeGroupVersion.String()+`, docs/configuration.md); flags given override it`)
+func newConfigFlags[T config.Object](fs *pflag.FlagSet, prepare func(T), systemNamespace func(T) *string) *configFlags[T] {
+	f := &configFlags[T]{fs: fs, bound: config.New[T](), systemNamespace: systemNamespace, carry: map[string]func(T) any{}, old: map[string]oldForm{}}
+	fs.StringVar(&f.file, "config", "", "the "+config.Kind(f.bound)+" file (apiVersion "+configv1alpha1.SchemeGroupVersion.String()+`, docs/configuration.md); flags given override it`)
 	fs.BoolVar(&f.print, "print-config", false, "print the effective configuration (the file, the flags given, the defaults) as YAML, and exit")
 	if prepare != nil {
 		prepare(f.bound)
 	}
+	f.defaultNamespace(f.bound)
 	config.Default(f.bound)
 	return f
+}
+
+// defaultNamespace gives c's system namespace, if it has one and it is unset, the pod's.
+func (f *configFlags[T]) defaultNamespace(c T) {
+	if f.systemNamespace != nil && *f.systemNamespace(c) == "" {
+		*f.systemNamespace(c) = podNamespace()
+	}
 }
 
 // value binds the flag name to the field of T that field selects (a string, bool or list),
@@ -99,10 +109,8 @@ func (f *configFlags[T]) deprecate(name, field string) {
 
 // complete is the effective configuration: the file (if any), the flags given over it, then
 // the defaults, validated; with what their old spellings, where given, are to tell.
-// systemNamespace, when set, selects the configuration's system namespace, which defaults to
-// the pod's.
-func (f *configFlags[T]) complete(systemNamespace func(T) *string) (c T, warnings []string, err error) {
-	c = f.newConfig()
+func (f *configFlags[T]) complete() (c T, warnings []string, err error) {
+	c = config.New[T]()
 	if f.file != "" {
 		if err := config.LoadFile(f.file, c); err != nil {
 			return c, nil, err
@@ -120,11 +128,7 @@ func (f *configFlags[T]) complete(systemNamespace func(T) *string) (c T, warning
 			}
 		}
 	})
-	if systemNamespace != nil {
-		if ns := systemNamespace(c); *ns == "" {
-			*ns = podNamespace()
-		}
-	}
+	f.defaultNamespace(c)
 	config.Default(c)
 	if errs := config.Validate(c); len(errs) > 0 {
 		where := "the flags"

@@ -15,8 +15,8 @@ import (
 // --print-config, none is left aside, where --print-config would not show it.
 func TestEveryFlagBindsIntoTheConfiguration(t *testing.T) {
 	for name, loose := range map[string][]string{
-		"server": looseFlags(serverComponent()), "operator": looseFlags(operatorComponent()),
-		"panel": looseFlags(panelComponent()), "webhooks": looseFlags(webhooksComponent()),
+		"server": looseFlags(serverComponent), "operator": looseFlags(operatorComponent),
+		"panel": looseFlags(panelComponent), "webhooks": looseFlags(webhooksComponent),
 	} {
 		if len(loose) > 0 {
 			t.Errorf("switchboard %s has flags not bound into its configuration: %v", name, loose)
@@ -27,7 +27,7 @@ func TestEveryFlagBindsIntoTheConfiguration(t *testing.T) {
 // looseFlags are the flags comp binds that are not carried into its configuration.
 func looseFlags[T config.Object](comp component[T]) []string {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	f := newConfigFlags(fs, comp.kind, comp.newConfig, comp.prepare)
+	f := newConfigFlags(fs, comp.prepare, comp.systemNamespace)
 	comp.bind(f)
 	var loose []string
 	fs.VisitAll(func(fl *pflag.Flag) {
@@ -55,13 +55,13 @@ func TestOldSpellingsOfFlags(t *testing.T) {
 		say   []string // in the warnings
 		quiet bool     // no warning at all
 	}{
-		{name: "server, the configuration's spelling", cmd: newServerCommand,
+		{name: "server, the configuration's spelling", cmd: serverComponent.command,
 			args: []string{`--metrics-bind-address=`, "--max-connections=5", "--auth-failure-burst=3"}, quiet: true,
 			check: func(out string) bool {
 				c := printed(t, out, &sc{})
 				return *c.MetricsBindAddress == "" && *c.MaxConnections == 5 && *c.AuthFailureLimit.Burst == 3
 			}},
-		{name: "server, the old spellings", cmd: newServerCommand,
+		{name: "server, the old spellings", cmd: serverComponent.command,
 			args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--max-connections=-1", "--auth-failure-rate=-1",
 				"--shutdown-delay=-1s", "--auth-failure-burst=0", "--last-used-interval=0s"},
 			check: func(out string) bool {
@@ -76,14 +76,14 @@ func TestOldSpellingsOfFlags(t *testing.T) {
 				"--shutdown-delay=-1s is deprecated", "--auth-failure-burst=0 is deprecated: leave the flag out for the default (20)",
 				"--last-used-interval=0s is deprecated: leave the flag out for the default (1m0s)",
 			}},
-		{name: "server, a bound's 0", cmd: newServerCommand, args: []string{"--max-connections=0", "--shutdown-delay=0s"},
+		{name: "server, a bound's 0", cmd: serverComponent.command, args: []string{"--max-connections=0", "--shutdown-delay=0s"},
 			check: func(out string) bool {
 				c := printed(t, out, &sc{})
 				return *c.MaxConnections == 0 && c.ShutdownDelay.Duration == 0
 			},
 			say: []string{"--max-connections=0 means none, as a configuration's 0 (before this release, 0 asked for the default, 1024)",
 				"--shutdown-delay=0s means none, as a configuration's 0 (before this release, 0 asked for the default, 5s)"}},
-		{name: "operator", cmd: newOperatorCommand,
+		{name: "operator", cmd: operatorComponent.command,
 			args: []string{"--webhook-bind-address=0", "--reveal-bind-address=0", "--unused-after=-1h", "--key-metrics-limit=-1", "--key-workers=0"},
 			check: func(out string) bool {
 				c := printed(t, out, &oc{})
@@ -92,13 +92,13 @@ func TestOldSpellingsOfFlags(t *testing.T) {
 			},
 			say: []string{"--webhook-bind-address=0 is deprecated", "--reveal-bind-address=0 is deprecated", "--unused-after=-1h0m0s is deprecated",
 				"--key-metrics-limit=-1 is deprecated", "--key-workers=0 is deprecated: leave the flag out for the default (8)"}},
-		{name: "webhooks", cmd: newWebhooksCommand, args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=:9000"},
+		{name: "webhooks", cmd: webhooksComponent.command, args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=:9000"},
 			check: func(out string) bool {
 				c := printed(t, out, &oc{})
 				return *c.MetricsBindAddress == "" && *c.HealthProbeBindAddress == ":9000"
 			},
 			say: []string{"--metrics-bind-address=0 is deprecated"}},
-		{name: "panel", cmd: newPanelCommand, args: []string{"--health-probe-bind-address=0", "--shutdown-delay=-1s", "--max-sessions=0"},
+		{name: "panel", cmd: panelComponent.command, args: []string{"--health-probe-bind-address=0", "--shutdown-delay=-1s", "--max-sessions=0"},
 			check: func(out string) bool {
 				c := printed(t, out, &pc{})
 				return *c.HealthProbeBindAddress == "" && c.ShutdownDelay.Duration == 0 && *c.MaxSessions == configv1alpha1.DefaultMaxSessions
@@ -131,7 +131,7 @@ func TestOldSpellingsOfFlags(t *testing.T) {
 func TestFlagsOverrideOnlyWhatTheyGive(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	file := writeFile(t, "apiVersion: config.switchboard.dev/v1alpha1\nkind: OperatorConfiguration\nkeyWorkers: 3\nleaderElect: false\nmetricsBindAddress: \"\"\n")
-	out, err := execute(t, newOperatorCommand(), "--config", file, "--key-workers=5", "--print-config")
+	out, err := execute(t, operatorComponent.command(), "--config", file, "--key-workers=5", "--print-config")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

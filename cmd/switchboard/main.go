@@ -34,7 +34,8 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newOperatorCommand(), newServerCommand(), newPanelCommand(), newWebhooksCommand(), newDevCommand(), newVersionCommand())
+	root.AddCommand(operatorComponent.command(), serverComponent.command(), panelComponent.command(), webhooksComponent.command(),
+		newDevCommand(), newVersionCommand())
 	return root
 }
 

@@ -3,36 +3,26 @@ package main
 import (
 	"context"
 
-	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/config"
 	"github.com/switchboard-dev/switchboard/internal/operator"
 )
 
-// oc is the configuration of the operator and of the webhook sender.
-type oc = configv1alpha1.OperatorConfiguration
-
-func newOperatorCommand() *cobra.Command { return operatorComponent().command() }
-
 // operatorComponent is `switchboard operator`.
-func operatorComponent() component[*oc] {
-	return component[*oc]{
-		use:   "operator",
-		short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
-		long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
+var operatorComponent = component[*oc]{
+	use:   "operator",
+	short: "Run the operator: Connection ids, and APIKeys turned into hashed keys",
+	long: `Run the controllers that give each Connection its public id and turn each APIKey into a key:
 generated, hashed into a Secret of the system namespace, revealed once through a one-time Secret
 (or delivered into spec.secretName), rotated, expired and revoked. Replicas elect a leader. Its
 configuration is an OperatorConfiguration (--config), which the flags given override.`,
-		kind:            "OperatorConfiguration",
-		newConfig:       func() *oc { return &oc{} },
-		prepare:         func(c *oc) { c.SystemNamespace = podNamespace() },
-		bind:            bindOperatorFlags,
-		systemNamespace: func(c *oc) *string { return &c.SystemNamespace },
-		run: func(ctx context.Context, c *oc, p process) error {
-			return operator.Run(ctx, c, operator.Deps{RESTConfig: p.rest, Logger: p.log})
-		},
-	}
+	bind:            bindOperatorFlags,
+	systemNamespace: func(c *oc) *string { return &c.SystemNamespace },
+	run: func(ctx context.Context, c *oc, p process) error {
+		return operator.Run(ctx, c, operator.Deps{RESTConfig: p.rest, Logger: p.log})
+	},
 }
 
 func bindOperatorFlags(f *configFlags[*oc]) {
@@ -73,9 +63,15 @@ func bindOperatorFlags(f *configFlags[*oc]) {
 // bindOperatorListenerFlags binds the flags of the listeners every process reading an
 // OperatorConfiguration serves (the operator and the webhook sender): metrics and probes.
 func bindOperatorListenerFlags(f *configFlags[*oc]) {
-	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c *oc) **string { return &c.MetricsBindAddress }, addressZero)
-	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
-		func(c *oc) **bool { return &c.MetricsSecure })
+	bindMetricsFlags(f, func(c *oc) *configv1alpha1.Metrics { return &c.Metrics })
 	optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`,
 		func(c *oc) **string { return &c.HealthProbeBindAddress }, addressZero)
+}
+
+// bindMetricsFlags binds the flags of a process's Prometheus metrics, the server's or the
+// operator's, into the metrics settings that metrics(c) returns.
+func bindMetricsFlags[T config.Object](f *configFlags[T], metrics func(T) *configv1alpha1.Metrics) {
+	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c T) **string { return &metrics(c).MetricsBindAddress }, addressZero)
+	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
+		func(c T) **bool { return &metrics(c).MetricsSecure })
 }

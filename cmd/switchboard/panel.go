@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 
-	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -11,41 +10,32 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/panel"
 )
 
-// pc is the configuration of the panel.
-type pc = configv1alpha1.PanelConfiguration
-
-func newPanelCommand() *cobra.Command { return panelComponent().command() }
-
 // panelComponent is `switchboard panel`.
-func panelComponent() component[*pc] {
-	return component[*pc]{
-		use:   "panel",
-		short: "Serve the web panel (\"API keys\") on its own, apart from /v1",
-		long: `Serve the web panel alone: people sign in with their own Kubernetes token and manage API
+var panelComponent = component[*pc]{
+	use:   "panel",
+	short: "Serve the web panel (\"API keys\") on its own, apart from /v1",
+	long: `Serve the web panel alone: people sign in with their own Kubernetes token and manage API
 keys with it, or with single sign-on (oidc.issuerURL: OpenID Connect, Authorization Code
 with PKCE). The process watches nothing and caches nothing; its own identity only creates
 TokenReviews, and in oidc.mode impersonate impersonates the signed-in person through
 constrained impersonation limited to the panel's resources. Run it apart from "switchboard server" so that a panel failure or overload never
 touches /v1 (the Helm chart does, by default). Its configuration is a PanelConfiguration
 (--config), which the flags given override.`,
-		kind:      "PanelConfiguration",
-		newConfig: func() *pc { return &pc{} },
-		prepare:   func(c *pc) { c.OIDC = &configv1alpha1.OIDC{} }, // the oidc flags' defaults
-		bind: func(f *configFlags[*pc]) {
-			optional(f, "listen", "address of the panel", func(c *pc) **string { return &c.Listen })
-			optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`,
-				func(c *pc) **string { return &c.HealthProbeBindAddress }, addressZero)
-			optional(f, "shutdown-delay", "how long readiness fails before the listener closes; 0: none",
-				func(c *pc) **metav1.Duration { return &c.ShutdownDelay }, negativeNone)
-			// Named as the server's, whose list it should be.
-			value(f, "trusted-proxies", "CIDRs (or addresses) of the proxies in front of the panel (e.g. the ingress controller's pods) whose X-Forwarded-For is believed when sign-in attempts are counted per client address; as the server's --trusted-proxies, never a pod-wide CIDR",
-				func(c *pc) *[]string { return &c.TrustedProxies })
-			bindPanelFlags(f, "", func(c *pc) *configv1alpha1.PanelSettings { return &c.PanelSettings })
-		},
-		run: func(ctx context.Context, c *pc, p process) error {
-			return panel.Serve(ctx, c, panel.Deps{RESTConfig: p.rest})
-		},
-	}
+	prepare: func(c *pc) { c.OIDC = &configv1alpha1.OIDC{} }, // the oidc flags' defaults
+	bind: func(f *configFlags[*pc]) {
+		optional(f, "listen", "address of the panel", func(c *pc) **string { return &c.Listen })
+		optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`,
+			func(c *pc) **string { return &c.HealthProbeBindAddress }, addressZero)
+		optional(f, "shutdown-delay", "how long readiness fails before the listener closes; 0: none",
+			func(c *pc) **metav1.Duration { return &c.ShutdownDelay }, negativeNone)
+		// Named as the server's, whose list it should be.
+		value(f, "trusted-proxies", "CIDRs (or addresses) of the proxies in front of the panel (e.g. the ingress controller's pods) whose X-Forwarded-For is believed when sign-in attempts are counted per client address; as the server's --trusted-proxies, never a pod-wide CIDR",
+			func(c *pc) *[]string { return &c.TrustedProxies })
+		bindPanelFlags(f, "", func(c *pc) *configv1alpha1.PanelSettings { return &c.PanelSettings })
+	},
+	run: func(ctx context.Context, c *pc, p process) error {
+		return panel.Serve(ctx, c, panel.Deps{RESTConfig: p.rest})
+	},
 }
 
 // bindPanelFlags binds the panel's settings to flags named prefix+name, in the settings that

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -14,33 +13,23 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/memlimit"
 )
 
-// sc is the configuration of the server.
-type sc = configv1alpha1.ServerConfiguration
-
-func newServerCommand() *cobra.Command { return serverComponent().command() }
-
 // serverComponent is `switchboard server`.
-func serverComponent() component[*sc] {
-	return component[*sc]{
-		use:   "server",
-		short: "Serve the /v1 Connections API from the informer cache",
-		long: `Serve GET /v1/connections for bearer API keys. Keys are checked against the hash Secrets
+var serverComponent = component[*sc]{
+	use:   "server",
+	short: "Serve the /v1 Connections API from the informer cache",
+	long: `Serve GET /v1/connections for bearer API keys. Keys are checked against the hash Secrets
 of the system namespace and the APIKeys, held in an in-memory index fed by informers: no request
 calls the Kubernetes API server. Every replica serves (no leader election). Its configuration is a
 ServerConfiguration (--config), which the flags given override; its panel section serves the
 web panel from this process too.`,
-		kind:      "ServerConfiguration",
-		newConfig: func() *sc { return &sc{} },
-		// The deprecated --panel-* flags bind into a panel section, which a configuration has
-		// only when they are given (or the file has one).
-		prepare: func(c *sc) {
-			c.SystemNamespace = podNamespace()
-			c.Panel = &configv1alpha1.ServerPanel{PanelSettings: configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{}}}
-		},
-		bind:            bindServerFlags,
-		systemNamespace: func(c *sc) *string { return &c.SystemNamespace },
-		run:             runServer,
-	}
+	// The deprecated --panel-* flags bind into a panel section, which a configuration has
+	// only when they are given (or the file has one).
+	prepare: func(c *sc) {
+		c.Panel = &configv1alpha1.ServerPanel{PanelSettings: configv1alpha1.PanelSettings{OIDC: &configv1alpha1.OIDC{}}}
+	},
+	bind:            bindServerFlags,
+	systemNamespace: func(c *sc) *string { return &c.SystemNamespace },
+	run:             runServer,
 }
 
 // runServer runs the server of c, and the panel of its panel section.
@@ -64,9 +53,7 @@ func runServer(ctx context.Context, c *configv1alpha1.ServerConfiguration, p pro
 
 func bindServerFlags(f *configFlags[*sc]) {
 	optional(f, "listen", "address of the /v1 API", func(c *sc) **string { return &c.Listen })
-	optional(f, "metrics-bind-address", `address of the Prometheus metrics; "" serves none`, func(c *sc) **string { return &c.MetricsBindAddress }, addressZero)
-	optional(f, "metrics-secure", "serve metrics over HTTPS to callers whose token RBAC allows to get /metrics (false: plain HTTP to anyone)",
-		func(c *sc) **bool { return &c.MetricsSecure })
+	bindMetricsFlags(f, func(c *sc) *configv1alpha1.Metrics { return &c.Metrics })
 	value(f, "pprof", "serve net/http/pprof under /debug/pprof/ on the metrics address (keep that port private)", func(c *sc) *bool { return &c.Pprof })
 	optional(f, "health-probe-bind-address", `address of /healthz and /readyz; "" serves none`, func(c *sc) **string { return &c.HealthProbeBindAddress }, addressZero)
 	value(f, "system-namespace", "namespace of the hash Secrets (default: $POD_NAMESPACE, else "+configv1alpha1.DefaultSystemNamespace+")",

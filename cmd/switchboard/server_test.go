@@ -35,7 +35,7 @@ func writeFile(t *testing.T, content string) string {
 
 func TestServerCommandDefaults(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "ops")
-	cmd := newServerCommand()
+	cmd := serverComponent.command()
 	for flag, want := range map[string]string{
 		"listen": ":8080", "system-namespace": "ops", "key-prefix": "sb", "panel-listen": "",
 		"metrics-bind-address": ":8081", "health-probe-bind-address": ":8082", "auth-failure-burst": "20",
@@ -56,7 +56,7 @@ func TestServerCommandDefaults(t *testing.T) {
 		t.Error("the zap flags are missing")
 	}
 	t.Setenv("POD_NAMESPACE", "")
-	if got := newServerCommand().Flags().Lookup("system-namespace").DefValue; got != "switchboard-system" {
+	if got := serverComponent.command().Flags().Lookup("system-namespace").DefValue; got != "switchboard-system" {
 		t.Errorf("without POD_NAMESPACE the system namespace defaults to %q", got)
 	}
 }
@@ -64,7 +64,7 @@ func TestServerCommandDefaults(t *testing.T) {
 // TestServerCommandRefusesBadTrustedProxies: a bad CIDR stops the command before anything runs,
 // naming the field.
 func TestServerCommandRefusesBadTrustedProxies(t *testing.T) {
-	out, err := execute(t, newServerCommand(), "--trusted-proxies", "not-a-cidr")
+	out, err := execute(t, serverComponent.command(), "--trusted-proxies", "not-a-cidr")
 	if err == nil || !strings.Contains(err.Error(), `trustedProxies[0]: Invalid value: "not-a-cidr"`) {
 		t.Fatalf("a bad --trusted-proxies value: %v\n%s", err, out)
 	}
@@ -73,7 +73,7 @@ func TestServerCommandRefusesBadTrustedProxies(t *testing.T) {
 // The panel's options left `switchboard server`: its help lists no --panel-* flag, while the
 // deprecated flags still work for one release, each warning which configuration field to set.
 func TestServerPanelFlagsAreDeprecated(t *testing.T) {
-	help, err := execute(t, newServerCommand(), "--help")
+	help, err := execute(t, serverComponent.command(), "--help")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestServerPanelFlagsAreDeprecated(t *testing.T) {
 	if strings.Contains(help, "--panel-") {
 		t.Errorf("switchboard server --help lists --panel-* flags:\n%s", help)
 	}
-	out, err := execute(t, newServerCommand(), "--panel-listen=:9000", "--panel-max-sessions=5", "--panel-oidc-issuer-url=https://idp.example.com",
+	out, err := execute(t, serverComponent.command(), "--panel-listen=:9000", "--panel-max-sessions=5", "--panel-oidc-issuer-url=https://idp.example.com",
 		"--panel-oidc-client-id=panel", "--panel-oidc-client-secret-file=/s", "--panel-oidc-redirect-url=https://p.example.com/oidc/callback", "--print-config")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -131,7 +131,7 @@ panel:
   listen: ":9100"
   loginBurst: 3
 `)
-	out, err := execute(t, newServerCommand(), "--config", file, "--max-connections=0", "--audience=orders", "--print-config")
+	out, err := execute(t, serverComponent.command(), "--config", file, "--max-connections=0", "--audience=orders", "--print-config")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -155,17 +155,17 @@ func TestPrintConfigAndUnknownFields(t *testing.T) {
 		kind     string
 		defaults any
 	}{
-		{newServerCommand, configv1alpha1.ServerConfigurationKind, func() any {
+		{serverComponent.command, configv1alpha1.ServerConfigurationKind, func() any {
 			c := &configv1alpha1.ServerConfiguration{}
 			configv1alpha1.SetDefaults_ServerConfiguration(c)
 			return c
 		}()},
-		{newOperatorCommand, configv1alpha1.OperatorConfigurationKind, func() any {
+		{operatorComponent.command, configv1alpha1.OperatorConfigurationKind, func() any {
 			c := &configv1alpha1.OperatorConfiguration{}
 			configv1alpha1.SetDefaults_OperatorConfiguration(c)
 			return c
 		}()},
-		{newPanelCommand, configv1alpha1.PanelConfigurationKind, func() any {
+		{panelComponent.command, configv1alpha1.PanelConfigurationKind, func() any {
 			c := &configv1alpha1.PanelConfiguration{}
 			configv1alpha1.SetDefaults_PanelConfiguration(c)
 			return c
@@ -207,7 +207,7 @@ func marshal(c any) (string, error) {
 }
 
 func TestPanelFlags(t *testing.T) {
-	server, panelCmd := newServerCommand(), newPanelCommand()
+	server, panelCmd := serverComponent.command(), panelComponent.command()
 	for flag, want := range map[string]string{
 		"panel-secure-cookies": "false", "panel-max-sessions": "1000", "panel-max-sessions-per-user": "10",
 		"panel-login-rate": "0.2", "panel-login-burst": "10",
@@ -248,10 +248,10 @@ func TestOIDCFlags(t *testing.T) {
 		want    *configv1alpha1.OIDC
 		wantErr string
 	}{
-		{name: "none", cmd: newPanelCommand},
-		{name: "a client id without an issuer", cmd: newPanelCommand, args: []string{"--oidc-client-id=panel"}, wantErr: "oidc.issuerURL: Required value"},
-		{name: "server prefix without an issuer", cmd: newServerCommand, args: []string{"--panel-oidc-mode=impersonate"}, wantErr: "panel.oidc.issuerURL: Required value"},
-		{name: "impersonate mode", cmd: newPanelCommand, args: []string{"--oidc-issuer-url=https://idp.example.com", "--oidc-client-id=panel",
+		{name: "none", cmd: panelComponent.command},
+		{name: "a client id without an issuer", cmd: panelComponent.command, args: []string{"--oidc-client-id=panel"}, wantErr: "oidc.issuerURL: Required value"},
+		{name: "server prefix without an issuer", cmd: serverComponent.command, args: []string{"--panel-oidc-mode=impersonate"}, wantErr: "panel.oidc.issuerURL: Required value"},
+		{name: "impersonate mode", cmd: panelComponent.command, args: []string{"--oidc-issuer-url=https://idp.example.com", "--oidc-client-id=panel",
 			"--oidc-client-secret-file=/etc/secret", "--oidc-redirect-url=https://p.example.com/oidc/callback", "--oidc-mode=impersonate",
 			"--oidc-username-claim=email", "--oidc-username-prefix=", "--oidc-scopes=openid,email",
 			"--oidc-reveal-url=https://switchboard-reveal.sb.svc:9445", "--oidc-reveal-ca-configmap=sb/switchboard-reveal-ca"},

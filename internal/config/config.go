@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,9 @@ import (
 type Object interface {
 	*configv1alpha1.ServerConfiguration | *configv1alpha1.OperatorConfiguration | *configv1alpha1.PanelConfiguration
 }
+
+// New is an empty configuration of T's kind.
+func New[T Object]() T { return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T) }
 
 // Default fills the unset fields of c with their defaults (api/config/v1alpha1's SetDefaults_*).
 func Default[T Object](c T) {
@@ -56,7 +60,7 @@ func Validate[T Object](c T) field.ErrorList {
 func Complete[T Object](c T) error {
 	Default(c)
 	if errs := Validate(c); len(errs) > 0 {
-		return fmt.Errorf("the %s: %w", kindOf(c), errs.ToAggregate())
+		return fmt.Errorf("the %s: %w", Kind(c), errs.ToAggregate())
 	}
 	return nil
 }
@@ -89,7 +93,7 @@ func Decode[T Object](data []byte, into T) error {
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(js, &tm); err != nil {
 		return fmt.Errorf("not a configuration: %w", err)
 	}
-	kind := kindOf(into)
+	kind := Kind(into)
 	if tm.APIVersion != configv1alpha1.SchemeGroupVersion.String() || tm.Kind != kind {
 		return fmt.Errorf("apiVersion %q, kind %q: want apiVersion %q, kind %q", tm.APIVersion, tm.Kind,
 			configv1alpha1.SchemeGroupVersion.String(), kind)
@@ -104,7 +108,8 @@ func Decode[T Object](data []byte, into T) error {
 	return nil
 }
 
-func kindOf[T Object](o T) string {
+// Kind is the kind of the configuration o is, as its file names it.
+func Kind[T Object](o T) string {
 	switch any(o).(type) {
 	case *configv1alpha1.ServerConfiguration:
 		return configv1alpha1.ServerConfigurationKind

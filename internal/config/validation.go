@@ -65,8 +65,7 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 
 	errs = append(errs, positiveDuration(c.LastUsed.Interval, field.NewPath("lastUsed", "interval"))...)
 	errs = append(errs, greaterThanZero(c.LastUsed.WritesPerSecond, field.NewPath("lastUsed", "writesPerSecond"))...)
-	errs = append(errs, nonNegativeDuration(c.ShutdownDelay, field.NewPath("shutdownDelay"))...)
-	errs = append(errs, positiveDuration(c.ShutdownTimeout, field.NewPath("shutdownTimeout"))...)
+	errs = append(errs, validateShutdown(&c.Shutdown)...)
 
 	grpc := field.NewPath("authz", "grpc")
 	g := c.Authz.GRPC
@@ -229,11 +228,16 @@ func networks(ss []string, path *field.Path) field.ErrorList {
 func ValidatePanelConfiguration(c *configv1alpha1.PanelConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, requiredAddress(c.Listen, field.NewPath("listen"))...)
-	errs = append(errs, nonNegativeDuration(c.ShutdownDelay, field.NewPath("shutdownDelay"))...)
-	errs = append(errs, positiveDuration(c.ShutdownTimeout, field.NewPath("shutdownTimeout"))...)
+	errs = append(errs, validateShutdown(&c.Shutdown)...)
 	errs = append(errs, trustedProxies(c.TrustedProxies, field.NewPath("trustedProxies"))...)
 	errs = append(errs, validatePanelSettings(&c.PanelSettings, nil)...)
 	return errs
+}
+
+// validateShutdown checks how a listener stops: its delay may be none, its drain may not.
+func validateShutdown(s *configv1alpha1.Shutdown) field.ErrorList {
+	return append(nonNegativeDuration(s.ShutdownDelay, field.NewPath("shutdownDelay")),
+		positiveDuration(s.ShutdownTimeout, field.NewPath("shutdownTimeout"))...)
 }
 
 // ValidatePanelSettings says what is wrong with defaulted panel settings on their own, each

@@ -60,8 +60,7 @@ func TestRun(t *testing.T) {
 			SystemNamespace:        system,
 			LeaderElect:            ptr.To(true),
 			HealthProbeBindAddress: &health,
-			MetricsBindAddress:     &metrics,
-			MetricsSecure:          ptr.To(false),
+			Metrics:                configv1alpha1.Metrics{MetricsBindAddress: &metrics, MetricsSecure: ptr.To(false)},
 		}, operator.Deps{RESTConfig: env.Config, SkipControllerNameValidation: true})
 	}()
 

@@ -41,7 +41,7 @@ func TestComplete(t *testing.T) {
 		{
 			name: "what is set is kept",
 			in: configv1alpha1.OperatorConfiguration{SystemNamespace: "sys", KeyPrefix: "acme", RevealTTL: &metav1.Duration{Duration: time.Minute},
-				KubeAPIQPS: ptr.To[float32](7), KubeAPIBurst: ptr.To[int32](9), MetricsBindAddress: ptr.To(":1")},
+				KubeAPIQPS: ptr.To[float32](7), KubeAPIBurst: ptr.To[int32](9), Metrics: configv1alpha1.Metrics{MetricsBindAddress: ptr.To(":1")}},
 			check: func(t *testing.T, s *settings) {
 				c := s.c
 				if c.SystemNamespace != "sys" || c.KeyPrefix != "acme" || c.RevealTTL.Duration != time.Minute || *c.KubeAPIQPS != 7 || *c.KubeAPIBurst != 9 ||

@@ -31,7 +31,7 @@ func TestServeAlone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- panel.Serve(ctx, &configv1alpha1.PanelConfiguration{HealthProbeBindAddress: &probes, ShutdownDelay: &metav1.Duration{}},
+		done <- panel.Serve(ctx, &configv1alpha1.PanelConfiguration{HealthProbeBindAddress: &probes, Shutdown: configv1alpha1.Shutdown{ShutdownDelay: &metav1.Duration{}}},
 			panel.Deps{RESTConfig: env.Config, Listener: l})
 	}()
 	testenv.Eventually(t, 10*time.Second, "the panel ready", func() error {

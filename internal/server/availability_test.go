@@ -180,7 +180,7 @@ func TestGracefulShutdown(t *testing.T) {
 	ns := env.Namespace(t, "shutdown")
 	k := newKey(t, ns, "last", switchboardv1alpha1.APIKeySpec{})
 	probes := testenv.FreeAddr(t)
-	s := startServer(t, nil, &sc{HealthProbeBindAddress: &probes, ShutdownDelay: &metav1.Duration{Duration: 3 * time.Second}}, Deps{}, true)
+	s := startServer(t, nil, &sc{HealthProbeBindAddress: &probes, Shutdown: configv1alpha1.Shutdown{ShutdownDelay: &metav1.Duration{Duration: 3 * time.Second}}}, Deps{}, true)
 	eventually(t, "readiness", func() bool { return probe(probes, "/readyz") == http.StatusOK })
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop() }()

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/frontdoor"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
@@ -17,7 +18,7 @@ import (
 // own set at 1 MiB; and the probes answer /readyz/<check> as controller-runtime's did.
 func TestProbesAndMetricsGoThroughTheFrontDoor(t *testing.T) {
 	probes, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	startServer(t, nil, &sc{HealthProbeBindAddress: &probes, MetricsBindAddress: &metrics, MetricsSecure: ptr.To(true)}, Deps{}, true)
+	startServer(t, nil, &sc{HealthProbeBindAddress: &probes, Metrics: configv1alpha1.Metrics{MetricsBindAddress: &metrics, MetricsSecure: ptr.To(true)}}, Deps{}, true)
 	for _, l := range []struct {
 		name, addr, path string
 		tls              bool

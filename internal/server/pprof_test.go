@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestPprof(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		addr := testenv.FreeAddr(t)
-		startServer(t, nil, &sc{MetricsBindAddress: &addr, MetricsSecure: ptr.To(false), Pprof: on}, Deps{}, true)
+		startServer(t, nil, &sc{Metrics: configv1alpha1.Metrics{MetricsBindAddress: &addr, MetricsSecure: ptr.To(false)}, Pprof: on}, Deps{}, true)
 		want := http.StatusNotFound
 		if on {
 			want = http.StatusOK

@@ -12,6 +12,7 @@ import (
 // in; a test sets what it needs.
 func OperatorConfiguration(system string) *configv1alpha1.OperatorConfiguration {
 	return &configv1alpha1.OperatorConfiguration{
-		SystemNamespace: system, LeaderElect: ptr.To(false), MetricsBindAddress: ptr.To(""), HealthProbeBindAddress: ptr.To(""),
+		SystemNamespace: system, LeaderElect: ptr.To(false), Metrics: configv1alpha1.Metrics{MetricsBindAddress: ptr.To("")},
+		HealthProbeBindAddress: ptr.To(""),
 	}
 }

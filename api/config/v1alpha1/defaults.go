@@ -147,19 +147,12 @@ func DefaultOIDCScopes() []string {
 //nolint:revive,staticcheck // The Kubernetes defaulter name, as cert-manager and the kubelet spell it.
 func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setTypeMeta(&c.TypeMeta, ServerConfigurationKind)
-	setString(&c.Listen, DefaultServerListen)
-	setString(&c.MetricsBindAddress, DefaultServerMetricsBindAddress)
-	setDefault(&c.MetricsSecure, true)
-	setString(&c.HealthProbeBindAddress, DefaultServerHealthProbeBindAddress)
-	if c.SystemNamespace == "" {
-		c.SystemNamespace = DefaultSystemNamespace
-	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
-	}
-	if c.Audience == "" {
-		c.Audience = DefaultAudience
-	}
+	setDefault(&c.Listen, DefaultServerListen)
+	setDefaultMetrics(&c.Metrics, DefaultServerMetricsBindAddress)
+	setDefault(&c.HealthProbeBindAddress, DefaultServerHealthProbeBindAddress)
+	setEmpty(&c.SystemNamespace, DefaultSystemNamespace)
+	setEmpty(&c.KeyPrefix, DefaultKeyPrefix)
+	setEmpty(&c.Audience, DefaultAudience)
 	setDefault(&c.MaxInFlightBytesPerNamespace, DefaultMaxInFlightBytesPerNamespace)
 	setDefault(&c.MaxConnections, DefaultMaxConnections)
 	setDefault(&c.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient)
@@ -169,8 +162,7 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDuration(&c.RateLimitRedis.Timeout, DefaultRateLimitRedisTimeout)
 	setDuration(&c.LastUsed.Interval, DefaultLastUsedInterval)
 	setDefault(&c.LastUsed.WritesPerSecond, DefaultLastUsedWritesPerSecond)
-	setDuration(&c.ShutdownDelay, DefaultShutdownDelay)
-	setDuration(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	SetDefaults_Shutdown(&c.Shutdown)
 	setDefault(&c.Authz.GRPC.MaxMessageBytes, DefaultAuthzGRPCMaxMessageBytes)
 	setDefault(&c.Authz.HTTP.MaxConnections, DefaultAuthzHTTPMaxConnections)
 	setDefault(&c.Authz.HTTP.MaxConnectionsPerClient, DefaultAuthzHTTPMaxConnectionsPerClient)
@@ -186,12 +178,8 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDuration(&lr.Replays.TTL, DefaultLeakReportsReplayTTL)
 	setDuration(&lr.OrganizationAlerts.CatchUp.Period, DefaultLeakReportsCatchUpPeriod)
 	setDefault(&lr.OrganizationAlerts.CatchUp.MaxRequests, DefaultLeakReportsCatchUpMaxRequests)
-	if lr.Partner.PublicKeysURL == "" {
-		lr.Partner.PublicKeysURL = DefaultLeakReportsPublicKeysURL
-	}
-	if lr.OrganizationAlerts.APIBaseURL == "" {
-		lr.OrganizationAlerts.APIBaseURL = DefaultGitHubAPIBaseURL
-	}
+	setEmpty(&lr.Partner.PublicKeysURL, DefaultLeakReportsPublicKeysURL)
+	setEmpty(&lr.OrganizationAlerts.APIBaseURL, DefaultGitHubAPIBaseURL)
 	if c.Panel != nil {
 		SetDefaults_PanelSettings(&c.Panel.PanelSettings)
 	}
@@ -202,12 +190,8 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 //nolint:revive,staticcheck // The Kubernetes defaulter name.
 func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setTypeMeta(&c.TypeMeta, OperatorConfigurationKind)
-	if c.SystemNamespace == "" {
-		c.SystemNamespace = DefaultSystemNamespace
-	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
-	}
+	setEmpty(&c.SystemNamespace, DefaultSystemNamespace)
+	setEmpty(&c.KeyPrefix, DefaultKeyPrefix)
 	setDuration(&c.RevealTTL, DefaultRevealTTL)
 	setDuration(&c.ExpiryWarning, DefaultExpiryWarning)
 	setDuration(&c.UnusedAfter, DefaultUnusedAfter)
@@ -217,21 +201,14 @@ func SetDefaults_OperatorConfiguration(c *OperatorConfiguration) {
 	setDefault(&c.KeyMetricsLimit, DefaultKeyMetricsLimit)
 	setDefault(&c.KeyWorkers, DefaultKeyWorkers)
 	setDefault(&c.LeaderElect, true)
-	setString(&c.MetricsBindAddress, DefaultOperatorMetricsBindAddress)
-	setDefault(&c.MetricsSecure, true)
-	setString(&c.HealthProbeBindAddress, DefaultOperatorHealthProbeBindAddress)
-	if c.Reveal.CAConfigMap == "" {
-		c.Reveal.CAConfigMap = DefaultRevealCAConfigMap
-	}
-	if c.Webhook.ConfigurationName == "" {
-		c.Webhook.ConfigurationName = DefaultWebhookConfigurationName
-	}
+	setDefaultMetrics(&c.Metrics, DefaultOperatorMetricsBindAddress)
+	setDefault(&c.HealthProbeBindAddress, DefaultOperatorHealthProbeBindAddress)
+	setEmpty(&c.Reveal.CAConfigMap, DefaultRevealCAConfigMap)
+	setEmpty(&c.Webhook.ConfigurationName, DefaultWebhookConfigurationName)
 	setDefault(&c.KubeAPIQPS, DefaultKubeAPIQPS)
 	setDefault(&c.KubeAPIBurst, DefaultKubeAPIBurst)
 	SetDefaults_WebhooksConfiguration(&c.Webhooks)
-	if c.Webhooks.SigningNamespace == "" {
-		c.Webhooks.SigningNamespace = DefaultWebhookSigningNamespace(c.SystemNamespace)
-	}
+	setEmpty(&c.Webhooks.SigningNamespace, DefaultWebhookSigningNamespace(c.SystemNamespace))
 }
 
 // DefaultWebhookSigningNamespace returns the namespace of the signing secrets' copies when none
@@ -261,11 +238,24 @@ func SetDefaults_WebhooksConfiguration(w *WebhooksConfiguration) {
 //nolint:revive,staticcheck // The Kubernetes defaulter name.
 func SetDefaults_PanelConfiguration(c *PanelConfiguration) {
 	setTypeMeta(&c.TypeMeta, PanelConfigurationKind)
-	setString(&c.Listen, DefaultPanelListen)
-	setString(&c.HealthProbeBindAddress, DefaultPanelHealthProbeBindAddress)
-	setDuration(&c.ShutdownDelay, DefaultShutdownDelay)
-	setDuration(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.Listen, DefaultPanelListen)
+	setDefault(&c.HealthProbeBindAddress, DefaultPanelHealthProbeBindAddress)
+	SetDefaults_Shutdown(&c.Shutdown)
 	SetDefaults_PanelSettings(&c.PanelSettings)
+}
+
+// SetDefaults_Shutdown fills the unset shutdown settings of s, the server's or the panel's.
+//
+//nolint:revive,staticcheck // The Kubernetes defaulter name.
+func SetDefaults_Shutdown(s *Shutdown) {
+	setDuration(&s.ShutdownDelay, DefaultShutdownDelay)
+	setDuration(&s.ShutdownTimeout, DefaultShutdownTimeout)
+}
+
+// setDefaultMetrics fills the unset metrics settings of m, whose address is the component's.
+func setDefaultMetrics(m *Metrics, address string) {
+	setDefault(&m.MetricsBindAddress, address)
+	setDefault(&m.MetricsSecure, true)
 }
 
 // SetDefaults_PanelSettings fills the unset panel settings of s, wherever the panel runs.
@@ -280,23 +270,17 @@ func SetDefaults_PanelSettings(s *PanelSettings) {
 		if len(o.Scopes) == 0 {
 			o.Scopes = DefaultOIDCScopes()
 		}
-		if o.Mode == "" {
-			o.Mode = DefaultOIDCMode
-		}
-		setString(&o.UsernameClaim, DefaultOIDCUsernameClaim)
-		setString(&o.UsernamePrefix, DefaultOIDCUsernamePrefix)
-		setString(&o.GroupsClaim, DefaultOIDCGroupsClaim)
-		setString(&o.GroupsPrefix, DefaultOIDCGroupsPrefix)
+		setEmpty(&o.Mode, DefaultOIDCMode)
+		setDefault(&o.UsernameClaim, DefaultOIDCUsernameClaim)
+		setDefault(&o.UsernamePrefix, DefaultOIDCUsernamePrefix)
+		setDefault(&o.GroupsClaim, DefaultOIDCGroupsClaim)
+		setDefault(&o.GroupsPrefix, DefaultOIDCGroupsPrefix)
 	}
 }
 
 func setTypeMeta(t *metav1.TypeMeta, kind string) {
-	if t.APIVersion == "" {
-		t.APIVersion = SchemeGroupVersion.String()
-	}
-	if t.Kind == "" {
-		t.Kind = kind
-	}
+	setEmpty(&t.APIVersion, SchemeGroupVersion.String())
+	setEmpty(&t.Kind, kind)
 }
 
 func setDefault[T any](p **T, v T) {
@@ -305,7 +289,12 @@ func setDefault[T any](p **T, v T) {
 	}
 }
 
-func setString(p **string, v string) { setDefault(p, v) }
+// setEmpty fills a field whose "" means unset.
+func setEmpty(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
 
 func setDuration(p **metav1.Duration, d time.Duration) {
 	if *p == nil {

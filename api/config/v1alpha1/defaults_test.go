@@ -50,7 +50,7 @@ func TestDefaults(t *testing.T) {
 // Defaulting keeps what is set, zero values that mean "disabled" included.
 func TestDefaultsKeepWhatIsSet(t *testing.T) {
 	zero, none := int32(0), ""
-	c := &ServerConfiguration{MaxConnections: &zero, MetricsBindAddress: &none, SystemNamespace: "ops"}
+	c := &ServerConfiguration{MaxConnections: &zero, Metrics: Metrics{MetricsBindAddress: &none}, SystemNamespace: "ops"}
 	SetDefaults_ServerConfiguration(c)
 	if *c.MaxConnections != 0 || *c.MetricsBindAddress != "" || c.SystemNamespace != "ops" {
 		t.Errorf("defaulting overwrote set fields: maxConnections %d, metricsBindAddress %q, systemNamespace %q",

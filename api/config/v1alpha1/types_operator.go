@@ -42,11 +42,8 @@ type OperatorConfiguration struct {
 
 	// leaderElect elects one active replica through a Lease (default true).
 	LeaderElect *bool `json:"leaderElect,omitempty"`
-	// metricsBindAddress is the address of the Prometheus metrics (default ":8080"); "" serves none.
-	MetricsBindAddress *string `json:"metricsBindAddress,omitempty"`
-	// metricsSecure serves the metrics over HTTPS to callers whose token RBAC allows to get
-	// /metrics (default true); false serves plain HTTP to anyone.
-	MetricsSecure *bool `json:"metricsSecure,omitempty"`
+	// Metrics are served on ":8080" by default.
+	Metrics `json:",inline"`
 	// healthProbeBindAddress is the address of /healthz and /readyz (default ":8081"); "" serves none.
 	HealthProbeBindAddress *string `json:"healthProbeBindAddress,omitempty"`
 

@@ -10,10 +10,8 @@ type PanelConfiguration struct {
 	Listen *string `json:"listen,omitempty"`
 	// healthProbeBindAddress is the address of /healthz and /readyz (default ":8082"); "" serves none.
 	HealthProbeBindAddress *string `json:"healthProbeBindAddress,omitempty"`
-	// shutdownDelay is how long readiness fails before the listener closes (default 5s); 0: none.
-	ShutdownDelay *metav1.Duration `json:"shutdownDelay,omitempty"`
-	// shutdownTimeout is how long open requests may drain (default 30s); more than 0.
-	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
+	// Shutdown is how the panel's listener stops.
+	Shutdown `json:",inline"`
 	// trustedProxies are the CIDRs (or addresses) of the proxies in front of the panel (e.g. the
 	// ingress controller's pods) whose X-Forwarded-For is believed when sign-in attempts are
 	// counted per client address; as the server's, never a pod-wide CIDR.

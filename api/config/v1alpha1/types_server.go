@@ -9,11 +9,8 @@ type ServerConfiguration struct {
 
 	// listen is the address of the /v1 API (default ":8080"); it may not be "".
 	Listen *string `json:"listen,omitempty"`
-	// metricsBindAddress is the address of the Prometheus metrics (default ":8081"); "" serves none.
-	MetricsBindAddress *string `json:"metricsBindAddress,omitempty"`
-	// metricsSecure serves the metrics over HTTPS to callers whose token RBAC allows to get
-	// /metrics (default true); false serves plain HTTP to anyone.
-	MetricsSecure *bool `json:"metricsSecure,omitempty"`
+	// Metrics are served on ":8081" by default.
+	Metrics `json:",inline"`
 	// pprof serves net/http/pprof under /debug/pprof/ on the metrics address (keep that port
 	// private).
 	Pprof bool `json:"pprof"`
@@ -57,10 +54,8 @@ type ServerConfiguration struct {
 	// lastUsed paces the writes of keys' status.lastUsedAt.
 	LastUsed LastUsed `json:"lastUsed"`
 
-	// shutdownDelay is how long readiness fails before the listener closes (default 5s); 0: none.
-	ShutdownDelay *metav1.Duration `json:"shutdownDelay,omitempty"`
-	// shutdownTimeout is how long open requests may drain (default 30s); more than 0.
-	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
+	// Shutdown is how the listeners stop.
+	Shutdown `json:",inline"`
 
 	// authz configures the gateways' listeners (docs/gateways.md).
 	Authz Authz `json:"authz"`

@@ -314,7 +314,7 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 			KeyPrefix:       opts.KeyPrefix,
 			// One replica in one process: no Lease, and no extra listeners to collide.
 			LeaderElect:            ptr.To(false),
-			MetricsBindAddress:     ptr.To(""),
+			Metrics:                configv1alpha1.Metrics{MetricsBindAddress: ptr.To("")},
 			HealthProbeBindAddress: ptr.To(""),
 			Webhook:                configv1alpha1.WebhookEndpoint{BindAddress: webhookAddr, Names: []string{"127.0.0.1"}},
 		}
@@ -326,7 +326,7 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 		c := &configv1alpha1.OperatorConfiguration{
 			SystemNamespace:        opts.SystemNamespace,
 			LeaderElect:            ptr.To(false),
-			MetricsBindAddress:     ptr.To(""),
+			Metrics:                configv1alpha1.Metrics{MetricsBindAddress: ptr.To("")},
 			HealthProbeBindAddress: ptr.To(""),
 		}
 		return webhooksender.Run(ctx, c, webhooksender.Deps{RESTConfig: rest.CopyConfig(cfg)})
@@ -336,11 +336,10 @@ func startComponents(parent context.Context, cfg *rest.Config, opts Options, sso
 			Listen:                 ptr.To(opts.Listen),
 			SystemNamespace:        opts.SystemNamespace,
 			KeyPrefix:              opts.KeyPrefix,
-			MetricsBindAddress:     ptr.To(""),
+			Metrics:                configv1alpha1.Metrics{MetricsBindAddress: ptr.To("")},
 			HealthProbeBindAddress: ptr.To(""),
 			// No load balancer to drain from: Ctrl-C stops at once.
-			ShutdownDelay:   &metav1.Duration{},
-			ShutdownTimeout: &metav1.Duration{Duration: 5 * time.Second},
+			Shutdown: configv1alpha1.Shutdown{ShutdownDelay: &metav1.Duration{}, ShutdownTimeout: &metav1.Duration{Duration: 5 * time.Second}},
 		}
 		deps := server.Deps{RESTConfig: rest.CopyConfig(cfg)}
 		if enabled(opts.PanelListen) {

@@ -122,9 +122,9 @@ func Start(opts Options) (*System, error) {
 	}
 	serverConfig := &configv1alpha1.ServerConfiguration{
 		SystemNamespace:        opts.SystemNamespace,
-		MetricsBindAddress:     ptr.To(""),
+		Metrics:                configv1alpha1.Metrics{MetricsBindAddress: ptr.To("")},
 		HealthProbeBindAddress: ptr.To(""),
-		ShutdownDelay:          &metav1.Duration{},
+		Shutdown:               configv1alpha1.Shutdown{ShutdownDelay: &metav1.Duration{}},
 		LastUsed:               configv1alpha1.LastUsed{Interval: &metav1.Duration{Duration: time.Second}},
 		AuthFailureLimit:       configv1alpha1.AuthFailureLimit{Rate: ptr.To(0.0)},
 	}
