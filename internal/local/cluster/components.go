@@ -11,11 +11,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/internal/local/proc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/switchboard-dev/switchboard/internal/local/proc"
 )
 
 func (c *Cluster) asset(name string) string { return filepath.Join(c.opts.Assets, name) }
