@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -247,4 +248,14 @@ func unitSeconds(unit string) float64 {
 		return 1e-6
 	}
 	return 1
+}
+
+// pprofTop keeps the table of `go tool pprof -top`: its header line and the entries.
+func pprofTop(out string) []string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "flat%") })
+	if i < 0 {
+		return lines
+	}
+	return lines[i:]
 }
