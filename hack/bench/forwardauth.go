@@ -260,11 +260,8 @@ func (r *report) writeForwardAuth(p printer) {
 	p("second site is two proxied requests. `wrk -t1 -c%d -d%s` rounds (%d, rotating who goes first; medians); the", res.conns, res.duration, len(res.plainRPS))
 	p("forward-auth endpoint asked directly shows what the check alone serves. Load average before and after: %s, %s.", res.loadBefore, res.loadAfter)
 	p("")
-	p("| target | requests/s (median) | ratio to Caddy alone | all rounds |")
-	p("|---|---|---|---|")
-	p("| Caddy → upstream | %.0f | 1.00 | %s |", plain, floats(res.plainRPS))
-	p("| Caddy + forward_auth → switchboard, then upstream | %.0f | %.2f | %s |", auth, auth/plain, floats(res.authRPS))
-	p("| switchboard `/authz/bench` alone | %.0f | %.2f | %s |", direct, direct/plain, floats(res.directRPS))
+	writeRatioRows(p, "target", "Caddy alone", []rpsRow{{"Caddy → upstream", res.plainRPS},
+		{"Caddy + forward_auth → switchboard, then upstream", res.authRPS}, {"switchboard `/authz/bench` alone", res.directRPS}})
 	p("")
 	p("Latency, open loop at %d/s for 10 s through each site (`hack/bench/loadgen`, 16 connections):", lightRate)
 	p("")

@@ -308,7 +308,7 @@ func waitRateLimited(ctx context.Context, base, key string) error {
 
 func (r *report) writePolicy(p printer) {
 	res := r.policy
-	bare, open, limited, onRedis := median(res.bareRPS), median(res.openRPS), median(res.limitedRPS), median(res.redisRPS)
+	open, limited := median(res.openRPS), median(res.limitedRPS)
 	p("## 9. Per-key rate limits: what the limiter costs")
 	p("")
 	p("The same %d-byte list of 10 Connections as part 1, `wrk -t1 -c%d -d%s` rounds (%d, rotating who goes first; medians),", res.bodyBytes, res.conns, res.duration, len(res.bareRPS))
@@ -316,12 +316,8 @@ func (r *report) writePolicy(p printer) {
 	p("its `RateLimit` fields), decided in memory and, on a second server, in a real `redis-server` on loopback")
 	p("(`--rate-limit-redis`). Load average before and after: %s, %s.", res.loadBefore, res.loadAfter)
 	p("")
-	p("| handler | requests/s (median) | ratio to bare | all rounds |")
-	p("|---|---|---|---|")
-	p("| bare `net/http` | %.0f | 1.00 | %s |", bare, floats(res.bareRPS))
-	p("| key without a policy | %.0f | %.2f | %s |", open, open/bare, floats(res.openRPS))
-	p("| rate-limited key, in memory | %.0f | %.2f | %s |", limited, limited/bare, floats(res.limitedRPS))
-	p("| rate-limited key, on Redis | %.0f | %.2f | %s |", onRedis, onRedis/bare, floats(res.redisRPS))
+	writeRatioRows(p, "handler", "bare", []rpsRow{{"bare `net/http`", res.bareRPS}, {"key without a policy", res.openRPS},
+		{"rate-limited key, in memory", res.limitedRPS}, {"rate-limited key, on Redis", res.redisRPS}})
 	p("")
 	p("The in-memory limiter keeps %.0f%% of a policy-free key's throughput. A key without a policy never reaches the", 100*limited/open)
 	p("limiter (two comparisons on the request path), so its figure is part 1's.")

@@ -193,12 +193,7 @@ func (r *report) writeRevocation(p printer) {
 func (r *report) writeHotPath(p printer) {
 	p("## 8. Hot path (`go test -bench . -benchmem`)")
 	p("")
-	p("```")
-	for _, l := range r.benchLines {
-		p("%s", l)
-	}
-	p("```")
-	p("")
+	writeCode(p, r.benchLines)
 	p("What allocates, and why it stays:")
 	p("")
 	p("- Parsing the header, the checksum, SHA-256, the index lookup and the key's checks (`ParseAndSum`, `Lookup`,")
@@ -214,14 +209,6 @@ func (r *report) writeHotPath(p printer) {
 	p("  written in turn).")
 	p("- `EncodeConnection` runs when a Connection changes (from the informer), never per request.")
 	p("")
-}
-
-func floats2(xs []float64) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprintf("%.2f", x)
-	}
-	return strings.Join(s, ", ")
 }
 
 // cpuModel is the processor's name from /proc/cpuinfo.
@@ -253,12 +240,23 @@ func memTotal() string {
 	return "unknown"
 }
 
-func floats(xs []float64) string {
+// floats writes xs comma-separated, each with places decimals.
+func floats(xs []float64, places int) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
-		s[i] = fmt.Sprintf("%.0f", x)
+		s[i] = fmt.Sprintf("%.*f", places, x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// writeCode writes lines as a fenced block, and a blank line after it.
+func writeCode(p printer, lines []string) {
+	p("```")
+	for _, l := range lines {
+		p("%s", l)
+	}
+	p("```")
+	p("")
 }
 
 func goVersion() string {
@@ -267,6 +265,22 @@ func goVersion() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// rpsRow is one side's wrk rounds named for a throughput table.
+type rpsRow struct {
+	name string
+	rps  []float64
+}
+
+// writeRatioRows writes a table of wrk rounds: each row's median requests per second, its ratio
+// to the first row's (which the column names base), and every round; the first column headed what.
+func writeRatioRows(p printer, what, base string, rows []rpsRow) {
+	p("| %s | requests/s (median) | ratio to %s | all rounds |", what, base)
+	p("|---|---|---|---|")
+	for _, row := range rows {
+		p("| %s | %.0f | %.2f | %s |", row.name, median(row.rps), median(row.rps)/median(rows[0].rps), floats(row.rps, 0))
+	}
 }
 
 // latencyRow is one open-loop run named for a latency table.

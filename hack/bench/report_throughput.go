@@ -97,22 +97,22 @@ func (r *report) writeThroughput(p printer) {
 	p("")
 	p("| handler | requests/s (median) | all rounds | server CPU per request (median) |")
 	p("|---|---|---|---|")
-	p("| bare `net/http`, body only | %.0f | %s | %.1f µs |", median(bareRPS), floats(bareRPS), bareUS)
-	p("| bare `net/http` writing the same bytes | %.0f | %s | %.1f µs |", median(headedRPS), floats(headedRPS), headedUS)
-	p("| bare `net/http` writing the same bytes, no limits | %.0f | %s | %.1f µs |", median(unlimitedRPS), floats(unlimitedRPS), unlimitedUS)
-	p("| switchboard, authenticated | %.0f | %s | %.1f µs |", median(authRPS), floats(authRPS), authUS)
+	p("| bare `net/http`, body only | %.0f | %s | %.1f µs |", median(bareRPS), floats(bareRPS, 0), bareUS)
+	p("| bare `net/http` writing the same bytes | %.0f | %s | %.1f µs |", median(headedRPS), floats(headedRPS, 0), headedUS)
+	p("| bare `net/http` writing the same bytes, no limits | %.0f | %s | %.1f µs |", median(unlimitedRPS), floats(unlimitedRPS, 0), unlimitedUS)
+	p("| switchboard, authenticated | %.0f | %s | %.1f µs |", median(authRPS), floats(authRPS, 0), authUS)
 	p("")
 	p("The ratios, each against its target (which lives here, in the report, never in a test) and against section 1 of")
 	p("the report written at commit 98e4b76, before issue 29's front door, on a quiet machine:")
 	p("")
 	p("- **Ratio to the same bytes with no limits: %.2f** of the medians, %.2f the median of the per-round ratios (%s);",
-		round2(toUnlimited.ofMedians), round2(median(toUnlimited.rounds)), floats2(toUnlimited.rounds))
+		round2(toUnlimited.ofMedians), round2(median(toUnlimited.rounds)), floats(toUnlimited.rounds, 2))
 	p("  %s: this baseline is new, and the same-bytes target is judged against it.", verdict(toUnlimited.ofMedians, 0.95, 0, ""))
 	p("- **Ratio to the same bytes: %.2f** of the medians, %.2f the median of the per-round ratios (%s);",
-		round2(toSame.ofMedians), round2(median(toSame.rounds)), floats2(toSame.rounds))
+		round2(toSame.ofMedians), round2(median(toSame.rounds)), floats(toSame.rounds, 2))
 	p("  %s.", verdict(toSame.ofMedians, 0.95, sameBytesAt98e4b76, "98e4b76"))
 	p("- **Ratio to the body only: %.2f** of the medians, %.2f the median of the per-round ratios (%s);",
-		round2(toBody.ofMedians), round2(median(toBody.rounds)), floats2(toBody.rounds))
+		round2(toBody.ofMedians), round2(median(toBody.rounds)), floats(toBody.rounds, 2))
 	p("  %s.", verdict(toBody.ofMedians, 0.90, bodyOnlyAt98e4b76, "98e4b76"))
 	p("")
 	p("By the servers' own CPU per request (which does not depend on how much CPU a run got): same bytes with no limits ÷")
@@ -196,12 +196,7 @@ func (r *report) writeThroughput(p printer) {
 	}{{"switchboard server", a.top}, {"same-bytes `net/http` server with no limits", u.top}, {"same-bytes `net/http` server", h.top}} {
 		p("The top of the profile of the %s (`go tool pprof -top`, flat):", prof.name)
 		p("")
-		p("```")
-		for _, l := range prof.top {
-			p("%s", l)
-		}
-		p("```")
-		p("")
+		writeCode(p, prof.top)
 	}
 	p("## 2. Latency under open-loop load")
 	p("")
