@@ -163,7 +163,7 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	if res.afterKeys, err = r.serverMem(ctx, r.server, r.metricsAddr); err != nil {
 		return err
 	}
-	if res.freshKeys, err = r.freshServer(ctx, "keys", &res.keysHeapTop, nil); err != nil {
+	if res.freshKeys, err = r.freshServer(ctx, "keys", meter, &res.keysHeapTop, nil); err != nil {
 		return err
 	}
 
@@ -200,11 +200,11 @@ func (r *rig) scale(ctx context.Context, o options) error {
 	if res.pageP50, res.pageP99, err = r.pageLatency(ctx, largest, counts[0]); err != nil {
 		return err
 	}
-	_, body, err := get(ctx, r.apiURL+"/v1/connections", largest)
+	a, err := get(ctx, r.apiURL+"/v1/connections", largest)
 	if err != nil {
 		return err
 	}
-	res.fullBytes = len(body)
+	res.fullBytes = len(a.body)
 	full, err := loadgen.ClosedLoop(ctx, loadgen.Target{URL: r.apiURL + "/v1/connections", Header: bearer(largest), WantStatus: http.StatusOK}, 1, 500*time.Millisecond, 3*time.Second)
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func (r *rig) scale(ctx context.Context, o options) error {
 		if i == so.restarts-1 {
 			top, cpuTop = &res.heapTop, &res.startTop
 		}
-		f, err := r.freshServer(ctx, fmt.Sprint(i+1), top, cpuTop)
+		f, err := r.freshServer(ctx, fmt.Sprint(i+1), meter, top, cpuTop)
 		if err != nil {
 			return err
 		}
@@ -292,14 +292,7 @@ func (r *rig) fillConnections(ctx context.Context, c client.Client, namespaces [
 	}
 	start := time.Now()
 	if err := parallel(len(slots), 64, func(i int) error {
-		s := slots[i]
-		return c.Create(ctx, &switchboardv1alpha1.Connection{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespaces[s.ns], Name: fmt.Sprintf("conn-%06d", s.n), Labels: map[string]string{"tier": "bench"}},
-			Spec: switchboardv1alpha1.ConnectionSpec{
-				DisplayName: fmt.Sprintf("Connection %d", s.n), Provider: "postgres",
-				Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
-			},
-		})
+		return c.Create(ctx, benchConnection(namespaces[slots[i].ns], slots[i].n))
 	}); err != nil {
 		return err
 	}
@@ -315,11 +308,11 @@ func (r *rig) fillConnections(ctx context.Context, c client.Client, namespaces [
 			return fmt.Errorf("%d namespaces still not fully listed after 30 minutes", len(pending))
 		}
 		for i := range pending {
-			status, body, err := get(ctx, r.apiURL+"/v1/connections", keys[namespaces[i]][0])
+			a, err := get(ctx, r.apiURL+"/v1/connections", keys[namespaces[i]][0])
 			if err != nil {
 				return err
 			}
-			if status == http.StatusOK && bytes.Count(body, []byte(`{"id":"conn_`)) == counts[i] {
+			if a.code == http.StatusOK && bytes.Count(a.body, []byte(`{"id":"conn_`)) == counts[i] {
 				delete(pending, i)
 			}
 		}

@@ -14,27 +14,17 @@ import (
 )
 
 // freshServer starts another server against the cluster, times it from start to ready,
-// measures its memory, keeps its heap profile, and, when top is set, the profile's top entries.
+// measures its memory and the API server's CPU meanwhile (from meter), keeps its heap profile,
+// and, when top is set, the profile's top entries.
 //
 // With cpuTop set, it also profiles the server's CPU from when its metrics port answers, for
 // startProfile (ready or not: after ready it idles), and keeps that profile's top entries.
-func (r *rig) freshServer(ctx context.Context, name string, top, cpuTop *[]string) (freshStart, error) {
-	var addrs [3]string
-	for j := range addrs {
-		a, err := freeAddr()
-		if err != nil {
-			return freshStart{}, err
-		}
-		addrs[j] = a
-	}
-	apiPID, err := childPID("kube-apiserver")
+func (r *rig) freshServer(ctx context.Context, name string, meter *cpuMeter, top, cpuTop *[]string) (freshStart, error) {
+	addrs, err := freeAddrs(3)
 	if err != nil {
 		return freshStart{}, err
 	}
-	api0, err := pidCPU(apiPID)
-	if err != nil {
-		return freshStart{}, err
-	}
+	cpu0 := meter.read()
 	start := time.Now()
 	p, err := startProc("server-fresh-"+name, r.dir, r.kenv, r.bin, "server", "--listen="+addrs[0],
 		"--metrics-bind-address="+addrs[1], "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+addrs[2], "--shutdown-delay=-1s")
@@ -55,18 +45,14 @@ func (r *rig) freshServer(ctx context.Context, name string, top, cpuTop *[]strin
 	if f.serverCPU, err = pidCPU(p.Pid()); err != nil {
 		return freshStart{}, err
 	}
-	api1, err := pidCPU(apiPID)
-	if err != nil {
-		return freshStart{}, err
-	}
-	f.apiserverCPU = api1 - api0
+	f.apiserverCPU = meter.read().since(cpu0)["kube-apiserver"]
 	if err := <-profiled; err != nil { // buffered: on an earlier return the profiler still ends
 		return freshStart{}, err
 	}
 	if f.mem, err = r.serverMem(ctx, p, addrs[1]); err != nil {
 		return freshStart{}, err
 	}
-	raw, err := r.fetch(ctx, "http://"+addrs[1]+"/debug/pprof/heap")
+	raw, err := fetch(ctx, "http://"+addrs[1]+"/debug/pprof/heap")
 	if err != nil {
 		return freshStart{}, err
 	}
@@ -93,7 +79,7 @@ func (r *rig) startupProfile(ctx context.Context, name, metricsAddr string, top 
 	if err := pollReady(ctx, "http://"+metricsAddr+"/metrics", time.Minute); err != nil {
 		return err
 	}
-	raw, err := r.fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddr, int(startProfile.Seconds())))
+	raw, err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddr, int(startProfile.Seconds())))
 	if err != nil {
 		return err
 	}
@@ -112,7 +98,7 @@ func (r *rig) startupProfile(ctx context.Context, name, metricsAddr string, top 
 // serverMem forces a GC in a server started with --pprof and returns its live heap (the heap
 // allocated right after that GC, from the profile's runtime.MemStats) and its RSS.
 func (r *rig) serverMem(ctx context.Context, p *proc, metricsAddr string) (memPoint, error) {
-	raw, err := r.fetch(ctx, "http://"+metricsAddr+"/debug/pprof/heap?gc=1&debug=1")
+	raw, err := fetch(ctx, "http://"+metricsAddr+"/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
 		return memPoint{}, err
 	}
@@ -126,23 +112,6 @@ func (r *rig) serverMem(ctx context.Context, p *proc, metricsAddr string) (memPo
 	}
 	rss, err := p.rss()
 	return memPoint{live: live, rss: rss}, err
-}
-
-func (r *rig) fetch(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return b, err
 }
 
 // pollReady polls a readiness URL every 25 ms until it answers 200.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,16 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
-	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
 // countingClient is fastClient whose calls are counted.
 func (r *rig) countingClient() (client.WithWatch, *countingTransport, error) {
-	cfg := *r.env.Config
-	cfg.QPS, cfg.Burst = 5000, 10000
 	ct := &countingTransport{seen: callCounts{}}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct }
-	c, err := client.NewWithWatch(&cfg, client.Options{Scheme: scheme.Scheme})
+	c, err := r.fastClient(func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct })
 	return c, ct, err
 }
 
@@ -142,20 +137,11 @@ func waitAllReady(ctx context.Context, c client.WithWatch, sel labels.Selector, 
 func scrapeKeyMetrics(ctx context.Context, addr string) (walls []time.Duration, collect float64, size int, err error) {
 	for range 5 {
 		start := time.Now()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+		a, err := get(ctx, "http://"+addr+"/metrics", "")
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		walls, size = append(walls, time.Since(start)), len(body)
+		walls, size = append(walls, time.Since(start)), len(a.body)
 	}
 	collect, err = metricSum(ctx, addr, "switchboard_apikey_metrics_scrape_seconds")
 	return walls, collect, size, err

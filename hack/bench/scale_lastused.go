@@ -50,12 +50,7 @@ func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration,
 		return ctx.Err()
 	case <-time.After(round + 2*time.Second):
 	}
-	hc0 := &http.Client{Timeout: 10 * time.Second}
-	srv0, err := scrape(ctx, hc0, "http://"+r.metricsAddr+"/metrics")
-	if err != nil {
-		return err
-	}
-	api0, err := scrapeAPIServer(ctx, r.env.Config)
+	srv0, api0, err := r.lastUsedCounters(ctx)
 	if err != nil {
 		return err
 	}
@@ -65,11 +60,7 @@ func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration,
 		return ctx.Err()
 	case <-time.After(d):
 	}
-	srv1, err := scrape(ctx, hc0, "http://"+r.metricsAddr+"/metrics")
-	if err != nil {
-		return err
-	}
-	api1, err := scrapeAPIServer(ctx, r.env.Config)
+	srv1, api1, err := r.lastUsedCounters(ctx)
 	if err != nil {
 		return err
 	}
@@ -90,4 +81,15 @@ func (r *rig) keepKeysInUse(ctx context.Context, keys []string, d time.Duration,
 	}
 	fmt.Printf("bench: scale: %d keys in use: %.1f lastUsedAt writes/s\n", len(keys), res.lastUsed.writes/elapsed.Seconds())
 	return nil
+}
+
+// lastUsedCounters reads the metrics of the rig's server and of the API server, whose changes
+// over a while tell what the lastUsedAt writer did.
+func (r *rig) lastUsedCounters(ctx context.Context) (map[string]*dtoFamily, apiMetrics, error) {
+	srv, err := scrape(ctx, &http.Client{Timeout: 10 * time.Second}, "http://"+r.metricsAddr+"/metrics")
+	if err != nil {
+		return nil, apiMetrics{}, err
+	}
+	api, err := scrapeAPIServer(ctx, r.env.Config)
+	return srv, api, err
 }
