@@ -134,15 +134,7 @@ func (a alwaysAllow) Check(context.Context, *authv3.CheckRequest) (*authv3.Check
 }
 
 func (r *rig) authz(ctx context.Context, o options) error {
-	c, err := r.fastClient()
-	if err != nil {
-		return err
-	}
-	const ns = "bench-authz"
-	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
-	keys, err := r.issueKeys(ctx, c, ns, []string{"gateway"})
+	_, keys, err := r.tenant(ctx, "bench-authz", 0, "gateway")
 	if err != nil {
 		return err
 	}
@@ -170,12 +162,8 @@ func (r *rig) authz(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	bareAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	bare, err := r.startSelf("authz-bare", "authz-response.pb", raw, func(path string) []string {
-		return []string{"-bare-authz-listen=" + bareAddr, "-bare-authz-response=" + path}
+	bare, bareAddr, err := r.startSelf("authz-bare", "authz-response.pb", raw, func(addr, path string) []string {
+		return []string{"-bare-authz-listen=" + addr, "-bare-authz-response=" + path}
 	})
 	if err != nil {
 		return err
@@ -183,25 +171,20 @@ func (r *rig) authz(ctx context.Context, o options) error {
 	defer bare.stop()
 
 	res := &authzResult{conns: authzConns, callers: authzCallers, duration: o.duration, responseBytes: len(raw), loadBefore: loadAverage()}
+	sides := []struct {
+		addr string
+		rps  *[]float64
+		lats *[]time.Duration
+		errs *int
+	}{{r.authzAddr, &res.authRPS, &res.authLat, &res.authErrors}, {bareAddr, &res.bareRPS, &res.bareLat, &res.bareErrors}}
 	for round := range o.rounds {
-		order := []bool{false, true}
-		if round%2 == 1 {
-			order = []bool{true, false}
-		}
-		for _, isBare := range order {
-			addr := r.authzAddr
-			if isBare {
-				addr = bareAddr
-			}
-			rps, lats, errs, err := checkLoad(ctx, addr, req, o.duration)
+		for i := range sides { // rotate who goes first, so that drift favours none
+			s := sides[(i+round)%len(sides)]
+			rps, lats, errs, err := checkLoad(ctx, s.addr, req, o.duration)
 			if err != nil {
 				return err
 			}
-			if isBare {
-				res.bareRPS, res.bareLat, res.bareErrors = append(res.bareRPS, rps), append(res.bareLat, lats...), res.bareErrors+errs
-			} else {
-				res.authRPS, res.authLat, res.authErrors = append(res.authRPS, rps), append(res.authLat, lats...), res.authErrors+errs
-			}
+			*s.rps, *s.lats, *s.errs = append(*s.rps, rps), append(*s.lats, lats...), *s.errs+errs
 		}
 	}
 	res.loadAfter = loadAverage()
@@ -224,8 +207,8 @@ func (r *report) writeAuthz(p printer) {
 	p("")
 	p("| server | Check/s (median) | all rounds | p50 | p99 | errors |")
 	p("|---|---|---|---|---|---|")
-	p("| always-allow | %.0f | %s | %s | %s | %d |", bare, floats(res.bareRPS), ms(percentile(res.bareLat, 0.5)), ms(percentile(res.bareLat, 0.99)), res.bareErrors)
-	p("| switchboard | %.0f | %s | %s | %s | %d |", auth, floats(res.authRPS), ms(percentile(res.authLat, 0.5)), ms(percentile(res.authLat, 0.99)), res.authErrors)
+	p("| always-allow | %.0f | %s | %s | %s | %d |", bare, floats(res.bareRPS, 0), ms(percentile(res.bareLat, 0.5)), ms(percentile(res.bareLat, 0.99)), res.bareErrors)
+	p("| switchboard | %.0f | %s | %s | %s | %d |", auth, floats(res.authRPS, 0), ms(percentile(res.authLat, 0.5)), ms(percentile(res.authLat, 0.99)), res.authErrors)
 	p("")
 	p("**Ratio: %.2f** of the always-allow server's throughput (target ≥ 0.90). No Envoy binary can be had on these", auth/bare)
 	p("machines (no Debian package; its installers download), so the client is grpc-go, as Envoy's Google gRPC client would be.")

@@ -84,55 +84,36 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("%s version: %w", o.caddy, err)
 	}
-	c, err := r.fastClient()
-	if err != nil {
-		return err
-	}
 	const ns = "bench-forwardauth"
-	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
 	revoked := make([]string, forwardAuthRevocations)
 	for i := range revoked {
 		revoked[i] = fmt.Sprintf("revoke-%02d", i)
 	}
-	keys, err := r.issueKeys(ctx, c, ns, append([]string{"gateway"}, revoked...))
+	c, keys, err := r.tenant(ctx, ns, 0, append([]string{"gateway"}, revoked...)...)
 	if err != nil {
 		return err
 	}
 	key := keys["gateway"]
 
-	var addrs [6]string
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return err
-		}
+	addrs, err := freeAddrs(3)
+	if err != nil {
+		return err
 	}
-	api, health, authz, upstream, plain, guarded := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5]
+	authz, plain, guarded := addrs[0], addrs[1], addrs[2]
 	// Its own server, with the listener on: the rig's keeps the defaults the other parts measure.
-	srv, err := startProc("server-authz", r.dir, r.kenv, r.bin, "server", "--listen="+api, "--authz-http-listen="+authz,
-		"--metrics-bind-address=0", "--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
+	srv, _, err := r.startServer(ctx, "server-authz", "--authz-http-listen="+authz, "--metrics-bind-address=0")
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	if err := waitHTTP(ctx, "http://"+health+"/readyz", 200, 60*time.Second); err != nil {
-		return fmt.Errorf("the forward-auth server did not become ready (see %s): %w", filepath.Join(r.dir, "server-authz.log"), err)
-	}
 	if err := waitStatus(ctx, "http://"+authz+"/authz/bench", key, http.StatusOK); err != nil {
 		return err
 	}
-
-	bare, err := r.startSelf("forwardauth-upstream", "forwardauth-body.json", []byte(forwardAuthBody), func(path string) []string {
-		return []string{"-bare-listen=" + upstream, "-bare-body=" + path}
-	})
+	bare, upstream, err := r.startBare(ctx, "forwardauth-upstream", "forwardauth-body.json", []byte(forwardAuthBody))
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	if err := waitHTTP(ctx, "http://"+upstream+"/", 200, 10*time.Second); err != nil {
-		return err
-	}
 
 	caddyDir := filepath.Join(r.dir, "caddy")
 	if err := os.MkdirAll(caddyDir, 0o700); err != nil {
@@ -160,46 +141,20 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 
 	res := &forwardAuthResult{bodyBytes: len(forwardAuthBody), conns: o.conns, duration: o.duration,
 		caddyVersion: strings.Fields(string(caddyVersion) + " ?")[0], loadBefore: loadAverage()}
-	header := "Authorization: Bearer " + key
-	sides := []struct {
-		name, url string
-		into      *[]float64
-	}{
-		{"Caddy", plainURL, &res.plainRPS},
-		{"Caddy + forward_auth", guardedURL, &res.authRPS},
-		{"/authz/bench", directURL, &res.directRPS},
+	header := bearerLine(key)
+	if err := wrkRounds(ctx, "forwardauth", o, []wrkSide{
+		{"Caddy", plainURL, header, &res.plainRPS},
+		{"Caddy + forward_auth", guardedURL, header, &res.authRPS},
+		{"/authz alone", directURL, header, &res.directRPS},
+	}); err != nil {
+		return err
 	}
-	for _, s := range sides { // warm-up
-		if _, err := runWrk(ctx, s.url, header, o.conns, 2*time.Second); err != nil {
-			return err
-		}
+	errs, err := openLoops(ctx, lightRate, openRun{plainURL, key, &res.plain}, openRun{guardedURL, key, &res.auth})
+	if err != nil {
+		return err
 	}
-	for round := range o.rounds {
-		for i := range sides { // rotate who goes first, so that drift favours none
-			s := sides[(i+round)%len(sides)]
-			w, err := runWrk(ctx, s.url, header, o.conns, o.duration)
-			if err != nil {
-				return err
-			}
-			if w.bad > 0 {
-				return fmt.Errorf("wrk on %s (%s): %d failed or unexpected responses", s.name, s.url, w.bad)
-			}
-			*s.into = append(*s.into, w.rps)
-		}
-		fmt.Printf("bench: forwardauth round %d: Caddy %.0f/s, Caddy + forward_auth %.0f/s, /authz alone %.0f/s\n",
-			round+1, res.plainRPS[round], res.authRPS[round], res.directRPS[round])
-	}
-	for _, l := range []struct {
-		url  string
-		into *loadgen.Result
-	}{{plainURL, &res.plain}, {guardedURL, &res.auth}} {
-		t := loadgen.Target{URL: l.url, Header: bearer(key), WantStatus: http.StatusOK}
-		if *l.into, err = loadgen.OpenLoop(ctx, t, 16, lightRate, 10*time.Second); err != nil {
-			return err
-		}
-		if l.into.Errors > 0 {
-			return fmt.Errorf("open loop on %s: %d errors", l.url, l.into.Errors)
-		}
+	if errs > 0 {
+		return fmt.Errorf("open loop through Caddy: %d errors", errs)
 	}
 	for _, name := range revoked {
 		if err := waitStatus(ctx, guardedURL, keys[name], http.StatusOK); err != nil {
@@ -227,20 +182,12 @@ func waitStatus(ctx context.Context, url, key string, want int) error {
 	deadline := time.Now().Add(time.Minute)
 	last := errors.New("no answer")
 	for time.Now().Before(deadline) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if key != "" {
-			req.Header = bearer(key)
-		}
-		resp, err := http.DefaultClient.Do(req)
+		a, err := get(ctx, url, key)
 		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == want {
+			if a.code == want {
 				return nil
 			}
-			err = fmt.Errorf("answered %s", resp.Status)
+			err = fmt.Errorf("answered %s", a.status)
 		}
 		last = err
 		time.Sleep(100 * time.Millisecond)
@@ -260,11 +207,8 @@ func (r *report) writeForwardAuth(p printer) {
 	p("second site is two proxied requests. `wrk -t1 -c%d -d%s` rounds (%d, rotating who goes first; medians); the", res.conns, res.duration, len(res.plainRPS))
 	p("forward-auth endpoint asked directly shows what the check alone serves. Load average before and after: %s, %s.", res.loadBefore, res.loadAfter)
 	p("")
-	p("| target | requests/s (median) | ratio to Caddy alone | all rounds |")
-	p("|---|---|---|---|")
-	p("| Caddy → upstream | %.0f | 1.00 | %s |", plain, floats(res.plainRPS))
-	p("| Caddy + forward_auth → switchboard, then upstream | %.0f | %.2f | %s |", auth, auth/plain, floats(res.authRPS))
-	p("| switchboard `/authz/bench` alone | %.0f | %.2f | %s |", direct, direct/plain, floats(res.directRPS))
+	writeRatioRows(p, "target", "Caddy alone", []rpsRow{{"Caddy → upstream", res.plainRPS},
+		{"Caddy + forward_auth → switchboard, then upstream", res.authRPS}, {"switchboard `/authz/bench` alone", res.directRPS}})
 	p("")
 	p("Latency, open loop at %d/s for 10 s through each site (`hack/bench/loadgen`, 16 connections):", lightRate)
 	p("")

@@ -14,7 +14,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -171,36 +170,4 @@ func serveBare(addr, bodyFile, pprofAddr, headerFile string, noLimits bool) erro
 	}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: handler}
 	return srv.Serve(l)
-}
-
-// freeAddr returns a loopback address nobody listens on.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
-// waitHTTP polls url until it answers want or ctx ends.
-func waitHTTP(ctx context.Context, url string, want int, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == want {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer %d in %s", url, want, timeout)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -57,18 +56,8 @@ func (r *rig) policy(ctx context.Context, o options) error {
 	if err := checkWrk(); err != nil {
 		return err
 	}
-	c, err := r.fastClient()
-	if err != nil {
-		return err
-	}
 	const ns = "bench-policy"
-	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
-	if err := r.createConnections(ctx, c, ns, 0, 10); err != nil {
-		return err
-	}
-	keys, err := r.issueKeys(ctx, c, ns, []string{"open", "limited"})
+	c, keys, err := r.tenant(ctx, ns, 10, "open", "limited")
 	if err != nil {
 		return err
 	}
@@ -89,25 +78,17 @@ func (r *rig) policy(ctx context.Context, o options) error {
 		return err
 	}
 
-	bareAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	bare, err := r.startSelf("policy-bare", "policy-body.json", body, func(path string) []string {
-		return []string{"-bare-listen=" + bareAddr, "-bare-body=" + path}
-	})
+	bare, bareAddr, err := r.startBare(ctx, "policy-bare", "policy-body.json", body)
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	if err := waitHTTP(ctx, "http://"+bareAddr+"/", 200, 10*time.Second); err != nil {
-		return err
-	}
 
-	redisAddr, err := freeAddr()
+	addrs, err := freeAddrs(2)
 	if err != nil {
 		return err
 	}
+	redisAddr, redisMetrics := addrs[0], addrs[1]
 	_, redisPort, err := net.SplitHostPort(redisAddr)
 	if err != nil {
 		return err
@@ -128,7 +109,8 @@ func (r *rig) policy(ctx context.Context, o options) error {
 	}); err != nil {
 		return err
 	}
-	onRedis, redisURL, redisMetrics, err := r.startRedisServer(ctx, redisAddr)
+	// A second server, whose rate limits live in that Redis.
+	onRedis, redisURL, err := r.startServer(ctx, "server-redis", "--metrics-bind-address="+redisMetrics, "--metrics-secure=false", "--rate-limit-redis=redis://"+redisAddr)
 	if err != nil {
 		return err
 	}
@@ -138,58 +120,26 @@ func (r *rig) policy(ctx context.Context, o options) error {
 	}
 
 	res := &policyResult{loadBefore: loadAverage(), bodyBytes: len(body), conns: o.conns, duration: o.duration}
-	type side struct {
-		url, key string
-		into     *[]float64
+	if err := wrkRounds(ctx, "policy", o, []wrkSide{
+		{"bare", "http://" + bareAddr + "/v1/connections", "", &res.bareRPS},
+		{"no policy", r.apiURL + "/v1/connections", bearerLine(keys["open"]), &res.openRPS},
+		{"limited in memory", r.apiURL + "/v1/connections", bearerLine(keys["limited"]), &res.limitedRPS},
+		{"limited on Redis", redisURL + "/v1/connections", bearerLine(keys["limited"]), &res.redisRPS},
+	}); err != nil {
+		return err
 	}
-	sides := []side{
-		{"http://" + bareAddr + "/v1/connections", "", &res.bareRPS},
-		{r.apiURL + "/v1/connections", keys["open"], &res.openRPS},
-		{r.apiURL + "/v1/connections", keys["limited"], &res.limitedRPS},
-		{redisURL + "/v1/connections", keys["limited"], &res.redisRPS},
+	errs, err := openLoops(ctx, lightRate, openRun{redisURL + "/v1/connections", keys["open"], &res.redisOpen},
+		openRun{redisURL + "/v1/connections", keys["limited"], &res.redisLimited})
+	if err != nil {
+		return err
 	}
-	header := func(key string) string {
-		if key == "" {
-			return ""
-		}
-		return "Authorization: Bearer " + key
-	}
-	for _, s := range sides { // warm-up
-		if _, err := runWrk(ctx, s.url, header(s.key), o.conns, 2*time.Second); err != nil {
-			return err
-		}
-	}
-	for round := range o.rounds {
-		for i := range sides { // rotate who goes first, so that drift favours none
-			s := sides[(i+round)%len(sides)]
-			w, err := runWrk(ctx, s.url, header(s.key), o.conns, o.duration)
-			if err != nil {
-				return err
-			}
-			if w.bad > 0 {
-				return fmt.Errorf("wrk on %s: %d failed or unexpected responses (a limit reached?)", s.url, w.bad)
-			}
-			*s.into = append(*s.into, w.rps)
-		}
-		fmt.Printf("bench: policy round %d: bare %.0f/s, no policy %.0f/s, limited in memory %.0f/s, limited on Redis %.0f/s\n",
-			round+1, res.bareRPS[round], res.openRPS[round], res.limitedRPS[round], res.redisRPS[round])
-	}
-	for _, l := range []struct {
-		key  string
-		into *loadgen.Result
-	}{{keys["open"], &res.redisOpen}, {keys["limited"], &res.redisLimited}} {
-		t := loadgen.Target{URL: redisURL + "/v1/connections", Header: bearer(l.key), WantStatus: http.StatusOK}
-		if *l.into, err = loadgen.OpenLoop(ctx, t, 16, lightRate, 10*time.Second); err != nil {
-			return err
-		}
-		if l.into.Errors > 0 {
-			return fmt.Errorf("open loop on the Redis-backed server: %d errors", l.into.Errors)
-		}
+	if errs > 0 {
+		return fmt.Errorf("open loop on the Redis-backed server: %d errors", errs)
 	}
 	res.loadAfter = loadAverage()
 	res.shares = map[string]map[string]float64{}
 	for name, key := range map[string]string{"limited": keys["limited"], "open": keys["open"]} {
-		if _, err = r.profileUnderLoad(ctx, "policy-"+name, r.apiURL+"/v1/connections", header(key), r.metricsAddr, o.conns, 10*time.Second); err != nil {
+		if _, err = r.profileUnderLoad(ctx, "policy-"+name, r.apiURL+"/v1/connections", bearerLine(key), r.metricsAddr, o.conns, 10*time.Second); err != nil {
 			return err
 		}
 		if res.shares[name], err = cumShares(ctx, filepath.Join(r.dir, "policy-"+name+"-cpu.pprof")); err != nil {
@@ -204,29 +154,6 @@ func (r *rig) policy(ctx context.Context, o options) error {
 	res.fallbacks = fallbacks
 	r.report.policy = res
 	return nil
-}
-
-// startRedisServer starts a second switchboard server whose rate limits live in the Redis at
-// addr, and returns it, its URL and its metrics address once it is ready.
-func (r *rig) startRedisServer(ctx context.Context, redisAddr string) (*proc, string, string, error) {
-	var addrs [3]string
-	for i := range addrs {
-		var err error
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, "", "", err
-		}
-	}
-	api, health, metrics := addrs[0], addrs[1], addrs[2]
-	srv, err := startProc("server-redis", r.dir, r.kenv, r.bin, "server", "--listen="+api, "--metrics-bind-address="+metrics, "--metrics-secure=false",
-		"--health-probe-bind-address="+health, "--auth-failure-rate=-1", "--shutdown-delay=-1s", "--rate-limit-redis=redis://"+redisAddr)
-	if err != nil {
-		return nil, "", "", err
-	}
-	if err := waitHTTP(ctx, "http://"+health+"/readyz", 200, 60*time.Second); err != nil {
-		srv.stop()
-		return nil, "", "", fmt.Errorf("the Redis-backed server did not become ready (see %s): %w", filepath.Join(r.dir, "server-redis.log"), err)
-	}
-	return srv, "http://" + api, metrics, nil
 }
 
 // cumShares reads the cumulative share (in %) of every function of a CPU profile.
@@ -254,21 +181,12 @@ func cumShares(ctx context.Context, file string) (map[string]float64, error) {
 
 // metricSum adds up the samples of a counter on a Prometheus text endpoint.
 func metricSum(ctx context.Context, addr, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	text, err := io.ReadAll(resp.Body)
+	metrics, err := get(ctx, "http://"+addr+"/metrics", "")
 	if err != nil {
 		return 0, err
 	}
 	sum, found := 0.0, false
-	for _, line := range strings.Split(string(text), "\n") {
+	for _, line := range strings.Split(string(metrics.body), "\n") {
 		if !strings.HasPrefix(line, name) {
 			continue
 		}
@@ -289,17 +207,8 @@ func metricSum(ctx context.Context, addr, name string) (float64, error) {
 func waitRateLimited(ctx context.Context, base, key string) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/connections", nil)
-		if err != nil {
-			return err
-		}
-		req.Header = bearer(key)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && resp.Header.Get("RateLimit-Policy") != "" {
-				return nil
-			}
+		if a, err := get(ctx, base+"/v1/connections", key); err == nil && a.code == http.StatusOK && a.header.Get("RateLimit-Policy") != "" {
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -308,7 +217,7 @@ func waitRateLimited(ctx context.Context, base, key string) error {
 
 func (r *report) writePolicy(p printer) {
 	res := r.policy
-	bare, open, limited, onRedis := median(res.bareRPS), median(res.openRPS), median(res.limitedRPS), median(res.redisRPS)
+	open, limited := median(res.openRPS), median(res.limitedRPS)
 	p("## 9. Per-key rate limits: what the limiter costs")
 	p("")
 	p("The same %d-byte list of 10 Connections as part 1, `wrk -t1 -c%d -d%s` rounds (%d, rotating who goes first; medians),", res.bodyBytes, res.conns, res.duration, len(res.bareRPS))
@@ -316,12 +225,8 @@ func (r *report) writePolicy(p printer) {
 	p("its `RateLimit` fields), decided in memory and, on a second server, in a real `redis-server` on loopback")
 	p("(`--rate-limit-redis`). Load average before and after: %s, %s.", res.loadBefore, res.loadAfter)
 	p("")
-	p("| handler | requests/s (median) | ratio to bare | all rounds |")
-	p("|---|---|---|---|")
-	p("| bare `net/http` | %.0f | 1.00 | %s |", bare, floats(res.bareRPS))
-	p("| key without a policy | %.0f | %.2f | %s |", open, open/bare, floats(res.openRPS))
-	p("| rate-limited key, in memory | %.0f | %.2f | %s |", limited, limited/bare, floats(res.limitedRPS))
-	p("| rate-limited key, on Redis | %.0f | %.2f | %s |", onRedis, onRedis/bare, floats(res.redisRPS))
+	writeRatioRows(p, "handler", "bare", []rpsRow{{"bare `net/http`", res.bareRPS}, {"key without a policy", res.openRPS},
+		{"rate-limited key, in memory", res.limitedRPS}, {"rate-limited key, on Redis", res.redisRPS}})
 	p("")
 	p("The in-memory limiter keeps %.0f%% of a policy-free key's throughput. A key without a policy never reaches the", 100*limited/open)
 	p("limiter (two comparisons on the request path), so its figure is part 1's.")

@@ -79,33 +79,18 @@ func (r *report) writeScale(p printer) {
 		p("each key is two decoded objects in the informers (the APIKey, trimmed, from JSON; its hash Secret, with its labels")
 		p("and data maps, from protobuf) and its index entries:")
 		p("")
-		p("```")
-		for _, l := range s.keysHeapTop {
-			p("%s", l)
-		}
-		p("```")
-		p("")
+		writeCode(p, s.keysHeapTop)
 	}
 	if len(s.heapTop) > 0 {
 		p("What a fresh server's heap is made of (`go tool pprof -top -sample_index=inuse_space` of its heap profile):")
 		p("")
-		p("```")
-		for _, l := range s.heapTop {
-			p("%s", l)
-		}
-		p("```")
-		p("")
+		writeCode(p, s.heapTop)
 	}
 	if len(s.startTop) > 0 {
 		p("Where a fresh server's start-up CPU goes (`go tool pprof -top -cum`, a %s CPU profile from the moment its", startProfile)
 		p("metrics port answers; after ready it idles):")
 		p("")
-		p("```")
-		for _, l := range s.startTop {
-			p("%s", l)
-		}
-		p("```")
-		p("")
+		writeCode(p, s.startTop)
 	}
 	p("### Lists in the largest namespace (%d Connections)", o.largest)
 	p("")

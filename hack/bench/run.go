@@ -97,42 +97,22 @@ func run(ctx context.Context, o options) error {
 	r.report.only = o.only
 	r.report.loadStart = loadAverage()
 
-	if r.operatorMetrics, err = freeAddr(); err != nil {
+	addrs, err := freeAddrs(3)
+	if err != nil {
 		return err
 	}
+	r.operatorMetrics, r.authzAddr, r.metricsAddr = addrs[0], addrs[1], addrs[2]
 	r.operator, err = startProc("operator", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "operator", "--leader-elect=false",
 		"--metrics-bind-address="+r.operatorMetrics, "--metrics-secure=false", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")
 	if err != nil {
 		return err
 	}
 	defer r.operator.stop()
-
-	api, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	health, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	r.apiURL = "http://" + api
-	if r.authzAddr, err = freeAddr(); err != nil {
-		return err
-	}
-	if r.metricsAddr, err = freeAddr(); err != nil {
-		return err
-	}
-	// The failure limiter is off: the revocation run makes 50 clients fail on purpose, and
-	// throughput is measured for valid keys, which the limiter never slows anyway.
-	r.server, err = startProc("server", dir, kenv, o.bin, "server", "--listen="+api,
-		"--metrics-bind-address="+r.metricsAddr, "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+health, "--authz-grpc-listen="+r.authzAddr, "--auth-failure-rate=-1", "--shutdown-delay=-1s")
+	r.server, r.apiURL, err = r.startServer(ctx, "server", "--metrics-bind-address="+r.metricsAddr, "--metrics-secure=false", "--pprof", "--authz-grpc-listen="+r.authzAddr)
 	if err != nil {
 		return err
 	}
 	defer r.server.stop()
-	if err := waitHTTP(ctx, "http://"+health+"/readyz", 200, 60*time.Second); err != nil {
-		return fmt.Errorf("the server did not become ready (see %s): %w", filepath.Join(dir, "server.log"), err)
-	}
 
 	for _, s := range steps(r) {
 		if len(o.only) > 0 && !slices.Contains(o.only, s.name) {

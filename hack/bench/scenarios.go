@@ -26,11 +26,29 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/scheme"
 )
 
-// fastClient is an admin client whose rate limit does not shape what the bench measures.
-func (r *rig) fastClient() (client.WithWatch, error) {
+// fastClient is an admin client whose rate limit does not shape what the bench measures; wrap,
+// when set, wraps its transport.
+func (r *rig) fastClient(wrap func(http.RoundTripper) http.RoundTripper) (client.WithWatch, error) {
 	cfg := *r.env.Config
-	cfg.QPS, cfg.Burst = 5000, 10000
+	cfg.QPS, cfg.Burst, cfg.WrapTransport = 5000, 10000, wrap
 	return client.NewWithWatch(&cfg, client.Options{Scheme: scheme.Scheme})
+}
+
+// tenant makes namespace ns with conns Connections and issues the keys named in it: what a part
+// measures with. It returns the admin client it used and the keys by name.
+func (r *rig) tenant(ctx context.Context, ns string, conns int, keyNames ...string) (client.Client, map[string]string, error) {
+	c, err := r.fastClient(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
+		return nil, nil, err
+	}
+	if err := parallel(conns, 32, func(i int) error { return c.Create(ctx, benchConnection(ns, i)) }); err != nil {
+		return nil, nil, err
+	}
+	keys, err := r.issueKeys(ctx, c, ns, keyNames)
+	return c, keys, err
 }
 
 // parallel runs fn(i) for i in [0, n) on width goroutines and returns the first error.
@@ -53,18 +71,15 @@ func parallel(n, width int, fn func(i int) error) error {
 	return firstErr
 }
 
-func (r *rig) createConnections(ctx context.Context, c client.Client, ns string, from, to int) error {
-	return parallel(to-from, 32, func(i int) error {
-		n := from + i
-		conn := &switchboardv1alpha1.Connection{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("conn-%06d", n), Labels: map[string]string{"tier": "bench"}},
-			Spec: switchboardv1alpha1.ConnectionSpec{
-				DisplayName: fmt.Sprintf("Connection %d", n), Provider: "postgres",
-				Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
-			},
-		}
-		return c.Create(ctx, conn)
-	})
+// benchConnection is the Connection number n the bench creates in namespace ns.
+func benchConnection(ns string, n int) *switchboardv1alpha1.Connection {
+	return &switchboardv1alpha1.Connection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("conn-%06d", n), Labels: map[string]string{"tier": "bench"}},
+		Spec: switchboardv1alpha1.ConnectionSpec{
+			DisplayName: fmt.Sprintf("Connection %d", n), Provider: "postgres",
+			Metadata: map[string]switchboardv1alpha1.MetadataValue{"region": "eu-west-1"},
+		},
+	}
 }
 
 // issueKeys creates APIKeys and claims their keys once the operator publishes them.
@@ -102,38 +117,50 @@ func (r *rig) issueKeys(ctx context.Context, c client.Client, ns string, names [
 
 func bearer(key string) http.Header { return http.Header{"Authorization": {"Bearer " + key}} }
 
-// get fetches url with key and returns the status and body.
-func get(ctx context.Context, url, key string) (int, []byte, error) {
+// answer is what a GET answered.
+type answer struct {
+	status string // the status line's, as "200 OK"
+	code   int
+	header http.Header
+	body   []byte
+}
+
+// get fetches url, with key when there is one.
+func get(ctx context.Context, url, key string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
-	req.Header = bearer(key)
+	if key != "" {
+		req.Header = bearer(key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, err
+	return answer{resp.Status, resp.StatusCode, resp.Header, body}, err
+}
+
+// fetch GETs url and returns its body, failing unless it answers 200.
+func fetch(ctx context.Context, url string) ([]byte, error) {
+	a, err := get(ctx, url, "")
+	if err == nil && a.code != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, a.status)
+	}
+	return a.body, err
 }
 
 // writeResponseHeaders writes switchboard's response headers to /v1/connections, but Date, as
 // "Key: value" lines.
 func (r *rig) writeResponseHeaders(ctx context.Context, key, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.apiURL+"/v1/connections", nil)
+	a, err := get(ctx, r.apiURL+"/v1/connections", key)
 	if err != nil {
 		return err
 	}
-	req.Header = bearer(key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
 	var b strings.Builder
-	for k, vs := range resp.Header {
+	for k, vs := range a.header {
 		if k != "Date" && len(vs) == 1 {
 			fmt.Fprintf(&b, "%s: %s\n", k, vs[0])
 		}
@@ -146,10 +173,10 @@ func (r *rig) waitListed(ctx context.Context, key string, n int, timeout time.Du
 	deadline := time.Now().Add(timeout)
 	got := -1
 	for time.Now().Before(deadline) {
-		status, body, err := get(ctx, r.apiURL+"/v1/connections", key)
-		if err == nil && status == http.StatusOK {
-			if got = bytes.Count(body, []byte(`{"id":"conn_`)); got == n {
-				return body, nil
+		a, err := get(ctx, r.apiURL+"/v1/connections", key)
+		if err == nil && a.code == http.StatusOK {
+			if got = bytes.Count(a.body, []byte(`{"id":"conn_`)); got == n {
+				return a.body, nil
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -170,18 +197,7 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err := checkWrk(); err != nil {
 		return err
 	}
-	c, err := r.fastClient()
-	if err != nil {
-		return err
-	}
-	const ns = "bench-throughput"
-	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
-	if err := r.createConnections(ctx, c, ns, 0, 10); err != nil {
-		return err
-	}
-	keys, err := r.issueKeys(ctx, c, ns, []string{"load"})
+	_, keys, err := r.tenant(ctx, "bench-throughput", 10, "load")
 	if err != nil {
 		return err
 	}
@@ -190,46 +206,31 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	bodyFile := filepath.Join(r.dir, "body.json")
-	if err := os.WriteFile(bodyFile, body, 0o600); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	// The same constant headers as switchboard's answer, for the middle row.
 	headerFile := filepath.Join(r.dir, "headers.txt")
 	if err := r.writeResponseHeaders(ctx, key, headerFile); err != nil {
 		return err
 	}
-	var addrs [6]string
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return err
-		}
+	pprofs, err := freeAddrs(3)
+	if err != nil {
+		return err
 	}
-	bareAddr, barePprof, headedAddr, headedPprof, unlimitedAddr, unlimitedPprof := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5]
-	bare, err := startProc("bare", r.dir, nil, self, "-bare-listen="+bareAddr, "-bare-body="+bodyFile, "-bare-pprof="+barePprof)
+	barePprof, headedPprof, unlimitedPprof := pprofs[0], pprofs[1], pprofs[2]
+	bare, bareAddr, err := r.startBare(ctx, "bare", "body.json", body, "-bare-pprof="+barePprof)
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	headed, err := startProc("bare-headers", r.dir, nil, self, "-bare-listen="+headedAddr, "-bare-body="+bodyFile, "-bare-headers="+headerFile, "-bare-pprof="+headedPprof)
+	headed, headedAddr, err := r.startBare(ctx, "bare-headers", "body.json", body, "-bare-headers="+headerFile, "-bare-pprof="+headedPprof)
 	if err != nil {
 		return err
 	}
 	defer headed.stop()
-	unlimited, err := startProc("bare-no-limits", r.dir, nil, self, "-bare-listen="+unlimitedAddr, "-bare-body="+bodyFile, "-bare-headers="+headerFile, "-bare-pprof="+unlimitedPprof, "-bare-no-limits")
+	unlimited, unlimitedAddr, err := r.startBare(ctx, "bare-no-limits", "body.json", body, "-bare-headers="+headerFile, "-bare-pprof="+unlimitedPprof, "-bare-no-limits")
 	if err != nil {
 		return err
 	}
 	defer unlimited.stop()
-	for _, a := range []string{bareAddr, headedAddr, unlimitedAddr} {
-		if err := waitHTTP(ctx, "http://"+a+"/", 200, 10*time.Second); err != nil {
-			return err
-		}
-	}
 	authURL, bareURL := r.apiURL+"/v1/connections", "http://"+bareAddr+"/v1/connections"
 	headedURL, unlimitedURL := "http://"+headedAddr+"/v1/connections", "http://"+unlimitedAddr+"/v1/connections"
 	authHeader := "Authorization: Bearer " + key
@@ -287,41 +288,46 @@ func (r *rig) throughput(ctx context.Context, o options) error {
 
 	// Open-loop latency, from the in-repo generator, well below the rate where it saturates
 	// itself (it shares the cores with the server).
-	authT := loadgen.Target{URL: authURL, Header: bearer(key), WantStatus: http.StatusOK}
-	bareT := loadgen.Target{URL: bareURL, Header: bearer(key), WantStatus: http.StatusOK}
-	headedT := loadgen.Target{URL: headedURL, Header: bearer(key), WantStatus: http.StatusOK}
 	runs := []latencyRun{{what: "light", rate: lightRate}, {what: "a quarter of the maximum", rate: median(rpsOf(rep.authRuns)) / 4}}
 	for i := range runs {
-		for _, t := range []struct {
-			target loadgen.Target
-			into   *loadgen.Result
-		}{{authT, &runs[i].auth}, {headedT, &runs[i].headed}, {bareT, &runs[i].bare}} {
-			res, err := loadgen.OpenLoop(ctx, t.target, 16, runs[i].rate, 10*time.Second)
-			if err != nil {
-				return err
-			}
-			rep.loadErrors += res.Errors
-			*t.into = res
+		errs, err := openLoops(ctx, runs[i].rate, openRun{authURL, key, &runs[i].auth}, openRun{headedURL, key, &runs[i].headed}, openRun{bareURL, key, &runs[i].bare})
+		if err != nil {
+			return err
 		}
+		rep.loadErrors += errs
 	}
 	rep.latency = runs
 	return nil
 }
 
+// openRun is one open-loop run of the in-repo generator: GET url with key, its result into into.
+type openRun struct {
+	url, key string
+	into     *loadgen.Result
+}
+
+// openLoops runs each in turn, open loop at rate for 10 s on 16 connections, and returns how many
+// of their requests failed.
+func openLoops(ctx context.Context, rate float64, runs ...openRun) (int, error) {
+	failed := 0
+	for _, run := range runs {
+		var err error
+		target := loadgen.Target{URL: run.url, Header: bearer(run.key), WantStatus: http.StatusOK}
+		if *run.into, err = loadgen.OpenLoop(ctx, target, 16, rate, 10*time.Second); err != nil {
+			return failed, err
+		}
+		failed += run.into.Errors
+	}
+	return failed, nil
+}
+
 func (r *rig) revocation(ctx context.Context, o options) error {
-	c, err := r.fastClient()
-	if err != nil {
-		return err
-	}
 	const ns = "bench-revoke"
-	if err := r.env.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
 	names := make([]string, o.revokeN)
 	for i := range names {
 		names[i] = fmt.Sprintf("revoke-%03d", i)
 	}
-	keys, err := r.issueKeys(ctx, c, ns, names)
+	c, keys, err := r.tenant(ctx, ns, 0, names...)
 	if err != nil {
 		return err
 	}
@@ -338,20 +344,20 @@ func (r *rig) revocation(ctx context.Context, o options) error {
 // revokeOne polls url (/v1, or a gateway) with the key every millisecond, patches
 // spec.revoked, and returns the time from the start of the patch to the first 401.
 func revokeOne(ctx context.Context, c client.Client, ns, name, key, url string) (time.Duration, error) {
-	status, _, err := get(ctx, url, key)
+	a, err := get(ctx, url, key)
 	if err != nil {
 		return 0, fmt.Errorf("key %s before its revocation: %w", name, err)
 	}
-	if status != http.StatusOK {
-		return 0, fmt.Errorf("key %s does not work before its revocation: status %d", name, status)
+	if a.code != http.StatusOK {
+		return 0, fmt.Errorf("key %s does not work before its revocation: status %d", name, a.code)
 	}
 	refused := make(chan time.Time, 1)
 	pollCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	go func() {
 		for pollCtx.Err() == nil {
-			status, _, err := get(pollCtx, url, key)
-			if err == nil && status == http.StatusUnauthorized {
+			a, err := get(pollCtx, url, key)
+			if err == nil && a.code == http.StatusUnauthorized {
 				refused <- time.Now()
 				return
 			}
@@ -381,21 +387,14 @@ func revokeOne(ctx context.Context, c client.Client, ns, name, key, url string) 
 func (r *rig) pageLatency(ctx context.Context, key string, n int) (time.Duration, time.Duration, error) {
 	url := r.apiURL + "/v1/connections?limit=100"
 	for range n / 200 {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		a, err := get(ctx, url, key)
 		if err != nil {
 			return 0, 0, err
 		}
-		req.Header = bearer(key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		link := resp.Header.Get("Link")
+		link := a.header.Get("Link")
 		start, end := strings.Index(link, "<"), strings.Index(link, ">")
-		if resp.StatusCode != http.StatusOK || start < 0 || end < start {
-			return 0, 0, fmt.Errorf("paging: status %d, Link %q", resp.StatusCode, link)
+		if a.code != http.StatusOK || start < 0 || end < start {
+			return 0, 0, fmt.Errorf("paging: status %d, Link %q", a.code, link)
 		}
 		url = r.apiURL + link[start+1:end]
 	}

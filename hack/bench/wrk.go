@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,46 @@ func runWrk(ctx context.Context, url string, header string, conns int, d time.Du
 	res, err := parseWrk(string(out))
 	res.wrkCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return res, err
+}
+
+// bearerLine is key's Authorization header as wrk's -H takes it.
+func bearerLine(key string) string { return "Authorization: Bearer " + key }
+
+// wrkSide is one target of wrkRounds, named for the progress line, and where its requests per
+// second go.
+type wrkSide struct {
+	name, url, header string
+	into              *[]float64
+}
+
+// wrkRounds warms every side up for 2 s, then runs wrk on each for o.duration, o.rounds times,
+// rotating who goes first so that drift favours none, and prints each round's figures. A run
+// with a failed or unexpected response fails them.
+func wrkRounds(ctx context.Context, part string, o options, sides []wrkSide) error {
+	for _, s := range sides {
+		if _, err := runWrk(ctx, s.url, s.header, o.conns, 2*time.Second); err != nil {
+			return err
+		}
+	}
+	for round := range o.rounds {
+		for i := range sides {
+			s := sides[(i+round)%len(sides)]
+			w, err := runWrk(ctx, s.url, s.header, o.conns, o.duration)
+			if err != nil {
+				return err
+			}
+			if w.bad > 0 {
+				return fmt.Errorf("wrk on %s (%s): %d failed or unexpected responses", s.name, s.url, w.bad)
+			}
+			*s.into = append(*s.into, w.rps)
+		}
+		figures := make([]string, len(sides))
+		for i, s := range sides {
+			figures[i] = fmt.Sprintf("%s %.0f/s", s.name, (*s.into)[round])
+		}
+		fmt.Printf("bench: %s round %d: %s\n", part, round+1, strings.Join(figures, ", "))
+	}
+	return nil
 }
 
 // loadRun is one wrk run against one server, with what the machine's CPUs did meanwhile.
@@ -189,7 +230,7 @@ func (r *rig) profileUnderLoad(ctx context.Context, name, url, header, pprofAddr
 	// Start a second in, stop a second before the end: the profile sees only steady load.
 	time.Sleep(time.Second)
 	secs := int(d.Seconds()) - 2
-	raw, err := r.fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs))
+	raw, err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs))
 	w := <-load
 	if w.err != nil {
 		return cpuProfile{}, w.err
@@ -247,4 +288,14 @@ func unitSeconds(unit string) float64 {
 		return 1e-6
 	}
 	return 1
+}
+
+// pprofTop keeps the table of `go tool pprof -top`: its header line and the entries.
+func pprofTop(out string) []string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "flat%") })
+	if i < 0 {
+		return lines
+	}
+	return lines[i:]
 }

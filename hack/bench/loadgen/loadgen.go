@@ -135,12 +135,9 @@ func collect(workers []*worker, elapsed time.Duration) Result {
 	return r
 }
 
-// ClosedLoop sends requests back to back on the given number of keep-alive connections for d,
-// after a warm-up of warm, and returns what it measured.
-func ClosedLoop(ctx context.Context, t Target, connections int, warm, d time.Duration) (Result, error) {
-	if connections < 1 || d <= 0 {
-		return Result{}, errors.New("loadgen: connections and duration must be positive")
-	}
+// drive runs loop on each of connections workers, each with its own connection, from begin, the
+// instant all are ready, and collects what they measured over d.
+func drive(ctx context.Context, t Target, connections int, d time.Duration, loop func(ctx context.Context, begin time.Time, i int, w *worker)) (Result, error) {
 	workers, err := newWorkers(t, connections)
 	if err != nil {
 		return Result{}, err
@@ -148,18 +145,9 @@ func ClosedLoop(ctx context.Context, t Target, connections int, warm, d time.Dur
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	startAt := time.Now().Add(warm)
-	stopAt := startAt.Add(d)
-	for _, w := range workers {
-		wg.Go(func() {
-			for time.Now().Before(startAt) && ctx.Err() == nil {
-				w.do(ctx, time.Now())
-			}
-			w.ok, w.bad, w.latencies = 0, 0, w.latencies[:0]
-			for time.Now().Before(stopAt) && ctx.Err() == nil {
-				w.do(ctx, time.Now())
-			}
-		})
+	begin := time.Now()
+	for i, w := range workers {
+		wg.Go(func() { loop(ctx, begin, i, w) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -168,46 +156,49 @@ func ClosedLoop(ctx context.Context, t Target, connections int, warm, d time.Dur
 	return collect(workers, d), nil
 }
 
+// ClosedLoop sends requests back to back on the given number of keep-alive connections for d,
+// after a warm-up of warm, and returns what it measured.
+func ClosedLoop(ctx context.Context, t Target, connections int, warm, d time.Duration) (Result, error) {
+	if connections < 1 || d <= 0 {
+		return Result{}, errors.New("loadgen: connections and duration must be positive")
+	}
+	return drive(ctx, t, connections, d, func(ctx context.Context, begin time.Time, _ int, w *worker) {
+		startAt, stopAt := begin.Add(warm), begin.Add(warm+d)
+		for time.Now().Before(startAt) && ctx.Err() == nil {
+			w.do(ctx, time.Now())
+		}
+		w.ok, w.bad, w.latencies = 0, 0, w.latencies[:0]
+		for time.Now().Before(stopAt) && ctx.Err() == nil {
+			w.do(ctx, time.Now())
+		}
+	})
+}
+
 // OpenLoop sends rate requests per second for d, spread over the given number of connections,
 // each request's latency measured from the instant it was scheduled to start.
 func OpenLoop(ctx context.Context, t Target, connections int, rate float64, d time.Duration) (Result, error) {
 	if connections < 1 || rate <= 0 || d <= 0 {
 		return Result{}, errors.New("loadgen: connections, rate and duration must be positive")
 	}
-	workers, err := newWorkers(t, connections)
-	if err != nil {
-		return Result{}, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	interval := time.Duration(float64(time.Second) / rate * float64(connections))
 	if interval <= 0 {
 		return Result{}, fmt.Errorf("loadgen: rate %.0f/s is too high for %d connections", rate, connections)
 	}
-	begin := time.Now()
-	end := begin.Add(d)
-	var wg sync.WaitGroup
-	for i, w := range workers {
+	return drive(ctx, t, connections, d, func(ctx context.Context, begin time.Time, i int, w *worker) {
 		// Stagger the workers so that requests arrive evenly, not in bursts of len(workers).
 		offset := time.Duration(i) * interval / time.Duration(connections)
-		wg.Go(func() {
-			for next := begin.Add(offset); next.Before(end) && ctx.Err() == nil; next = next.Add(interval) {
-				start := next
-				if wait := time.Until(next); wait > 0 {
-					time.Sleep(wait)
-					// The connection was free before its turn, so the server held nothing up:
-					// count from when the sleep ended. Go's timers can wake up to a
-					// millisecond late when the process idles, and that is the load
-					// generator's delay, not the server's.
-					start = time.Now()
-				}
-				w.do(ctx, start)
+		end := begin.Add(d)
+		for next := begin.Add(offset); next.Before(end) && ctx.Err() == nil; next = next.Add(interval) {
+			start := next
+			if wait := time.Until(next); wait > 0 {
+				time.Sleep(wait)
+				// The connection was free before its turn, so the server held nothing up:
+				// count from when the sleep ended. Go's timers can wake up to a
+				// millisecond late when the process idles, and that is the load
+				// generator's delay, not the server's.
+				start = time.Now()
 			}
-		})
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	return collect(workers, d), nil
+			w.do(ctx, start)
+		}
+	})
 }
