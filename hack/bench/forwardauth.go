@@ -101,7 +101,7 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 	}
 	authz, plain, guarded := addrs[0], addrs[1], addrs[2]
 	// Its own server, with the listener on: the rig's keeps the defaults the other parts measure.
-	srv, _, err := r.startServer(ctx, "server-authz", "--authz-http-listen="+authz, "--metrics-bind-address=0")
+	srv, _, err := r.startServer(ctx, "server-authz", "--authz-http-listen="+authz, "--metrics-bind-address=")
 	if err != nil {
 		return err
 	}

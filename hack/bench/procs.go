@@ -125,7 +125,7 @@ func (r *rig) startServer(ctx context.Context, name string, args ...string) (*pr
 	}
 	api, health := addrs[0], addrs[1]
 	p, err := startProc(name, r.dir, r.kenv, r.bin, append([]string{"server", "--listen=" + api, "--health-probe-bind-address=" + health,
-		"--auth-failure-rate=-1", "--shutdown-delay=-1s"}, args...)...)
+		"--auth-failure-rate=0", "--shutdown-delay=0s"}, args...)...)
 	if err != nil {
 		return nil, "", err
 	}

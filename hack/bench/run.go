@@ -103,7 +103,7 @@ func run(ctx context.Context, o options) error {
 	}
 	r.operatorMetrics, r.authzAddr, r.metricsAddr = addrs[0], addrs[1], addrs[2]
 	r.operator, err = startProc("operator", dir, append(kenv, "GODEBUG=gctrace=1"), o.bin, "operator", "--leader-elect=false",
-		"--metrics-bind-address="+r.operatorMetrics, "--metrics-secure=false", "--health-probe-bind-address=0", "--kube-api-qps=1000", "--kube-api-burst=2000")
+		"--metrics-bind-address="+r.operatorMetrics, "--metrics-secure=false", "--health-probe-bind-address=", "--kube-api-qps=1000", "--kube-api-burst=2000")
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func (r *rig) freshServer(ctx context.Context, name string, meter *cpuMeter, top
 	cpu0 := meter.read()
 	start := time.Now()
 	p, err := startProc("server-fresh-"+name, r.dir, r.kenv, r.bin, "server", "--listen="+addrs[0],
-		"--metrics-bind-address="+addrs[1], "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+addrs[2], "--shutdown-delay=-1s")
+		"--metrics-bind-address="+addrs[1], "--metrics-secure=false", "--pprof", "--health-probe-bind-address="+addrs[2], "--shutdown-delay=0s")
 	if err != nil {
 		return freshStart{}, err
 	}

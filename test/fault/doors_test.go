@@ -101,8 +101,8 @@ func TestProbesAnsweredUnderAttack(t *testing.T) {
 	kc := kubeconfig(t, env.Config, apiServerHostPort(t))
 	api, probes := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	server := startInCgroup(t, cg, "server", kc, []string{fmt.Sprintf("SWITCHBOARD_MEMORY_LIMIT=%d", chartMemoryLimit)},
-		"server", "--listen="+api, "--metrics-bind-address=0", "--health-probe-bind-address="+probes,
-		"--system-namespace="+systemNamespace, "--shutdown-delay=-1s")
+		"server", "--listen="+api, "--metrics-bind-address=", "--health-probe-bind-address="+probes,
+		"--system-namespace="+systemNamespace, "--shutdown-delay=0s")
 	ctx := ctxFor(t, 5*time.Minute)
 
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
@@ -164,7 +164,7 @@ func TestGatewaysAnsweredUnderAttack(t *testing.T) {
 	api, fwd, grpcAddr, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	server := startInCgroup(t, cg, "server", kc, []string{fmt.Sprintf("SWITCHBOARD_MEMORY_LIMIT=%d", chartMemoryLimit)},
 		"server", "--listen="+api, "--authz-http-listen="+fwd, "--authz-grpc-listen="+grpcAddr, "--metrics-bind-address="+metrics,
-		"--metrics-secure=false", "--health-probe-bind-address=0", "--system-namespace="+systemNamespace, "--shutdown-delay=-1s")
+		"--metrics-secure=false", "--health-probe-bind-address=", "--system-namespace="+systemNamespace, "--shutdown-delay=0s")
 	ctx := ctxFor(t, 5*time.Minute)
 
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}

@@ -53,7 +53,7 @@ func TestExtAuthzWithstandsAnonymousFloods(t *testing.T) {
 	api, authz, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	server := startInCgroup(t, cg, "server", kc, []string{fmt.Sprintf("SWITCHBOARD_MEMORY_LIMIT=%d", chartMemoryLimit)},
 		"server", "--listen="+api, "--authz-grpc-listen="+authz, "--metrics-bind-address="+metrics, "--metrics-secure=false",
-		"--health-probe-bind-address=0", "--system-namespace="+systemNamespace, "--shutdown-delay=-1s")
+		"--health-probe-bind-address=", "--system-namespace="+systemNamespace, "--shutdown-delay=0s")
 	ctx := ctxFor(t, 5*time.Minute)
 
 	// The gateway: its own connection from 127.0.0.2, as a second Envoy would have.

@@ -228,8 +228,8 @@ func (o *outputs) add(name string, b *proc.Buffer) {
 func startServer(t *testing.T, kubeconfigPath string, extra ...string) (*process, string, string) {
 	t.Helper()
 	api, health := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	args := append([]string{"server", "--listen=" + api, "--metrics-bind-address=0",
-		"--health-probe-bind-address=" + health, "--system-namespace=" + systemNamespace, "--shutdown-delay=-1s"}, extra...)
+	args := append([]string{"server", "--listen=" + api, "--metrics-bind-address=",
+		"--health-probe-bind-address=" + health, "--system-namespace=" + systemNamespace, "--shutdown-delay=0s"}, extra...)
 	p := start(t, "server", kubeconfigPath, args...)
 	return p, "http://" + api, "http://" + health
 }
@@ -237,8 +237,8 @@ func startServer(t *testing.T, kubeconfigPath string, extra ...string) (*process
 // startOperator runs `switchboard operator`.
 func startOperator(t *testing.T, name, kubeconfigPath string, extra ...string) *process {
 	t.Helper()
-	args := append([]string{"operator", "--system-namespace=" + systemNamespace, "--metrics-bind-address=0",
-		"--health-probe-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000"}, extra...)
+	args := append([]string{"operator", "--system-namespace=" + systemNamespace, "--metrics-bind-address=",
+		"--health-probe-bind-address=", "--kube-api-qps=500", "--kube-api-burst=1000"}, extra...)
 	return start(t, name, kubeconfigPath, args...)
 }
 

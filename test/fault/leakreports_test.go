@@ -189,7 +189,7 @@ leakReports:
 	}
 	server := startInCgroup(t, cg, "server", kc, []string{fmt.Sprintf("SWITCHBOARD_MEMORY_LIMIT=%d", chartMemoryLimit)},
 		"server", "--config="+config, "--listen="+testenv.FreeAddr(t), "--metrics-bind-address="+metrics, "--metrics-secure=false",
-		"--health-probe-bind-address=0", "--system-namespace="+systemNamespace, "--shutdown-delay=-1s")
+		"--health-probe-bind-address=", "--system-namespace="+systemNamespace, "--shutdown-delay=0s")
 	ctx := ctxFor(t, 5*time.Minute)
 	url := "http://" + leaks
 

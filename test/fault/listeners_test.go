@@ -86,7 +86,7 @@ func TestEveryListenerIsBounded(t *testing.T) {
 		srvPorts[3].addr+"\"\nleakReports:\n  listen: \""+srvPorts[6].addr+"\"\n  partner:\n    enabled: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	server := start(t, "server", kc, "server", "--config="+serverConfig, "--system-namespace="+systemNamespace, "--shutdown-delay=-1s",
+	server := start(t, "server", kc, "server", "--config="+serverConfig, "--system-namespace="+systemNamespace, "--shutdown-delay=0s",
 		"--listen="+srvPorts[0].addr, "--authz-http-listen="+srvPorts[1].addr, "--authz-grpc-listen="+srvPorts[2].addr,
 		"--metrics-bind-address="+srvPorts[4].addr, "--metrics-secure=false",
 		"--health-probe-bind-address="+srvPorts[5].addr)

@@ -80,7 +80,7 @@ func TestHostileTenantCannotExhaustServerMemory(t *testing.T) {
 
 	api, health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	args := []string{"server", "--listen=" + api, "--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + health,
-		"--system-namespace=" + systemNamespace, "--shutdown-delay=-1s"}
+		"--system-namespace=" + systemNamespace, "--shutdown-delay=0s"}
 	if help, _ := exec.Command(switchboardBin, "server", "--help").CombinedOutput(); strings.Contains(string(help), "--metrics-secure") {
 		args = append(args, "--metrics-secure=false") // the test reads the heap from plain-HTTP metrics (older builds have no flag)
 	}

@@ -57,7 +57,7 @@ func TestAPIServerOutage(t *testing.T) {
 	revoke(t, ns, "revoked")
 
 	p := newProxy(t, apiServerHostPort(t))
-	_, api, health := startServer(t, kubeconfig(t, env.Config, p.addr()), "--auth-failure-rate=-1")
+	_, api, health := startServer(t, kubeconfig(t, env.Config, p.addr()), "--auth-failure-rate=0")
 	expectations := []expectation{
 		{name: "valid key", auth: "Bearer " + valid, status: 200, listed: 3},
 		{name: "revoked key", auth: "Bearer " + revoked, status: 401, code: "API_KEY_INVALID"},
@@ -141,7 +141,7 @@ func TestStartBeforeSync(t *testing.T) {
 
 	p := newProxy(t, apiServerHostPort(t))
 	p.cut()
-	_, api, health := startServer(t, kubeconfig(t, env.Config, p.addr()), "--auth-failure-rate=-1")
+	_, api, health := startServer(t, kubeconfig(t, env.Config, p.addr()), "--auth-failure-rate=0")
 	testenv.Eventually(t, 30*time.Second, "the server listening", func() error {
 		_, err := call(health+"/healthz", "")
 		return err
