@@ -101,7 +101,9 @@ func (r *rig) forwardAuth(ctx context.Context, o options) error {
 	}
 	authz, plain, guarded := addrs[0], addrs[1], addrs[2]
 	// Its own server, with the listener on: the rig's keeps the defaults the other parts measure.
-	srv, _, err := r.startServer(ctx, "server-authz", "--authz-http-listen="+authz, "--metrics-bind-address=")
+	// Caddy is its trusted proxy, as docs/gateways.md has a gateway be: a gateway's connections
+	// come from one address, past the share of one client.
+	srv, _, err := r.startServer(ctx, "server-authz", "--authz-http-listen="+authz, "--metrics-bind-address=", "--trusted-proxies=127.0.0.1/32")
 	if err != nil {
 		return err
 	}
