@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,6 +83,8 @@ type answer struct {
 	code     string
 	client   http.Header
 	upstream http.Header
+	// envoyLimit is ext_authz's rate limit override for Envoy ("4 per HOUR"), "" when none.
+	envoyLimit string
 }
 
 // protocolCase asks one protocol.
@@ -187,6 +190,9 @@ func grpcAnswer(t *testing.T, resp *authv3.CheckResponse) answer {
 		}
 		if id := md["namespace"].GetStringValue() + "/" + md["name"].GetStringValue(); id != a.upstream.Get(authz.HeaderKey) {
 			t.Errorf("dynamic metadata names %s, the header %s", id, a.upstream.Get(authz.HeaderKey))
+		}
+		if rl := md[authz.MetadataRateLimit].GetStructValue().GetFields(); rl != nil {
+			a.envoyLimit = fmt.Sprintf("%v per %s", rl["requests_per_unit"].GetNumberValue(), rl["unit"].GetStringValue())
 		}
 		return a
 	}
@@ -318,6 +324,9 @@ func TestOneDecisionEverywhere(t *testing.T) {
 		if got.status != 200 || got.client.Get("Ratelimit-Policy") != `"apikey";q=4;w=3600` || got.client.Get("Ratelimit") != wantNow {
 			t.Errorf("%s, request %d of the budget: %d, RateLimit-Policy %q, RateLimit %q, want 200, %q", p.name, i+1, got.status,
 				got.client.Get("Ratelimit-Policy"), got.client.Get("Ratelimit"), wantNow)
+		}
+		if wantEnvoy := map[bool]string{true: "4 per HOUR"}[p.name == "ext_authz gRPC"]; got.envoyLimit != wantEnvoy {
+			t.Errorf("%s: the key's own limit for Envoy %q, want %q", p.name, got.envoyLimit, wantEnvoy)
 		}
 	}
 	for _, p := range s.protocols() {

@@ -3,8 +3,12 @@ package authz
 import (
 	"net/http"
 	"testing"
+	"time"
 
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
 func TestForwardAuthRoute(t *testing.T) {
@@ -52,6 +56,30 @@ func TestGRPCCode(t *testing.T) {
 	for _, tt := range tests {
 		if got := grpcCode(tt.status); got != tt.want {
 			t.Errorf("grpcCode(%d) = %v, want %v", tt.status, got, tt.want)
+		}
+	}
+}
+
+func TestEnvoyRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		requests int64
+		period   time.Duration
+		want     uint32
+		unit     typev3.RateLimitUnit
+	}{
+		{100, time.Minute, 100, typev3.RateLimitUnit_MINUTE},
+		{4, time.Hour, 4, typev3.RateLimitUnit_HOUR},
+		{10, time.Second, 10, typev3.RateLimitUnit_SECOND},
+		{1_000_000, 24 * time.Hour, 1_000_000, typev3.RateLimitUnit_DAY},
+		{100, 90 * time.Second, 66, typev3.RateLimitUnit_MINUTE}, // rounded down: never more than the key
+		{1, 90 * time.Second, 40, typev3.RateLimitUnit_HOUR},     // under one a minute: per hour
+		{5, 2 * time.Hour, 2, typev3.RateLimitUnit_HOUR},
+		{1, 2 * time.Hour, 12, typev3.RateLimitUnit_DAY},
+		{1_000_000, time.Second, 1_000_000, typev3.RateLimitUnit_SECOND},
+	} {
+		n, unit := EnvoyRateLimit(ratelimit.Limit{Requests: tc.requests, Period: tc.period, Burst: 1})
+		if n != tc.want || unit != tc.unit {
+			t.Errorf("%d per %s: %d per %s, want %d per %s", tc.requests, tc.period, n, unit, tc.want, tc.unit)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -43,6 +44,39 @@ const AudienceExtension = "switchboard.dev/audience"
 
 // MetadataNamespace is the dynamic metadata namespace of an allowed check's facts.
 const MetadataNamespace = "switchboard.dev"
+
+// MetadataRateLimit is the field of an allowed check's facts that holds the key's own rate limit
+// (for a key with one) in the shape Envoy's rate limit filter reads as an override
+// (RateLimit.Override.DynamicMetadata: requests_per_unit and unit), so that one gateway rule
+// enforces every key's own limit.
+const MetadataRateLimit = "rate_limit"
+
+// envoyUnits are the units of Envoy's rate limits a key's period is written in, largest first.
+var envoyUnits = []struct {
+	unit typev3.RateLimitUnit
+	d    time.Duration
+}{{typev3.RateLimitUnit_DAY, 24 * time.Hour}, {typev3.RateLimitUnit_HOUR, time.Hour}, {typev3.RateLimitUnit_MINUTE, time.Minute}, {typev3.RateLimitUnit_SECOND, time.Second}}
+
+// EnvoyRateLimit writes l as Envoy's requests per unit: exactly when its period is one unit
+// (100 per minute), else the same rate per the largest unit within the period, rounded down
+// (100 per 90 s is 66 per minute), so a gateway never allows more than the key; a rate below
+// one per that unit is written per the next larger unit (1 per 90 s is 40 per hour). Envoy
+// counts in fixed windows of the unit where switchboard's budget is a sliding one (GCRA).
+func EnvoyRateLimit(l ratelimit.Limit) (uint32, typev3.RateLimitUnit) {
+	period := int64(max(l.Period/time.Second, 1)) // whole seconds, as Validate has them
+	for i, u := range envoyUnits {
+		if u.d > l.Period {
+			continue
+		}
+		n := l.Requests * int64(u.d/time.Second) / period
+		if n == 0 && i > 0 {
+			u = envoyUnits[i-1]
+			n = l.Requests * int64(u.d/time.Second) / period
+		}
+		return uint32(min(n, math.MaxUint32)), u.unit //nolint:gosec // bounded just above
+	}
+	return uint32(min(l.Requests, math.MaxUint32)), typev3.RateLimitUnit_SECOND //nolint:gosec // a period under a second, which Validate refuses
+}
 
 // ExtAuthz serves Authorization/Check.
 type ExtAuthz struct {
@@ -105,16 +139,24 @@ func (s *ExtAuthz) response(v *keycheck.Verdict) *authv3.CheckResponse {
 		if s.stripAuthorization {
 			ok.HeadersToRemove = []string{"authorization"}
 		}
+		facts := map[string]*structpb.Value{
+			"namespace": structpb.NewStringValue(key.Namespace),
+			"name":      structpb.NewStringValue(key.Name),
+			"uid":       structpb.NewStringValue(uid),
+			"hint":      structpb.NewStringValue(hint),
+		}
+		if key.RateLimit != nil {
+			perUnit, unit := EnvoyRateLimit(key.RateLimit.Limit)
+			facts[MetadataRateLimit] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+				"requests_per_unit": structpb.NewNumberValue(float64(perUnit)),
+				"unit":              structpb.NewStringValue(unit.String()),
+			}})
+		}
 		return &authv3.CheckResponse{
 			Status:       &rpcstatus.Status{Code: int32(codes.OK)},
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok},
 			DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-				MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-					"namespace": structpb.NewStringValue(key.Namespace),
-					"name":      structpb.NewStringValue(key.Name),
-					"uid":       structpb.NewStringValue(uid),
-					"hint":      structpb.NewStringValue(hint),
-				}}),
+				MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: facts}),
 			}},
 		}
 	}
