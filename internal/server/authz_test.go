@@ -15,12 +15,14 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"k8s.io/utils/clock"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
@@ -191,8 +193,17 @@ func grpcAnswer(t *testing.T, resp *authv3.CheckResponse) answer {
 		if id := md["namespace"].GetStringValue() + "/" + md["name"].GetStringValue(); id != a.upstream.Get(authz.HeaderKey) {
 			t.Errorf("dynamic metadata names %s, the header %s", id, a.upstream.Get(authz.HeaderKey))
 		}
-		if rl := md[authz.MetadataRateLimit].GetStructValue().GetFields(); rl != nil {
-			a.envoyLimit = fmt.Sprintf("%v per %s", rl["requests_per_unit"].GetNumberValue(), rl["unit"].GetStringValue())
+		if rl := md[authz.MetadataRateLimit].GetStructValue(); rl != nil {
+			// Read as Envoy reads it: the override message of its rate limit descriptors.
+			raw, err := protojson.Marshal(rl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var override ratelimitv3.RateLimitDescriptor_RateLimitOverride
+			if err := protojson.Unmarshal(raw, &override); err != nil {
+				t.Fatalf("the rate limit metadata %s is not Envoy's override: %v", raw, err)
+			}
+			a.envoyLimit = fmt.Sprintf("%d per %s", override.GetRequestsPerUnit(), override.GetUnit())
 		}
 		return a
 	}
