@@ -73,6 +73,9 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key's budget is whole again (Burst remaining).
 	ResetAfter time.Duration
+	// Credits is the outcome of the key's credits, if it has any. When they refuse the
+	// request, RetryAfter is the time to their refill.
+	Credits CreditResult
 }
 
 // NextAfter is how long until the key regains one request: RetryAfter when refused; when
@@ -110,7 +113,11 @@ type Policy struct {
 	// day), while RateLimit-Policy already announced the new one; only someone who may edit
 	// the APIKey, and so could drop its limit, can change it.
 	ID string
+	// Credits, when not nil, are the key's credits (NewCreditPolicy).
+	Credits *Credits
 
+	// creditsID prefixes the names of the key's credit counts.
+	creditsID string
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.
 	policyField []string
 }
