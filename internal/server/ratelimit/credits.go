@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Credits: how many requests a key may make per period of a refill calendar (a plan's "100,000
-// requests a month"), beside its rate. One Allow decides both: a request needs a rate token
+// Credits are how many requests a key may make per period of a refill calendar (a plan's
+// "100,000 requests a month"), beside its rate. One Allow decides both: a request needs a rate token
 // and a credit, and a request refused by either takes nothing from the other.
 //
 // How they are exact. A period's count is named by the key and the period's ID, so a refill is

@@ -9,6 +9,10 @@
 // continuously, one request every Period/Requests, instead of all at once at a window's edge,
 // so there is no double burst across a boundary as with fixed windows. The math here is the
 // one github.com/go-redis/redis_rate runs in Redis, so both stores decide alike.
+//
+// A key may also have Credits, a number of requests per period of a calendar, decided with
+// its rate in one step and exact across replicas with Redis; see Credits for how, and for what
+// they do not do yet.
 package ratelimit
 
 import (

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	// The zones by IANA name on every machine, even one without /usr/share/zoneinfo (a
-	// distroless image): a plan refilling at midnight in Europe/Berlin must not depend on it.
-	_ "time/tzdata"
+	_ "time/tzdata" // the IANA zones even without /usr/share/zoneinfo (a distroless image)
 )
 
 // Refill is how often credits come back: on a calendar, in a time zone.
