@@ -72,10 +72,12 @@ func (s Schedule) Period(t time.Time) Period {
 	var start, end time.Time
 	switch s.Refill {
 	case Hourly:
-		// Back to the hour on the zone's clock; every DST change is a whole hour or more where
-		// it matters, so the next hour on that clock is an hour later.
-		start = local.Add(-time.Duration(local.Minute())*time.Minute - time.Duration(local.Second())*time.Second - time.Duration(local.Nanosecond()))
-		end = start.Add(time.Hour)
+		// The next hour on the clock is an hour later, except across Lord Howe Island's
+		// half-hour DST changes, where it is an hour and a half later.
+		start = onTheHour(local)
+		if end = onTheHour(start.Add(time.Hour)); !end.After(start) {
+			end = onTheHour(start.Add(90 * time.Minute))
+		}
 	case Daily:
 		start, end = s.midnight(y, m, d), s.midnight(y, m, d+1)
 	case Weekly:
@@ -92,8 +94,25 @@ func (s Schedule) Period(t time.Time) Period {
 	return Period{Start: start, End: end, ID: periodLetters[s.Refill] + strconv.FormatInt(start.Unix(), 10)}
 }
 
+// onTheHour is the last instant at or before t at which its zone's clock reads a whole hour.
+// Going back past a half-hour DST change can land off the hour again: then it goes on back.
+func onTheHour(t time.Time) time.Time {
+	for t.Minute() != 0 || t.Second() != 0 || t.Nanosecond() != 0 {
+		t = t.Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second - time.Duration(t.Nanosecond()))
+	}
+	return t
+}
+
+// midnight is when day d of month m of year y starts in the zone.
 func (s Schedule) midnight(y int, m time.Month, d int) time.Time {
-	return time.Date(y, m, d, 0, 0, 0, 0, s.Zone)
+	t := time.Date(y, m, d, 0, 0, 0, 0, s.Zone)
+	// Where a DST change skips midnight (Havana, Santiago), time.Date may answer the evening
+	// before on the old offset's clock; the day starts when that clock would read midnight.
+	if t.Hour() >= 12 {
+		sinceMidnight := time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second
+		t = t.Add(24*time.Hour - sinceMidnight)
+	}
+	return t
 }
 
 // dayIn is the day of month m of year y (normalized as time.Date does: month 0 is the previous

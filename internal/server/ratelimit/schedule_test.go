@@ -53,6 +53,8 @@ func TestSchedulePeriods(t *testing.T) {
 		{"daily across the spring DST change: 23 h", Daily, berlin, 0, 0, "2026-03-29 12:00", "2026-03-29 00:00", "2026-03-30 00:00", 23},
 		{"daily across the autumn DST change: 25 h", Daily, berlin, 0, 0, "2026-10-25 23:59", "2026-10-25 00:00", "2026-10-26 00:00", 25},
 		{"daily in New York across the spring DST change", Daily, newYork, 0, 0, "2026-03-08 01:59", "2026-03-08 00:00", "2026-03-09 00:00", 23},
+		{"daily where the spring DST change skips midnight", Daily, "America/Havana", 0, 0, "2026-03-08 12:00", "2026-03-08 01:00", "2026-03-09 00:00", 23},
+		{"daily, the day before midnight is skipped", Daily, "America/Havana", 0, 0, "2026-03-07 23:30", "2026-03-07 00:00", "2026-03-08 01:00", 24},
 		{"daily, at midnight", Daily, newYork, 0, 0, "2026-03-09 00:00", "2026-03-09 00:00", "2026-03-10 00:00", 24},
 		{"weekly on Monday, on a Sunday", Weekly, "UTC", time.Monday, 0, "2026-03-08 23:59", "2026-03-02 00:00", "2026-03-09 00:00", 7 * 24},
 		{"weekly on Monday, on the Monday", Weekly, "UTC", time.Monday, 0, "2026-03-09 00:00", "2026-03-09 00:00", "2026-03-16 00:00", 7 * 24},
@@ -120,6 +122,23 @@ func TestNewScheduleRefuses(t *testing.T) {
 	} {
 		if _, err := NewSchedule(c.refill, c.zone, c.weekday, c.day); err == nil {
 			t.Errorf("NewSchedule(%d, %q, %d, %d) succeeded", c.refill, c.zone, c.weekday, c.day)
+		}
+	}
+}
+
+// TestSchedulePeriodsTile walks a year in zones with unusual clocks (a half-hour offset, a
+// half-hour DST change, DST changes at midnight): every instant is in its period, and the
+// periods follow one another without a gap or an overlap.
+func TestSchedulePeriodsTile(t *testing.T) {
+	for _, zone := range []string{"UTC", "Europe/Berlin", "Asia/Kolkata", "Australia/Lord_Howe", "America/Havana", "America/Santiago", "Asia/Beirut"} {
+		for _, r := range []Refill{Hourly, Daily, Weekly, Monthly} {
+			s := schedule(t, r, zone, time.Wednesday, 31)
+			for at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == 2026; at = at.Add(97 * time.Minute) {
+				p := s.Period(at)
+				if at.Before(p.Start) || !at.Before(p.End) || s.Period(p.Start) != p || s.Period(p.End.Add(-time.Nanosecond)) != p || !s.Period(p.End).Start.Equal(p.End) {
+					t.Fatalf("%s, refill %d: %s is in %+v, which does not tile", zone, r, at, p)
+				}
+			}
 		}
 	}
 }
