@@ -316,3 +316,15 @@ func BenchmarkAllow(b *testing.B) {
 		}
 	}
 }
+
+func TestParseCreditsReplyRefusesOtherAnswers(t *testing.T) {
+	for _, v := range [][]any{nil, {int64(1), int64(0), "-1", "0.5"}, {int64(1), int64(0), "-1", "x", int64(0)}, {"1", int64(0), "-1", "0.5", int64(0)}} {
+		if _, _, err := parseCreditsReply(v); err == nil {
+			t.Errorf("parseCreditsReply(%v) succeeded", v)
+		}
+	}
+	res, spent, err := parseCreditsReply([]any{int64(1), int64(4), "-1", "0.5", int64(7)})
+	if err != nil || !res.Allowed || res.Remaining != 4 || res.RetryAfter != 0 || res.ResetAfter != 500*time.Millisecond || spent != 7 {
+		t.Errorf("parseCreditsReply: %+v, %d, %v", res, spent, err)
+	}
+}

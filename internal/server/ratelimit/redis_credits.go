@@ -88,24 +88,19 @@ func (r *Redis) spendCredit(ctx context.Context, p *Policy, period Period, now t
 
 // parseCreditsReply reads the script's answer as redis_rate reads its own.
 func parseCreditsReply(v []any) (Result, int64, error) {
-	bad := fmt.Errorf("the credits script answered %v", v)
-	if len(v) != 5 {
-		return Result{}, 0, bad
+	if len(v) == 5 {
+		allowed, ok0 := v[0].(int64)
+		remaining, ok1 := v[1].(int64)
+		retry, ok2 := v[2].(string)
+		reset, ok3 := v[3].(string)
+		spent, ok4 := v[4].(int64)
+		retryAfter, err1 := seconds(retry)
+		resetAfter, err2 := seconds(reset)
+		if ok0 && ok1 && ok2 && ok3 && ok4 && err1 == nil && err2 == nil {
+			return Result{Allowed: allowed == 1, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}, spent, nil
+		}
 	}
-	allowed, ok0 := v[0].(int64)
-	remaining, ok1 := v[1].(int64)
-	retry, ok2 := v[2].(string)
-	reset, ok3 := v[3].(string)
-	spent, ok4 := v[4].(int64)
-	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 {
-		return Result{}, 0, bad
-	}
-	retryAfter, err1 := seconds(retry)
-	resetAfter, err2 := seconds(reset)
-	if err1 != nil || err2 != nil {
-		return Result{}, 0, bad
-	}
-	return Result{Allowed: allowed == 1, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}, spent, nil
+	return Result{}, 0, fmt.Errorf("the credits script answered %v", v)
 }
 
 // seconds parses the script's decimal seconds; -1 (none) and other negative values are 0.
