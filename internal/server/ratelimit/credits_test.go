@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/switchboard-dev/switchboard/internal/testenv"
@@ -15,6 +16,17 @@ import (
 
 // unlimited is a rate no test here reaches: a million requests at once.
 var unlimited = Limit{Requests: MaxRequests, Period: time.Second, Burst: MaxRequests}
+
+// newRedisOn is a Redis store whose credits' periods follow clk.
+func newRedisOn(t testing.TB, url string, clk clock.PassiveClock) *Redis {
+	t.Helper()
+	r, err := NewRedis(RedisOptions{URL: url, Timeout: time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
 
 func creditPolicy(t testing.TB, id string, l Limit, amount int64, s Schedule) *Policy {
 	t.Helper()
@@ -85,11 +97,7 @@ func TestMemoryCreditsAndRateSpendNothingOnRefusal(t *testing.T) {
 func TestRedisCreditsAndRateSpendNothingOnRefusal(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r, err := NewRedis(RedisOptions{URL: srv.URL(), Timeout: time.Second, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
+	r := newRedisOn(t, srv.URL(), clk)
 	refusalsSpendNothing(t, r, "redis", schedule(t, Daily, "UTC", 0, 0).Period(clk.Now()).End)
 
 	rate := Limit{Requests: 3, Period: time.Hour, Burst: 3}
@@ -128,14 +136,7 @@ func TestCreditsRefillAtTheBoundary(t *testing.T) {
 	period := s.Period(time.Now())
 	for name, store := range map[string]func(*clocktesting.FakePassiveClock) Store{
 		"memory": func(c *clocktesting.FakePassiveClock) Store { return NewMemory(c) },
-		"redis": func(c *clocktesting.FakePassiveClock) Store {
-			r, err := NewRedis(RedisOptions{URL: srv.URL(), Timeout: time.Second, Clock: c})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = r.Close() })
-			return r
-		},
+		"redis":  func(c *clocktesting.FakePassiveClock) Store { return newRedisOn(t, srv.URL(), c) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(period.Start)
@@ -195,11 +196,7 @@ func TestRedisCreditsLateDecrement(t *testing.T) {
 	s := schedule(t, Hourly, "UTC", 0, 0)
 	now := time.Now()
 	clk := clocktesting.NewFakePassiveClock(now)
-	r, err := NewRedis(RedisOptions{URL: srv.URL(), Timeout: time.Second, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
+	r := newRedisOn(t, srv.URL(), clk)
 	p := creditPolicy(t, "uid-late", unlimited, 5, s)
 	current := s.Period(now)
 	previous := s.Period(current.Start.Add(-time.Nanosecond))
@@ -286,11 +283,7 @@ func TestNewCreditPolicyRefuses(t *testing.T) {
 func BenchmarkAllow(b *testing.B) {
 	srv := testenv.StartRedis(b)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r, err := NewRedis(RedisOptions{URL: srv.URL(), Timeout: time.Second, Clock: clk})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = r.Close() })
+	r := newRedisOn(b, srv.URL(), clk)
 	rate, err := NewPolicy("uid-bench-rate", unlimited)
 	if err != nil {
 		b.Fatal(err)
