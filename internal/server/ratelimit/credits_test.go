@@ -167,11 +167,13 @@ func TestCreditsRefillAtTheBoundary(t *testing.T) {
 func TestRedisCreditsExactAcrossReplicas(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	p := creditPolicy(t, "uid-replicas", unlimited, 10_000, schedule(t, Monthly, "Europe/Berlin", 0, 31))
+	// A clock that stays in one period, even if the test runs across the end of a month.
+	clk := clocktesting.NewFakePassiveClock(time.Now())
 	var replicas [3]*Limiter
 	for i := range replicas {
 		// A timeout no busy CI machine reaches: a timed-out request is refused (credits fail
 		// closed), which would make the count short.
-		replicas[i] = New(Options{Remote: newRedis(t, srv.URL(), ""), Timeout: 10 * time.Second, Logger: logr.Discard()})
+		replicas[i] = New(Options{Remote: newRedisOn(t, srv.URL(), clk), Timeout: 10 * time.Second, Clock: clk, Logger: logr.Discard()})
 	}
 	var next atomic.Int64
 	allow := func(ctx context.Context, p *Policy) (Result, error) {
