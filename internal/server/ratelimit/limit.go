@@ -9,6 +9,10 @@
 // continuously, one request every Period/Requests, instead of all at once at a window's edge,
 // so there is no double burst across a boundary as with fixed windows. The math here is the
 // one github.com/go-redis/redis_rate runs in Redis, so both stores decide alike.
+//
+// A key may also have Credits, a number of requests per period of a calendar, decided with
+// its rate in one step and exact across replicas with Redis; see Credits for how, and for what
+// they do not do yet.
 package ratelimit
 
 import (
@@ -73,6 +77,9 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key's budget is whole again (Burst remaining).
 	ResetAfter time.Duration
+	// Credits is the outcome of the key's credits, if it has any. When they refuse the
+	// request, RetryAfter is the time to their refill.
+	Credits CreditResult
 }
 
 // NextAfter is how long until the key regains one request: RetryAfter when refused; when
@@ -110,7 +117,11 @@ type Policy struct {
 	// day), while RateLimit-Policy already announced the new one; only someone who may edit
 	// the APIKey, and so could drop its limit, can change it.
 	ID string
+	// Credits, when not nil, are the key's credits (NewCreditPolicy).
+	Credits *Credits
 
+	// creditsID prefixes the names of the key's credit counts.
+	creditsID string
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.
 	policyField []string
 }

@@ -43,6 +43,8 @@ const (
 // across N replicas until Redis answers again. Every such request is counted
 // (switchboard_api_rate_limit_fallbacks_total), every failure too
 // (switchboard_api_rate_limit_store_errors_total), and a log line says so at most every 30 s.
+// Keys with credits are the exception: they are refused (CreditResult.Unavailable) until Redis
+// answers, since in memory each replica would count them again from zero.
 type Limiter struct {
 	memory  *Memory
 	remote  Store
@@ -110,7 +112,7 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy) Decision {
 			l.log.Info("the rate-limit Redis answers again; limits are exact across replicas again",
 				"decidedInMemory", l.sinceLog.Swap(0))
 		}
-		if !res.Allowed {
+		if res.refusedByRate() {
 			limitedRedis.Inc()
 		}
 		return Decision{Result: res, Store: StoreRedis}
@@ -124,12 +126,17 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy) Decision {
 }
 
 func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decision {
+	if degraded && p.Credits != nil {
+		// In memory, each replica would count the credits again from zero: refused rather than
+		// sold twice.
+		return Decision{Result: Result{RetryAfter: RemoteRetry, Credits: CreditResult{Unavailable: true}}, Store: StoreRedis, Degraded: true}
+	}
 	res, _ := l.memory.Allow(ctx, p)
 	if degraded {
 		fallbacks.Inc()
 		l.sinceLog.Add(1)
 	}
-	if !res.Allowed {
+	if res.refusedByRate() {
 		limitedMemory.Inc()
 	}
 	return Decision{Result: res, Store: StoreMemory, Degraded: degraded}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"k8s.io/utils/clock"
 )
@@ -27,8 +28,15 @@ type Memory struct {
 const memoryShards = 32
 
 type memoryShard struct {
-	mu  sync.Mutex
-	tat map[string]int64 // Policy.ID → theoretical arrival time, unix nanoseconds
+	mu      sync.Mutex
+	tat     map[string]int64        // Policy.ID → theoretical arrival time, unix nanoseconds
+	credits map[string]creditsSpent // Policy.creditKey → the period's count
+}
+
+// creditsSpent is the count of one key's credits in one period.
+type creditsSpent struct {
+	spent int64
+	end   int64 // the period's end, unix nanoseconds: when Sweep forgets it
 }
 
 // NewMemory returns an empty store that reads the time from c.
@@ -36,16 +44,20 @@ func NewMemory(c clock.PassiveClock) *Memory {
 	m := &Memory{clock: c, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].tat = map[string]int64{}
+		m.shards[i].credits = map[string]creditsSpent{}
 	}
 	return m
 }
 
-// Allow decides one request of p's key. It never fails.
+// Allow decides one request of p's key, rate and credits under one lock. It never fails.
 func (m *Memory) Allow(_ context.Context, p *Policy) (Result, error) {
-	now := m.clock.Now().UnixNano()
+	now := m.clock.Now()
 	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
+	if p.Credits != nil {
+		return s.allowWithCredits(p, now), nil
+	}
 	s.mu.Lock()
-	tat, res := decide(s.tat[p.ID], now, p.Limit)
+	tat, res := decide(s.tat[p.ID], now.UnixNano(), p.Limit)
 	if res.Allowed {
 		s.tat[p.ID] = tat
 	}
@@ -53,8 +65,24 @@ func (m *Memory) Allow(_ context.Context, p *Policy) (Result, error) {
 	return res, nil
 }
 
+func (s *memoryShard) allowWithCredits(p *Policy, now time.Time) Result {
+	period := p.Credits.Schedule.Period(now)
+	key := p.creditKey(period)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tat, res := decide(s.tat[p.ID], now.UnixNano(), p.Limit)
+	count := s.credits[key]
+	res = p.withCredits(res, count.spent, period, now)
+	if res.Allowed {
+		s.tat[p.ID] = tat
+		s.credits[key] = creditsSpent{spent: count.spent + 1, end: period.End.UnixNano()}
+	}
+	return res
+}
+
 // Sweep forgets the keys whose budget is whole again: a TAT in the past decides exactly as no
-// TAT does, so memory holds only the keys used within their last burst's worth of time.
+// TAT does, so memory holds only the keys used within their last burst's worth of time; and the
+// credit counts of ended periods, which no request reads again.
 func (m *Memory) Sweep() {
 	now := m.clock.Now().UnixNano()
 	for i := range m.shards {
@@ -65,17 +93,22 @@ func (m *Memory) Sweep() {
 				delete(s.tat, id)
 			}
 		}
+		for key, count := range s.credits {
+			if count.end <= now {
+				delete(s.credits, key)
+			}
+		}
 		s.mu.Unlock()
 	}
 }
 
-// Len is how many keys the store remembers.
+// Len is how many budgets and credit counts the store remembers.
 func (m *Memory) Len() int {
 	n := 0
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		n += len(s.tat)
+		n += len(s.tat) + len(s.credits)
 		s.mu.Unlock()
 	}
 	return n

@@ -11,6 +11,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+	"k8s.io/utils/clock"
 )
 
 // Redis keeps budgets in Redis, so that every replica of the server shares them and a limit
@@ -20,6 +21,8 @@ import (
 type Redis struct {
 	client  *redis.Client
 	limiter *redis_rate.Limiter
+	// clock chooses the period of credits (Redis's clock runs the GCRA).
+	clock clock.PassiveClock
 }
 
 // RedisOptions configure the connection to Redis.
@@ -34,10 +37,16 @@ type RedisOptions struct {
 	// Logger receives go-redis's own lines (dial failures, …) at verbosity 1; the Limiter
 	// writes the line that matters, rate-limited.
 	Logger logr.Logger
+	// Clock chooses the period of credits; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
-// redisKeyPrefix keeps switchboard's entries apart in a shared Redis (redis_rate adds "rate:").
-const redisKeyPrefix = "switchboard:"
+// redisKeyPrefix keeps switchboard's entries apart in a shared Redis; redis_rate adds
+// redisRateKeyPrefix to a TAT's.
+const (
+	redisKeyPrefix     = "switchboard:"
+	redisRateKeyPrefix = "rate:"
+)
 
 // NewRedis returns a store on the Redis at o.URL. It does not connect: the first decision does,
 // so that a server starts, and serves with per-replica limits, while Redis is down.
@@ -73,11 +82,17 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	// go-redis has one logger for the process; switchboard has one Redis client.
 	redis.SetLogger(redisLogger{o.Logger})
 	client := redis.NewClient(opts)
-	return &Redis{client: client, limiter: redis_rate.NewLimiter(client)}, nil
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return &Redis{client: client, limiter: redis_rate.NewLimiter(client), clock: o.Clock}, nil
 }
 
-// Allow decides one request of p's key in Redis.
+// Allow decides one request of p's key in Redis: one script run, its credits' too.
 func (r *Redis) Allow(ctx context.Context, p *Policy) (Result, error) {
+	if p.Credits != nil {
+		return r.allowWithCredits(ctx, p)
+	}
 	res, err := r.limiter.Allow(ctx, redisKeyPrefix+p.ID, redis_rate.Limit{
 		Rate:   int(p.Requests),
 		Burst:  int(p.Burst),

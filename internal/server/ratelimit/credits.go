@@ -1,0 +1,101 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Credits are how many requests a key may make per period of a refill calendar (a plan's
+// "100,000 requests a month"), beside its rate. One Allow decides both: a request needs a rate token
+// and a credit, and a request refused by either takes nothing from the other.
+//
+// How they are exact. A period's count is named by the key and the period's ID, so a refill is
+// only the calendar moving on to a name nobody has counted under yet: no job, no invalidation,
+// no cache. In memory the rate and the count are decided under the key's shard lock; in Redis
+// by one script per request, atomic in Redis, that runs the GCRA and the count together (no
+// extra round trip), so N replicas on one Redis admit exactly Amount per period. The count
+// expires at the period's end (plus creditsSlack), and a decrement that arrives late, from a
+// replica still in the previous period, lands on the previous period's count, never on the new
+// one. A replica's clock chooses the period (Redis's clock runs the GCRA, as without credits):
+// around a boundary, a request may count in the period its replica's clock says, off by that
+// clock's skew, still exactly once. When Redis fails, a key with credits is refused
+// (CreditResult.Unavailable) instead of being decided in memory, where each replica would
+// count its own credits.
+//
+// What they do not do yet: they are not read from APIKeys (nothing builds a Policy with
+// credits outside tests); the rollover is Reset only (Add up to a cap needs the previous
+// periods' balances); a request costs one credit; there are no grants, shared pools, or fixed
+// intervals from a key's first use.
+type Credits struct {
+	// Amount is how many requests each period admits.
+	Amount   int64
+	Schedule Schedule
+}
+
+// MaxCredits bounds Amount: far above any plan, far below where a count could overflow.
+const MaxCredits = 1 << 40
+
+// creditsSlack is how long a period's count outlives the period in Redis: longer than any
+// replica's clock is off, so that a replica still in the period counts on its count.
+const creditsSlack = time.Hour
+
+// CreditResult is the credits' part of a Result; zero for a key without credits.
+type CreditResult struct {
+	// Exhausted says the request was refused because its period's credits are spent.
+	Exhausted bool
+	// Unavailable says the request was refused because Redis, which keeps the credits, failed.
+	Unavailable bool
+	// Remaining is how many credits the period has left after this request.
+	Remaining int64
+	// RefillAt is the end of the period, when the credits are whole again.
+	RefillAt time.Time
+}
+
+// NewCreditPolicy builds the policy of the APIKey with UID id that has the rate l and the
+// credits c.
+func NewCreditPolicy(id string, l Limit, c Credits) (*Policy, error) {
+	p, err := NewPolicy(id, l)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Amount < 1 || c.Amount > MaxCredits:
+		return nil, fmt.Errorf("credits must be from 1 to %d, not %d", int64(MaxCredits), c.Amount)
+	case c.Schedule.Zone == nil:
+		return nil, errors.New("credits need a schedule")
+	}
+	p.Credits = &c
+	// The UID alone, not the rate: a changed rate keeps the period's count. A changed Amount
+	// keeps it too (the count is of credits spent), so an upgraded plan gets the difference.
+	p.creditsID = id + "/credits/"
+	return p, nil
+}
+
+// creditKey names the count of p's credits spent in period.
+func (p *Policy) creditKey(period Period) string { return p.creditsID + period.ID }
+
+// withCredits completes res, the rate's decision on a request of p's key at now in period,
+// with its credits, spent of which had been spent before the request. A request the rate
+// admits but the credits refuse takes no rate token: the caller keeps the TAT, and Remaining
+// and ResetAfter say so.
+func (p *Policy) withCredits(res Result, spent int64, period Period, now time.Time) Result {
+	res.Credits = CreditResult{Remaining: max(p.Credits.Amount-spent, 0), RefillAt: period.End}
+	switch {
+	case !res.Allowed:
+	case spent >= p.Credits.Amount:
+		res.Allowed = false
+		res.Credits.Exhausted = true
+		res.RetryAfter = period.End.Sub(now)
+		res.Remaining++
+		res.ResetAfter -= time.Duration(p.interval())
+	default:
+		res.Credits.Remaining--
+	}
+	return res
+}
+
+// refusedByRate says the rate refused the request (the credits may have refused it too).
+func (r Result) refusedByRate() bool {
+	return !r.Allowed && !r.Credits.Exhausted && !r.Credits.Unavailable
+}
