@@ -1,0 +1,92 @@
+//go:build !unit
+
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
+	"github.com/switchboard-dev/switchboard/internal/server/authz"
+)
+
+// TestCreditsEverywhere: a key with 3 credits a month (and a rate) answers 3 requests, then 429
+// API_KEY_CREDITS_EXHAUSTED with Retry-After to the next month's start and a "credits" item in
+// the RateLimit fields, on /v1, forward-auth (both modes) and ext_authz alike; once the clock
+// passes the month's end, the key is answered again. The clock is injected: nothing sleeps.
+func TestCreditsEverywhere(t *testing.T) {
+	doc := loadDocument(t)
+	ns := env.Namespace(t, "credits")
+	newConnection(t, ns, "a", "conn_a", nil)
+	// Two hours before December: November has 30 days (w=2592000), the refill is 7200 s away.
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC))
+	s := startAuthzServer(t, noFailureLimit(&sc{TrustedProxies: []string{"127.0.0.1/32"}}), Deps{Clock: clk}, true)
+	keys := map[string]*keyFixture{}
+	for _, p := range s.protocols() {
+		spec := rateLimited(100, time.Hour)
+		spec.Audiences = []switchboardv1alpha1.Audience{"connections"}
+		spec.Credits = &switchboardv1alpha1.APIKeyCredits{Amount: 3, Refill: switchboardv1alpha1.CreditsMonthly}
+		k := newKey(t, ns, "plan-"+string(rune('a'+len(keys))), spec)
+		keys[p.name] = k
+		// Known once not 401; asked for an audience the key lacks, so its credits are intact.
+		eventually(t, "the server knows "+k.APIKey.Name, func() bool {
+			return s.askHTTP(t, authz.ForwardAuthPath, call{authorization: withBearer(k.Key), client: "192.0.2.1", audience: "billing"}).status != http.StatusUnauthorized
+		})
+	}
+	const november = `"apikey";q=100;w=3600, "credits";q=3;w=2592000`
+	for _, p := range s.protocols() {
+		c := call{withBearer(keys[p.name].Key), "198.51.100.7", "connections"}
+		for i, want := range []string{`"apikey";r=99;t=36, "credits";r=2;t=7200`, `"apikey";r=98;t=36, "credits";r=1;t=7200`, `"apikey";r=97;t=36, "credits";r=0;t=7200`} {
+			if got := p.ask(t, c); got.status != http.StatusOK || got.client.Get("Ratelimit-Policy") != november || got.client.Get("Ratelimit") != want {
+				t.Errorf("%s, credit %d: %d %s, RateLimit-Policy %q, RateLimit %q; want 200, %q, %q", p.name, i+1, got.status, got.code,
+					got.client.Get("Ratelimit-Policy"), got.client.Get("Ratelimit"), november, want)
+			}
+		}
+		got := p.ask(t, c)
+		want := answer{status: http.StatusTooManyRequests, code: apicode.KeyCreditsExhausted}.forProtocol(p.name)
+		// The rate's t is its own (36 s), the credits' the refill's, as Retry-After.
+		const spent = `"apikey";r=97;t=36, "credits";r=0;t=7200`
+		if got.status != want.status || got.code != want.code || got.client.Get("Retry-After") != "7200" || got.client.Get("Ratelimit") != spent {
+			t.Errorf("%s past the credits: %d %s, Retry-After %q, RateLimit %q; want %d %s, 7200, %q", p.name, got.status, got.code,
+				got.client.Get("Retry-After"), got.client.Get("Ratelimit"), want.status, want.code, spent)
+		}
+	}
+	over := s.get(t, "/v1/connections", keys["/v1"].Key)
+	const msg = "The key's credits for this period are spent; they refill at 2026-12-01T00:00:00Z."
+	if m := errorMessage(t, over); m != msg {
+		t.Errorf("/v1 past the credits says %q, want %q", m, msg)
+	}
+	if err := doc.checkResponse("/v1/connections", "GET", over); err != nil {
+		t.Error(err)
+	}
+
+	// December: the credits are whole again (December has 31 days: w=2678400).
+	clk.SetTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	for _, p := range s.protocols() {
+		got := p.ask(t, call{withBearer(keys[p.name].Key), "198.51.100.7", "connections"})
+		if got.status != http.StatusOK || got.client.Get("Ratelimit-Policy") != `"apikey";q=100;w=3600, "credits";q=3;w=2678400` ||
+			got.client.Get("Ratelimit") != `"apikey";r=99;t=36, "credits";r=2;t=2678400` {
+			t.Errorf("%s in December: %d %s, RateLimit-Policy %q, RateLimit %q", p.name, got.status, got.code,
+				got.client.Get("Ratelimit-Policy"), got.client.Get("Ratelimit"))
+		}
+	}
+}
+
+// errorMessage is the message of r's error object.
+func errorMessage(t *testing.T, r response) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Body, &e); err != nil {
+		t.Fatalf("not an error object: %v: %s", err, r.Body)
+	}
+	return e.Error.Message
+}
