@@ -12,19 +12,21 @@ const (
 	// CronWebhook checks APIKeys with a cron window, which only it can check: refused while
 	// the operator is down.
 	CronWebhook = "cron-windows.apikeys.switchboard.dev"
-	// RenewalWebhook checks the other APIKeys that renew: their interval between renewals,
-	// which the operator holds to its minimum anyway, and weekly windows, which CEL checks too
-	// (but not across daylight saving time changes): admitted while the operator is down.
+	// RenewalWebhook checks the other APIKeys that renew or have credits: their interval
+	// between renewals, which the operator holds to its minimum anyway, weekly windows, which
+	// CEL checks too (but not across daylight saving time changes), and credits' time zones,
+	// which the server counts in UTC when it cannot load them: admitted while the operator is
+	// down.
 	RenewalWebhook = "renewals.apikeys.switchboard.dev"
 )
 
 // MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
-// cron window, and those without one that renew (renewalWindows need renewBefore or
-// renewBeforePercentage, which the API server checks before any webhook). APIKeys that renew
-// nothing reach neither.
+// cron window, and those without one that renew or have credits (renewalWindows need
+// renewBefore or renewBeforePercentage, which the API server checks before any webhook).
+// APIKeys that renew nothing and have no credits reach neither.
 var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
 	CronWebhook: {Name: "has-cron-windows", Expression: "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))"},
-	RenewalWebhook: {Name: "renews-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage)) && " +
+	RenewalWebhook: {Name: "renews-or-counts-credits-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage) || has(object.spec.credits)) && " +
 		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
 }
 
