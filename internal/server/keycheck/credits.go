@@ -12,7 +12,8 @@ import (
 // decides credits with the rate in one step (internal/server/ratelimit), so they come back in
 // its Result. With Redis, credits fail closed: while it does not answer, a key with credits gets
 // 503 NOT_READY without RateLimit fields (nothing was decided), since deciding them in memory
-// would let each replica sell the period's credits again.
+// would let each replica sell the period's credits again. Unlike the rest of the decision, a
+// key with credits allocates (the period's name in the limiter, the refusal's message).
 
 const (
 	msgCreditsExhausted   = "The key's credits for this period are spent; they refill at "
