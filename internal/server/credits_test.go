@@ -10,9 +10,11 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/authz"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // TestCreditsEverywhere: a key with 3 credits a month (and a rate) answers 3 requests, then 429
@@ -73,6 +75,41 @@ func TestCreditsEverywhere(t *testing.T) {
 			got.client.Get("Ratelimit") != `"apikey";r=99;t=36, "credits";r=2;t=2678400` {
 			t.Errorf("%s in December: %d %s, RateLimit-Policy %q, RateLimit %q", p.name, got.status, got.code,
 				got.client.Get("Ratelimit-Policy"), got.client.Get("Ratelimit"))
+		}
+	}
+}
+
+// TestCreditsSharedOnRedis: two servers on one Redis sell a key's credits once between them (a
+// key with credits and no rate), refill them when the month changes, and refuse the key with 503
+// NOT_READY once Redis is gone rather than count its credits again in each one's memory.
+func TestCreditsSharedOnRedis(t *testing.T) {
+	redis := testenv.StartRedis(t)
+	ns := env.Namespace(t, "credits-redis")
+	newConnection(t, ns, "a", "conn_a", nil)
+	k := newKey(t, ns, "plan", switchboardv1alpha1.APIKeySpec{Credits: &switchboardv1alpha1.APIKeyCredits{Amount: 4, Refill: switchboardv1alpha1.CreditsMonthly}})
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC))
+	c := noFailureLimit(&sc{RateLimitRedis: configv1alpha1.RateLimitRedis{URL: redis.URL()}})
+	a, b := startServer(t, nil, c, Deps{Clock: clk}, true), startServer(t, nil, c, Deps{Clock: clk}, true)
+	const policy = `"credits";q=4;w=2592000`
+	wantLimit(t, "1st, on a", firstAnswer(t, a, k.Key, nil), http.StatusOK, policy, `"credits";r=3;t=7200`)
+	wantLimit(t, "2nd, on b", firstAnswer(t, b, k.Key, nil), http.StatusOK, policy, `"credits";r=2;t=7200`)
+	wantLimit(t, "3rd, on a", a.get(t, "/v1/connections", k.Key), http.StatusOK, policy, `"credits";r=1;t=7200`)
+	wantLimit(t, "4th, on b", b.get(t, "/v1/connections", k.Key), http.StatusOK, policy, `"credits";r=0;t=7200`)
+	for name, s := range map[string]*testServer{"a": a, "b": b} {
+		resp := s.get(t, "/v1/connections", k.Key)
+		wantLimit(t, "past the credits, on "+name, resp, http.StatusTooManyRequests, policy, `"credits";r=0;t=7200`)
+		if resp.errorCode(t) != apicode.KeyCreditsExhausted || resp.Header.Get("Retry-After") != "7200" {
+			t.Errorf("past the credits, on %s: %s, Retry-After %q", name, resp.Body, resp.Header.Get("Retry-After"))
+		}
+	}
+	clk.SetTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	wantLimit(t, "December, on b", b.get(t, "/v1/connections", k.Key), http.StatusOK, `"credits";q=4;w=2678400`, `"credits";r=3;t=2678400`)
+
+	redis.Stop()
+	for name, s := range map[string]*testServer{"a": a, "b": b} {
+		resp := s.get(t, "/v1/connections", k.Key)
+		if resp.Status != http.StatusServiceUnavailable || resp.errorCode(t) != apicode.NotReady || resp.Header.Get("RateLimit") != "" {
+			t.Errorf("Redis gone, on %s: %d %s, RateLimit %q; want 503 %s without RateLimit", name, resp.Status, resp.Body, resp.Header.Get("RateLimit"), apicode.NotReady)
 		}
 	}
 }
