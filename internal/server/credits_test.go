@@ -67,6 +67,18 @@ func TestCreditsEverywhere(t *testing.T) {
 		t.Error(err)
 	}
 
+	// A key with credits alone announces no rate to Envoy: it has none of its own.
+	aloneSpec := switchboardv1alpha1.APIKeySpec{Credits: &switchboardv1alpha1.APIKeyCredits{Amount: 3, Refill: switchboardv1alpha1.CreditsMonthly}}
+	alone := newKey(t, ns, "alone", aloneSpec)
+	var got answer
+	eventually(t, "the server knows the key with credits alone", func() bool {
+		got = s.askGRPC(t, call{withBearer(alone.Key), "198.51.100.8", "connections"})
+		return got.status != http.StatusUnauthorized
+	})
+	if got.status != http.StatusOK || got.envoyLimit != "" || got.client.Get("Ratelimit") != `"credits";r=2;t=7200` {
+		t.Errorf("ext_authz, credits alone: %d, Envoy's limit %q, RateLimit %q; want 200, none, credits alone", got.status, got.envoyLimit, got.client.Get("Ratelimit"))
+	}
+
 	// December: the credits are whole again (December has 31 days: w=2678400).
 	clk.SetTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	for _, p := range s.protocols() {
