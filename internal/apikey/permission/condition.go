@@ -3,6 +3,7 @@ package permission
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -53,7 +54,7 @@ func compileCondition(src string) (*condition, error) {
 	}
 	ast, iss := env.Compile(src)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		return nil, issues(iss)
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("is a %s, not a bool", ast.OutputType())
@@ -70,6 +71,21 @@ func compileCondition(src string) (*condition, error) {
 		return nil, err
 	}
 	return &condition{program: prg}, nil
+}
+
+// issues are what CEL found wrong, on one line each with its column (CEL's own text draws the
+// source under it), and the variables when one was not known.
+func issues(iss *cel.Issues) error {
+	var msgs []string
+	undeclared := false
+	for _, e := range iss.Errors() {
+		msgs = append(msgs, fmt.Sprintf("%s (column %d)", e.Message, e.Location.Column()+1))
+		undeclared = undeclared || strings.Contains(e.Message, "undeclared reference")
+	}
+	if undeclared {
+		msgs = append(msgs, "a condition reads "+strings.Join([]string{varMethod, varPath, varParams, varAudience, varSource}, ", "))
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // eval evaluates c over req, whose path (without its query) is path and captures params.

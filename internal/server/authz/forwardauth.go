@@ -26,7 +26,8 @@ import (
 // The audience is in the URL the gateway is configured with, never in anything the client
 // sends; /authz (no audience) is a route that names none, which only keys without audiences
 // may use. The gateway forwards the client's Authorization (every one of them does by
-// default) and, with --trusted-proxies covering the gateway, its X-Forwarded-For.
+// default) and, with --trusted-proxies covering the gateway, its X-Forwarded-For; for keys with
+// permissions, the original request's method and URI (originalField).
 //
 // An allowed request is answered with the key's identity, for the gateway to copy upstream:
 // HeaderKey (namespace/name), HeaderKeyUID and HeaderKeyHint. A denial carries HeaderCode, so
@@ -60,7 +61,8 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, http.StatusNotFound, apicode.NotFound, "There is nothing at this path. The forward-auth endpoints are "+ForwardAuthPath+"/<audience> and "+ForwardAuthNginxPath+"/<audience>, where <audience> is a DNS label.")
 		return
 	}
-	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start)}
+	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start),
+		Method: originalField(r.Header, "X-Forwarded-Method", "X-Original-Method"), Path: originalField(r.Header, "X-Forwarded-Uri", "X-Original-Uri")}
 	v := f.checker.Decide(r.Context(), &req)
 	h := w.Header()
 	h["X-Content-Type-Options"] = headerNoSniff
@@ -69,7 +71,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := v.Key()
 		h.Set(HeaderKey, key.Namespace+"/"+key.Name)
 		h.Set(HeaderKeyUID, string(key.UID))
-		h.Set(HeaderKeyHint, hintField(v.Hint()))
+		h.Set(HeaderKeyHint, asciiField(v.Hint()))
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
@@ -79,6 +81,10 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			v.Status = http.StatusForbidden
 		}
 		v.SetDenialHeaders(h)
+		if rule, text, ok := v.PermissionRule(); ok {
+			h.Set(HeaderPermissionRule, rule)
+			h.Set(HeaderPermissionRuleText, asciiField(text))
+		}
 		apierror.Write(w, v.Status, v.Code, v.Message)
 	}
 	countCheck(protocolHTTP, &v, time.Since(start))
@@ -86,6 +92,16 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Info("check", "audience", audience, "status", v.Status, "code", v.Code, "key", v.Hint(),
 			"client", f.checker.ClientAddress(r).String())
 	}
+}
+
+// originalField is the original request's method or URI as the gateway tells it: Traefik and
+// Caddy send X-Forwarded-Method and X-Forwarded-Uri, NGINX what its configuration sets (the
+// X-Original-Method and X-Original-URI of docs/gateways.md); empty when it tells neither.
+func originalField(h http.Header, forwarded, original string) string {
+	if v := h.Get(forwarded); v != "" {
+		return v
+	}
+	return h.Get(original)
 }
 
 // forwardAuthRoute reads the audience of a forward-auth path, and whether it is NGINX's mode.

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
 // setPolicy reads what k may do beyond being valid into key. The CRD's schema refuses bad
 // values, so an error here means an APIKey written past it (an older CRD, say); each then errs
-// on the side of the key doing less: a rate limit out of bounds is brought within them, and a
-// source range that does not parse admits nobody.
+// on the side of the key doing less: a rate limit out of bounds is brought within them, a
+// source range that does not parse admits nobody, and permissions that do not compile allow
+// nothing.
 func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 	var errs []error
 	if rl := k.Spec.RateLimit; rl != nil {
@@ -41,6 +43,12 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 	for _, a := range k.Spec.Audiences {
 		key.Audiences = append(key.Audiences, string(a))
 	}
+	rules, err := permission.Compile(k.Spec.Permissions)
+	if err != nil {
+		errs = append(errs, errorf("APIKey %s/%s: %v; the key is allowed nothing", k.Namespace, k.Name, err))
+		rules = &permission.Rules{}
+	}
+	key.Permissions = rules
 	return errors.Join(errs...)
 }
 
