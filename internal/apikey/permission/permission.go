@@ -337,13 +337,19 @@ func shortened(s string, n int) string {
 }
 
 // Refusal is the message of a request d refused: the rule that refused it (written once, when
-// compiled), or that none allowed method and path.
+// compiled), or that none allowed method and path (which a gateway may not have told).
 func (d Decision) Refusal(method, path string) string {
 	if d.Rule >= 0 {
 		return d.refusal
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
+	}
+	if method == "" {
+		method = "(an unknown method)"
+	}
+	if path == "" {
+		path = "(an unknown path)"
 	}
 	return "no permissions rule allows " + method + " " + path
 }

@@ -162,6 +162,9 @@ func TestText(t *testing.T) {
 	if got, w := d.Refusal("POST", "/v1/connections?x=1"), "no permissions rule allows POST /v1/connections"; got != w {
 		t.Errorf("refusal %q, want %q", got, w)
 	}
+	if got, w := mustCompile(t, allow(methods("GET", "HEAD"), "/v1/**")).Decide(Request{}).Refusal("", ""), "no permissions rule allows (an unknown method) (an unknown path)"; got != w {
+		t.Errorf("refusal %q, want %q", got, w)
+	}
 }
 
 // TestCostLimitAtRuntime: an evaluation past the cost limit errs, so fails closed.
