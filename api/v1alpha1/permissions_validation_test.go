@@ -76,7 +76,9 @@ func TestInvalidPermissionsAreRejected(t *testing.T) {
 		{"an unknown effect", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Effect = "Maybe" }), []string{"spec.permissions[0].effect", "Unsupported value"}},
 		{"an unknown method", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Methods = []switchboardv1alpha1.HTTPMethod{"TRACE"} }),
 			[]string{"spec.permissions[0].methods[0]", "Unsupported value"}},
-		{"a method twice", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Methods = []switchboardv1alpha1.HTTPMethod{"GET", "GET"} }),
+		{"a method twice", rule(func(r *switchboardv1alpha1.PermissionRule) {
+			r.Methods = []switchboardv1alpha1.HTTPMethod{"GET", "GET"}
+		}),
 			[]string{"spec.permissions[0].methods[1]", "Duplicate value"}},
 		{"a path without /", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Paths = []string{"v1/**"} }), []string{"spec.permissions[0].paths[0]", "should match '^/'"}},
 		{"a path too long", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Paths = []string{"/" + strings.Repeat("a", 256)} }),
@@ -88,7 +90,9 @@ func TestInvalidPermissionsAreRejected(t *testing.T) {
 		}), []string{"spec.permissions[0].paths", "must have at most 16 items"}},
 		{"an audience that is not one", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Audiences = []switchboardv1alpha1.Audience{"Billing"} }),
 			[]string{"spec.permissions[0].audiences[0]", "an audience is a DNS label"}},
-		{"a source range that is not one", rule(func(r *switchboardv1alpha1.PermissionRule) { r.SourceRanges = []switchboardv1alpha1.CIDR{"203.0.113.7/24"} }),
+		{"a source range that is not one", rule(func(r *switchboardv1alpha1.PermissionRule) {
+			r.SourceRanges = []switchboardv1alpha1.CIDR{"203.0.113.7/24"}
+		}),
 			[]string{"spec.permissions[0].sourceRanges[0]", "203.0.113.0/24"}},
 		{"a condition too long", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Condition = strings.Repeat("true && ", 128) + "true" }),
 			[]string{"spec.permissions[0].condition", "may not be more than 1024"}},
