@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
 // Rules are a key's compiled permissions. Rules with no rule allow nothing (what a key whose
@@ -118,7 +119,7 @@ func compileRule(index int, s *switchboardv1alpha1.PermissionRule) (rule, error)
 		if err != nil {
 			return r, fmt.Errorf("sourceRanges: %q is not a CIDR", c)
 		}
-		r.sources = append(r.sources, unmapped(p.Masked()))
+		r.sources = append(r.sources, clientaddr.Range(p))
 	}
 	if s.Condition != "" {
 		c, err := compileCondition(s.Condition)
@@ -235,14 +236,6 @@ func containsAddr(prefixes []netip.Prefix, a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// unmapped writes an IPv4-mapped IPv6 range as the IPv4 range it is, as client addresses are.
-func unmapped(p netip.Prefix) netip.Prefix {
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-	}
-	return p
 }
 
 // clean says whether path is known (not empty) and has no empty, "." or ".." segment and no

@@ -7,6 +7,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -37,7 +38,7 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 				errs = append(errs, errorf("APIKey %s/%s: allowedSourceRanges: %q is not a CIDR; it admits nobody", k.Namespace, k.Name, c))
 				continue
 			}
-			key.SourceRanges = append(key.SourceRanges, unmapped(p.Masked()))
+			key.SourceRanges = append(key.SourceRanges, clientaddr.Range(p))
 		}
 	}
 	for _, a := range k.Spec.Audiences {
@@ -58,15 +59,6 @@ func nearest(l ratelimit.Limit) ratelimit.Limit {
 	l.Period = min(max(l.Period.Truncate(time.Second), ratelimit.MinPeriod), ratelimit.MaxPeriod)
 	l.Burst = min(max(l.Burst, 1), l.Requests)
 	return l
-}
-
-// unmapped writes an IPv4-mapped IPv6 range (::ffff:10.0.0.0/104) as the IPv4 range it is, as
-// the server writes client addresses: otherwise it would match no client.
-func unmapped(p netip.Prefix) netip.Prefix {
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-	}
-	return p
 }
 
 // AllowsSource reports whether the key may be used from addr: always when it has no source
