@@ -273,48 +273,32 @@ func encodedSeparator(seg string) bool {
 	return false
 }
 
-// text writes s as one short line: its effect, methods and paths, then what else it names.
+// text writes s as one short line: its effect, methods and paths ("*" for any), then what else
+// it names.
 func text(s *switchboardv1alpha1.PermissionRule) string {
-	var b strings.Builder
-	b.WriteString(strings.ToLower(string(s.Effect)))
-	b.WriteByte(' ')
-	if len(s.Methods) == 0 {
-		b.WriteByte('*')
-	}
-	for i, m := range s.Methods {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(string(m))
-	}
-	b.WriteByte(' ')
-	if len(s.Paths) == 0 {
-		b.WriteByte('*')
-	}
-	b.WriteString(strings.Join(s.Paths, ","))
+	line := strings.ToLower(string(s.Effect)) + " " + joined(s.Methods) + " " + joined(s.Paths)
 	if len(s.Audiences) > 0 {
-		b.WriteString(" for ")
-		for i, a := range s.Audiences {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(string(a))
-		}
+		line += " for " + joined(s.Audiences)
 	}
 	if len(s.SourceRanges) > 0 {
-		b.WriteString(" from ")
-		for i, c := range s.SourceRanges {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(string(c))
-		}
+		line += " from " + joined(s.SourceRanges)
 	}
 	if s.Condition != "" {
-		b.WriteString(" if ")
-		b.WriteString(shortened(s.Condition, maxConditionText))
+		line += " if " + shortened(s.Condition, maxConditionText)
 	}
-	return b.String()
+	return line
+}
+
+// joined is list separated by commas, "*" when empty.
+func joined[T ~string](list []T) string {
+	if len(list) == 0 {
+		return "*"
+	}
+	parts := make([]string, len(list))
+	for i, e := range list {
+		parts[i] = string(e)
+	}
+	return strings.Join(parts, ",")
 }
 
 // maxConditionText is how much of a condition a rule's text shows.
