@@ -44,7 +44,8 @@ import (
 // AudienceExtension is the context extension that names a route's audience.
 const AudienceExtension = "switchboard.dev/audience"
 
-// MetadataNamespace is the dynamic metadata namespace of an allowed check's facts.
+// MetadataNamespace is the dynamic metadata namespace of a check's facts: an allowed key's, or the
+// permissions rule that refused one.
 const MetadataNamespace = "switchboard.dev"
 
 // MetadataRateLimit is the field of an allowed check's facts that holds the key's own rate limit
