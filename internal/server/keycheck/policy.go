@@ -27,7 +27,7 @@ import (
 //   - spec.rateLimit: past it, 429 API_KEY_RATE_LIMITED with Retry-After. Every answer the
 //     limiter decided carries RateLimit-Policy and RateLimit (internal/server/ratelimit, header.go).
 //
-// A key without a policy costs two comparisons here: the limiter is not consulted and its
+// A key without a policy costs three comparisons here: the limiter is not consulted and its
 // answers are exactly what they were before policies existed.
 
 const (
