@@ -27,7 +27,7 @@ import (
 // sends; /authz (no audience) is a route that names none, which only keys without audiences
 // may use. The gateway forwards the client's Authorization (every one of them does by
 // default) and, with --trusted-proxies covering the gateway, its X-Forwarded-For; for keys with
-// permissions, the original request's method and URI (originalField).
+// permissions, the original request's method and URI (originalRequest).
 //
 // An allowed request is answered with the key's identity, for the gateway to copy upstream:
 // HeaderKey (namespace/name), HeaderKeyUID and HeaderKeyHint. A denial carries HeaderCode, so
@@ -61,8 +61,8 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, http.StatusNotFound, apicode.NotFound, "There is nothing at this path. The forward-auth endpoints are "+ForwardAuthPath+"/<audience> and "+ForwardAuthNginxPath+"/<audience>, where <audience> is a DNS label.")
 		return
 	}
-	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start),
-		Method: originalField(r.Header, "X-Forwarded-Method", "X-Original-Method"), Path: originalField(r.Header, "X-Forwarded-Uri", "X-Original-Uri")}
+	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start)}
+	req.Method, req.Path = originalRequest(r.Header, nginx)
 	v := f.checker.Decide(r.Context(), &req)
 	h := w.Header()
 	h["X-Content-Type-Options"] = headerNoSniff
@@ -94,14 +94,15 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// originalField is the original request's method or URI as the gateway tells it: Traefik and
-// Caddy send X-Forwarded-Method and X-Forwarded-Uri, NGINX what its configuration sets (the
-// X-Original-Method and X-Original-URI of docs/gateways.md); empty when it tells neither.
-func originalField(h http.Header, forwarded, original string) string {
-	if v := h.Get(forwarded); v != "" {
-		return v
+// originalRequest is the method and URI of the request the gateway checks, as it tells them:
+// Traefik and Caddy set X-Forwarded-Method and X-Forwarded-Uri; NGINX forwards the client's own
+// header fields in its subrequest, so in its mode only what its configuration sets is read,
+// X-Original-Method and X-Original-URI (docs/gateways.md). Empty when the gateway tells neither.
+func originalRequest(h http.Header, nginx bool) (method, uri string) {
+	if nginx {
+		return h.Get("X-Original-Method"), h.Get("X-Original-Uri")
 	}
-	return h.Get(original)
+	return h.Get("X-Forwarded-Method"), h.Get("X-Forwarded-Uri")
 }
 
 // forwardAuthRoute reads the audience of a forward-auth path, and whether it is NGINX's mode.
