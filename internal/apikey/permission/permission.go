@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -144,13 +145,19 @@ func methodIndex(m string) int {
 }
 
 // Decide decides req: the first rule that matches it, allowing or denying; refused when none
-// does. Without conditions it does not allocate.
+// does. Its path is matched percent-decoded. Without conditions or percent-encoding it does not
+// allocate.
 func (rs *Rules) Decide(req Request) Decision {
 	path := req.Path
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
 	unclean := !clean(path)
+	if !unclean && strings.IndexByte(path, '%') >= 0 {
+		// Matched as the server behind the gateway reads it: /v1/conn%65ctions is /v1/connections.
+		decoded, err := url.PathUnescape(path)
+		path, unclean = decoded, err != nil
+	}
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		if r.matches(&req, path, unclean) {
