@@ -6,8 +6,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// What a key may do, beyond being valid: how often (APIKeyRateLimit) and from where (CIDR).
-// The API server enforces both after authentication.
+// What a key may do, beyond being valid: how often (APIKeyRateLimit), from where (CIDR), for
+// which APIs (Audience) and which requests (PermissionRule).
+// The server enforces them after authentication.
 
 // Bounds of the policy fields, as the markers below state them (markers take only literals).
 // The server's limiter and the clients' parsers use these.
@@ -82,4 +83,76 @@ func (r *APIKeyRateLimit) EffectiveBurst() int32 {
 		return *r.Burst
 	}
 	return r.Requests
+}
+
+// Bounds of spec.permissions, as the markers below state them.
+const (
+	MaxPermissionRules        = 64
+	MaxPermissionPaths        = 16
+	MaxPermissionPathLength   = 256
+	MaxPermissionConditionLen = 1024
+)
+
+// PermissionEffect is what a permission rule does to the requests it matches.
+// +kubebuilder:validation:Enum=Allow;Deny
+type PermissionEffect string
+
+// The effects of a permission rule.
+const (
+	PermissionAllow PermissionEffect = "Allow"
+	PermissionDeny  PermissionEffect = "Deny"
+)
+
+// HTTPMethod is a request method a permission rule names.
+// +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS
+type HTTPMethod string
+
+// PermissionRule allows or denies the requests it matches: those whose method, path, audience
+// and source it names (each empty means any), and for which its condition holds. A key's rules
+// are read in order and the first that matches decides (internal/apikey/permission).
+type PermissionRule struct {
+	// effect is Allow or Deny: what the rule does to the requests it matches.
+	// +required
+	Effect PermissionEffect `json:"effect"`
+
+	// methods are the request methods the rule matches (at most 7); empty or absent means any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	Methods []HTTPMethod `json:"methods,omitempty"`
+
+	// paths are the path templates the rule matches (at most 16, each at most 256 characters,
+	// starting with "/"): a segment {name} matches any one non-empty segment, a final /**
+	// matches any rest (none included), and other segments match themselves, such as
+	// /v1/connections/{id} or /v1/**. Empty or absent means any path.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^/`
+	Paths []string `json:"paths,omitempty"`
+
+	// audiences are the APIs the rule matches (at most 16); empty or absent means any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Audiences []Audience `json:"audiences,omitempty"`
+
+	// sourceRanges are the client addresses the rule matches (at most 32 CIDRs); empty or
+	// absent means anywhere. Where the client's address cannot be known, an Allow rule with
+	// source ranges does not match and a Deny rule does: they fail closed.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	SourceRanges []CIDR `json:"sourceRanges,omitempty"`
+
+	// condition is a CEL expression (at most 1024 characters) that must be true for the rule
+	// to match, over request.method, request.path, request.params (the path template's
+	// captures), request.audience and request.source (the client's address, "" when unknown),
+	// such as request.params.id.startsWith("conn_"). Its cost is bounded: one that could cost
+	// more is refused at admission, and one that errors fails closed (an Allow rule does not
+	// match, a Deny rule does).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Condition string `json:"condition,omitempty"`
 }

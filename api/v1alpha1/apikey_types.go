@@ -72,6 +72,16 @@ type APIKeySpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Audiences []Audience `json:"audiences,omitempty"`
 
+	// permissions say what the key may do, by method, path, audience, source and condition:
+	// an ordered list of Allow and Deny rules (at most 64), of which the first that matches a
+	// request decides; when none does, the request is refused. Past them, requests get 403
+	// API_KEY_PERMISSION_DENIED naming the rule. Empty or absent means the key may do anything
+	// its audiences and source ranges allow.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Permissions []PermissionRule `json:"permissions,omitempty"`
+
 	// APIKeyLifecycle: lifetime, renewBefore, renewBeforePercentage, revokeWhenUnusedFor.
 	APIKeyLifecycle `json:",inline"`
 

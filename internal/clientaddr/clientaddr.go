@@ -29,6 +29,17 @@ func Parse(s string) netip.Addr {
 	return addr.WithZone("").Unmap()
 }
 
+// Range is a range of client addresses in their one spelling: masked, and an IPv4-mapped IPv6
+// range (::ffff:10.0.0.0/104) written as the IPv4 range it is, as Parse writes the addresses it
+// must contain (otherwise it would contain no client).
+func Range(p netip.Prefix) netip.Prefix {
+	p = p.Masked()
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
 // Bucket is the address a client's attempts are counted under: its own for IPv4, its /64 for
 // IPv6, the block one subscriber is usually given, so that hopping between the addresses of
 // one's own block buys nothing.

@@ -6,6 +6,7 @@ package plugin
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -78,7 +79,8 @@ func newRootCommand(o *Options) *cobra.Command {
 
 	key := &cobra.Command{Use: "key", Short: "Create, list, reveal, rotate and revoke API keys, set what they may do, and show their status and history"}
 	key.AddCommand(newKeyCreateCommand(o), newKeyListCommand(o), newKeyRevealCommand(o),
-		newKeyRotateCommand(o), newKeyRevokeCommand(o), newKeyPolicyCommand(o), newKeyStatusCommand(o), newKeyHistoryCommand(o))
+		newKeyRotateCommand(o), newKeyRevokeCommand(o), newKeyPolicyCommand(o), newKeyStatusCommand(o), newKeyHistoryCommand(o),
+		newKeyCanICommand(o))
 	conn := &cobra.Command{Use: "connection", Aliases: []string{"connections", "conn"}, Short: "List Connections"}
 	conn.AddCommand(newConnectionListCommand(o))
 	root.AddCommand(key, conn, newPanelCommand(o), newVersionCommand(o))
@@ -92,7 +94,9 @@ func Main(ctx context.Context, streams genericiooptions.IOStreams, flags *generi
 	cmd.SetArgs(args)
 	// Every call to the cluster takes its logger from this context: none logs a Secret's body.
 	if err := cmd.ExecuteContext(logging.IntoContext(ctx)); err != nil {
-		fmt.Fprintln(streams.ErrOut, "error: "+oneLine(err.Error()))
+		if !errors.Is(err, errNo) { // an answer, printed already
+			fmt.Fprintln(streams.ErrOut, "error: "+oneLine(err.Error()))
+		}
 		return 1
 	}
 	return 0

@@ -6,7 +6,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The webhooks of the configuration: one per failure policy. The chart's
+// The webhooks of the configuration: one per kind of APIKey and failure policy. The chart's
 // ValidatingWebhookConfiguration is this one (test/chart compares them).
 const (
 	// CronWebhook checks APIKeys with a cron window, which only it can check: refused while
@@ -18,16 +18,21 @@ const (
 	// which the server counts in UTC when it cannot load them: admitted while the operator is
 	// down.
 	RenewalWebhook = "renewals.apikeys.switchboard.dev"
+	// PermissionsWebhook checks APIKeys whose permissions have path templates or conditions,
+	// which only it can check: refused while the operator is down, since the server would
+	// refuse every request of a key whose rules do not compile.
+	PermissionsWebhook = "permissions.apikeys.switchboard.dev"
 )
 
 // MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
-// cron window, and those without one that renew or have credits (renewalWindows need
-// renewBefore or renewBeforePercentage, which the API server checks before any webhook).
-// APIKeys that renew nothing and have no credits reach neither.
+// cron window, those without one that renew or have credits (renewalWindows need renewBefore
+// or renewBeforePercentage, which the API server checks before any webhook), and those whose
+// permissions have path templates or conditions. APIKeys with none of these reach none.
 var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
 	CronWebhook: {Name: "has-cron-windows", Expression: "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))"},
 	RenewalWebhook: {Name: "renews-or-counts-credits-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage) || has(object.spec.credits)) && " +
 		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
+	PermissionsWebhook: {Name: "has-permission-paths-or-conditions", Expression: "has(object.spec.permissions) && object.spec.permissions.exists(r, has(r.paths) || has(r.condition))"},
 }
 
 // Configuration is the ValidatingWebhookConfiguration name that sends APIKeys to the webhook
@@ -51,6 +56,7 @@ func Configuration(name string, clientConfig admissionregistrationv1.WebhookClie
 	}
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks:   []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, admissionregistrationv1.Fail), webhook(RenewalWebhook, admissionregistrationv1.Ignore)},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, admissionregistrationv1.Fail), webhook(RenewalWebhook, admissionregistrationv1.Ignore),
+			webhook(PermissionsWebhook, admissionregistrationv1.Fail)},
 	}
 }

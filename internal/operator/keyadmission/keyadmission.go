@@ -1,6 +1,7 @@
 // Package keyadmission is the operator's validating admission webhook for APIKeys: it refuses
 // what the API server's CEL rules cannot tell, so that a key is never admitted that would end
-// before it could be renewed, or that would renew more often than the platform allows:
+// before it could be renewed, that would renew more often than the platform allows, or whose
+// permissions the server could not compile:
 //
 //   - renewal windows of which none opens within the renewal period, for a cron expression (or
 //     across daylight saving time changes) (cert-manager#9146);
@@ -9,8 +10,9 @@
 //     platform setting CEL does not know;
 //   - a credits' time zone that is not an IANA zone (CEL checks only its shape).
 //
-// The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew or have credits
-// (matchConditions): APIKeys with neither never depend on the operator being up. Those with a cron window are
+// The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew, have credits, or
+// have path templates or conditions in their permissions (matchConditions): other APIKeys never
+// depend on the operator being up. Those with a cron window, path templates or conditions are
 // refused while it is down (failurePolicy Fail); the others, whose weekly windows CEL checks too
 // and whose renewals the operator holds to the minimum interval anyway, pass then (Ignore).
 // Window checks take turns between namespaces (turns.go), so that one tenant's flood of them
@@ -22,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalwindow"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -75,12 +79,20 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied(msg)
 	}
 	if req.Operation == admissionv1.Update {
-		// An object admitted before keeps working: only a change to the windows or the renewal
-		// period is checked (as cert-manager does). One stored before the minimum interval was
-		// set keeps it too: the operator renews it no more often than the minimum.
+		// An object admitted before keeps working: only a change to the permissions, the
+		// windows or the renewal period is checked (as cert-manager does), so that one admitted
+		// while the operator was down can still be revoked. One stored before the minimum
+		// interval was set keeps it too: the operator renews it no more often than the minimum.
+		if !equality.Semantic.DeepEqual(old.Spec.Permissions, key.Spec.Permissions) {
+			if msg := permissionsRefusal(key.Spec.Permissions); msg != "" {
+				return admission.Denied(msg)
+			}
+		}
 		if sameRenewal(&old.Spec, &key.Spec) {
 			return admission.Allowed("")
 		}
+	} else if msg := permissionsRefusal(key.Spec.Permissions); msg != "" {
+		return admission.Denied(msg)
 	}
 	if msg := v.MinRenewal.Check(&key.Spec.APIKeyLifecycle); msg != "" {
 		return admission.Denied("spec.lifetime: " + msg + ": lengthen lifetime, or renew later in it (a shorter renewBefore or a smaller renewBeforePercentage)")
@@ -110,6 +122,16 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied("spec.renewalWindows: " + msg)
 	}
 	return admission.Allowed("")
+}
+
+// permissionsRefusal is why rules do not compile as the server compiles them (a path template
+// that does not parse, a condition that does not compile or could cost too much), each
+// wrong rule named by its index; empty when they do.
+func permissionsRefusal(rules []switchboardv1alpha1.PermissionRule) string {
+	if _, err := permission.Compile(rules); err != nil {
+		return "spec." + strings.ReplaceAll(err.Error(), "\n", "; spec.")
+	}
+	return ""
 }
 
 // hasCron says whether any of windows is a cron window, which only the webhook can check.

@@ -17,6 +17,9 @@ const (
 	SourceNotAllowed = "SOURCE_NOT_ALLOWED"
 	// AudienceNotAllowed: the key's spec.audiences do not include the route's audience.
 	AudienceNotAllowed = "AUDIENCE_NOT_ALLOWED"
+	// PermissionDenied: the key's spec.permissions refuse the request, by a Deny rule or for want
+	// of an Allow rule; the message names which.
+	PermissionDenied = "API_KEY_PERMISSION_DENIED"
 	// TooManyConcurrent: the namespace's responses being written on this replica already add
 	// up to --max-in-flight-bytes-per-namespace (internal/server/v1api).
 	TooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"

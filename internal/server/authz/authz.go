@@ -18,19 +18,28 @@ import (
 )
 
 // The header fields of a check's answer: an allowed request's key identity, which the gateway
-// copies upstream (replacing any a client sent), and a denial's code, so that a gateway that
-// replaces the body (NGINX) can still say which.
+// copies upstream (replacing any a client sent), and a denial's code (and, for a key's
+// permissions, the index and text of the rule that refused), so that a gateway that replaces
+// the body (NGINX) can still say which.
 const (
-	HeaderKey     = "X-Switchboard-Key"
-	HeaderKeyUID  = "X-Switchboard-Key-Uid"
-	HeaderKeyHint = "X-Switchboard-Key-Hint"
-	HeaderCode    = "X-Switchboard-Code"
+	HeaderKey                = "X-Switchboard-Key"
+	HeaderKeyUID             = "X-Switchboard-Key-Uid"
+	HeaderKeyHint            = "X-Switchboard-Key-Hint"
+	HeaderCode               = "X-Switchboard-Code"
+	HeaderPermissionRule     = "X-Switchboard-Permission-Rule"
+	HeaderPermissionRuleText = "X-Switchboard-Permission-Rule-Text"
 )
 
-// hintField is a key's hint as a header field's value: ASCII, as HTTP field values should be
-// (a gateway or an upstream may read them as Latin-1), the ellipsis spelled "...".
-func hintField(hint string) string {
-	return strings.ReplaceAll(hint, "…", "...")
+// asciiField is s as a header field's value: ASCII, as HTTP field values should be (a gateway
+// or an upstream may read them as Latin-1), the ellipsis (of a hint, of a rule's text) spelled
+// "...", any other character outside printable ASCII '?'.
+func asciiField(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r > '~' {
+			return '?'
+		}
+		return r
+	}, strings.ReplaceAll(s, "…", "..."))
 }
 
 // The authorization endpoints' metrics. Never a per-key label: a series per key would let

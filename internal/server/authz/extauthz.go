@@ -37,12 +37,15 @@ import (
 // so a gateway configured to fail open still fails closed. An allowed request goes upstream
 // with the key's identity (HeaderKey, HeaderKeyUID, HeaderKeyHint, replacing any a client
 // sent) and the same facts in dynamic metadata (namespace "switchboard.dev") for later filters
-// and access logs.
+// and access logs; a denial by a key's permissions carries the rule that refused (its index and
+// text) in both. A key's permissions are matched against the request's method and path
+// (attributes.request.http).
 
 // AudienceExtension is the context extension that names a route's audience.
 const AudienceExtension = "switchboard.dev/audience"
 
-// MetadataNamespace is the dynamic metadata namespace of an allowed check's facts.
+// MetadataNamespace is the dynamic metadata namespace of a check's facts: an allowed key's, or the
+// permissions rule that refused one.
 const MetadataNamespace = "switchboard.dev"
 
 // MetadataRateLimit is the field of an allowed check's facts that holds the key's own rate limit
@@ -109,6 +112,8 @@ func (s *ExtAuthz) Check(ctx context.Context, in *authv3.CheckRequest) (*authv3.
 	req := keycheck.Request{
 		Authorization: headerValues(h, "authorization"),
 		Audience:      attrs.GetContextExtensions()[AudienceExtension],
+		Method:        h.GetMethod(),
+		Path:          h.GetPath(),
 		Now:           s.checker.Now(start),
 	}
 	if peer := socketAddress(attrs.GetSource()); peer.IsValid() {
@@ -131,7 +136,7 @@ func (s *ExtAuthz) response(v *keycheck.Verdict) *authv3.CheckResponse {
 	}
 	if v.Allowed() {
 		key := v.Key()
-		id, uid, hint := key.Namespace+"/"+key.Name, string(key.UID), hintField(v.Hint())
+		id, uid, hint := key.Namespace+"/"+key.Name, string(key.UID), asciiField(v.Hint())
 		ok := &authv3.OkHttpResponse{
 			Headers:              []*corev3.HeaderValueOption{setHeader(HeaderKey, id), setHeader(HeaderKeyUID, uid), setHeader(HeaderKeyHint, hint)},
 			ResponseHeadersToAdd: rateLimit,
@@ -172,8 +177,19 @@ func (s *ExtAuthz) response(v *keycheck.Verdict) *authv3.CheckResponse {
 	if v.Challenge != "" {
 		headers = append(headers, setHeader("WWW-Authenticate", v.Challenge))
 	}
+	var metadata *structpb.Struct
+	if rule, text, ok := v.PermissionRule(); ok {
+		headers = append(headers, setHeader(HeaderPermissionRule, rule), setHeader(HeaderPermissionRuleText, asciiField(text)))
+		metadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+				"permissionRule":     structpb.NewStringValue(rule),
+				"permissionRuleText": structpb.NewStringValue(text),
+			}}),
+		}}
+	}
 	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status)), Message: v.Code}, //nolint:gosec // gRPC codes are below 17
+		DynamicMetadata: metadata,
+		Status:          &rpcstatus.Status{Code: int32(grpcCode(v.Status)), Message: v.Code}, //nolint:gosec // gRPC codes are below 17
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(v.Status)}, //nolint:gosec // an HTTP status, below 600
 			Headers: headers,

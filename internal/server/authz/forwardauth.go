@@ -26,7 +26,8 @@ import (
 // The audience is in the URL the gateway is configured with, never in anything the client
 // sends; /authz (no audience) is a route that names none, which only keys without audiences
 // may use. The gateway forwards the client's Authorization (every one of them does by
-// default) and, with --trusted-proxies covering the gateway, its X-Forwarded-For.
+// default) and, with --trusted-proxies covering the gateway, its X-Forwarded-For; for keys with
+// permissions, the original request's method and URI (originalRequest).
 //
 // An allowed request is answered with the key's identity, for the gateway to copy upstream:
 // HeaderKey (namespace/name), HeaderKeyUID and HeaderKeyHint. A denial carries HeaderCode, so
@@ -61,6 +62,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start)}
+	req.Method, req.Path = originalRequest(r.Header, nginx)
 	v := f.checker.Decide(r.Context(), &req)
 	h := w.Header()
 	h["X-Content-Type-Options"] = headerNoSniff
@@ -69,7 +71,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := v.Key()
 		h.Set(HeaderKey, key.Namespace+"/"+key.Name)
 		h.Set(HeaderKeyUID, string(key.UID))
-		h.Set(HeaderKeyHint, hintField(v.Hint()))
+		h.Set(HeaderKeyHint, asciiField(v.Hint()))
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
@@ -79,6 +81,10 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			v.Status = http.StatusForbidden
 		}
 		v.SetDenialHeaders(h)
+		if rule, text, ok := v.PermissionRule(); ok {
+			h.Set(HeaderPermissionRule, rule)
+			h.Set(HeaderPermissionRuleText, asciiField(text))
+		}
 		apierror.Write(w, v.Status, v.Code, v.Message)
 	}
 	countCheck(protocolHTTP, &v, time.Since(start))
@@ -86,6 +92,17 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Info("check", "audience", audience, "status", v.Status, "code", v.Code, "key", v.Hint(),
 			"client", f.checker.ClientAddress(r).String())
 	}
+}
+
+// originalRequest is the method and URI of the request the gateway checks, as it tells them:
+// Traefik and Caddy set X-Forwarded-Method and X-Forwarded-Uri; NGINX forwards the client's own
+// header fields in its subrequest, so in its mode only what its configuration sets is read,
+// X-Original-Method and X-Original-URI (docs/gateways.md). Empty when the gateway tells neither.
+func originalRequest(h http.Header, nginx bool) (method, uri string) {
+	if nginx {
+		return h.Get("X-Original-Method"), h.Get("X-Original-Uri")
+	}
+	return h.Get("X-Forwarded-Method"), h.Get("X-Forwarded-Uri")
 }
 
 // forwardAuthRoute reads the audience of a forward-auth path, and whether it is NGINX's mode.

@@ -7,12 +7,13 @@
 // The steps, in order:
 //
 //	ready gate → strict Bearer parse → checksum → SHA-256 → one index lookup → failure limiter
-//	(failures only) → audience → source ranges → rate limit
+//	(failures only) → audience → source ranges → permissions → rate limit
 //
 // Authentication comes before the failure limiter so that a valid key is answered whatever
 // others sharing its address have done (docs/security.md, section 3), and before the policy so
 // that only the key's holder learns what the key may do. The audience comes first among the
-// policy: a key used where it may not be takes nothing from its budget.
+// policy: a key used where it may not be takes nothing from its budget; nor does a request its
+// permissions refuse.
 //
 // A decision makes no API call; the index is fed from informers elsewhere (internal/server/indexfeed).
 package keycheck
@@ -139,6 +140,10 @@ type Request struct {
 	// Audience is the route's audience, from the server's configuration or the gateway's,
 	// never from anything the client sends.
 	Audience string
+	// Method and Path are the request's, which a key's permissions are matched against: the
+	// request's own on /v1, the original request's as the gateway tells it on a check; empty
+	// when it does not (rules that name them then fail closed).
+	Method, Path string
 	// Now is the time the key is judged at (Checker.Now of the request's start).
 	Now time.Time
 }
@@ -179,6 +184,11 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 		}
 		if !key.AllowsSource(client) {
 			return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.SourceNotAllowed, Message: msgSourceNotAllowed}
+		}
+	}
+	if key.Permissions != nil {
+		if v, refused := c.permitted(auth, req); refused {
+			return v
 		}
 	}
 	if key.RateLimit == nil {

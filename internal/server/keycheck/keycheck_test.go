@@ -235,11 +235,16 @@ func TestKeyWithoutPolicyNeverConsultsTheLimiter(t *testing.T) {
 }
 
 // TestDecideDoesNotAllocate: the decision allocates nothing, allowed or refused, for keys with
-// and without a policy.
+// and without a policy (permissions without conditions included: a rule's refusal is written
+// when it is compiled).
 func TestDecideDoesNotAllocate(t *testing.T) {
 	limited := switchboardv1alpha1.APIKeySpec{RateLimit: &switchboardv1alpha1.APIKeyRateLimit{Requests: switchboardv1alpha1.RateLimitMaxRequests, Period: metav1.Duration{Duration: time.Second}},
 		AllowedSourceRanges: []switchboardv1alpha1.CIDR{"192.0.2.0/24"}}
-	idx, keys := testIndex(t, switchboardv1alpha1.APIKeySpec{}, limited)
+	permitted := switchboardv1alpha1.APIKeySpec{Permissions: []switchboardv1alpha1.PermissionRule{
+		{Effect: switchboardv1alpha1.PermissionDeny, Methods: []switchboardv1alpha1.HTTPMethod{"DELETE"}, Paths: []string{"/v1/connections/{id}"}},
+		{Effect: switchboardv1alpha1.PermissionAllow, Methods: []switchboardv1alpha1.HTTPMethod{"GET"}, Paths: []string{"/v1/**"}},
+	}}
+	idx, keys := testIndex(t, switchboardv1alpha1.APIKeySpec{}, limited, permitted)
 	c := testChecker(t, idx)
 	r := httptest.NewRequest(http.MethodGet, "/v1/connections", nil)
 	r.RemoteAddr = "10.0.0.1:1234"
@@ -248,6 +253,8 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		"valid":         {Authorization: bearerOf(keys[0]), HTTP: r},
 		"policy":        {Authorization: bearerOf(keys[1]), HTTP: r},
 		"wrong address": {Authorization: bearerOf(keys[1]), Addr: netip.MustParseAddr("198.51.100.1"), AddrKnown: true},
+		"permitted":     {Authorization: bearerOf(keys[2]), HTTP: r, Method: http.MethodGet, Path: "/v1/connections"},
+		"denied by one": {Authorization: bearerOf(keys[2]), HTTP: r, Method: http.MethodDelete, Path: "/v1/connections/c1"},
 		"invalid":       {Authorization: bearerOf(keys[0][:len(keys[0])-1] + "x"), HTTP: r},
 		"missing":       {HTTP: r},
 	} {
@@ -295,13 +302,23 @@ func BenchmarkAuthenticate(b *testing.B) {
 }
 
 // BenchmarkDecide measures the whole decision of an allowed request over an index of 10,000
-// keys: authenticate, then a key without a policy, or with source ranges and a rate limit
-// (never reached) decided in memory.
+// keys: authenticate, then a key without a policy, with source ranges and a rate limit (never
+// reached) decided in memory, or with 50 permissions rules.
 func BenchmarkDecide(b *testing.B) {
 	limited := switchboardv1alpha1.APIKeySpec{RateLimit: &switchboardv1alpha1.APIKeyRateLimit{Requests: switchboardv1alpha1.RateLimitMaxRequests, Period: metav1.Duration{Duration: time.Second}},
 		AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "172.16.0.0/12", "2001:db8::/32", "192.0.2.0/24"}}
+	// 50 rules, the request matched by the last (the cost the issue bounds: a key with 50 rules
+	// against one with none).
+	var rules []switchboardv1alpha1.PermissionRule
+	for i := range 49 {
+		rules = append(rules, switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionDeny,
+			Methods: []switchboardv1alpha1.HTTPMethod{"DELETE", "PUT"}, Paths: []string{fmt.Sprintf("/v1/items%d/{id}/**", i)}})
+	}
+	rules = append(rules, switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow,
+		Methods: []switchboardv1alpha1.HTTPMethod{"GET"}, Paths: []string{"/v1/connections"}})
 	specs := make([]switchboardv1alpha1.APIKeySpec, 10000)
 	specs[len(specs)-1] = limited
+	specs[len(specs)-2] = switchboardv1alpha1.APIKeySpec{Permissions: rules}
 	idx, keys := testIndex(b, specs...)
 	ready := &atomic.Bool{}
 	ready.Store(true)
@@ -309,9 +326,9 @@ func BenchmarkDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, key := range map[string]string{"policy=none": keys[0], "policy=sources+rate": keys[len(keys)-1]} {
+	for name, key := range map[string]string{"policy=none": keys[0], "policy=sources+rate": keys[len(keys)-1], "policy=50rules": keys[len(keys)-2]} {
 		b.Run(name, func(b *testing.B) {
-			req := Request{Authorization: bearerOf(key), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true}
+			req := Request{Authorization: bearerOf(key), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true, Method: http.MethodGet, Path: "/v1/connections"}
 			b.ReportAllocs()
 			for b.Loop() {
 				req.Now = c.Now(time.Now())
@@ -320,5 +337,39 @@ func BenchmarkDecide(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestPermissions: after audience and sources, a key's permissions decide with the request's
+// method and path: a refusal is 403 API_KEY_PERMISSION_DENIED naming the rule (index and text),
+// or saying none allowed the request, and never consults the limiter.
+func TestPermissions(t *testing.T) {
+	spec := switchboardv1alpha1.APIKeySpec{
+		RateLimit: &switchboardv1alpha1.APIKeyRateLimit{Requests: 1, Period: metav1.Duration{Duration: time.Hour}},
+		Permissions: []switchboardv1alpha1.PermissionRule{
+			{Effect: switchboardv1alpha1.PermissionDeny, Methods: []switchboardv1alpha1.HTTPMethod{"DELETE"}, Paths: []string{"/v1/connections/{id}"}},
+			{Effect: switchboardv1alpha1.PermissionAllow, Methods: []switchboardv1alpha1.HTTPMethod{"GET"}, Paths: []string{"/v1/**"}},
+		}}
+	idx, keys := testIndex(t, spec)
+	c := testChecker(t, idx)
+	ask := func(method, path string) Verdict {
+		return c.Decide(context.Background(), &Request{Authorization: bearerOf(keys[0]), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true,
+			Method: method, Path: path, Now: testNow})
+	}
+	for range 3 {
+		v := ask(http.MethodDelete, "/v1/connections/c1")
+		index, text, ok := v.PermissionRule()
+		if v.Status != http.StatusForbidden || v.Code != apicode.PermissionDenied || v.Message != "refused by permissions rule 0 (deny DELETE /v1/connections/{id})" ||
+			!ok || index != "0" || text != "deny DELETE /v1/connections/{id}" {
+			t.Fatalf("a denied DELETE: %+v, rule %q %q %v", v, index, text, ok)
+		}
+	}
+	v := ask(http.MethodPost, "/v1/connections")
+	if _, _, ok := v.PermissionRule(); v.Code != apicode.PermissionDenied || v.Message != "no permissions rule allows POST /v1/connections" || ok {
+		t.Fatalf("a POST no rule allows: %+v", v)
+	}
+	// The refusals took nothing from the budget of one: the GET has it.
+	if v := ask(http.MethodGet, "/v1/connections"); !v.Allowed() {
+		t.Fatalf("the GET after the refusals: %+v", v)
 	}
 }

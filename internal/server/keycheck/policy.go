@@ -3,7 +3,9 @@ package keycheck
 import (
 	"net/http"
 
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -20,10 +22,12 @@ import (
 //     address (--peers-are-proxies: the peer is a proxy it does not trust, so every client
 //     would look like the proxy), the key is refused the same way, with a message that says
 //     so: ranges that cannot be checked admit nobody, as ranges that do not parse.
+//   - spec.permissions: a request no rule allows gets 403 API_KEY_PERMISSION_DENIED, its message
+//     naming the rule that refused it (never the key), and takes nothing from its budget.
 //   - spec.rateLimit: past it, 429 API_KEY_RATE_LIMITED with Retry-After. Every answer the
 //     limiter decided carries RateLimit-Policy and RateLimit (internal/server/ratelimit, header.go).
 //
-// A key without a policy costs two comparisons here: the limiter is not consulted and its
+// A key without a policy costs three comparisons here: the limiter is not consulted and its
 // answers are exactly what they were before policies existed.
 
 const (
@@ -37,6 +41,18 @@ const (
 // believed and its own address is the proxy's, not the client's.
 func (c *Checker) clientKnown(r *http.Request) bool {
 	return !c.peersAreProxies || clientaddr.Trusted(clientaddr.Parse(r.RemoteAddr), c.trusted)
+}
+
+// permitted decides req by its key's permissions: refused, with the verdict saying by which
+// rule, or not.
+func (c *Checker) permitted(auth authOutcome, req *Request) (Verdict, bool) {
+	client, known := c.clientOf(req)
+	d := auth.key.Permissions.Decide(permission.Request{Method: req.Method, Path: req.Path, Audience: req.Audience, Source: client, SourceKnown: known})
+	if d.Allowed {
+		return Verdict{}, false
+	}
+	return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.PermissionDenied, Message: d.Refusal(req.Method, req.Path),
+		permissionRule: d.Rule, permissionText: d.Text}, true
 }
 
 // newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when

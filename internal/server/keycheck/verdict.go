@@ -42,6 +42,19 @@ type Verdict struct {
 	// the key's limiter made carries them, allowed or not.
 	policy *ratelimit.Policy
 	result ratelimit.Result
+	// permissionRule and permissionText, when permissionText is set, are the permissions rule
+	// that refused the request.
+	permissionRule int
+	permissionText string
+}
+
+// PermissionRule is the index and text of the key's permissions rule that refused the request
+// (ok when one did), for the protocols that carry it beside the message (ext_authz, forward-auth).
+func (v *Verdict) PermissionRule() (index, text string, ok bool) {
+	if v.permissionText == "" {
+		return "", "", false
+	}
+	return strconv.Itoa(v.permissionRule), v.permissionText, true
 }
 
 // Allowed says the request may pass.

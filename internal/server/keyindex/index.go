@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -99,6 +100,9 @@ type Key struct {
 	SourceRanges      []netip.Prefix
 	// Audiences is spec.audiences: the audiences the key may be used for; empty means all.
 	Audiences []string
+	// Permissions are spec.permissions, compiled; nil (none) means the key may do anything its
+	// audiences and sources allow.
+	Permissions *permission.Rules
 
 	usage *Usage
 }

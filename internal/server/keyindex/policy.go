@@ -6,13 +6,16 @@ import (
 	"time"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
+	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
 // setPolicy reads what k may do beyond being valid into key. The CRD's schema refuses bad
 // values, so an error here means an APIKey written past it (an older CRD, say); each then errs
-// on the side of the key doing less: a rate limit out of bounds is brought within them, and a
-// source range that does not parse admits nobody.
+// on the side of the key doing less: a rate limit out of bounds is brought within them, a
+// source range that does not parse admits nobody, and permissions that do not compile allow
+// nothing.
 func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 	var errs []error
 	if rl := k.Spec.RateLimit; rl != nil {
@@ -36,12 +39,18 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 				errs = append(errs, errorf("APIKey %s/%s: allowedSourceRanges: %q is not a CIDR; it admits nobody", k.Namespace, k.Name, c))
 				continue
 			}
-			key.SourceRanges = append(key.SourceRanges, unmapped(p.Masked()))
+			key.SourceRanges = append(key.SourceRanges, clientaddr.Range(p))
 		}
 	}
 	for _, a := range k.Spec.Audiences {
 		key.Audiences = append(key.Audiences, string(a))
 	}
+	rules, err := permission.Compile(k.Spec.Permissions)
+	if err != nil {
+		errs = append(errs, errorf("APIKey %s/%s: %v; the key is allowed nothing", k.Namespace, k.Name, err))
+		rules = &permission.Rules{}
+	}
+	key.Permissions = rules
 	return errors.Join(errs...)
 }
 
@@ -51,15 +60,6 @@ func nearest(l ratelimit.Limit) ratelimit.Limit {
 	l.Period = min(max(l.Period.Truncate(time.Second), ratelimit.MinPeriod), ratelimit.MaxPeriod)
 	l.Burst = min(max(l.Burst, 1), l.Requests)
 	return l
-}
-
-// unmapped writes an IPv4-mapped IPv6 range (::ffff:10.0.0.0/104) as the IPv4 range it is, as
-// the server writes client addresses: otherwise it would match no client.
-func unmapped(p netip.Prefix) netip.Prefix {
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-	}
-	return p
 }
 
 // AllowsSource reports whether the key may be used from addr: always when it has no source

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -118,6 +119,41 @@ func TestAllowsAudience(t *testing.T) {
 				if key.AllowsAudience(a) {
 					t.Errorf("audience %q allowed, want refused", a)
 				}
+			}
+		})
+	}
+}
+
+// TestPermissionsCompiled: a key's permissions are compiled as it enters the index; none leave
+// it without Rules, and rules that do not compile (written past the webhook) allow nothing.
+func TestPermissionsCompiled(t *testing.T) {
+	get := permission.Request{Method: "GET", Path: "/v1/connections"}
+	for _, tt := range []struct {
+		name        string
+		rules       []switchboardv1alpha1.PermissionRule
+		wantRules   bool
+		wantAllowed bool
+		wantError   string
+	}{
+		{name: "none", wantRules: false},
+		{name: "rules that compile", rules: []switchboardv1alpha1.PermissionRule{{Effect: switchboardv1alpha1.PermissionAllow, Paths: []string{"/v1/**"}}},
+			wantRules: true, wantAllowed: true},
+		{name: "rules that do not compile allow nothing", rules: []switchboardv1alpha1.PermissionRule{
+			{Effect: switchboardv1alpha1.PermissionAllow}, {Effect: switchboardv1alpha1.PermissionAllow, Condition: "request.nope"}},
+			wantRules: true, wantError: "permissions[1]: condition: undeclared reference"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := New()
+			err := putAPIKey(x, apiKey("uid-1", func(k *switchboardv1alpha1.APIKey) { k.Spec.Permissions = tt.rules }))
+			if tt.wantError == "" && err != nil || tt.wantError != "" && (err == nil || !strings.Contains(err.Error(), tt.wantError) || !strings.Contains(err.Error(), "allowed nothing")) {
+				t.Fatalf("putAPIKey: %v, want %q", err, tt.wantError)
+			}
+			rules := x.Keys()[0].Permissions
+			if (rules != nil) != tt.wantRules {
+				t.Fatalf("Permissions %v, want some: %v", rules, tt.wantRules)
+			}
+			if rules != nil && rules.Decide(get).Allowed != tt.wantAllowed {
+				t.Errorf("GET /v1/connections allowed: %v, want %v", !tt.wantAllowed, tt.wantAllowed)
 			}
 		})
 	}

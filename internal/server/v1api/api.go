@@ -88,7 +88,8 @@ func allowed(w http.ResponseWriter, r *http.Request, rt route) bool {
 // serveV1 answers a /v1 request: the one decision every protocol shares, for the server's own
 // audience, then the route and the list.
 func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start time.Time, wantHint bool) (hint string) {
-	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: a.audience, Now: a.checker.Now(start)}
+	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: a.audience, Now: a.checker.Now(start),
+		Method: r.Method, Path: r.URL.EscapedPath()}
 	v := a.checker.Decide(r.Context(), &req)
 	if wantHint {
 		hint = v.Hint()
