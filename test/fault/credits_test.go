@@ -25,7 +25,8 @@ import (
 // credits are for a quiet machine; on CI's two busy cores, three servers, Redis, the control
 // plane and 64 clients share them, so each case makes 100,000 attempts, which takes about as
 // long as a case of this suite may. The numbers change nothing in what is proved: every credit
-// is decided in one Redis script, whatever the scale.
+// is decided in one Redis script, whatever the scale. The credits are monthly: a run across
+// midnight UTC starting a month would see them refill.
 const (
 	creditsClients  = 64
 	creditsAttempts = 100_000
@@ -69,7 +70,7 @@ func TestCreditsExactWithRedisKilled(t *testing.T) {
 	// keep sending meanwhile.
 	third := make(chan *atomic.Int64)
 	var once sync.Once
-	result := make(chan spent)
+	result := make(chan spent, 1)
 	go func() {
 		result <- rig.spend(t, creditsAttempts, func(attempt int, admitted *atomic.Int64) {
 			if attempt >= creditsAttempts/3 {
