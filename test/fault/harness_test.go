@@ -258,6 +258,11 @@ type response struct {
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
 func call(url, authorization string) (response, error) {
+	return callWith(httpClient, url, authorization)
+}
+
+// callWith is call through c.
+func callWith(c *http.Client, url, authorization string) (response, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return response{}, err
@@ -265,7 +270,7 @@ func call(url, authorization string) (response, error) {
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return response{}, err
 	}
@@ -287,8 +292,14 @@ func call(url, authorization string) (response, error) {
 // issue creates an APIKey and returns its key, claimed from the reveal Secret.
 func issue(t *testing.T, ns, name string) string {
 	t.Helper()
+	return issueWith(t, ns, name, switchboardv1alpha1.APIKeySpec{})
+}
+
+// issueWith is issue of an APIKey with spec.
+func issueWith(t *testing.T, ns, name string, spec switchboardv1alpha1.APIKeySpec) string {
+	t.Helper()
 	ctx := ctxFor(t, 90*time.Second)
-	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	ak := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
 	if err := env.Client.Create(ctx, ak); err != nil {
 		t.Fatal(err)
 	}
