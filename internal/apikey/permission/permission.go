@@ -22,6 +22,9 @@ import (
 // permissions has no Rules at all.
 type Rules struct {
 	rules []rule
+	// unusable says these are a role's refusal of everything (missing): joined, they replace
+	// the key's rules rather than follow them.
+	unusable bool
 }
 
 // Request is what a rule is matched against.
@@ -76,28 +79,45 @@ func Compile(specs []switchboardv1alpha1.PermissionRule) (*Rules, error) {
 	return compile(specs, "")
 }
 
-// CompileRole compiles the rules of the APIKeyRole named role, whose refusals name it.
+// CompileRole compiles the rules of the APIKeyRole named role, whose refusals name it. When
+// they do not compile, it says why, and returns rules refusing everything, saying so: what a
+// key naming the role gets.
 func CompileRole(role string, specs []switchboardv1alpha1.PermissionRule) (*Rules, error) {
-	return compile(specs, role)
+	rs, err := compile(specs, role)
+	if err != nil {
+		return missing(role, "has rules that do not compile"), err
+	}
+	return rs, nil
 }
 
-// Join is the rules of parts in their order, nil parts contributing none. It compiles nothing,
-// so a key is joined again cheaply when one of its roles changes.
-func Join(parts ...*Rules) *Rules {
+// WithRoles is own (a key's compiled permissions), then the rules of the roles it names, in
+// their order, as role finds them compiled (CompileRole; false when the role does not exist).
+// While one does not exist or does not compile, it is only a refusal of everything naming it. It compiles
+// nothing, so a key is joined again cheaply when one of its roles changes.
+func WithRoles(own *Rules, names []string, role func(name string) (*Rules, bool)) *Rules {
 	out := &Rules{}
-	for _, p := range parts {
-		if p != nil {
-			out.rules = append(out.rules, p.rules...)
+	if own != nil {
+		out.rules = append(out.rules, own.rules...)
+	}
+	for _, name := range names {
+		rs, ok := role(name)
+		if !ok {
+			return missing(name, "does not exist")
+		}
+		if rs != nil && rs.unusable {
+			return rs
+		}
+		if rs != nil {
+			out.rules = append(out.rules, rs.rules...)
 		}
 	}
 	return out
 }
 
-// Missing is what a key naming the APIKeyRole role gets while the role does not exist (or
-// cannot be read): a rule refusing everything, saying so.
-func Missing(role, why string) *Rules {
+// missing refuses everything, for the reason why the APIKeyRole role cannot be used.
+func missing(role, why string) *Rules {
 	msg := "permissions role " + role + " " + why
-	return &Rules{rules: []rule{{index: -1, role: role, text: msg, refusal: msg}}}
+	return &Rules{rules: []rule{{index: -1, role: role, text: msg, refusal: msg}}, unusable: true}
 }
 
 func compile(specs []switchboardv1alpha1.PermissionRule, role string) (*Rules, error) {

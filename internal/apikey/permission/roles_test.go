@@ -16,13 +16,25 @@ func mustCompileRole(t *testing.T, role string, specs ...switchboardv1alpha1.Per
 	return rs
 }
 
-// TestJoinedRoles: a key's own rules come first, then each role's in the order joined; the
+// compiled finds roles among those given, by name.
+func compiled(roles ...*Rules) func(string) (*Rules, bool) {
+	return func(name string) (*Rules, bool) {
+		for _, r := range roles {
+			if r != nil && r.rules[0].role == name {
+				return r, true
+			}
+		}
+		return nil, name == "empty"
+	}
+}
+
+// TestWithRoles: a key's own rules come first, then each role's in the order named; the
 // first that matches decides, and its refusal and Where name its source and its index there.
-func TestJoinedRoles(t *testing.T) {
+func TestWithRoles(t *testing.T) {
 	own := mustCompile(t, deny(methods("POST"), "/v1/**"))
 	readOnly := mustCompileRole(t, "read-only", allow(methods("GET", "HEAD"), "/v1/connections/**"), deny(methods("DELETE"), "/v1/**"))
 	everything := mustCompileRole(t, "everything", switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow})
-	rs := Join(own, nil, readOnly, everything)
+	rs := WithRoles(own, []string{"empty", "read-only", "everything"}, compiled(readOnly, everything))
 	tests := []struct {
 		method, path string
 		allowed      bool
@@ -43,20 +55,31 @@ func TestJoinedRoles(t *testing.T) {
 		}
 	}
 	// The order of the roles is the order of their rules: everything first allows the DELETE.
-	if d := Join(own, everything, readOnly).Decide(Request{Method: "DELETE", Path: "/v1/connections/c1"}); !d.Allowed || d.Where() != "0 of role everything" {
+	if d := WithRoles(own, []string{"everything", "read-only"}, compiled(readOnly, everything)).Decide(Request{Method: "DELETE", Path: "/v1/connections/c1"}); !d.Allowed || d.Where() != "0 of role everything" {
 		t.Errorf("everything before read-only: %+v", d)
 	}
 	// Joined rules of which none matches refuse, as a key's own do.
-	if d := Join(nil, nil).Decide(Request{Method: "GET", Path: "/"}); d.Allowed || d.Refusal("GET", "/") != "no permissions rule allows GET /" {
+	if d := WithRoles(nil, []string{"empty"}, compiled()).Decide(Request{Method: "GET", Path: "/"}); d.Allowed || d.Refusal("GET", "/") != "no permissions rule allows GET /" {
 		t.Errorf("no rules: %+v", d)
 	}
 }
 
-// TestMissingRole: a missing role refuses everything, saying which.
+// TestMissingRole: a missing role, or one whose rules do not compile, refuses everything,
+// whatever the key's own rules and the other roles allow, saying which.
 func TestMissingRole(t *testing.T) {
-	d := Missing("read-only", "does not exist").Decide(Request{Method: "GET", Path: "/v1/connections"})
-	if d.Allowed || d.Where() != "role read-only" || d.Refusal("GET", "/v1/connections") != "permissions role read-only does not exist" {
-		t.Errorf("%+v: %q", d, d.Refusal("GET", "/v1/connections"))
+	own := mustCompile(t, allow(nil))
+	broken, _ := CompileRole("broken", []switchboardv1alpha1.PermissionRule{allow(nil, "v1")})
+	for _, tt := range []struct {
+		roles       []string
+		where, want string
+	}{
+		{[]string{"empty", "read-only"}, "role read-only", "permissions role read-only does not exist"},
+		{[]string{"broken"}, "role broken", "permissions role broken has rules that do not compile"},
+	} {
+		d := WithRoles(own, tt.roles, compiled(broken)).Decide(Request{Method: "GET", Path: "/v1/connections"})
+		if d.Allowed || d.Where() != tt.where || d.Refusal("GET", "/v1/connections") != tt.want {
+			t.Errorf("%v: %+v: %q", tt.roles, d, d.Refusal("GET", "/v1/connections"))
+		}
 	}
 }
 

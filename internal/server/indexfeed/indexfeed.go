@@ -229,10 +229,7 @@ func compactAPIKeyRole(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	rules, err := permission.CompileRole(r.Name, r.Spec.Rules)
-	if err != nil { // past the webhook (written before it ran, say): the keys naming it may do nothing
-		rules = permission.Missing(r.Name, "has rules that do not compile")
-	}
+	rules, err := permission.CompileRole(r.Name, r.Spec.Rules) // refusing everything when err
 	return &cachedAPIKeyRole{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion},
 		entry:      rules, err: err,

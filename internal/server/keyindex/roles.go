@@ -14,9 +14,9 @@ import (
 // roleRef names an APIKeyRole: a key names roles of its own namespace.
 type roleRef struct{ namespace, name string }
 
-// PutRole adds or replaces the APIKeyRole namespace/name, its rules compiled (nil: none), and
-// publishes again every key that names it. A role whose rules do not compile is put as
-// permission.Missing, refusing everything.
+// PutRole adds or replaces the APIKeyRole namespace/name, its rules compiled (nil: none;
+// permission.CompileRole's refusal of everything when they do not compile), and publishes
+// again every key that names it.
 func (x *Index) PutRole(namespace, name string, rules *permission.Rules) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -60,21 +60,14 @@ func (x *Index) withRolesLocked(key *Key) *Key {
 	return x.joinRolesLocked(key)
 }
 
-// joinRolesLocked is a copy of key whose Permissions are its own, then its roles' in the order
-// it names them; only a refusal, naming the role, while one of them does not exist.
+// joinRolesLocked is a copy of key whose Permissions are its own, then its roles'
+// (permission.WithRoles).
 func (x *Index) joinRolesLocked(key *Key) *Key {
 	out := *key
-	parts := make([]*permission.Rules, 0, 1+len(key.permissionRoles))
-	parts = append(parts, key.ownPermissions)
-	for _, name := range key.permissionRoles {
+	out.Permissions = permission.WithRoles(key.ownPermissions, key.permissionRoles, func(name string) (*permission.Rules, bool) {
 		rules, ok := x.roles[roleRef{key.Namespace, name}]
-		if !ok {
-			out.Permissions = permission.Missing(name, "does not exist")
-			return &out
-		}
-		parts = append(parts, rules)
-	}
-	out.Permissions = permission.Join(parts...)
+		return rules, ok
+	})
 	return &out
 }
 
