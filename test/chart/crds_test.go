@@ -31,7 +31,7 @@ const chartBeforeTemplatedCRDs = "7ebe9a6"
 var switchboardCRDs = []string{"apikeyhistories.switchboard.dev", "apikeyroles.switchboard.dev", "apikeys.switchboard.dev", "connections.switchboard.dev", "keywebhooks.switchboard.dev", "leakreports.switchboard.dev", "webhookoutboxes.switchboard.dev"}
 
 // crdsOfOldChart are the CRDs the chart of chartBeforeTemplatedCRDs had in its crds/.
-var crdsOfOldChart = []string{"apikeyroles.switchboard.dev", "apikeys.switchboard.dev", "connections.switchboard.dev"}
+var crdsOfOldChart = []string{"apikeys.switchboard.dev", "connections.switchboard.dev"}
 
 // TestHelmCRDs: the chart renders every CRD exactly as `make manifests` wrote them to
 // config/crd/bases, with the release's labels, and helm.sh/resource-policy: keep unless
