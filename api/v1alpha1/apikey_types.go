@@ -51,6 +51,7 @@ type APIKeySpec struct {
 	// 429 API_KEY_RATE_LIMITED. Absent means no limit.
 	// +optional
 	RateLimit *APIKeyRateLimit `json:"rateLimit,omitempty"`
+	Credits   *APIKeyCredits   `json:"credits,omitempty"`
 
 	// allowedSourceRanges are the client addresses the key may be used from (at most 32 CIDRs);
 	// from elsewhere, requests get 403 SOURCE_NOT_ALLOWED. Empty or absent means anywhere.

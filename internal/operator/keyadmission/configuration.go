@@ -12,9 +12,11 @@ const (
 	// CronWebhook checks APIKeys with a cron window, which only it can check: refused while
 	// the operator is down.
 	CronWebhook = "cron-windows.apikeys.switchboard.dev"
-	// RenewalWebhook checks the other APIKeys that renew: their interval between renewals,
-	// which the operator holds to its minimum anyway, and weekly windows, which CEL checks too
-	// (but not across daylight saving time changes): admitted while the operator is down.
+	// RenewalWebhook checks the other APIKeys that renew or have credits: their interval
+	// between renewals, which the operator holds to its minimum anyway, weekly windows, which
+	// CEL checks too (but not across daylight saving time changes), and credits' time zones,
+	// which the server counts in UTC when it cannot load them: admitted while the operator is
+	// down.
 	RenewalWebhook = "renewals.apikeys.switchboard.dev"
 	// PermissionsWebhook checks APIKeys whose permissions have path templates or conditions,
 	// which only it can check: refused while the operator is down, since the server would
@@ -26,13 +28,12 @@ const (
 )
 
 // MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
-// cron window, and those without one that renew (renewalWindows need renewBefore or
-// renewBeforePercentage, which the API server checks before any webhook), and those whose
-// permissions have path templates or conditions. APIKeys that renew nothing and have neither
-// reach none.
+// cron window, those without one that renew or have credits (renewalWindows need renewBefore
+// or renewBeforePercentage, which the API server checks before any webhook), and those whose
+// permissions have path templates or conditions. APIKeys with none of these reach none.
 var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
 	CronWebhook: {Name: "has-cron-windows", Expression: "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))"},
-	RenewalWebhook: {Name: "renews-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage)) && " +
+	RenewalWebhook: {Name: "renews-or-counts-credits-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage) || has(object.spec.credits)) && " +
 		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
 	PermissionsWebhook: {Name: "has-permission-paths-or-conditions", Expression: "has(object.spec.permissions) && object.spec.permissions.exists(r, has(r.paths) || has(r.condition))"},
 	RoleWebhook:        {Name: "has-rule-paths-or-conditions", Expression: "has(object.spec.rules) && object.spec.rules.exists(r, has(r.paths) || has(r.condition))"},

@@ -7,12 +7,13 @@
 //     across daylight saving time changes) (cert-manager#9146);
 //   - a lifecycle that renews a key more often than the operator's minimum interval between
 //     renewals (--min-renewal-interval: internal/controller/apikey/renewalinterval), a
-//     platform setting CEL does not know.
+//     platform setting CEL does not know;
+//   - a credits' time zone that is not an IANA zone (CEL checks only its shape).
 //
-// The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew or have path
-// templates or conditions in their permissions (matchConditions): other APIKeys never depend on
-// the operator being up. Those with a cron window, path templates or conditions are refused
-// while it is down (failurePolicy Fail); the others, whose weekly windows CEL checks too
+// The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew, have credits, or
+// have path templates or conditions in their permissions (matchConditions): other APIKeys never
+// depend on the operator being up. Those with a cron window, path templates or conditions are
+// refused while it is down (failurePolicy Fail); the others, whose weekly windows CEL checks too
 // and whose renewals the operator holds to the minimum interval anyway, pass then (Ignore).
 // Window checks take turns between namespaces (turns.go), so that one tenant's flood of them
 // refuses only its own, at once, and never holds another's past the API server's timeout.
@@ -71,11 +72,16 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if err := v.decoder.Decode(req, &key); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	var old switchboardv1alpha1.APIKey
 	if req.Operation == admissionv1.Update {
-		var old switchboardv1alpha1.APIKey
 		if err := v.decoder.DecodeRaw(req.OldObject, &old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
+	}
+	if msg := creditsZone(&key.Spec, &old.Spec); msg != "" {
+		return admission.Denied(msg)
+	}
+	if req.Operation == admissionv1.Update {
 		// An object admitted before keeps working: only a change to the permissions, the
 		// windows or the renewal period is checked (as cert-manager does), so that one admitted
 		// while the operator was down can still be revoked. One stored before the minimum

@@ -23,6 +23,8 @@ const (
 	// TooManyConcurrent: the namespace's responses being written on this replica already add
 	// up to --max-in-flight-bytes-per-namespace (internal/server/v1api).
 	TooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
+	// KeyCreditsExhausted: the key's spec.credits for this period are spent.
+	KeyCreditsExhausted = "API_KEY_CREDITS_EXHAUSTED"
 	// BodyNotAllowed: the request carried a body, which no /v1 route reads (the front door
 	// refuses it before any handler, and closes the connection).
 	BodyNotAllowed = "BODY_NOT_ALLOWED"

@@ -150,7 +150,7 @@ func (s *ExtAuthz) response(v *keycheck.Verdict) *authv3.CheckResponse {
 			"uid":       structpb.NewStringValue(uid),
 			"hint":      structpb.NewStringValue(hint),
 		}
-		if key.RateLimit != nil {
+		if key.RateLimit != nil && key.RateLimit.HasRate() {
 			perUnit, unit := EnvoyRateLimit(key.RateLimit.Limit)
 			facts[MetadataRateLimit] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 				"requests_per_unit": structpb.NewNumberValue(float64(perUnit)),

@@ -198,6 +198,7 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	v := Verdict{auth: auth, Status: http.StatusOK, policy: key.RateLimit, result: d.Result}
 	if !d.Allowed {
 		v.Status, v.Code, v.Message, v.retryAfter = http.StatusTooManyRequests, apicode.KeyRateLimited, msgKeyRateLimited, d.RetryAfter
+		v.refusedForCredits()
 	}
 	return v
 }

@@ -302,13 +302,23 @@ func BenchmarkAuthenticate(b *testing.B) {
 }
 
 // BenchmarkDecide measures the whole decision of an allowed request over an index of 10,000
-// keys: authenticate, then a key without a policy, or with source ranges and a rate limit
-// (never reached) decided in memory.
+// keys: authenticate, then a key without a policy, with source ranges and a rate limit (never
+// reached) decided in memory, or with 50 permissions rules.
 func BenchmarkDecide(b *testing.B) {
 	limited := switchboardv1alpha1.APIKeySpec{RateLimit: &switchboardv1alpha1.APIKeyRateLimit{Requests: switchboardv1alpha1.RateLimitMaxRequests, Period: metav1.Duration{Duration: time.Second}},
 		AllowedSourceRanges: []switchboardv1alpha1.CIDR{"10.0.0.0/8", "172.16.0.0/12", "2001:db8::/32", "192.0.2.0/24"}}
+	// 50 rules, the request matched by the last (the cost the issue bounds: a key with 50 rules
+	// against one with none).
+	var rules []switchboardv1alpha1.PermissionRule
+	for i := range 49 {
+		rules = append(rules, switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionDeny,
+			Methods: []switchboardv1alpha1.HTTPMethod{"DELETE", "PUT"}, Paths: []string{fmt.Sprintf("/v1/items%d/{id}/**", i)}})
+	}
+	rules = append(rules, switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow,
+		Methods: []switchboardv1alpha1.HTTPMethod{"GET"}, Paths: []string{"/v1/connections"}})
 	specs := make([]switchboardv1alpha1.APIKeySpec, 10000)
 	specs[len(specs)-1] = limited
+	specs[len(specs)-2] = switchboardv1alpha1.APIKeySpec{Permissions: rules}
 	idx, keys := testIndex(b, specs...)
 	ready := &atomic.Bool{}
 	ready.Store(true)
@@ -316,9 +326,9 @@ func BenchmarkDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, key := range map[string]string{"policy=none": keys[0], "policy=sources+rate": keys[len(keys)-1]} {
+	for name, key := range map[string]string{"policy=none": keys[0], "policy=sources+rate": keys[len(keys)-1], "policy=50rules": keys[len(keys)-2]} {
 		b.Run(name, func(b *testing.B) {
-			req := Request{Authorization: bearerOf(key), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true}
+			req := Request{Authorization: bearerOf(key), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true, Method: http.MethodGet, Path: "/v1/connections"}
 			b.ReportAllocs()
 			for b.Loop() {
 				req.Now = c.Now(time.Now())

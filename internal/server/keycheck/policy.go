@@ -61,7 +61,7 @@ func newKeyLimiter(c *Config) (*ratelimit.Limiter, error) {
 	o := ratelimit.Options{Timeout: c.RateLimitRedisTimeout, Clock: c.Clock, Logger: c.Logger}
 	if c.RateLimitRedis != "" {
 		r, err := ratelimit.NewRedis(ratelimit.RedisOptions{
-			URL: c.RateLimitRedis, Password: c.RateLimitRedisPassword, Timeout: c.RateLimitRedisTimeout, Logger: c.Logger,
+			URL: c.RateLimitRedis, Password: c.RateLimitRedisPassword, Timeout: c.RateLimitRedisTimeout, Logger: c.Logger, Clock: c.Clock,
 		})
 		if err != nil {
 			return nil, err

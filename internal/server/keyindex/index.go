@@ -90,8 +90,8 @@ type Key struct {
 	// cache, for the same purpose as LastUsedAt.
 	PreviousKeyGeneration int64
 	PreviousKeyUsedAt     time.Time
-	// RateLimit is spec.rateLimit, ready for the limiter; nil (no limit) means the request path
-	// does not consult the limiter at all.
+	// RateLimit is spec.rateLimit and spec.credits, ready for the limiter; nil (neither) means
+	// the request path does not consult the limiter at all.
 	RateLimit *ratelimit.Policy
 	// SourcesRestricted says spec.allowedSourceRanges is not empty: only SourceRanges may use
 	// the key. It is kept apart from SourceRanges so that ranges that fail to parse restrict the

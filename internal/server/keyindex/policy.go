@@ -30,6 +30,7 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 			key.RateLimit = p
 		}
 	}
+	errs = append(errs, setCredits(key, k))
 	if len(k.Spec.AllowedSourceRanges) > 0 {
 		key.SourcesRestricted = true
 		for _, c := range k.Spec.AllowedSourceRanges {

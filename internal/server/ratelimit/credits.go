@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
 // Credits are how many requests a key may make per period of a refill calendar (a plan's
@@ -23,8 +25,8 @@ import (
 // (CreditResult.Unavailable) instead of being decided in memory, where each replica would
 // count its own credits.
 //
-// What they do not do yet: they are not read from APIKeys (nothing builds a Policy with
-// credits outside tests); the rollover is Reset only (Add up to a cap needs the previous
+// An APIKey's spec.credits are read into one (internal/server/keyindex). What they do not do
+// yet: the rollover is Reset only (Add up to a cap needs the previous
 // periods' balances); a request costs one credit; there are no grants, shared pools, or fixed
 // intervals from a key's first use.
 type Credits struct {
@@ -33,8 +35,8 @@ type Credits struct {
 	Schedule Schedule
 }
 
-// MaxCredits bounds Amount: far above any plan, far below where a count could overflow.
-const MaxCredits = 1 << 40
+// MaxCredits bounds Amount, as the APIKey CRD bounds credits.amount.
+const MaxCredits = switchboardv1alpha1.CreditsMaxAmount
 
 // creditsSlack is how long a period's count outlives the period in Redis: longer than any
 // replica's clock is off, so that a replica still in the period counts on its count.
@@ -48,17 +50,26 @@ type CreditResult struct {
 	Unavailable bool
 	// Remaining is how many credits the period has left after this request.
 	Remaining int64
-	// RefillAt is the end of the period, when the credits are whole again.
-	RefillAt time.Time
+	// RefillAt is the end of the period, when the credits are whole again, and RefillAfter
+	// how long until then.
+	RefillAt    time.Time
+	RefillAfter time.Duration
+	// Window is how long the period lasts (a month, a 23-hour day across a DST change).
+	Window time.Duration
 }
 
 // NewCreditPolicy builds the policy of the APIKey with UID id that has the rate l and the
-// credits c.
+// credits c. A zero l is no rate: the key is held to its credits alone (Policy.HasRate).
 func NewCreditPolicy(id string, l Limit, c Credits) (*Policy, error) {
+	rateless := l == Limit{}
+	if rateless {
+		l = creditsOnlyRate
+	}
 	p, err := NewPolicy(id, l)
 	if err != nil {
 		return nil, err
 	}
+	p.rateless = rateless
 	switch {
 	case c.Amount < 1 || c.Amount > MaxCredits:
 		return nil, fmt.Errorf("credits must be from 1 to %d, not %d", int64(MaxCredits), c.Amount)
@@ -72,6 +83,15 @@ func NewCreditPolicy(id string, l Limit, c Credits) (*Policy, error) {
 	return p, nil
 }
 
+// creditsOnlyRate is the rate a key with credits and no rate is decided with, so that one step
+// decides both as for every other key: a million requests at once, refilled every second, which
+// no client reaches through one server. It is never announced (Policy.HasRate).
+var creditsOnlyRate = Limit{Requests: MaxRequests, Period: MinPeriod, Burst: MaxRequests}
+
+// HasRate says whether p's key has a rate of its own, which its RateLimit fields and gateways
+// announce; false for a key held to its credits alone.
+func (p *Policy) HasRate() bool { return !p.rateless }
+
 // creditKey names the count of p's credits spent in period.
 func (p *Policy) creditKey(period Period) string { return p.creditsID + period.ID }
 
@@ -80,13 +100,14 @@ func (p *Policy) creditKey(period Period) string { return p.creditsID + period.I
 // admits but the credits refuse takes no rate token: the caller keeps the TAT, and Remaining
 // and ResetAfter say so.
 func (p *Policy) withCredits(res Result, spent int64, period Period, now time.Time) Result {
-	res.Credits = CreditResult{Remaining: max(p.Credits.Amount-spent, 0), RefillAt: period.End}
+	res.Credits = CreditResult{Remaining: max(p.Credits.Amount-spent, 0), RefillAt: period.End,
+		RefillAfter: period.End.Sub(now), Window: period.End.Sub(period.Start)}
 	switch {
 	case !res.Allowed:
 	case spent >= p.Credits.Amount:
 		res.Allowed = false
 		res.Credits.Exhausted = true
-		res.RetryAfter = period.End.Sub(now)
+		res.RetryAfter = res.Credits.RefillAfter
 		res.Remaining++
 		res.ResetAfter -= time.Duration(p.interval())
 	default:

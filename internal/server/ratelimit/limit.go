@@ -122,6 +122,8 @@ type Policy struct {
 
 	// creditsID prefixes the names of the key's credit counts.
 	creditsID string
+	// rateless says the key has credits and no rate of its own (NewCreditPolicy).
+	rateless bool
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.
 	policyField []string
 }

@@ -1,0 +1,56 @@
+package v1alpha1
+
+// CreditsMaxAmount bounds credits.amount (2^40): far above any plan, far below where a count
+// could overflow. The server's limiter holds credits to it too.
+const CreditsMaxAmount = 1 << 40
+
+// CreditsRefill is how often a key's credits come back whole, on the calendar of its timeZone.
+// +kubebuilder:validation:Enum=Hourly;Daily;Weekly;Monthly
+type CreditsRefill string
+
+// The refills of credits.
+const (
+	CreditsHourly  CreditsRefill = "Hourly"
+	CreditsDaily   CreditsRefill = "Daily"
+	CreditsWeekly  CreditsRefill = "Weekly"
+	CreditsMonthly CreditsRefill = "Monthly"
+)
+
+// APIKeyCredits are how many requests a key may make per period of a calendar (a plan's
+// "100,000 requests a month"), beside its rate limit. Each request costs one credit, charged
+// when it is made; at zero, requests get 429 API_KEY_CREDITS_EXHAUSTED until the next period,
+// which starts with the whole amount again (unspent credits do not roll over).
+// +kubebuilder:validation:XValidation:rule="!has(self.weekday) || self.refill == 'Weekly'",message="credits.weekday is only for refill: Weekly"
+// +kubebuilder:validation:XValidation:rule="!has(self.dayOfMonth) || self.refill == 'Monthly'",message="credits.dayOfMonth is only for refill: Monthly"
+type APIKeyCredits struct {
+	// amount is how many requests each period admits, from 1 to 1099511627776 (2^40).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1099511627776
+	Amount int64 `json:"amount"`
+
+	// refill is when the credits come back whole: Hourly (on the hour), Daily (at midnight),
+	// Weekly (at midnight starting weekday) or Monthly (at midnight starting dayOfMonth), on
+	// the clock of timeZone.
+	// +required
+	Refill CreditsRefill `json:"refill"`
+
+	// timeZone is the IANA time zone of the calendar, e.g. Europe/Paris; UTC when absent. A
+	// day across a daylight saving time change lasts 23 or 25 hours.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// weekday is the day a Weekly period starts; Monday when absent.
+	// +optional
+	Weekday Weekday `json:"weekday,omitempty"`
+
+	// dayOfMonth is the day of the month, 1 to 31, a Monthly period starts, or the month's
+	// last day when it is shorter (31 refills on February 28 or 29 and April 30); 1 when absent.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=31
+	DayOfMonth int32 `json:"dayOfMonth,omitempty"`
+}

@@ -1,0 +1,24 @@
+package keyadmission
+
+import (
+	"fmt"
+	"time"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+)
+
+// creditsZone says what is wrong with the time zone of spec.credits, whose calendar the server
+// counts in it (old is the stored spec on an update, else empty); "" when nothing is, or when
+// the update leaves it as it was: a key admitted before keeps working. The server counts a
+// zone it cannot load in UTC, so a key admitted while the operator was down works too.
+func creditsZone(spec, old *switchboardv1alpha1.APIKeySpec) string {
+	c := spec.Credits
+	if c == nil || c.TimeZone == "" || old.Credits != nil && old.Credits.TimeZone == c.TimeZone {
+		return ""
+	}
+	// "Local" loads, but as the operator's own zone, which no key's owner can know.
+	if _, err := time.LoadLocation(c.TimeZone); err != nil || c.TimeZone == "Local" {
+		return fmt.Sprintf("spec.credits.timeZone: %q is not a time zone of the IANA database; name one such as UTC, Europe/Paris or America/New_York", c.TimeZone)
+	}
+	return ""
+}

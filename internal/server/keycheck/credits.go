@@ -1,0 +1,32 @@
+package keycheck
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/internal/server/apicode"
+)
+
+// spec.credits: a key whose credits for the period are spent gets 429 API_KEY_CREDITS_EXHAUSTED
+// with Retry-After to the refill, and its RateLimit fields carry a "credits" item. The limiter
+// decides credits with the rate in one step (internal/server/ratelimit), so they come back in
+// its Result. With Redis, credits fail closed: while it does not answer, a key with credits gets
+// 503 NOT_READY without RateLimit fields (nothing was decided), since deciding them in memory
+// would let each replica sell the period's credits again. Unlike the rest of the decision, a
+// key with credits allocates (the period's name in the limiter, the refusal's message).
+
+const (
+	msgCreditsExhausted   = "The key's credits for this period are spent; they refill at "
+	msgCreditsUnavailable = "The server cannot count this API key's credits: the Redis that keeps them does not answer; retry after the number of seconds in Retry-After."
+)
+
+// refusedForCredits turns v, a refusal of the key's limiter, into the credits' refusal when
+// they, rather than the rate, refused it.
+func (v *Verdict) refusedForCredits() {
+	switch c := v.result.Credits; {
+	case c.Exhausted:
+		v.Code, v.Message = apicode.KeyCreditsExhausted, msgCreditsExhausted+c.RefillAt.Format(time.RFC3339)+"."
+	case c.Unavailable:
+		v.Status, v.Code, v.Message, v.policy = http.StatusServiceUnavailable, apicode.NotReady, msgCreditsUnavailable, nil
+	}
+}
