@@ -209,32 +209,30 @@ type cachedAPIKeyRole = cached[*permission.Rules]
 // status.id, or when it cannot be encoded, then with err).
 type cachedConnection = cached[*keyindex.Conn]
 
-// compactAPIKey turns an APIKey into its cachedAPIKey. It is idempotent, as transforms must be.
-func compactAPIKey(obj any) (any, error) {
-	k, ok := obj.(*switchboardv1alpha1.APIKey)
-	if !ok {
-		return obj, nil
+// compact makes the cache transform of objects of type O: the cached object of their identity
+// and of what read makes of them, read once. It is idempotent, as transforms must be.
+func compact[O client.Object, E any](read func(O) (E, error)) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		o, ok := obj.(O)
+		if !ok {
+			return obj, nil
+		}
+		entry, err := read(o)
+		return &cached[E]{
+			ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID(), ResourceVersion: o.GetResourceVersion()},
+			entry:      entry, err: err,
+		}, nil
 	}
-	key, err := keyindex.NewKey(k)
-	return &cachedAPIKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID, ResourceVersion: k.ResourceVersion},
-		entry:      key, err: err,
-	}, nil
 }
 
-// compactAPIKeyRole turns an APIKeyRole into its cachedAPIKeyRole. It is idempotent, as
-// transforms must be.
-func compactAPIKeyRole(obj any) (any, error) {
-	r, ok := obj.(*switchboardv1alpha1.APIKeyRole)
-	if !ok {
-		return obj, nil
-	}
-	rules, err := permission.CompileRole(r.Name, r.Spec.Rules) // refusing everything when err
-	return &cachedAPIKeyRole{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion},
-		entry:      rules, err: err,
-	}, nil
-}
+// compactAPIKey turns an APIKey into its cachedAPIKey.
+var compactAPIKey = compact(keyindex.NewKey)
+
+// compactAPIKeyRole turns an APIKeyRole into its cachedAPIKeyRole: its rules compiled, refusing
+// everything when they do not compile.
+var compactAPIKeyRole = compact(func(r *switchboardv1alpha1.APIKeyRole) (*permission.Rules, error) {
+	return permission.CompileRole(r.Name, r.Spec.Rules)
+})
 
 // compactConnection turns a Connection into its cachedConnection, encoding its /v1 JSON. It is
 // idempotent, as transforms must be.
