@@ -82,6 +82,15 @@ type APIKeySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Permissions []PermissionRule `json:"permissions,omitempty"`
 
+	// permissionRoles name APIKeyRoles of the key's namespace (at most 8) whose rules follow
+	// its own permissions, in this order; the first rule that matches decides. A role that does
+	// not exist leaves the key allowed nothing, until it does.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=253
+	PermissionRoles []string `json:"permissionRoles,omitempty"`
+
 	// APIKeyLifecycle: lifetime, renewBefore, renewBeforePercentage, revokeWhenUnusedFor.
 	APIKeyLifecycle `json:",inline"`
 

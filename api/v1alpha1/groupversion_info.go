@@ -25,7 +25,7 @@ var (
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion, &Connection{}, &ConnectionList{}, &APIKey{}, &APIKeyList{}, &LeakReport{}, &LeakReportList{},
-		&KeyWebhook{}, &KeyWebhookList{}, &WebhookOutbox{}, &WebhookOutboxList{}, &APIKeyHistory{}, &APIKeyHistoryList{})
+		&KeyWebhook{}, &KeyWebhookList{}, &WebhookOutbox{}, &WebhookOutboxList{}, &APIKeyHistory{}, &APIKeyHistoryList{}, &APIKeyRole{}, &APIKeyRoleList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -26,8 +27,17 @@ func TestCanIAgreesWithTheServer(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil {
 		t.Fatal(err)
 	}
+	// A role follows the key's own rules: its deny and allow decide what they leave.
+	writer := &switchboardv1alpha1.APIKeyRole{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "writer"}, Spec: switchboardv1alpha1.APIKeyRoleSpec{Rules: []switchboardv1alpha1.PermissionRule{
+		{Effect: switchboardv1alpha1.PermissionDeny, Methods: []switchboardv1alpha1.HTTPMethod{"PUT"}, Paths: []string{"/v1/**"}},
+		{Effect: switchboardv1alpha1.PermissionAllow, Methods: []switchboardv1alpha1.HTTPMethod{"POST"}, Paths: []string{"/v1/connections"}},
+	}}}
+	if err := env.Client.Create(testContext(t), writer); err != nil {
+		t.Fatal(err)
+	}
 	k := getAPIKey(t, ns, "reader")
 	before := k.DeepCopy()
+	k.Spec.PermissionRoles = []string{"writer"}
 	k.Spec.AllowedSourceRanges = []switchboardv1alpha1.CIDR{"127.0.0.0/8"}
 	k.Spec.Permissions = []switchboardv1alpha1.PermissionRule{
 		{Effect: switchboardv1alpha1.PermissionDeny, Methods: []switchboardv1alpha1.HTTPMethod{"DELETE"}, Paths: []string{"/v1/**"}},
@@ -57,6 +67,8 @@ func TestCanIAgreesWithTheServer(t *testing.T) {
 		{"GET", "/v1/connections/other", false},
 		{"DELETE", "/v1/connections/conn_1", false},
 		{"PUT", "/v1/connections", false},
+		{"POST", "/v1/connections", true},
+		{"POST", "/v1/connections/conn_1", false},
 		{"GET", "/v1/other", false},
 		{"GET", "/v1/conn%65ctions", true},
 		{"GET", "/v1/connections/..%2Fsecrets", false},
@@ -101,6 +113,23 @@ func TestCanIAgreesWithTheServer(t *testing.T) {
 	if got := admin(t, ns, "key", "can-i", "reader", "GET", "/v1/connections", "--source", "127.0.0.1", "--audience", "billing"); got.code != 1 ||
 		!strings.HasPrefix(got.stdout, "no: 403 "+apicode.AudienceNotAllowed) {
 		t.Errorf("another audience: exit %d, %q", got.code, got.stdout)
+	}
+
+	// A role that does not exist refuses everything, on the server and in can-i alike.
+	k = getAPIKey(t, ns, "reader")
+	before = k.DeepCopy()
+	k.Spec.PermissionRoles = []string{"writer", "absent"}
+	if err := env.Client.Patch(testContext(t), k, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	const absent = "no: 403 " + apicode.PermissionDenied + ": permissions role absent does not exist\n"
+	for deadline := time.Now().Add(20 * time.Second); ask(t, created.Key, http.MethodGet, "/v1/connections").message != "permissions role absent does not exist"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not take the missing role")
+		}
+	}
+	if got := admin(t, ns, "key", "can-i", "reader", "GET", "/v1/connections", "--source", "127.0.0.1"); got.code != 1 || got.stdout != absent {
+		t.Errorf("can-i with a missing role: exit %d, %q; want %q", got.code, got.stdout, absent)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
@@ -63,11 +65,22 @@ func (o *keyCanIOptions) run(ctx context.Context, name, method, path string) err
 		}
 		req.Source, req.SourceKnown = a.Unmap(), true
 	}
-	_, _, key, err := o.getKey(ctx, name)
+	c, ns, key, err := o.getKey(ctx, name)
 	if err != nil {
 		return err
 	}
-	code, msg := decide(&key.Spec, req)
+	roles := map[string]*permission.Rules{}
+	for _, r := range key.Spec.PermissionRoles {
+		var role switchboardv1alpha1.APIKeyRole
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r}, &role); {
+		case apierrors.IsNotFound(err): // refused as the server refuses it
+		case err != nil:
+			return explain(err, action{verb: "get", resource: "apikeyroles.switchboard.dev", kind: "APIKeyRole", namespace: ns, name: r})
+		default:
+			roles[r], _ = permission.CompileRole(r, role.Spec.Rules)
+		}
+	}
+	code, msg := decide(&key.Spec, roles, req)
 	if code == "" {
 		fmt.Fprintln(o.Out, "yes")
 		return nil
@@ -76,10 +89,11 @@ func (o *keyCanIOptions) run(ctx context.Context, name, method, path string) err
 	return errNo
 }
 
-// decide is what the server decides of req for a key with spec, once the key is authenticated
-// and before its rate limit: the code and message of its refusal, or "" when it may pass. It
-// follows keycheck's order (audiences, source ranges, permissions) and its messages.
-func decide(spec *switchboardv1alpha1.APIKeySpec, req permission.Request) (code, msg string) {
+// decide is what the server decides of req for a key with spec, whose existing roles are
+// roles (compiled), once the key is authenticated and before its rate limit: the code and
+// message of its refusal, or "" when it may pass. It follows keycheck's order (audiences,
+// source ranges, permissions) and its messages.
+func decide(spec *switchboardv1alpha1.APIKeySpec, roles map[string]*permission.Rules, req permission.Request) (code, msg string) {
 	if len(spec.Audiences) > 0 && !slices.Contains(spec.Audiences, switchboardv1alpha1.Audience(req.Audience)) {
 		return apicode.AudienceNotAllowed, "its audiences do not include " + fmt.Sprintf("%q", req.Audience)
 	}
@@ -97,6 +111,11 @@ func decide(spec *switchboardv1alpha1.APIKeySpec, req permission.Request) (code,
 	rules, err := permission.Compile(spec.Permissions)
 	if err != nil {
 		rules = &permission.Rules{} // as the server holds it: a key whose rules do not compile may do nothing
+	} else if len(spec.PermissionRoles) > 0 {
+		rules = permission.WithRoles(rules, spec.PermissionRoles, func(name string) (*permission.Rules, bool) {
+			r, ok := roles[name]
+			return r, ok
+		})
 	}
 	if rules == nil {
 		return "", ""

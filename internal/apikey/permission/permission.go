@@ -17,10 +17,14 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/clientaddr"
 )
 
-// Rules are a key's compiled permissions. Rules with no rule allow nothing (what a key whose
-// permissions do not compile gets); a key without permissions has no Rules at all.
+// Rules are a key's compiled permissions: its own rules, then its roles' (Join). Rules with no
+// rule allow nothing (what a key whose permissions do not compile gets); a key without
+// permissions has no Rules at all.
 type Rules struct {
 	rules []rule
+	// unusable says these are a role's refusal of everything (missing): joined, they replace
+	// the key's rules rather than follow them.
+	unusable bool
 }
 
 // Request is what a rule is matched against.
@@ -38,8 +42,11 @@ type Request struct {
 type Decision struct {
 	// Allowed says the request may pass.
 	Allowed bool
-	// Rule is the index of the rule that decided, -1 when none matched.
+	// Rule is the index of the rule that decided in its list (the key's permissions, or Role's
+	// rules), -1 when none matched or a role is missing.
 	Rule int
+	// Role is the APIKeyRole the deciding rule belongs to; "" for the key's own permissions.
+	Role string
 	// Text is that rule written as one short line, such as `deny DELETE /v1/connections/{id}`.
 	Text string
 	// refusal is the rule's refusal message, written when it was compiled.
@@ -49,6 +56,10 @@ type Decision struct {
 // rule is one compiled PermissionRule.
 type rule struct {
 	allow bool
+	// index and role are where the rule was written: its index in the key's permissions
+	// (role "") or in role's rules.
+	index int
+	role  string
 	// methods is a bit per method of methodBits; 0 means any.
 	methods   uint8
 	paths     []template
@@ -63,20 +74,74 @@ type rule struct {
 // methodBits are the methods a rule may name, in the order of their bits.
 var methodBits = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
-// Compile compiles specs, or says which rule is wrong and why; nil when there are none.
+// Compile compiles a key's own specs, or says which rule is wrong and why; nil when there are none.
 func Compile(specs []switchboardv1alpha1.PermissionRule) (*Rules, error) {
+	return compile(specs, "")
+}
+
+// CompileRole compiles the rules of the APIKeyRole named role, whose refusals name it. When
+// they do not compile, it says why, and returns rules refusing everything, saying so: what a
+// key naming the role gets.
+func CompileRole(role string, specs []switchboardv1alpha1.PermissionRule) (*Rules, error) {
+	rs, err := compile(specs, role)
+	if err != nil {
+		return missing(role, "has rules that do not compile"), err
+	}
+	return rs, nil
+}
+
+// WithRoles is own (a key's compiled permissions), then the rules of the roles it names, in
+// their order, as role finds them compiled (CompileRole; false when the role does not exist).
+// While one does not exist or does not compile, it is only a refusal of everything naming it. It compiles
+// nothing, so a key is joined again cheaply when one of its roles changes.
+func WithRoles(own *Rules, names []string, role func(name string) (*Rules, bool)) *Rules {
+	out := &Rules{}
+	if own != nil {
+		out.rules = append(out.rules, own.rules...)
+	}
+	for _, name := range names {
+		rs, ok := role(name)
+		if !ok {
+			return missing(name, "does not exist")
+		}
+		if rs != nil && rs.unusable {
+			return rs
+		}
+		if rs != nil {
+			out.rules = append(out.rules, rs.rules...)
+		}
+	}
+	return out
+}
+
+// missing refuses everything, for the reason why the APIKeyRole role cannot be used.
+func missing(role, why string) *Rules {
+	msg := "permissions role " + role + " " + why
+	return &Rules{rules: []rule{{index: -1, role: role, text: msg, refusal: msg}}, unusable: true}
+}
+
+func compile(specs []switchboardv1alpha1.PermissionRule, role string) (*Rules, error) {
+	list := "permissions"
+	if role != "" {
+		list = "rules"
+	}
 	if len(specs) == 0 {
 		return nil, nil
 	}
 	if len(specs) > switchboardv1alpha1.MaxPermissionRules {
-		return nil, fmt.Errorf("at most %d permissions rules, not %d", switchboardv1alpha1.MaxPermissionRules, len(specs))
+		return nil, fmt.Errorf("at most %d %s rules, not %d", switchboardv1alpha1.MaxPermissionRules, list, len(specs))
 	}
 	rs := &Rules{rules: make([]rule, len(specs))}
 	var errs []error
 	for i := range specs {
-		r, err := compileRule(i, &specs[i])
+		r, err := compileRule(&specs[i])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("permissions[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", list, i, err))
+		}
+		r.index, r.role = i, role
+		r.refusal = "refused by permissions rule " + strconv.Itoa(i) + " (" + r.text + ")"
+		if role != "" {
+			r.refusal = "refused by rule " + strconv.Itoa(i) + " of role " + role + " (" + r.text + ")"
 		}
 		rs.rules[i] = r
 	}
@@ -86,7 +151,7 @@ func Compile(specs []switchboardv1alpha1.PermissionRule) (*Rules, error) {
 	return rs, nil
 }
 
-func compileRule(index int, s *switchboardv1alpha1.PermissionRule) (rule, error) {
+func compileRule(s *switchboardv1alpha1.PermissionRule) (rule, error) {
 	var r rule
 	switch s.Effect {
 	case switchboardv1alpha1.PermissionAllow:
@@ -130,7 +195,6 @@ func compileRule(index int, s *switchboardv1alpha1.PermissionRule) (rule, error)
 		r.condition = c
 	}
 	r.text = text(s)
-	r.refusal = "refused by permissions rule " + strconv.Itoa(index) + " (" + r.text + ")"
 	return r, nil
 }
 
@@ -161,7 +225,7 @@ func (rs *Rules) Decide(req Request) Decision {
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		if r.matches(&req, path, unclean) {
-			return Decision{Allowed: r.allow, Rule: i, Text: r.text, refusal: r.refusal}
+			return Decision{Allowed: r.allow, Rule: r.index, Role: r.role, Text: r.text, refusal: r.refusal}
 		}
 	}
 	return Decision{Rule: -1}
@@ -320,10 +384,22 @@ func shortened(s string, n int) string {
 	return s
 }
 
+// Where names the rule that decided, for the protocols that carry it beside the message: its
+// index, followed by " of role R" for a rule of the APIKeyRole R, or "role R" for a missing one.
+func (d Decision) Where() string {
+	switch {
+	case d.Role == "":
+		return strconv.Itoa(d.Rule)
+	case d.Rule < 0:
+		return "role " + d.Role
+	}
+	return strconv.Itoa(d.Rule) + " of role " + d.Role
+}
+
 // Refusal is the message of a request d refused: the rule that refused it (written once, when
 // compiled), or that none allowed method and path (which a gateway may not have told).
 func (d Decision) Refusal(method, path string) string {
-	if d.Rule >= 0 {
+	if d.refusal != "" {
 		return d.refusal
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {

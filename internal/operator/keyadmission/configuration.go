@@ -22,6 +22,9 @@ const (
 	// which only it can check: refused while the operator is down, since the server would
 	// refuse every request of a key whose rules do not compile.
 	PermissionsWebhook = "permissions.apikeys.switchboard.dev"
+	// RoleWebhook checks the APIKeyRoles whose rules have path templates or conditions, for the
+	// same reason.
+	RoleWebhook = "permissions.apikeyroles.switchboard.dev"
 )
 
 // MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
@@ -33,12 +36,13 @@ var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
 	RenewalWebhook: {Name: "renews-or-counts-credits-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage) || has(object.spec.credits)) && " +
 		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
 	PermissionsWebhook: {Name: "has-permission-paths-or-conditions", Expression: "has(object.spec.permissions) && object.spec.permissions.exists(r, has(r.paths) || has(r.condition))"},
+	RoleWebhook:        {Name: "has-rule-paths-or-conditions", Expression: "has(object.spec.rules) && object.spec.rules.exists(r, has(r.paths) || has(r.condition))"},
 }
 
-// Configuration is the ValidatingWebhookConfiguration name that sends APIKeys to the webhook
+// Configuration is the ValidatingWebhookConfiguration name that sends APIKeys and APIKeyRoles to the webhook
 // at clientConfig (its caBundle left to the operator's replicas to fill).
 func Configuration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	webhook := func(name string, policy admissionregistrationv1.FailurePolicyType) admissionregistrationv1.ValidatingWebhook {
+	webhook := func(name, resource string, policy admissionregistrationv1.FailurePolicyType) admissionregistrationv1.ValidatingWebhook {
 		return admissionregistrationv1.ValidatingWebhook{
 			Name:                    name,
 			ClientConfig:            clientConfig,
@@ -49,14 +53,14 @@ func Configuration(name string, clientConfig admissionregistrationv1.WebhookClie
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{"switchboard.dev"}, APIVersions: []string{"v1alpha1"},
-					Resources: []string{"apikeys"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+					Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
 			}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{MatchConditions[name]},
 		}
 	}
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, admissionregistrationv1.Fail), webhook(RenewalWebhook, admissionregistrationv1.Ignore),
-			webhook(PermissionsWebhook, admissionregistrationv1.Fail)},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, "apikeys", admissionregistrationv1.Fail), webhook(RenewalWebhook, "apikeys", admissionregistrationv1.Ignore),
+			webhook(PermissionsWebhook, "apikeys", admissionregistrationv1.Fail), webhook(RoleWebhook, "apikeyroles", admissionregistrationv1.Fail)},
 	}
 }

@@ -1,7 +1,7 @@
 // Package keyadmission is the operator's validating admission webhook for APIKeys: it refuses
 // what the API server's CEL rules cannot tell, so that a key is never admitted that would end
 // before it could be renewed, that would renew more often than the platform allows, or whose
-// permissions the server could not compile:
+// permissions the server could not compile (nor an APIKeyRole whose rules it could not):
 //
 //   - renewal windows of which none opens within the renewal period, for a cron expression (or
 //     across daylight saving time changes) (cert-manager#9146);
@@ -63,8 +63,11 @@ func Handler(c clock.PassiveClock, minRenewal renewalinterval.Minimum) *admissio
 		turns: newTurns(checksRunning, checksPerNamespace, maxTurnWait)}}
 }
 
-// Handle admits or refuses one APIKey.
+// Handle admits or refuses one APIKey or APIKeyRole.
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind == "APIKeyRole" {
+		return v.handleRole(req)
+	}
 	var key switchboardv1alpha1.APIKey
 	if err := v.decoder.Decode(req, &key); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -84,14 +87,14 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		// while the operator was down can still be revoked. One stored before the minimum
 		// interval was set keeps it too: the operator renews it no more often than the minimum.
 		if !equality.Semantic.DeepEqual(old.Spec.Permissions, key.Spec.Permissions) {
-			if msg := permissionsRefusal(key.Spec.Permissions); msg != "" {
+			if msg := permissionsRefusal(permission.Compile(key.Spec.Permissions)); msg != "" {
 				return admission.Denied(msg)
 			}
 		}
 		if sameRenewal(&old.Spec, &key.Spec) {
 			return admission.Allowed("")
 		}
-	} else if msg := permissionsRefusal(key.Spec.Permissions); msg != "" {
+	} else if msg := permissionsRefusal(permission.Compile(key.Spec.Permissions)); msg != "" {
 		return admission.Denied(msg)
 	}
 	if msg := v.MinRenewal.Check(&key.Spec.APIKeyLifecycle); msg != "" {
@@ -124,11 +127,32 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	return admission.Allowed("")
 }
 
-// permissionsRefusal is why rules do not compile as the server compiles them (a path template
-// that does not parse, a condition that does not compile or could cost too much), each
-// wrong rule named by its index; empty when they do.
-func permissionsRefusal(rules []switchboardv1alpha1.PermissionRule) string {
-	if _, err := permission.Compile(rules); err != nil {
+// handleRole admits or refuses an APIKeyRole: its rules must compile, as an APIKey's
+// permissions must. An update that leaves them alone is admitted, as for an APIKey.
+func (v *Validator) handleRole(req admission.Request) admission.Response {
+	var role, old switchboardv1alpha1.APIKeyRole
+	if err := v.decoder.Decode(req, &role); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.Operation == admissionv1.Update {
+		if err := v.decoder.DecodeRaw(req.OldObject, &old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if equality.Semantic.DeepEqual(old.Spec.Rules, role.Spec.Rules) {
+			return admission.Allowed("")
+		}
+	}
+	if msg := permissionsRefusal(permission.CompileRole(role.Name, role.Spec.Rules)); msg != "" {
+		return admission.Denied(msg)
+	}
+	return admission.Allowed("")
+}
+
+// permissionsRefusal is why rules did not compile (err) as the server compiles them (a path
+// template that does not parse, a condition that does not compile or could cost too much),
+// each wrong rule named by its index; empty when they did.
+func permissionsRefusal(_ *permission.Rules, err error) string {
+	if err != nil {
 		return "spec." + strings.ReplaceAll(err.Error(), "\n", "; spec.")
 	}
 	return ""

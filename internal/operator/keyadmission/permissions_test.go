@@ -69,3 +69,27 @@ func TestWebhookRefusesPermissionsThatDoNotCompile(t *testing.T) {
 		t.Fatalf("breaking the permissions: %v, want a refusal", err)
 	}
 }
+
+// TestWebhookRefusesRoleRulesThatDoNotCompile: an APIKeyRole's rules are checked as an
+// APIKey's permissions are, the wrong rule named as spec.rules[i]; rules that compile are
+// admitted, and an update that breaks them is refused.
+func TestWebhookRefusesRoleRulesThatDoNotCompile(t *testing.T) {
+	ns := sys.Namespace(t, "role-rules")
+	waitForWebhook(t, ns)
+	role := func(name string, rules ...switchboardv1alpha1.PermissionRule) *switchboardv1alpha1.APIKeyRole {
+		return &switchboardv1alpha1.APIKeyRole{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: switchboardv1alpha1.APIKeyRoleSpec{Rules: rules}}
+	}
+	readOnly := switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow, Methods: []switchboardv1alpha1.HTTPMethod{"GET"}, Paths: []string{"/v1/**"}}
+	err := sys.Client.Create(testContext(t), role("broken", readOnly, switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionDeny, Condition: `request.user == "x"`}))
+	if err == nil || !strings.Contains(err.Error(), "spec.rules[1]: condition: undeclared reference") || !strings.Contains(err.Error(), "permissions.apikeyroles.switchboard.dev") {
+		t.Fatalf("a condition that does not compile: %v", err)
+	}
+	good := role("read-only", readOnly)
+	if err := sys.Client.Create(testContext(t), good); err != nil {
+		t.Fatalf("rules that compile: %v", err)
+	}
+	if err := sys.Client.Patch(testContext(t), good, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rules":[{"effect":"Allow","paths":["/v1/{"]}]}}`))); err == nil ||
+		!strings.Contains(err.Error(), `spec.rules[0]: path "/v1/{"`) {
+		t.Fatalf("breaking the rules: %v, want a refusal", err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/scheme"
@@ -40,6 +41,7 @@ import (
 //     a cachedHashSecret: identity and the hashes the index takes, read once here;
 //   - APIKeys: a cachedAPIKey: identity and the index's Key (revocation, deletion, expiry,
 //     selector, policy, last use), built once here;
+//   - APIKeyRoles: identity and the rules, compiled once here;
 //   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
 //     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
 
@@ -120,6 +122,7 @@ func newInformers(cfg *rest.Config, opts *Options) (cache.Cache, error) {
 				Transform:  compactHashSecret,
 			},
 			&switchboardv1alpha1.APIKey{}:     {Transform: compactAPIKey},
+			&switchboardv1alpha1.APIKeyRole{}: {Transform: compactAPIKeyRole},
 			&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
 		},
 	})
@@ -137,6 +140,7 @@ func RESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 	}{
 		{corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret"},
 		{switchboardv1alpha1.GroupVersion.WithKind("APIKey"), "apikeys", "apikey"},
+		{switchboardv1alpha1.GroupVersion.WithKind("APIKeyRole"), "apikeyroles", "apikeyrole"},
 		{switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection"},
 		{switchboardv1alpha1.GroupVersion.WithKind("LeakReport"), "leakreports", "leakreport"},
 	} {
@@ -197,22 +201,38 @@ func (c *cached[E]) DeepCopyObject() k8sruntime.Object {
 // strictest reading).
 type cachedAPIKey = cached[*keyindex.Key]
 
+// cachedAPIKeyRole keeps of an APIKeyRole its rules, compiled (with err, why they are taken as
+// refusing everything).
+type cachedAPIKeyRole = cached[*permission.Rules]
+
 // cachedConnection keeps of a Connection the index's Conn (nil while the Connection has no
 // status.id, or when it cannot be encoded, then with err).
 type cachedConnection = cached[*keyindex.Conn]
 
-// compactAPIKey turns an APIKey into its cachedAPIKey. It is idempotent, as transforms must be.
-func compactAPIKey(obj any) (any, error) {
-	k, ok := obj.(*switchboardv1alpha1.APIKey)
-	if !ok {
-		return obj, nil
+// compact makes the cache transform of objects of type O: the cached object of their identity
+// and of what read makes of them, read once. It is idempotent, as transforms must be.
+func compact[O client.Object, E any](read func(O) (E, error)) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		o, ok := obj.(O)
+		if !ok {
+			return obj, nil
+		}
+		entry, err := read(o)
+		return &cached[E]{
+			ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID(), ResourceVersion: o.GetResourceVersion()},
+			entry:      entry, err: err,
+		}, nil
 	}
-	key, err := keyindex.NewKey(k)
-	return &cachedAPIKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID, ResourceVersion: k.ResourceVersion},
-		entry:      key, err: err,
-	}, nil
 }
+
+// compactAPIKey turns an APIKey into its cachedAPIKey.
+var compactAPIKey = compact(keyindex.NewKey)
+
+// compactAPIKeyRole turns an APIKeyRole into its cachedAPIKeyRole: its rules compiled, refusing
+// everything when they do not compile.
+var compactAPIKeyRole = compact(func(r *switchboardv1alpha1.APIKeyRole) (*permission.Rules, error) {
+	return permission.CompileRole(r.Name, r.Spec.Rules)
+})
 
 // compactConnection turns a Connection into its cachedConnection, encoding its /v1 JSON. It is
 // idempotent, as transforms must be.
@@ -247,6 +267,7 @@ func registerIndex(ctx context.Context, informers cache.Informers, idx *keyindex
 	}{
 		{&corev1.Secret{}, feedHashSecrets(idx, log)},
 		{&switchboardv1alpha1.APIKey{}, feedAPIKeys(idx, log)},
+		{&switchboardv1alpha1.APIKeyRole{}, feedAPIKeyRoles(idx, log)},
 		{&switchboardv1alpha1.Connection{}, feedConnections(idx, log)},
 	}
 	regs := make([]toolscache.ResourceEventHandlerRegistration, 0, len(feeds))
@@ -311,6 +332,15 @@ func feedAPIKeys(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventH
 			log.Error(k.err, "APIKey has a spec the CRD's schema refuses; the invalid parts are enforced as the strictest reading", "namespace", k.Namespace, "name", k.Name)
 		}
 	}, func(k *cachedAPIKey) { idx.DeleteAPIKey(k.UID) })
+}
+
+func feedAPIKeyRoles(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
+	return feed(func(r *cachedAPIKeyRole) {
+		idx.PutRole(r.Namespace, r.Name, r.entry)
+		if r.err != nil {
+			log.Error(r.err, "APIKeyRole has rules that do not compile; the keys naming it are allowed nothing", "namespace", r.Namespace, "name", r.Name)
+		}
+	}, func(r *cachedAPIKeyRole) { idx.DeleteRole(r.Namespace, r.Name) })
 }
 
 func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {

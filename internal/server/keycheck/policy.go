@@ -52,7 +52,7 @@ func (c *Checker) permitted(auth authOutcome, req *Request) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.PermissionDenied, Message: d.Refusal(req.Method, req.Path),
-		permissionRule: d.Rule, permissionText: d.Text}, true
+		permissionRule: d.Where(), permissionText: d.Text}, true
 }
 
 // newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when

@@ -44,17 +44,17 @@ type Verdict struct {
 	result ratelimit.Result
 	// permissionRule and permissionText, when permissionText is set, are the permissions rule
 	// that refused the request.
-	permissionRule int
+	permissionRule string
 	permissionText string
 }
 
-// PermissionRule is the index and text of the key's permissions rule that refused the request
-// (ok when one did), for the protocols that carry it beside the message (ext_authz, forward-auth).
+// PermissionRule is where and what the permissions rule that refused the request is (ok when
+// one did): its index, "2 of role R" for a role's rule (permission.Decision.Where), and its text, for the protocols that carry it beside the message (ext_authz, forward-auth).
 func (v *Verdict) PermissionRule() (index, text string, ok bool) {
 	if v.permissionText == "" {
 		return "", "", false
 	}
-	return strconv.Itoa(v.permissionRule), v.permissionText, true
+	return v.permissionRule, v.permissionText, true
 }
 
 // Allowed says the request may pass.

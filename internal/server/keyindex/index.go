@@ -100,9 +100,14 @@ type Key struct {
 	SourceRanges      []netip.Prefix
 	// Audiences is spec.audiences: the audiences the key may be used for; empty means all.
 	Audiences []string
-	// Permissions are spec.permissions, compiled; nil (none) means the key may do anything its
-	// audiences and sources allow.
+	// Permissions are spec.permissions, compiled, then the rules of spec.permissionRoles (joined
+	// by the index, roles.go); nil (none) means the key may do anything its audiences and
+	// sources allow.
 	Permissions *permission.Rules
+	// ownPermissions are spec.permissions alone, and permissionRoles spec.permissionRoles: what
+	// Permissions is joined from again when a role changes.
+	ownPermissions  *permission.Rules
+	permissionRoles []string
 
 	usage *Usage
 }
@@ -208,7 +213,9 @@ type Index struct {
 	duplicates   int                      // hashes held by more than one hash Secret
 	keys         map[types.UID]*Key
 	usage        map[types.UID]*Usage
-	conns        map[string]*nsState // namespace → its Connections
+	conns        map[string]*nsState                // namespace → its Connections
+	roles        map[roleRef]*permission.Rules      // the APIKeyRoles, compiled
+	roleKeys     map[roleRef]map[types.UID]struct{} // an APIKeyRole → the keys that name it
 }
 
 // New returns an empty index.
@@ -221,6 +228,8 @@ func New() *Index {
 		keys:         map[types.UID]*Key{},
 		usage:        map[types.UID]*Usage{},
 		conns:        map[string]*nsState{},
+		roles:        map[roleRef]*permission.Rules{},
+		roleKeys:     map[roleRef]map[types.UID]struct{}{},
 	}
 }
 

@@ -218,7 +218,8 @@ func (x *Index) PutKey(key *Key) {
 	if key.usage != u {
 		key.usage = u
 	}
-	x.keys[key.UID] = key
+	x.unlinkRolesLocked(x.keys[key.UID])
+	x.keys[key.UID] = x.withRolesLocked(key)
 }
 
 // selectorKeyNothing is the SelectorKey of a selector that matches nothing. labels.Nothing()
@@ -229,6 +230,7 @@ const selectorKeyNothing = "\x00nothing"
 func (x *Index) DeleteAPIKey(uid types.UID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.unlinkRolesLocked(x.keys[uid])
 	delete(x.keys, uid)
 	delete(x.usage, uid)
 }

@@ -49,8 +49,10 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 	if err != nil {
 		errs = append(errs, errorf("APIKey %s/%s: %v; the key is allowed nothing", k.Namespace, k.Name, err))
 		rules = &permission.Rules{}
+	} else { // the index joins the roles' rules (roles.go); not to own rules allowing nothing
+		key.permissionRoles = k.Spec.PermissionRoles
 	}
-	key.Permissions = rules
+	key.Permissions, key.ownPermissions = rules, rules
 	return errors.Join(errs...)
 }
 
