@@ -139,6 +139,9 @@ func (l *Limiter) Balance(ctx context.Context, p *Policy) (Balance, bool, error)
 	var store Store = l.memory
 	if l.remote != nil {
 		store = l.remote
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
 	}
 	period := p.Credits.Schedule.Period(l.clock.Now())
 	spent, err := store.Spent(ctx, p, period)
