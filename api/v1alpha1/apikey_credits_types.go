@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // CreditsMaxAmount bounds credits.amount (2^40): far above any plan, far below where a count
 // could overflow. The server's limiter holds credits to it too.
 const CreditsMaxAmount = 1 << 40
@@ -53,4 +55,33 @@ type APIKeyCredits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=31
 	DayOfMonth int32 `json:"dayOfMonth,omitempty"`
+}
+
+// APIKeyCreditsStatus is a key's credit balance as the API server counted it, written with
+// status.lastUsedAt (same patch, same write budget), so it is as fresh as lastUsedAt. With the
+// rate-limit Redis the counts are exact across replicas; without it each replica counts its own
+// requests, and the status shows the counts of the replica that wrote it last.
+type APIKeyCreditsStatus struct {
+	// period names the period counted (its refill letter and start, Unix seconds).
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	Period string `json:"period"`
+
+	// periodEnd is when the period ends and the credits refill.
+	// +required
+	PeriodEnd metav1.Time `json:"periodEnd"`
+
+	// used is how many credits the period had spent when observed.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Used int64 `json:"used"`
+
+	// remaining is how many credits the period had left when observed.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Remaining int64 `json:"remaining"`
+
+	// observedAt is when the server read the counts.
+	// +required
+	ObservedAt metav1.Time `json:"observedAt"`
 }

@@ -157,6 +157,10 @@ type APIKeyStatus struct {
 	// +optional
 	PreviousKeyUse *APIKeyPreviousKeyUse `json:"previousKeyUse,omitempty"`
 
+	// credits is the balance of spec.credits, written by the API server with lastUsedAt.
+	// +optional
+	Credits *APIKeyCreditsStatus `json:"credits,omitempty"`
+
 	// keyIssuedAt is when the current key was issued.
 	// +optional
 	KeyIssuedAt *metav1.Time `json:"keyIssuedAt,omitempty"`

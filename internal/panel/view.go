@@ -152,6 +152,10 @@ type keyRow struct {
 	ExpiringMessage string
 	Unused          bool
 	UnusedMessage   string
+	// Credits is the balance the API server last wrote ("37 of 100 credits left"), and
+	// CreditsRefill when its period ends; empty for a key without a balance written.
+	Credits       string
+	CreditsRefill timeView
 }
 
 // stateBadge is the label and CSS class of a key's one-word state (keyclient.State).
@@ -211,6 +215,10 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 		CanReveal:   live && keyclient.RevealStatus(k) == keyclient.RevealClaimable,
 	}
 	lifecycleOfRow(&row, k, now)
+	if c := k.Status.Credits; c != nil && now.Before(c.PeriodEnd.Time) {
+		row.Credits = fmt.Sprintf("%d of %d credits left", c.Remaining, c.Used+c.Remaining)
+		row.CreditsRefill = viewTime(&c.PeriodEnd, now, "")
+	}
 	return row
 }
 

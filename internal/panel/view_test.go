@@ -186,6 +186,21 @@ func TestKeyRowShowsThePolicy(t *testing.T) {
 	}
 }
 
+// TestKeyRowShowsTheCredits: the key list shows the balance the API server wrote in
+// status.credits and when it refills; nothing once that period has ended.
+func TestKeyRowShowsTheCredits(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "k"}, Status: switchboardv1alpha1.APIKeyStatus{
+		Credits: &switchboardv1alpha1.APIKeyCreditsStatus{Period: "m1", PeriodEnd: metav1.NewTime(now.Add(8 * 24 * time.Hour)), Used: 63, Remaining: 37}}}
+	if row := newKeyRow(k, now); row.Credits != "37 of 100 credits left" || row.CreditsRefill.Text != "in 1 week" {
+		t.Fatalf("credits %q, refill %q", row.Credits, row.CreditsRefill.Text)
+	}
+	k.Status.Credits.PeriodEnd = metav1.NewTime(now.Add(-time.Hour))
+	if row := newKeyRow(k, now); row.Credits != "" {
+		t.Fatalf("an ended period shows %q", row.Credits)
+	}
+}
+
 func TestServiceAccountNamespace(t *testing.T) {
 	tests := []struct{ user, want string }{
 		{"system:serviceaccount:team-a:ci", "team-a"},

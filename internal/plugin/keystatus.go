@@ -172,6 +172,10 @@ type keyReportPolicy struct {
 	RateLimit           string   `json:"rateLimit,omitempty"`
 	AllowedSourceRanges []string `json:"allowedSourceRanges,omitempty"`
 	Audiences           []string `json:"audiences,omitempty"`
+	// CreditsPerPeriod is spec.credits.amount, and Credits the balance the API server last
+	// wrote (status.credits, with lastUsedAt).
+	CreditsPerPeriod int64                                    `json:"creditsPerPeriod,omitempty"`
+	Credits          *switchboardv1alpha1.APIKeyCreditsStatus `json:"credits,omitempty"`
 }
 
 // keyReportEvent is one Event about the APIKey.
@@ -209,7 +213,7 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 		Delivery: keyReportDelivery{SecretName: k.Spec.SecretName},
 		Reveal:   revealOf(k, state),
 		Policy: keyReportPolicy{
-			RateLimit: keyclient.FormatRateLimit(k.Spec.RateLimit),
+			RateLimit: keyclient.FormatRateLimit(k.Spec.RateLimit), Credits: st.Credits,
 		},
 		Conditions: sortedConditions(k.Status.Conditions),
 		Events:     []keyReportEvent{},
@@ -222,6 +226,9 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 	}
 	for _, a := range k.Spec.Audiences {
 		r.Policy.Audiences = append(r.Policy.Audiences, string(a))
+	}
+	if k.Spec.Credits != nil {
+		r.Policy.CreditsPerPeriod = k.Spec.Credits.Amount
 	}
 	if u := st.PreviousKeyUse; u != nil && u.KeyGeneration == st.KeyGeneration-1 {
 		r.Key.PreviousKeyLastUsedAt = u.LastUsedAt.DeepCopy()

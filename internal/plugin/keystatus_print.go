@@ -69,6 +69,9 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 	line("  Rate limit", "%s", cmp.Or(r.Policy.RateLimit, "none"))
 	line("  Source ranges", "%s", cmp.Or(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
 	line("  Audiences", "%s", cmp.Or(strings.Join(r.Policy.Audiences, ", "), "every audience"))
+	if r.Policy.CreditsPerPeriod != 0 || r.Policy.Credits != nil {
+		line("  Credits", "%s", creditsText(r.Policy, now))
+	}
 
 	// The tables are aligned on their own, not with the labels above.
 	if err := w.Flush(); err != nil {
@@ -108,6 +111,20 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 }
 
 // when is an instant as RFC 3339 with how long from now: "2026-12-01T10:00:00Z (in 5d)".
+// creditsText is the balance as the API server last wrote it, or that the period it counted
+// has ended since (the next use writes the new one).
+func creditsText(p keyReportPolicy, now time.Time) string {
+	c := p.Credits
+	switch {
+	case c == nil:
+		return fmt.Sprintf("%d a period; none counted yet", p.CreditsPerPeriod)
+	case !now.Before(c.PeriodEnd.Time):
+		return fmt.Sprintf("refilled at %s (%d used in the period before; no use recorded since)", when(&c.PeriodEnd, now, "-"), c.Used)
+	}
+	return fmt.Sprintf("%d of %d left this period (refill at %s; counted %s)",
+		c.Remaining, c.Used+c.Remaining, when(&c.PeriodEnd, now, "-"), when(&c.ObservedAt, now, "-"))
+}
+
 func when(t *metav1.Time, now time.Time, none string) string {
 	if t == nil || t.IsZero() {
 		return none

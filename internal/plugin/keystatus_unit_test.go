@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,52 @@ func TestKeyReportShowsWhoHoldsTheOldKey(t *testing.T) {
 	k.Status.PreviousKeyUse.KeyGeneration = 1 // an older rotation's old key
 	if r := newKeyReport(k, now); r.Key.PreviousKeyLastUsedAt != nil {
 		t.Errorf("shows generation 1's use as the previous key's: %v", r.Key.PreviousKeyLastUsedAt)
+	}
+}
+
+// TestKeyReportShowsTheCredits: `key status` shows the balance the API server wrote in
+// status.credits, in text and in -o json; once its period has ended, that it refilled; and for
+// a key with credits and no balance written yet, that none were counted.
+func TestKeyReportShowsTheCredits(t *testing.T) {
+	k := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "plan", CreationTimestamp: *at(-48 * time.Hour)},
+		Spec: switchboardv1alpha1.APIKeySpec{SecretName: "plan-key",
+			Credits: &switchboardv1alpha1.APIKeyCredits{Amount: 100, Refill: switchboardv1alpha1.CreditsMonthly}},
+		Status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1, Credits: &switchboardv1alpha1.APIKeyCreditsStatus{
+			Period: "m1796083200", PeriodEnd: *at(8 * 24 * time.Hour), Used: 63, Remaining: 37, ObservedAt: *at(-time.Minute)}},
+	}
+	text := func() string {
+		var out strings.Builder
+		if err := printKeyReport(&out, newKeyReport(k, now), now); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if out := text(); !strings.Contains(out, "Credits:") || !strings.Contains(out, "37 of 100 left this period (refill at 2026-11-30T12:00:00Z") {
+		t.Errorf("lacks the balance:\n%s", out)
+	}
+	raw, err := json.Marshal(newKeyReport(k, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Policy struct {
+			CreditsPerPeriod int64 `json:"creditsPerPeriod"`
+			Credits          struct {
+				Used, Remaining int64
+			} `json:"credits"`
+		} `json:"policy"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil || report.Policy.CreditsPerPeriod != 100 || report.Policy.Credits.Used != 63 || report.Policy.Credits.Remaining != 37 {
+		t.Errorf("-o json carries %+v (%v), want 100 a period, 63 used and 37 remaining: %s", report.Policy, err, raw)
+	}
+
+	k.Status.Credits.PeriodEnd = *at(-time.Hour)
+	if out := text(); !strings.Contains(out, "refilled at 2026-11-22T11:00:00Z") {
+		t.Errorf("an ended period is shown as current:\n%s", out)
+	}
+	k.Status.Credits = nil
+	if out := text(); !strings.Contains(out, "100 a period; none counted yet") {
+		t.Errorf("a key with credits and no balance yet:\n%s", out)
 	}
 }

@@ -4,11 +4,14 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
@@ -138,4 +141,55 @@ func errorMessage(t *testing.T, r response) string {
 		t.Fatalf("not an error object: %v: %s", err, r.Body)
 	}
 	return e.Error.Message
+}
+
+// TestCreditsInStatus: the usage writer puts a key's balance in status.credits with its
+// lastUsedAt, within its interval: on one replica from its memory, and on Redis the shared count,
+// so the replica that writes it shows the requests the other answered too.
+func TestCreditsInStatus(t *testing.T) {
+	redis := testenv.StartRedis(t)
+	ns := env.Namespace(t, "credits-status")
+	newConnection(t, ns, "a", "conn_a", nil)
+	spec := switchboardv1alpha1.APIKeySpec{Credits: &switchboardv1alpha1.APIKeyCredits{Amount: 100, Refill: switchboardv1alpha1.CreditsMonthly}}
+	lastUsed := configv1alpha1.LastUsed{Interval: &metav1.Duration{Duration: time.Second}}
+	deps := Deps{LastUsedFlush: 200 * time.Millisecond}
+	statusOf := func(k *keyFixture) *switchboardv1alpha1.APIKeyCreditsStatus {
+		var ak switchboardv1alpha1.APIKey
+		if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(k.APIKey), &ak); err != nil {
+			t.Fatal(err)
+		}
+		return ak.Status.Credits
+	}
+	spend := func(s *testServer, k *keyFixture, n int) {
+		for range n {
+			if resp := s.get(t, "/v1/connections", k.Key); resp.Status != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.Status, resp.Body)
+			}
+		}
+	}
+	waitBalance := func(k *keyFixture, used int64) {
+		t.Helper()
+		now := time.Now().UTC()
+		refill := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		eventually(t, fmt.Sprintf("status.credits to show %d used", used), func() bool {
+			c := statusOf(k)
+			return c != nil && c.Used == used && c.Remaining == 100-used && c.PeriodEnd.Time.Equal(refill) && c.Period != "" && !c.ObservedAt.IsZero()
+		})
+	}
+
+	memoryKey := newKey(t, ns, "memory", spec)
+	one := startServer(t, nil, noFailureLimit(&sc{LastUsed: lastUsed}), deps, true)
+	spend(one, memoryKey, 3)
+	waitBalance(memoryKey, 3)
+	spend(one, memoryKey, 2)
+	waitBalance(memoryKey, 5)
+
+	redisKey := newKey(t, ns, "redis", spec)
+	c := noFailureLimit(&sc{LastUsed: lastUsed, RateLimitRedis: configv1alpha1.RateLimitRedis{URL: redis.URL()}})
+	a, b := startServer(t, nil, c, deps, true), startServer(t, nil, c, deps, true)
+	spend(a, redisKey, 2)
+	waitBalance(redisKey, 2)
+	time.Sleep(1100 * time.Millisecond) // past a's write by an interval, so that b's use is due
+	spend(b, redisKey, 2)
+	waitBalance(redisKey, 4)
 }

@@ -153,7 +153,7 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 	go waitSynced(mgrCtx, feed.HasSynced, &synced, onSynced, log)
 	go lastused.New(feed.Index(), mgr.GetClient(), lastused.Options{
 		Clock: h.deps.Clock, Interval: c.LastUsed.Interval.Duration, Flush: h.deps.LastUsedFlush, WriteRate: *c.LastUsed.WritesPerSecond,
-		Logger: log.WithName("last-used"),
+		Logger: log.WithName("last-used"), CreditBalance: checker.CreditBalance,
 	}).Run(mgrCtx)
 	go checker.Run(mgrCtx)
 	if leaks != nil {

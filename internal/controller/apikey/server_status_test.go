@@ -78,7 +78,7 @@ func installServerStatusPolicy(t *testing.T, ns, sa string, key *switchboardv1al
 		if err == nil {
 			return errors.New("a keyHint patch went through")
 		}
-		if !strings.Contains(err.Error(), "may change status.lastUsedAt and status.previousKeyUse of an APIKey and nothing else") {
+		if !strings.Contains(err.Error(), "may change status.lastUsedAt, status.previousKeyUse and status.credits of an APIKey and nothing else") {
 			t.Fatalf("refused for another reason: %v", err)
 		}
 		return nil
@@ -116,6 +116,15 @@ func TestServerCannotRevokeOrMoveTheReveal(t *testing.T) {
 	got := w.get(key)
 	if got.Status.LastUsedAt == nil || got.Status.LastUsedAt.UTC().Format(time.RFC3339) != lastUsed {
 		t.Fatalf("lastUsedAt %v, want %s", got.Status.LastUsedAt, lastUsed)
+	}
+	// The credit balance it counts goes through with it (the lastused writer's one patch).
+	if err := server.client.Status().Patch(testCtx(t), w.get(key), client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(
+		`{"status":{"lastUsedAt":%q,"credits":{"period":"m1","periodEnd":%q,"used":63,"remaining":37,"observedAt":%q}}}`,
+		lastUsed, now.Format(time.RFC3339), lastUsed)))); err != nil {
+		t.Fatalf("the server's identity cannot write status.credits: %v", err)
+	}
+	if c := w.get(key).Status.Credits; c == nil || c.Used != 63 || c.Remaining != 37 {
+		t.Fatalf("status.credits %+v, want 63 used and 37 remaining", c)
 	}
 	// Moving it back would make the key look unused (spec.revokeWhenUnusedFor revokes such
 	// keys): refused, as is removing it.
@@ -197,7 +206,7 @@ func TestServerCannotRevokeOrExtendWithoutThePolicy(t *testing.T) {
 }
 
 // TestServerStatusPolicyNamesEveryField: the shipped policy compares every field of
-// APIKeyStatus but lastUsedAt, so a field added to the type cannot be written by the server
+// APIKeyStatus but lastUsedAt, previousKeyUse and credits, so a field added to the type cannot be written by the server
 // until someone decides it may.
 func TestServerStatusPolicyNamesEveryField(t *testing.T) {
 	policy, _ := serverStatusPolicy(t)
@@ -215,7 +224,7 @@ func TestServerStatusPolicyNamesEveryField(t *testing.T) {
 	for i := range typ.NumField() {
 		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 		clause := fmt.Sprintf("object.?status.?%s == oldObject.?status.?%s", name, name)
-		if name == "lastUsedAt" || name == "previousKeyUse" {
+		if name == "lastUsedAt" || name == "previousKeyUse" || name == "credits" {
 			if strings.Contains(expr, "."+name) {
 				t.Errorf("the policy constrains %s, which the server writes", name)
 			}

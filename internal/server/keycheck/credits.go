@@ -1,10 +1,12 @@
 package keycheck
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
+	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
 // spec.credits: a key whose credits for the period are spent gets 429 API_KEY_CREDITS_EXHAUSTED
@@ -29,4 +31,10 @@ func (v *Verdict) refusedForCredits() {
 	case c.Unavailable:
 		v.Status, v.Code, v.Message, v.policy = http.StatusServiceUnavailable, apicode.NotReady, msgCreditsUnavailable, nil
 	}
+}
+
+// CreditBalance reads the credits of the key whose policy is p, spending none: for the status
+// writer (internal/server/lastused), not for requests.
+func (c *Checker) CreditBalance(ctx context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error) {
+	return c.keys.Balance(ctx, p)
 }

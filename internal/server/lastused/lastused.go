@@ -1,5 +1,5 @@
 // Package lastused writes APIKeys' status.lastUsedAt (and status.previousKeyUse, the last use
-// of the old key during a rotation's grace) from the index's record of use, in batches and
+// of the old key during a rotation's grace, and status.credits, the balance) from the index's record of use, in batches and
 // within a write budget, off the request path: a request only stores a timestamp in memory
 // (keyindex.Usage.Touch).
 package lastused
@@ -7,7 +7,7 @@ package lastused
 import (
 	"cmp"
 	"context"
-	"fmt"
+	"encoding/json"
 	"hash/maphash"
 	"slices"
 	"time"
@@ -24,6 +24,7 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
+	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
 // Writer writes APIKey status.lastUsedAt in batches, off the request path: requests only
@@ -44,9 +45,12 @@ type Writer struct {
 	rate     float64       // writes per second, the budget
 	timeout  time.Duration // per patch
 	log      logr.Logger
-	// write stores at as the key's status.lastUsedAt, and prev (when its Generation is not 0)
-	// as its status.previousKeyUse (patchLastUsed in production).
-	write func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse) error
+	// write stores at as the key's status.lastUsedAt, prev (when its Generation is not 0)
+	// as its status.previousKeyUse and credits (when not nil) as its status.credits
+	// (patchLastUsed in production).
+	write func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error
+	// balance reads a key's credits without spending any; nil: none are written.
+	balance func(ctx context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error)
 	// seed breaks ties between equally stale keys differently on each replica, so that
 	// replicas over budget do not all pick the same keys.
 	seed maphash.Seed
@@ -65,6 +69,8 @@ type Options struct {
 	WriteRate float64
 	// Logger receives the writes that failed (at verbosity 1; they are retried).
 	Logger logr.Logger
+	// CreditBalance reads a key's credits, written with its lastUsedAt (keycheck.Checker's).
+	CreditBalance func(ctx context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error)
 }
 
 // New returns a Writer of the use idx records, patching through c.
@@ -74,10 +80,10 @@ func New(idx *keyindex.Index, c client.Client, o Options) *Writer {
 	}
 	u := &Writer{
 		index: idx, clock: o.Clock, log: o.Logger, seed: maphash.MakeSeed(),
-		interval: o.Interval, tick: o.Flush, rate: o.WriteRate, timeout: 10 * time.Second,
+		interval: o.Interval, tick: o.Flush, rate: o.WriteRate, timeout: 10 * time.Second, balance: o.CreditBalance,
 	}
-	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse) error {
-		return patchLastUsed(ctx, c, k, at, prev)
+	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error {
+		return patchLastUsed(ctx, c, k, at, prev, credits)
 	}
 	return u
 }
@@ -124,11 +130,18 @@ func (u *Writer) flush(ctx context.Context, limit *rate.Limiter) {
 func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	err := u.write(ctx, d.key, d.at, d.prevAt)
+	readAt := u.clock.Now()
+	credits := u.credits(ctx, d.key, readAt)
+	err := u.write(ctx, d.key, d.at, d.prevAt, credits)
 	usage := d.key.Usage()
 	switch {
 	case err == nil:
-		usage.MarkWritten(d.used, u.clock.Now())
+		// Credits are written as counted at readAt, which due compares with the last use.
+		writtenAt := u.clock.Now()
+		if credits != nil {
+			writtenAt = readAt
+		}
+		usage.MarkWritten(d.used, writtenAt)
 		if d.prevAt.Generation != 0 {
 			usage.MarkPreviousWritten(d.prev)
 		}
@@ -141,6 +154,24 @@ func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 		lastUsedWrites.WithLabelValues("error").Inc()
 		u.log.V(1).Info("writing lastUsedAt failed; will retry", "namespace", d.key.Namespace, "name", d.key.Name, "error", err.Error())
 	}
+}
+
+// credits is k's balance to write with its lastUsedAt, read now (the counts only change when the
+// key is used, which is when lastUsedAt is due); nil for a key without credits, or when they
+// cannot be read, and then lastUsedAt is written alone.
+func (u *Writer) credits(ctx context.Context, k *keyindex.Key, now time.Time) *switchboardv1alpha1.APIKeyCreditsStatus {
+	if u.balance == nil {
+		return nil
+	}
+	b, ok, err := u.balance(ctx, k.RateLimit)
+	if err != nil {
+		u.log.V(1).Info("reading the credits failed; writing lastUsedAt without them", "namespace", k.Namespace, "name", k.Name, "error", err.Error())
+	}
+	if !ok {
+		return nil
+	}
+	return &switchboardv1alpha1.APIKeyCreditsStatus{Period: b.Period.ID, PeriodEnd: metav1.NewTime(b.Period.End),
+		Used: b.Used, Remaining: b.Remaining, ObservedAt: metav1.NewTime(now)}
 }
 
 // dueWrite is one key whose status.lastUsedAt should be written.
@@ -215,15 +246,16 @@ func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 	used := usage.LastUsed()
 	written := usage.LastWritten()
 	prev, prevAt := previousDue(k, usage)
-	if used.IsZero() || !used.After(written) && prev.Generation == 0 {
+	if used.IsZero() || !used.After(written) && prev.Generation == 0 && !u.uncountedUses(k, usage) {
 		return dueWrite{}, false
 	}
 	if at := usage.WrittenAt(); !at.IsZero() && now.Sub(at) < u.interval {
 		return dueWrite{}, false
 	}
 	at := used.Truncate(time.Second)
-	// Another replica (or this one, before a restart) may have written it recently.
-	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval && prev.Generation == 0 {
+	// Another replica (or this one, before a restart) may have written it recently; but not
+	// the credits this replica has counted since, which its write carries.
+	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval && prev.Generation == 0 && !u.writesCredits(k) {
 		return dueWrite{}, false
 	}
 	if at.Before(k.LastUsedAt) {
@@ -239,6 +271,18 @@ func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 		stored = written.Truncate(time.Second)
 	}
 	return dueWrite{key: k, used: used, at: at, stored: stored, tie: maphash.String(u.seed, string(k.UID)), prev: prev, prevAt: prevAt}, true
+}
+
+// writesCredits says whether k's writes carry status.credits.
+func (u *Writer) writesCredits(k *keyindex.Key) bool {
+	return u.balance != nil && k.RateLimit != nil && k.RateLimit.Credits != nil
+}
+
+// uncountedUses says that k's credits were last read within a second of its last recorded use:
+// Touch records one use a second, so uses after the read may not be recorded, and their credits
+// are written once more (after the interval, like any write).
+func (u *Writer) uncountedUses(k *keyindex.Key, usage *keyindex.Usage) bool {
+	return u.writesCredits(k) && usage.WrittenAt().Before(usage.LastUsed().Add(time.Second))
 }
 
 // previousDue is the use of k's previous key generation to write with its lastUsedAt (same
@@ -261,17 +305,26 @@ func previousDue(k *keyindex.Key, usage *keyindex.Usage) (use, at keyindex.Previ
 	return use, at
 }
 
-// patchLastUsed merges status.lastUsedAt, and status.previousKeyUse when prev has a
-// generation, and nothing else. The status subresource ignores
+// patchLastUsed merges status.lastUsedAt, status.previousKeyUse when prev has a generation,
+// status.credits when given, and nothing else. The status subresource ignores
 // metadata, so the patch cannot carry a UID precondition: the writer only patches keys the
 // index still holds by UID, which leaves a window of one informer event for an APIKey deleted
 // and re-created under the same name to receive its predecessor's last use.
-func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse) error {
-	stamp := metav1.NewTime(at).UTC().Format(time.RFC3339)
-	body := fmt.Appendf(nil, `{"status":{"lastUsedAt":%q}}`, stamp)
+func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error {
+	var patch struct {
+		Status struct {
+			LastUsedAt     metav1.Time                               `json:"lastUsedAt"`
+			PreviousKeyUse *switchboardv1alpha1.APIKeyPreviousKeyUse `json:"previousKeyUse,omitempty"`
+			Credits        *switchboardv1alpha1.APIKeyCreditsStatus  `json:"credits,omitempty"`
+		} `json:"status"`
+	}
+	patch.Status.LastUsedAt, patch.Status.Credits = metav1.NewTime(at), credits
 	if prev.Generation != 0 {
-		body = fmt.Appendf(nil, `{"status":{"lastUsedAt":%q,"previousKeyUse":{"keyGeneration":%d,"lastUsedAt":%q}}}`,
-			stamp, prev.Generation, prev.At.UTC().Format(time.RFC3339))
+		patch.Status.PreviousKeyUse = &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: prev.Generation, LastUsedAt: metav1.NewTime(prev.At)}
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
 	}
 	obj := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 	return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -119,4 +120,34 @@ func (p *Policy) withCredits(res Result, spent int64, period Period, now time.Ti
 // refusedByRate says the rate refused the request (the credits may have refused it too).
 func (r Result) refusedByRate() bool {
 	return !r.Allowed && !r.Credits.Exhausted && !r.Credits.Unavailable
+}
+
+// Balance is a key's credits in the current period, read without spending any.
+type Balance struct {
+	Period          Period
+	Used, Remaining int64
+}
+
+// Balance reads the credits of p's key in the period of now without spending one, from Redis
+// when the limiter has it (one GET, exact across replicas), else from this replica's memory.
+// For status writes (internal/server/lastused), never on a request's path; false for a key
+// without credits.
+func (l *Limiter) Balance(ctx context.Context, p *Policy) (Balance, bool, error) {
+	if p == nil || p.Credits == nil {
+		return Balance{}, false, nil
+	}
+	var store Store = l.memory
+	if l.remote != nil {
+		store = l.remote
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	period := p.Credits.Schedule.Period(l.clock.Now())
+	spent, err := store.Spent(ctx, p, period)
+	if err != nil {
+		return Balance{}, false, err
+	}
+	used := min(spent, p.Credits.Amount)
+	return Balance{Period: period, Used: used, Remaining: p.Credits.Amount - used}, true, nil
 }

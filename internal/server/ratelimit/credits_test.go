@@ -323,3 +323,32 @@ func TestParseCreditsReplyRefusesOtherAnswers(t *testing.T) {
 		t.Errorf("parseCreditsReply: %+v, %d, %v", res, spent, err)
 	}
 }
+
+// TestLimiterBalance: Balance reads a key's credits in memory and in Redis without spending
+// one; a key without credits has none.
+func TestLimiterBalance(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	for name, o := range map[string]Options{
+		"memory": {Logger: logr.Discard()},
+		"redis":  {Remote: newRedis(t, srv.URL(), ""), Logger: logr.Discard()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := New(o)
+			p := creditPolicy(t, "uid-balance-"+name, unlimited, 100, schedule(t, Daily, "UTC", 0, 0))
+			for range 63 {
+				if d := l.Allow(context.Background(), p); !d.Allowed {
+					t.Fatalf("refused: %+v", d)
+				}
+			}
+			for range 2 { // a second read finds the same: reading spends nothing
+				b, ok, err := l.Balance(context.Background(), p)
+				if err != nil || !ok || b.Used != 63 || b.Remaining != 37 || b.Period != p.Credits.Schedule.Period(time.Now()) {
+					t.Fatalf("balance %+v, %v, %v; want 63 used and 37 remaining in today's period", b, ok, err)
+				}
+			}
+			if _, ok, err := l.Balance(context.Background(), policy(t, "uid-no-credits-"+name, 10, time.Minute, 10)); ok || err != nil {
+				t.Errorf("a key without credits has a balance (%v, %v)", ok, err)
+			}
+		})
+	}
+}

@@ -149,4 +149,6 @@ func budgetID(id string, l Limit) string {
 type Store interface {
 	// Allow decides one request of p's key now, taking one request from its budget if allowed.
 	Allow(ctx context.Context, p *Policy) (Result, error)
+	// Spent reads how many of p's credits period has spent, spending none.
+	Spent(ctx context.Context, p *Policy, period Period) (int64, error)
 }

@@ -80,6 +80,14 @@ func (s *memoryShard) allowWithCredits(p *Policy, now time.Time) Result {
 	return res
 }
 
+// Spent reads how many of p's credits period has spent in this process. It never fails.
+func (m *Memory) Spent(_ context.Context, p *Policy, period Period) (int64, error) {
+	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.credits[p.creditKey(period)].spent, nil
+}
+
 // Sweep forgets the keys whose budget is whole again: a TAT in the past decides exactly as no
 // TAT does, so memory holds only the keys used within their last burst's worth of time; and the
 // credit counts of ended periods, which no request reads again.

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -84,6 +85,15 @@ func (r *Redis) spendCredit(ctx context.Context, p *Policy, period Period, now t
 		return Result{}, err
 	}
 	return p.withCredits(res, spent, period, now), nil
+}
+
+// Spent reads how many of p's credits period has spent in Redis: one GET.
+func (r *Redis) Spent(ctx context.Context, p *Policy, period Period) (int64, error) {
+	n, err := r.client.Get(ctx, redisKeyPrefix+p.creditKey(period)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
 }
 
 // parseCreditsReply reads the script's answer as redis_rate reads its own.
