@@ -85,12 +85,20 @@ func (r *APIKeyRateLimit) EffectiveBurst() int32 {
 	return r.Requests
 }
 
-// Bounds of spec.permissions, as the markers below state them.
+// Bounds of spec.permissions (and of an APIKeyRole's rules), as the markers below state them.
+// They bound what one key's rules can cost every server replica, compiled: at most 256 KiB
+// (223 KiB measured at every bound, internal/apikey/permission TestLargestPermissionsAreBounded;
+// it was 4.2 MiB under the first bounds), so the platform's ResourceQuota on APIKeys bounds
+// what a tenant's keys cost (docs/security.md, 30).
 const (
-	MaxPermissionRules        = 64
-	MaxPermissionPaths        = 16
+	MaxPermissionRules        = 32
+	MaxPermissionPaths        = 4
 	MaxPermissionPathLength   = 256
-	MaxPermissionConditionLen = 1024
+	MaxPermissionPathSegments = 16
+	MaxPermissionConditions   = 8
+	MaxPermissionConditionLen = 512
+	MaxPermissionAudiences    = 16
+	MaxPermissionSourceRanges = 32
 )
 
 // PermissionEffect is what a permission rule does to the requests it matches.
@@ -121,13 +129,13 @@ type PermissionRule struct {
 	// +kubebuilder:validation:MaxItems=7
 	Methods []HTTPMethod `json:"methods,omitempty"`
 
-	// paths are the path templates the rule matches (at most 16, each at most 256 characters,
-	// starting with "/"): a segment {name} matches any one non-empty segment, a final /**
+	// paths are the path templates the rule matches (at most 4, each at most 256 characters
+	// and 16 segments, starting with "/"): a segment {name} matches any one non-empty segment, a final /**
 	// matches any rest (none included), and other segments match themselves, such as
 	// /v1/connections/{id} or /v1/**. Empty or absent means any path.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=4
 	// +kubebuilder:validation:items:MaxLength=256
 	// +kubebuilder:validation:items:Pattern=`^/`
 	Paths []string `json:"paths,omitempty"`
@@ -146,13 +154,14 @@ type PermissionRule struct {
 	// +kubebuilder:validation:MaxItems=32
 	SourceRanges []CIDR `json:"sourceRanges,omitempty"`
 
-	// condition is a CEL expression (at most 1024 characters) that must be true for the rule
+	// condition is a CEL expression (at most 512 characters; at most 8 rules of a list have
+	// one) that must be true for the rule
 	// to match, over request.method, request.path, request.params (the path template's
 	// captures), request.audience and request.source (the client's address, "" when unknown),
 	// such as request.params.id.startsWith("conn_"). Its cost is bounded: one that could cost
 	// more is refused at admission, and one that errors fails closed (an Allow rule does not
 	// match, a Deny rule does).
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=512
 	Condition string `json:"condition,omitempty"`
 }

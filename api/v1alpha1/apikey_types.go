@@ -73,13 +73,14 @@ type APIKeySpec struct {
 	Audiences []Audience `json:"audiences,omitempty"`
 
 	// permissions say what the key may do, by method, path, audience, source and condition:
-	// an ordered list of Allow and Deny rules (at most 64), of which the first that matches a
+	// an ordered list of Allow and Deny rules (at most 32, at most 8 with a condition), of which the first that matches a
 	// request decides; when none does, the request is refused. Past them, requests get 403
 	// API_KEY_PERMISSION_DENIED naming the rule. Empty or absent means the key may do anything
 	// its audiences and source ranges allow.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.filter(r, has(r.condition)).size() <= 8",message="at most 8 permissions rules may have a condition"
 	Permissions []PermissionRule `json:"permissions,omitempty"`
 
 	// permissionRoles name APIKeyRoles of the key's namespace (at most 8) whose rules follow

@@ -9,12 +9,13 @@ const MaxPermissionRoles = 8
 
 // APIKeyRoleSpec is a reusable list of permission rules.
 type APIKeyRoleSpec struct {
-	// rules are Allow and Deny rules (at most 64), read after the permissions of a key that
+	// rules are Allow and Deny rules (at most 32, at most 8 with a condition), read after the permissions of a key that
 	// names the role and before the rules of the roles it names next; the first that matches
 	// a request decides.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.filter(r, has(r.condition)).size() <= 8",message="at most 8 rules may have a condition"
 	Rules []PermissionRule `json:"rules,omitempty"`
 }
 

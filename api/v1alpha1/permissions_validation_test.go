@@ -57,7 +57,7 @@ func TestPermissionsRoundTrip(t *testing.T) {
 func TestInvalidPermissionsAreRejected(t *testing.T) {
 	ns := env.Namespace(t, "badpermissions")
 	allow := switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow}
-	tooMany := make([]switchboardv1alpha1.PermissionRule, 65)
+	tooMany := make([]switchboardv1alpha1.PermissionRule, 33)
 	for i := range tooMany {
 		tooMany[i] = allow
 	}
@@ -71,7 +71,7 @@ func TestInvalidPermissionsAreRejected(t *testing.T) {
 		rules  []switchboardv1alpha1.PermissionRule
 		errors []string
 	}{
-		{"too many rules", tooMany, []string{"spec.permissions", "must have at most 64 items"}},
+		{"too many rules", tooMany, []string{"spec.permissions", "must have at most 32 items"}},
 		{"no effect", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Effect = "" }), []string{"spec.permissions[0].effect", "Unsupported value"}},
 		{"an unknown effect", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Effect = "Maybe" }), []string{"spec.permissions[0].effect", "Unsupported value"}},
 		{"an unknown method", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Methods = []switchboardv1alpha1.HTTPMethod{"TRACE"} }),
@@ -84,18 +84,26 @@ func TestInvalidPermissionsAreRejected(t *testing.T) {
 		{"a path too long", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Paths = []string{"/" + strings.Repeat("a", 256)} }),
 			[]string{"spec.permissions[0].paths[0]", "may not be more than 256"}},
 		{"too many paths", rule(func(r *switchboardv1alpha1.PermissionRule) {
-			for i := range 17 {
+			for i := range 5 {
 				r.Paths = append(r.Paths, fmt.Sprintf("/p%d", i))
 			}
-		}), []string{"spec.permissions[0].paths", "must have at most 16 items"}},
+		}), []string{"spec.permissions[0].paths", "must have at most 4 items"}},
 		{"an audience that is not one", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Audiences = []switchboardv1alpha1.Audience{"Billing"} }),
 			[]string{"spec.permissions[0].audiences[0]", "an audience is a DNS label"}},
 		{"a source range that is not one", rule(func(r *switchboardv1alpha1.PermissionRule) {
 			r.SourceRanges = []switchboardv1alpha1.CIDR{"203.0.113.7/24"}
 		}),
 			[]string{"spec.permissions[0].sourceRanges[0]", "203.0.113.0/24"}},
-		{"a condition too long", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Condition = strings.Repeat("true && ", 128) + "true" }),
-			[]string{"spec.permissions[0].condition", "may not be more than 1024"}},
+		{"a condition too long", rule(func(r *switchboardv1alpha1.PermissionRule) { r.Condition = strings.Repeat("true && ", 64) + "true" }),
+			[]string{"spec.permissions[0].condition", "may not be more than 512"}},
+		{"too many conditions", func() []switchboardv1alpha1.PermissionRule {
+			rules := make([]switchboardv1alpha1.PermissionRule, 9)
+			for i := range rules {
+				rules[i] = allow
+				rules[i].Condition = "true"
+			}
+			return rules
+		}(), []string{"spec.permissions", "at most 8 permissions rules may have a condition"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

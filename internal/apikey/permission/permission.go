@@ -22,6 +22,9 @@ import (
 // permissions has no Rules at all.
 type Rules struct {
 	rules []rule
+	// then are the rules of the roles a key names, read after rules in order: shared with the
+	// roles, never copied, so a key naming roles costs a few slice headers.
+	then [][]rule
 	// unusable says these are a role's refusal of everything (missing): joined, they replace
 	// the key's rules rather than follow them.
 	unusable bool
@@ -97,7 +100,7 @@ func CompileRole(role string, specs []switchboardv1alpha1.PermissionRule) (*Rule
 func WithRoles(own *Rules, names []string, role func(name string) (*Rules, bool)) *Rules {
 	out := &Rules{}
 	if own != nil {
-		out.rules = append(out.rules, own.rules...)
+		out.rules = own.rules
 	}
 	for _, name := range names {
 		rs, ok := role(name)
@@ -108,7 +111,7 @@ func WithRoles(own *Rules, names []string, role func(name string) (*Rules, bool)
 			return rs
 		}
 		if rs != nil {
-			out.rules = append(out.rules, rs.rules...)
+			out.then = append(out.then, rs.rules)
 		}
 	}
 	return out
@@ -118,6 +121,18 @@ func WithRoles(own *Rules, names []string, role func(name string) (*Rules, bool)
 func missing(role, why string) *Rules {
 	msg := "permissions role " + role + " " + why
 	return &Rules{rules: []rule{{index: -1, role: role, text: msg, refusal: msg}}, unusable: true}
+}
+
+// conditions is how many of specs have a condition: each is a compiled CEL program every
+// replica holds, the costliest part of a rule.
+func conditions(specs []switchboardv1alpha1.PermissionRule) int {
+	n := 0
+	for i := range specs {
+		if specs[i].Condition != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func compile(specs []switchboardv1alpha1.PermissionRule, role string) (*Rules, error) {
@@ -130,6 +145,9 @@ func compile(specs []switchboardv1alpha1.PermissionRule, role string) (*Rules, e
 	}
 	if len(specs) > switchboardv1alpha1.MaxPermissionRules {
 		return nil, fmt.Errorf("at most %d %s rules, not %d", switchboardv1alpha1.MaxPermissionRules, list, len(specs))
+	}
+	if n := conditions(specs); n > switchboardv1alpha1.MaxPermissionConditions {
+		return nil, fmt.Errorf("at most %d %s rules may have a condition, not %d", switchboardv1alpha1.MaxPermissionConditions, list, n)
 	}
 	rs := &Rules{rules: make([]rule, len(specs))}
 	var errs []error
@@ -170,6 +188,7 @@ func compileRule(s *switchboardv1alpha1.PermissionRule) (rule, error) {
 	if len(s.Paths) > switchboardv1alpha1.MaxPermissionPaths {
 		return r, fmt.Errorf("at most %d paths, not %d", switchboardv1alpha1.MaxPermissionPaths, len(s.Paths))
 	}
+	r.paths = make([]template, 0, len(s.Paths))
 	for _, p := range s.Paths {
 		t, err := parseTemplate(p)
 		if err != nil {
@@ -222,20 +241,38 @@ func (rs *Rules) Decide(req Request) Decision {
 		decoded, err := url.PathUnescape(path)
 		path, unclean = decoded, err != nil
 	}
-	for i := range rs.rules {
-		r := &rs.rules[i]
-		if r.matches(&req, path, unclean) {
-			return Decision{Allowed: r.allow, Rule: r.index, Role: r.role, Text: r.text, refusal: r.refusal}
+	conditions := 0 // evaluated so far: at most MaxPermissionConditions a request
+	if d, ok := decide(rs.rules, &req, path, unclean, &conditions); ok {
+		return d
+	}
+	for _, rules := range rs.then {
+		if d, ok := decide(rules, &req, path, unclean, &conditions); ok {
+			return d
 		}
 	}
 	return Decision{Rule: -1}
+}
+
+// decide is the decision of the first of rules that matches req, if one does.
+func decide(rules []rule, req *Request, path string, unclean bool, conditions *int) (Decision, bool) {
+	for i := range rules {
+		r := &rules[i]
+		if r.matches(req, path, unclean, conditions) {
+			return Decision{Allowed: r.allow, Rule: r.index, Role: r.role, Text: r.text, refusal: r.refusal}, true
+		}
+	}
+	return Decision{}, false
 }
 
 // matches says whether r matches req (whose path, without its query, is path). What cannot be
 // told fails closed, counting as matched for a Deny rule and not for an Allow rule: a method or
 // path the gateway did not send, a source that cannot be known, a path that is not clean (its
 // segments could be read otherwise upstream), a condition that errs.
-func (r *rule) matches(req *Request, path string, unclean bool) bool {
+//
+// A request evaluates at most MaxPermissionConditions conditions, however many rules its key's
+// roles add: past them a rule's condition cannot be told either, so one request costs at most
+// as much as the conditions of one list.
+func (r *rule) matches(req *Request, path string, unclean bool, conditions *int) bool {
 	if r.methods != 0 {
 		if req.Method == "" {
 			if r.allow {
@@ -278,6 +315,10 @@ func (r *rule) matches(req *Request, path string, unclean bool) bool {
 	if r.condition == nil {
 		return true
 	}
+	if *conditions >= switchboardv1alpha1.MaxPermissionConditions {
+		return !r.allow
+	}
+	*conditions++
 	var params map[string]string
 	if matched >= 0 && r.paths[matched].captures > 0 {
 		params = make(map[string]string, r.paths[matched].captures)
@@ -357,7 +398,7 @@ func text(s *switchboardv1alpha1.PermissionRule) string {
 	if s.Condition != "" {
 		line += " if " + shortened(s.Condition, maxConditionText)
 	}
-	return line
+	return shortened(line, maxRuleText)
 }
 
 // joined is list separated by commas, "*" when empty.
@@ -372,8 +413,13 @@ func joined[T ~string](list []T) string {
 	return strings.Join(parts, ",")
 }
 
-// maxConditionText is how much of a condition a rule's text shows.
-const maxConditionText = 64
+// maxConditionText is how much of a condition a rule's text shows, and maxRuleText how much of
+// a rule its text shows: it goes in messages and headers, and every replica holds it for every
+// rule (twice, with the refusal written from it).
+const (
+	maxConditionText = 64
+	maxRuleText      = 160
+)
 
 // shortened is s on one line, cut to n characters with an ellipsis.
 func shortened(s string, n int) string {

@@ -129,6 +129,15 @@ func TestCompileRefuses(t *testing.T) {
 		{"an undeclared variable", switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow, Condition: `request.user == "x"`}, "undeclared reference"},
 		{"not a bool", switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow, Condition: `request.method`}, "not a bool"},
 		{"over the cost bound", switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow, Condition: long}, "could cost"},
+		{"17 segments", allow(nil, "/a"+strings.Repeat("/b", 16)), "17 segments: at most 16"},
+		{"5 paths", allow(nil, "/a", "/b", "/c", "/d", "/e"), "at most 4 paths, not 5"},
+	}
+	nine := make([]switchboardv1alpha1.PermissionRule, 9)
+	for i := range nine {
+		nine[i] = switchboardv1alpha1.PermissionRule{Effect: switchboardv1alpha1.PermissionAllow, Condition: "true"}
+	}
+	if _, err := Compile(nine); err == nil || !strings.Contains(err.Error(), "at most 8 permissions rules may have a condition, not 9") {
+		t.Errorf("Compile of 9 conditions: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

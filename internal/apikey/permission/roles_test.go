@@ -96,3 +96,31 @@ func TestCompileRoleErrors(t *testing.T) {
 		t.Errorf("CompileRole(nil) = %v, %v", rs, err)
 	}
 }
+
+// TestConditionsARequestEvaluates: however many conditions a key's roles add, one request
+// evaluates at most MaxPermissionConditions; past them a condition cannot be told, and fails
+// closed (an Allow rule does not match, a Deny rule does).
+func TestConditionsARequestEvaluates(t *testing.T) {
+	cond := func(effect switchboardv1alpha1.PermissionEffect, c string) switchboardv1alpha1.PermissionRule {
+		return switchboardv1alpha1.PermissionRule{Effect: effect, Condition: c}
+	}
+	var own []switchboardv1alpha1.PermissionRule
+	for range switchboardv1alpha1.MaxPermissionConditions {
+		own = append(own, cond(switchboardv1alpha1.PermissionAllow, "false"))
+	}
+	key := mustCompile(t, own...)
+	allowAll := mustCompileRole(t, "allow-all", cond(switchboardv1alpha1.PermissionAllow, "true"))
+	denyNone := mustCompileRole(t, "deny-none", cond(switchboardv1alpha1.PermissionDeny, "false"))
+	req := Request{Method: "GET", Path: "/v1/connections"}
+
+	if d := WithRoles(key, []string{"allow-all"}, compiled(allowAll)).Decide(req); d.Allowed || d.Rule != -1 {
+		t.Errorf("a ninth condition that would allow: %+v, want no rule to allow", d)
+	}
+	if d := WithRoles(key, []string{"deny-none"}, compiled(denyNone)).Decide(req); d.Allowed || d.Rule != 0 || d.Role != "deny-none" {
+		t.Errorf("a ninth condition that would not deny: %+v, want rule 0 of role deny-none to refuse", d)
+	}
+	// Within the bound, the same role decides by its condition.
+	if d := WithRoles(mustCompile(t, own[1:]...), []string{"allow-all"}, compiled(allowAll)).Decide(req); !d.Allowed {
+		t.Errorf("an eighth condition: %+v, want allowed", d)
+	}
+}

@@ -35,6 +35,10 @@ func parseTemplate(p string) (template, error) {
 		return t, nil
 	}
 	parts := strings.Split(p[1:], "/")
+	if len(parts) > switchboardv1alpha1.MaxPermissionPathSegments {
+		return t, fmt.Errorf("%d segments: at most %d", len(parts), switchboardv1alpha1.MaxPermissionPathSegments)
+	}
+	t.segments = make([]segment, 0, len(parts))
 	names := map[string]bool{}
 	for i, s := range parts {
 		switch {
