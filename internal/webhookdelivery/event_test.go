@@ -176,6 +176,17 @@ func TestWrongPayloadsDoNotValidate(t *testing.T) {
 		{"a previous hint elsewhere", KeyCreated, func(_, d map[string]any) { d["previousKeyHint"] = "sb_live_AbCd…wxyz" }},
 		{"lastUsedAt that is no date-time", KeyExpired, func(_, d map[string]any) { d["lastUsedAt"] = "never" }},
 		{"a reason too long", KeyRevoked, func(_, d map[string]any) { d["reason"] = strings.Repeat("é", 1025) }},
+		{"credits_low without credits", KeyCreditsLow, func(_, d map[string]any) { delete(d, "credits") }},
+		{"credits_low without a threshold", KeyCreditsLow, func(_, d map[string]any) { delete(d["credits"].(map[string]any), "thresholdPercent") }},
+		{"credits_low at a threshold of its own", KeyCreditsLow, func(_, d map[string]any) { d["credits"].(map[string]any)["thresholdPercent"] = 85 }},
+		{"a threshold in credits_exhausted", KeyCreditsExhausted, func(_, d map[string]any) { d["credits"].(map[string]any)["thresholdPercent"] = 90 }},
+		{"credits elsewhere", KeyRevoked, func(_, d map[string]any) {
+			d["credits"] = map[string]any{"period": "M1", "periodEnd": "2026-12-01T00:00:00Z", "used": 1, "remaining": 0, "amount": 1}
+		}},
+		{"a negative balance", KeyCreditsExhausted, func(_, d map[string]any) { d["credits"].(map[string]any)["remaining"] = -1 }},
+		{"no period end", KeyCreditsRefilled, func(_, d map[string]any) { delete(d["credits"].(map[string]any), "periodEnd") }},
+		{"a period too long", KeyCreditsRefilled, func(_, d map[string]any) { d["credits"].(map[string]any)["period"] = strings.Repeat("M", 33) }},
+		{"a field of its own in credits", KeyCreditsLow, func(_, d map[string]any) { d["credits"].(map[string]any)["key"] = key }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p map[string]any
