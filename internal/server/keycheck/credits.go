@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
@@ -21,6 +24,34 @@ const (
 	msgCreditsExhausted   = "The key's credits for this period are spent; they refill at "
 	msgCreditsUnavailable = "The server cannot count this API key's credits: the Redis that keeps them does not answer; retry after the number of seconds in Retry-After."
 )
+
+// The credits' decisions, by result and never by key (a tenant's number of keys must not be the
+// number of series); switchboard_api_credit_keys (internal/server/lastused) says how far into
+// their periods the keys are.
+var (
+	creditsCharged = metrics.Registered.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_credits_charged_total",
+		Help: "Requests of keys with credits decided by their credits, by result: admitted (a credit spent), exhausted (429 API_KEY_CREDITS_EXHAUSTED) or unavailable (503: the Redis that counts them did not answer). Requests the rate refused first are not counted.",
+	}, []string{"result"})
+
+	// Resolved once: counting costs no lookup and no allocation on the request path.
+	chargedAdmitted    = creditsCharged.WithLabelValues("admitted")
+	chargedExhausted   = creditsCharged.WithLabelValues("exhausted")
+	chargedUnavailable = creditsCharged.WithLabelValues("unavailable")
+)
+
+// countCredits counts the credits' part of r, the limiter's decision on a request of a key
+// with credits.
+func countCredits(r ratelimit.Result) {
+	switch {
+	case r.Credits.Exhausted:
+		chargedExhausted.Inc()
+	case r.Credits.Unavailable:
+		chargedUnavailable.Inc()
+	case r.Allowed:
+		chargedAdmitted.Inc()
+	}
+}
 
 // refusedForCredits turns v, a refusal of the key's limiter, into the credits' refusal when
 // they, rather than the rate, refused it.
