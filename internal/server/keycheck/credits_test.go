@@ -46,6 +46,9 @@ func TestKeyCredits(t *testing.T) {
 	if a, e := testutil.ToFloat64(chargedAdmitted)-admitted, testutil.ToFloat64(chargedExhausted)-exhausted; a != 2 || e != 1 {
 		t.Errorf("switchboard_api_credits_charged_total counted %v admitted and %v exhausted, want 2 and 1", a, e)
 	}
+	if problems, err := testutil.CollectAndLint(creditsCharged); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", problems, err)
+	}
 }
 
 // TestKeyCreditsFailClosed: with a Redis that does not answer, a key with credits gets 503

@@ -77,6 +77,9 @@ func TestCreditKeysGauge(t *testing.T) {
 	if got := testutil.CollectAndCount(creditKeys); got != len(usedShares) {
 		t.Errorf("%d series, want %d", got, len(usedShares))
 	}
+	if problems, err := testutil.CollectAndLint(creditKeys); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", problems, err)
+	}
 
 	idx.DeleteAPIKey(types.UID("uid-more"))
 	clock.SetTime(now.Add(time.Minute))
