@@ -236,3 +236,22 @@ func TestNewMessageNeverCarriesAKey(t *testing.T) {
 		t.Error("NewMessage accepted an unknown type")
 	}
 }
+
+// TestCreditsMustAddUp: a balance whose used and remaining do not make its amount is refused
+// (the schema cannot say it; Validate does), and so is one beyond the largest amount.
+func TestCreditsMustAddUp(t *testing.T) {
+	e := Event{Type: KeyCreditsExhausted, Timestamp: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC),
+		Data: KeyData{Namespace: "team-a", Name: "billing-api", KeyGeneration: 1, KeyHint: "sb_live_AbCd…wxyz",
+			Credits: &CreditsData{Period: "M1", PeriodEnd: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Used: 100, Remaining: 0, Amount: 100}}}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("a balance that adds up: %v", err)
+	}
+	e.Data.Credits.Amount = 1000
+	if err := e.Validate(); err == nil {
+		t.Error("Validate accepts used 100 + remaining 0 for an amount of 1000")
+	}
+	e.Data.Credits.Used, e.Data.Credits.Amount = 1<<41, 1<<41
+	if err := e.Validate(); err == nil {
+		t.Error("Validate accepts an amount beyond 2^40")
+	}
+}
