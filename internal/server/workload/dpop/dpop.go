@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
 	"strings"
 	"time"
 
@@ -156,6 +157,19 @@ type claims struct {
 	IssuedAt *float64 `json:"iat"`
 	ID       *string  `json:"jti"`
 	Hash     *string  `json:"ath"`
+}
+
+// FromHeader returns the proof of a request's headers: its one DPoP header (RFC 9449 §4.3
+// refuses a request with more than one), or "" when it has none.
+func FromHeader(h http.Header) (string, error) {
+	values := h.Values(HeaderName)
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+		return values[0], nil
+	}
+	return "", refuse(ReasonMalformed, "more than one DPoP header")
 }
 
 // Parse parses a proof and verifies its signature with its own jwk: what can be checked of a

@@ -11,7 +11,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"math/big"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -499,4 +503,65 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+func TestFromHeader(t *testing.T) {
+	h := http.Header{}
+	if p, err := dpop.FromHeader(h); p != "" || err != nil {
+		t.Errorf("no header: %q, %v", p, err)
+	}
+	h.Set("Dpop", "a.b.c")
+	if p, err := dpop.FromHeader(h); p != "a.b.c" || err != nil {
+		t.Errorf("one header: %q, %v", p, err)
+	}
+	h.Add("DPoP", "d.e.f")
+	if _, err := dpop.FromHeader(h); dpop.ReasonOf(err) != dpop.ReasonMalformed {
+		t.Errorf("two headers: %v, want malformed", err)
+	}
+}
+
+// TestConcurrentCopiesAcceptedOnce: copies of one proof verified at once are accepted once.
+func TestConcurrentCopiesAcceptedOnce(t *testing.T) {
+	v := dpop.NewVerifier(dpop.Options{Clock: clocktesting.NewFakePassiveClock(now)})
+	proof := mustMake(t, ecKey, claims())
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			if _, err := v.Verify(proof, request(&ecKey.PublicKey)); err == nil {
+				accepted.Add(1)
+			} else if dpop.ReasonOf(err) != dpop.ReasonReplayed {
+				t.Errorf("a copy refused for %v, want replayed", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("%d copies accepted, want 1", n)
+	}
+}
+
+// TestMalleatedSignatureIsAReplay: ECDSA's (r, n-s) is a second valid signature of the same
+// proof; the cache remembers ids, not proofs' bytes, so the twin is a replay.
+func TestMalleatedSignatureIsAReplay(t *testing.T) {
+	v := dpop.NewVerifier(dpop.Options{Clock: clocktesting.NewFakePassiveClock(now)})
+	proof := mustMake(t, ecKey, claims())
+	i := strings.LastIndex(proof, ".")
+	sig, err := base64.RawURLEncoding.DecodeString(proof[i+1:])
+	if err != nil || len(sig) != 64 {
+		t.Fatalf("signature of %d bytes: %v", len(sig), err)
+	}
+	s := new(big.Int).SetBytes(sig[32:])
+	s.Sub(elliptic.P256().Params().N, s)
+	s.FillBytes(sig[32:])
+	twin := proof[:i+1] + base64.RawURLEncoding.EncodeToString(sig)
+	if _, err := dpop.Parse(twin); err != nil {
+		t.Fatalf("the twin does not verify, so this test shows nothing: %v", err)
+	}
+	if _, err := v.Verify(proof, request(&ecKey.PublicKey)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(twin, request(&ecKey.PublicKey)); dpop.ReasonOf(err) != dpop.ReasonReplayed {
+		t.Errorf("the twin: %v, want replayed", err)
+	}
 }
