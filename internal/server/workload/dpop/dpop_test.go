@@ -565,3 +565,17 @@ func TestMalleatedSignatureIsAReplay(t *testing.T) {
 		t.Errorf("the twin: %v, want replayed", err)
 	}
 }
+
+func TestWindowIsConfigurable(t *testing.T) {
+	v := dpop.NewVerifier(dpop.Options{Clock: clocktesting.NewFakePassiveClock(now), Window: 5 * time.Second})
+	for _, tc := range []struct {
+		offset time.Duration
+		reason dpop.Reason
+	}{{-5 * time.Second, ""}, {5 * time.Second, ""}, {-6 * time.Second, dpop.ReasonStale}, {6 * time.Second, dpop.ReasonStale}} {
+		c := claims()
+		c.IssuedAt = now.Add(tc.offset)
+		if _, err := v.Verify(mustMake(t, ecKey, c), request(&ecKey.PublicKey)); dpop.ReasonOf(err) != tc.reason {
+			t.Errorf("iat %s from now in a window of 5 s: %v, want %q", tc.offset, err, tc.reason)
+		}
+	}
+}
