@@ -319,3 +319,15 @@ func TestVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandCalls: the credits part counts every command Redis ran but the bench's own.
+func TestCommandCalls(t *testing.T) {
+	stats := "# Commandstats\r\ncmdstat_evalsha:calls=10000,usec=52000,usec_per_call=5.20,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=3,usec=40,usec_per_call=13.33,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=5,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_script|load:calls=1,usec=30,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n"
+	got := commandCalls(stats)
+	if want := map[string]int64{"evalsha": 10000, "script|load": 1}; !maps.Equal(got, want) {
+		t.Errorf("commandCalls = %v, want %v", got, want)
+	}
+}
