@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"maps"
 	"math"
 	"os"
@@ -329,5 +330,18 @@ func TestCommandCalls(t *testing.T) {
 	got := commandCalls(stats)
 	if want := map[string]int64{"evalsha": 10000, "script|load": 1}; !maps.Equal(got, want) {
 		t.Errorf("commandCalls = %v, want %v", got, want)
+	}
+}
+
+// TestSkipCommand: the counting proxy counts whole commands, whatever their arguments hold.
+func TestSkipCommand(t *testing.T) {
+	stream := "*3\r\n$7\r\nEVALSHA\r\n$5\r\n*1\r\n$\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n"
+	r := bufio.NewReader(strings.NewReader(stream))
+	n := 0
+	for skipCommand(r) == nil {
+		n++
+	}
+	if n != 2 {
+		t.Errorf("counted %d commands, want 2", n)
 	}
 }
