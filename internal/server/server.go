@@ -45,7 +45,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/keycheck"
 	"github.com/switchboard-dev/switchboard/internal/server/lastused"
 	"github.com/switchboard-dev/switchboard/internal/server/leakreceiver"
-	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 	"github.com/switchboard-dev/switchboard/internal/server/v1api"
 )
 
@@ -83,7 +82,7 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 		FailureRate: *c.AuthFailureLimit.Rate, FailureBurst: int(*c.AuthFailureLimit.Burst), FailureClients: int(*c.AuthFailureLimit.Clients),
 		RateLimitRedis: c.RateLimitRedis.URL, RateLimitRedisPassword: redisPassword,
 		RateLimitRedisTimeout: c.RateLimitRedis.Timeout.Duration, Logger: log.WithName("rate-limit"),
-		CreditsOnRedisFailure: ratelimit.CreditsFailureMode(c.RateLimitCredits.OnRedisFailure), CreditReplicas: int(*c.RateLimitCredits.Replicas),
+		CreditsOnRedisFailure: c.RateLimitCredits.OnRedisFailure, CreditReplicas: int(*c.RateLimitCredits.Replicas),
 	})
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func (c *Checker) permitted(auth authOutcome, req *Request) (Verdict, bool) {
 // c.RateLimitRedis is set.
 func newKeyLimiter(c *Config) (*ratelimit.Limiter, error) {
 	o := ratelimit.Options{Timeout: c.RateLimitRedisTimeout, Clock: c.Clock, Logger: c.Logger,
-		CreditsOnRedisFailure: c.CreditsOnRedisFailure, CreditReplicas: c.CreditReplicas}
+		CreditsOnRedisFailure: ratelimit.CreditsFailureMode(c.CreditsOnRedisFailure), CreditReplicas: c.CreditReplicas}
 	if c.RateLimitRedis != "" {
 		r, err := ratelimit.NewRedis(ratelimit.RedisOptions{
 			URL: c.RateLimitRedis, Password: c.RateLimitRedisPassword, Timeout: c.RateLimitRedisTimeout, Logger: c.Logger, Clock: c.Clock,
