@@ -82,6 +82,10 @@ func bindServerFlags(f *configFlags[*sc]) {
 		func(c *sc) *string { return &c.RateLimitRedis.URL })
 	optional(f, "rate-limit-redis-timeout", "longest wait for Redis per request; past it (or when Redis is down) the request is decided in memory, per replica",
 		func(c *sc) **metav1.Duration { return &c.RateLimitRedis.Timeout }, zeroDefault)
+	value(f, "rate-limit-credits-on-redis-failure", "what a key with credits gets while Redis fails: Refuse (503 NOT_READY, nothing sold twice) or CountInMemory (each replica counts its share from what it saw; up to the running replicas × the share more per period, never merged back)",
+		func(c *sc) *string { return &c.RateLimitCredits.OnRedisFailure })
+	optional(f, "rate-limit-credits-replicas", "how many replicas at most decide keys' credits in their own memory (without Redis, or with --rate-limit-credits-on-redis-failure=CountInMemory while it fails): each admits amount/replicas of a period, so that as many never admit more than the amount",
+		func(c *sc) **int32 { return &c.RateLimitCredits.Replicas }, zeroDefault)
 	optional(f, "last-used-interval", "least time between two writes of one key's status.lastUsedAt", func(c *sc) **metav1.Duration { return &c.LastUsed.Interval }, zeroDefault)
 	optional(f, "last-used-writes-per-second", "most status.lastUsedAt writes per second of this replica; over budget, the stalest keys are written first",
 		func(c *sc) **float64 { return &c.LastUsed.WritesPerSecond }, zeroDefault)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"maps"
 	"math"
 	"os"
@@ -317,5 +318,30 @@ func TestVerdict(t *testing.T) {
 				t.Errorf("verdict = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCommandCalls: the credits part counts every command Redis ran but the bench's own.
+func TestCommandCalls(t *testing.T) {
+	stats := "# Commandstats\r\ncmdstat_evalsha:calls=10000,usec=52000,usec_per_call=5.20,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=3,usec=40,usec_per_call=13.33,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=5,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_script|load:calls=1,usec=30,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n"
+	got := commandCalls(stats)
+	if want := map[string]int64{"evalsha": 10000, "script|load": 1}; !maps.Equal(got, want) {
+		t.Errorf("commandCalls = %v, want %v", got, want)
+	}
+}
+
+// TestSkipCommand: the counting proxy counts whole commands, whatever their arguments hold.
+func TestSkipCommand(t *testing.T) {
+	stream := "*3\r\n$7\r\nEVALSHA\r\n$5\r\n*1\r\n$\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n"
+	r := bufio.NewReader(strings.NewReader(stream))
+	n := 0
+	for skipCommand(r) == nil {
+		n++
+	}
+	if n != 2 {
+		t.Errorf("counted %d commands, want 2", n)
 	}
 }

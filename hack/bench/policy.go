@@ -89,26 +89,11 @@ func (r *rig) policy(ctx context.Context, o options) error {
 		return err
 	}
 	redisAddr, redisMetrics := addrs[0], addrs[1]
-	_, redisPort, err := net.SplitHostPort(redisAddr)
+	redis, err := startRedis(ctx, r.dir, "redis-server", redisAddr)
 	if err != nil {
 		return err
-	}
-	redis, err := startProc("redis-server", r.dir, nil, "redis-server", "--bind", "127.0.0.1", "--port", redisPort,
-		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	if err != nil {
-		return fmt.Errorf("starting redis-server (apt-get install redis-server): %w", err)
 	}
 	defer redis.stop()
-	if err := redis.WaitUntil(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", redisAddr)
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}); err != nil {
-		return err
-	}
 	// A second server, whose rate limits live in that Redis.
 	onRedis, redisURL, err := r.startServer(ctx, "server-redis", "--metrics-bind-address="+redisMetrics, "--metrics-secure=false", "--rate-limit-redis=redis://"+redisAddr)
 	if err != nil {
@@ -154,6 +139,32 @@ func (r *rig) policy(ctx context.Context, o options) error {
 	res.fallbacks = fallbacks
 	r.report.policy = res
 	return nil
+}
+
+// startRedis starts a redis-server without persistence on addr, its log named name, and waits
+// until it accepts connections.
+func startRedis(ctx context.Context, dir, name, addr string) (*proc, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	redis, err := startProc(name, dir, nil, "redis-server", "--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err != nil {
+		return nil, fmt.Errorf("starting redis-server (apt-get install redis-server): %w", err)
+	}
+	if err := redis.WaitUntil(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}); err != nil {
+		redis.stop()
+		return nil, err
+	}
+	return redis, nil
 }
 
 // cumShares reads the cumulative share (in %) of every function of a CPU profile.

@@ -46,6 +46,8 @@ type report struct {
 
 	forwardAuth *forwardAuthResult
 
+	credits *creditsResult
+
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
 	// only names the steps -only chose; none when the run measured every one.
@@ -90,6 +92,7 @@ func (r *report) parts() []reportPart {
 		{"policy", r.writePolicy},
 		{"authz", r.writeAuthz},
 		{"forwardauth", r.writeForwardAuth},
+		{"credits", r.writeCredits},
 	}
 }
 

@@ -48,6 +48,7 @@ func steps(r *rig) []step {
 		{"policy", r.policy, []int{9}},            // the rate limiter's cost (policy.go)
 		{"authz", r.authz, []int{10}},             // Envoy ext_authz over gRPC (authz.go)
 		{"forwardauth", r.forwardAuth, []int{11}}, // forward-auth through Caddy (forwardauth.go)
+		{"credits", r.credits, []int{12}},         // credits and permissions in a check (credits.go)
 		{"scale", r.scale, []int{4, 5, 6, 7}},     // memory, start-up, operator throughput, lastUsedAt, footprint
 		{"hotpath", r.hotPath, []int{8}},
 	}

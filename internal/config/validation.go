@@ -27,6 +27,10 @@ const (
 	maxGRPCMessage = 512 << 10
 )
 
+// maxCreditReplicas bounds rateLimitCredits.replicas: beyond it a share is a thousandth of the
+// credits, and no deployment of the server runs that many replicas.
+const maxCreditReplicas = 1000
+
 // minCatchUpPeriod is the least time between two listings of an organization's alerts: a
 // listing may take its budget of requests, and the token's limit is per hour.
 const minCatchUpPeriod = time.Minute
@@ -62,6 +66,14 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 		errs = append(errs, field.Invalid(redis.Child("passwordFile"), c.RateLimitRedis.PasswordFile, "needs rateLimitRedis.url"))
 	}
 	errs = append(errs, positiveDuration(c.RateLimitRedis.Timeout, redis.Child("timeout"))...)
+	credits := field.NewPath("rateLimitCredits")
+	if m := c.RateLimitCredits.OnRedisFailure; m != configv1alpha1.CreditsOnRedisFailureRefuse && m != configv1alpha1.CreditsOnRedisFailureCountInMemory {
+		errs = append(errs, field.NotSupported(credits.Child("onRedisFailure"), m,
+			[]string{configv1alpha1.CreditsOnRedisFailureRefuse, configv1alpha1.CreditsOnRedisFailureCountInMemory}))
+	}
+	if r := c.RateLimitCredits.Replicas; r != nil && (*r < 1 || *r > maxCreditReplicas) {
+		errs = append(errs, field.Invalid(credits.Child("replicas"), *r, fmt.Sprintf("must be from 1 to %d", maxCreditReplicas)))
+	}
 
 	errs = append(errs, positiveDuration(c.LastUsed.Interval, field.NewPath("lastUsed", "interval"))...)
 	errs = append(errs, greaterThanZero(c.LastUsed.WritesPerSecond, field.NewPath("lastUsed", "writesPerSecond"))...)

@@ -40,6 +40,13 @@ func TestValidateServerConfiguration(t *testing.T) {
 			want: "rateLimitRedis.url: Invalid value: \"(not shown)\""},
 		{name: "a Redis password file without a URL", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitRedis.PasswordFile = "/p" },
 			want: "rateLimitRedis.passwordFile"},
+		{name: "credits counted in memory, shared by 3 replicas", modify: func(c *configv1alpha1.ServerConfiguration) {
+			c.RateLimitCredits.OnRedisFailure, c.RateLimitCredits.Replicas = configv1alpha1.CreditsOnRedisFailureCountInMemory, ptr.To[int32](3)
+		}},
+		{name: "a misspelt credits failure mode", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitCredits.OnRedisFailure = "countInMemory" },
+			want: `rateLimitCredits.onRedisFailure: Unsupported value: "countInMemory": supported values: "Refuse", "CountInMemory"`},
+		{name: "no replica shares the credits", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitCredits.Replicas = ptr.To[int32](0) },
+			want: "rateLimitCredits.replicas: Invalid value: 0: must be from 1 to 1000"},
 		{name: "no Redis timeout", modify: func(c *configv1alpha1.ServerConfiguration) { c.RateLimitRedis.Timeout = dur(0) }, want: "rateLimitRedis.timeout"},
 		{name: "a negative shutdown delay", modify: func(c *configv1alpha1.ServerConfiguration) { c.ShutdownDelay = dur(-time.Second) }, want: "shutdownDelay"},
 		{name: "no drain", modify: func(c *configv1alpha1.ServerConfiguration) { c.ShutdownTimeout = dur(0) }, want: "shutdownTimeout"},

@@ -82,6 +82,7 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 		FailureRate: *c.AuthFailureLimit.Rate, FailureBurst: int(*c.AuthFailureLimit.Burst), FailureClients: int(*c.AuthFailureLimit.Clients),
 		RateLimitRedis: c.RateLimitRedis.URL, RateLimitRedisPassword: redisPassword,
 		RateLimitRedisTimeout: c.RateLimitRedis.Timeout.Duration, Logger: log.WithName("rate-limit"),
+		CreditsOnRedisFailure: c.RateLimitCredits.OnRedisFailure, CreditReplicas: int(*c.RateLimitCredits.Replicas),
 	})
 	if err != nil {
 		return err

@@ -294,6 +294,7 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "dashboard namespace not a name", set: "monitoring.dashboard.namespace=Grafana", want: "/monitoring/dashboard/namespace"},
 		{name: "unknown monitoring value", set: "monitoring.prometheusRule.severity=page", want: "/monitoring/prometheusRule"},
 		{name: "signing namespace not a name", set: "webhooks.signingNamespace.name=Signing_Copies", want: "/webhooks/signingNamespace/name"},
+		{name: "credits admitted when Redis fails", set: "server.rateLimit.credits.onRedisFailure=Admit", want: "/server/rateLimit/credits/onRedisFailure"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

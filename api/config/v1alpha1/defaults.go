@@ -45,6 +45,10 @@ const (
 	DefaultAuthFailureClients = 1 << 16
 	// DefaultRateLimitRedisTimeout bounds one rate-limit decision in Redis.
 	DefaultRateLimitRedisTimeout = 50 * time.Millisecond
+	// DefaultCreditsOnRedisFailure refuses keys with credits while Redis fails: never sold twice.
+	DefaultCreditsOnRedisFailure = CreditsOnRedisFailureRefuse
+	// DefaultCreditReplicas gives each replica a key's whole credits when memory decides them.
+	DefaultCreditReplicas = 1
 	// DefaultLastUsedInterval and DefaultLastUsedWritesPerSecond pace status.lastUsedAt writes.
 	DefaultLastUsedInterval        = time.Minute
 	DefaultLastUsedWritesPerSecond = 20.0
@@ -160,6 +164,8 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDefault(&c.AuthFailureLimit.Burst, DefaultAuthFailureBurst)
 	setDefault(&c.AuthFailureLimit.Clients, DefaultAuthFailureClients)
 	setDuration(&c.RateLimitRedis.Timeout, DefaultRateLimitRedisTimeout)
+	setEmpty(&c.RateLimitCredits.OnRedisFailure, DefaultCreditsOnRedisFailure)
+	setDefault(&c.RateLimitCredits.Replicas, DefaultCreditReplicas)
 	setDuration(&c.LastUsed.Interval, DefaultLastUsedInterval)
 	setDefault(&c.LastUsed.WritesPerSecond, DefaultLastUsedWritesPerSecond)
 	SetDefaults_Shutdown(&c.Shutdown)

@@ -51,6 +51,9 @@ type ServerConfiguration struct {
 	// rateLimitRedis, when its url is set, keeps keys' rate-limit budgets in Redis, exact across
 	// replicas; otherwise they are kept in memory, per replica.
 	RateLimitRedis RateLimitRedis `json:"rateLimitRedis"`
+	// rateLimitCredits is how keys' credits (spec.credits) are decided where Redis cannot decide
+	// them: without Redis, or while it fails.
+	RateLimitCredits RateLimitCredits `json:"rateLimitCredits"`
 	// lastUsed paces the writes of keys' status.lastUsedAt.
 	LastUsed LastUsed `json:"lastUsed"`
 
@@ -93,6 +96,26 @@ type RateLimitRedis struct {
 	// timeout is the longest wait for Redis per request (default 50ms); past it, or when Redis
 	// is down, the request is decided in memory, per replica.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// The values of RateLimitCredits.OnRedisFailure.
+const (
+	CreditsOnRedisFailureRefuse        = "Refuse"
+	CreditsOnRedisFailureCountInMemory = "CountInMemory"
+)
+
+// RateLimitCredits is how keys' credits are decided in a replica's memory (docs/operating.md).
+type RateLimitCredits struct {
+	// onRedisFailure is what a key with credits gets while Redis fails: Refuse (the default;
+	// 503 NOT_READY, nothing sold twice) or CountInMemory (decided in each replica's memory,
+	// each counting its share from what it saw: up to the running replicas × the share more per
+	// period, never merged back into Redis).
+	OnRedisFailure string `json:"onRedisFailure,omitempty"`
+	// replicas is how many replicas at most decide credits in their own memory (default 1):
+	// each admits amount/replicas (rounded down, at least 1) of a period, so that as many
+	// replicas never admit more than the amount together. The chart sets it to its replica
+	// count (the autoscaler's maximum when autoscaling is on).
+	Replicas *int32 `json:"replicas,omitempty"`
 }
 
 // LastUsed paces the writes of keys' status.lastUsedAt.

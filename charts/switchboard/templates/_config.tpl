@@ -34,6 +34,9 @@ is ever here: the files name the mounted files that hold them.
 {{- if ne (float64 $v.authFailureRate) 0.0 }}{{ $_ := set $c.authFailureLimit "rate" (include "switchboard.bound" $v.authFailureRate | float64) }}{{ end -}}
 {{- with $v.trustedProxies }}{{ $_ := set $c "trustedProxies" . }}{{ end -}}
 {{- with $v.rateLimit.redis }}{{ if .url }}{{ $_ := set $c "rateLimitRedis" (dict "url" .url "timeout" .timeout) }}{{ end }}{{ end -}}
+{{- /* Credits decided in memory are shared by as many replicas as may run: the autoscaler's most. */ -}}
+{{- $replicas := ternary $v.autoscaling.maxReplicas $v.replicas $v.autoscaling.enabled -}}
+{{- $_ := set $c "rateLimitCredits" (dict "onRedisFailure" $v.rateLimit.credits.onRedisFailure "replicas" (int64 $replicas)) -}}
 {{- $authz := dict -}}
 {{- with $v.authz.grpc }}{{ if .enabled -}}
 {{- $g := dict "listen" ":9001" "maxMessageBytes" (int64 .maxMessageBytes) "stripAuthorization" .stripAuthorization -}}

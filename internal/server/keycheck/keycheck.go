@@ -80,6 +80,11 @@ type Config struct {
 	RateLimitRedisPassword string
 	// RateLimitRedisTimeout bounds one decision in Redis (DefaultRedisTimeout when zero).
 	RateLimitRedisTimeout time.Duration
+	// CreditsOnRedisFailure is what a key with credits gets while Redis fails, a
+	// ratelimit.CreditsFailureMode (refused when empty); CreditReplicas how many replicas share
+	// credits decided in memory (ratelimit.Options).
+	CreditsOnRedisFailure string
+	CreditReplicas        int
 	// Logger receives the rate limiter's lines about Redis.
 	Logger logr.Logger
 }

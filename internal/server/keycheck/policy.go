@@ -58,7 +58,8 @@ func (c *Checker) permitted(auth authOutcome, req *Request) (Verdict, bool) {
 // newKeyLimiter builds the limiter of keys' rate limits: in memory, or on Redis when
 // c.RateLimitRedis is set.
 func newKeyLimiter(c *Config) (*ratelimit.Limiter, error) {
-	o := ratelimit.Options{Timeout: c.RateLimitRedisTimeout, Clock: c.Clock, Logger: c.Logger}
+	o := ratelimit.Options{Timeout: c.RateLimitRedisTimeout, Clock: c.Clock, Logger: c.Logger,
+		CreditsOnRedisFailure: ratelimit.CreditsFailureMode(c.CreditsOnRedisFailure), CreditReplicas: c.CreditReplicas}
 	if c.RateLimitRedis != "" {
 		r, err := ratelimit.NewRedis(ratelimit.RedisOptions{
 			URL: c.RateLimitRedis, Password: c.RateLimitRedisPassword, Timeout: c.RateLimitRedisTimeout, Logger: c.Logger, Clock: c.Clock,
@@ -67,7 +68,12 @@ func newKeyLimiter(c *Config) (*ratelimit.Limiter, error) {
 			return nil, err
 		}
 		o.Remote = r
-		c.Logger.Info("keys' rate limits are kept in Redis, exact across replicas", "timeout", c.RateLimitRedisTimeout)
+		c.Logger.Info("keys' rate limits are kept in Redis, exact across replicas", "timeout", c.RateLimitRedisTimeout,
+			"creditsOnRedisFailure", o.CreditsOnRedisFailure)
+	}
+	if c.CreditReplicas > 1 {
+		c.Logger.Info("keys' credits decided in memory are shared between replicas: each admits its share of a period",
+			"replicas", c.CreditReplicas)
 	}
 	return ratelimit.New(o), nil
 }

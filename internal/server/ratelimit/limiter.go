@@ -43,14 +43,21 @@ const (
 // across N replicas until Redis answers again. Every such request is counted
 // (switchboard_api_rate_limit_fallbacks_total), every failure too
 // (switchboard_api_rate_limit_store_errors_total), and a log line says so at most every 30 s.
-// Keys with credits are the exception: they are refused (CreditResult.Unavailable) until Redis
-// answers, since in memory each replica would count them again from zero.
+// Keys with credits are the exception: by default (CreditsRefuse) they are refused
+// (CreditResult.Unavailable) until Redis answers, since in memory each replica would count them
+// again from zero; with CreditsCountInMemory they are decided in memory like the rate (see
+// CreditsFailureMode for what that costs).
 type Limiter struct {
 	memory  *Memory
 	remote  Store
 	timeout time.Duration
 	clock   clock.PassiveClock
 	log     logr.Logger
+	// creditsOnFailure is what a key with credits gets while Redis fails.
+	creditsOnFailure CreditsFailureMode
+	// creditReplicas is how many replicas share a key's credits when memory decides them
+	// (CreditShare); 1 gives each replica the whole amount.
+	creditReplicas int64
 
 	// retryRemoteAt (unix nanoseconds) is when Redis may be tried again after a failure.
 	retryRemoteAt atomic.Int64
@@ -72,6 +79,41 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Logger receives the lines about an unavailable Remote.
 	Logger logr.Logger
+	// CreditsOnRedisFailure is what a key with credits gets while Remote fails (CreditsRefuse
+	// when empty).
+	CreditsOnRedisFailure CreditsFailureMode
+	// CreditReplicas is how many replicas at most decide keys' credits in their own memory
+	// (without Redis, or while it fails with CreditsCountInMemory): each admits its CreditShare
+	// of a period's amount. 1 when zero: the whole amount on every replica.
+	CreditReplicas int
+}
+
+// CreditsFailureMode is what a key with credits gets while Redis, which keeps them exact across
+// replicas, fails.
+type CreditsFailureMode string
+
+const (
+	// CreditsRefuse refuses the key's requests (503 NOT_READY) until Redis answers: nothing is
+	// ever sold twice, and a Redis outage is an outage of every key with credits. The default.
+	CreditsRefuse CreditsFailureMode = "Refuse"
+	// CreditsCountInMemory decides them in the replica's memory, each replica counting from
+	// what it saw itself (its CreditShare of a period, from zero the first time), as without
+	// Redis. The keys keep working; the cost is an overshoot: with N replicas running, up to
+	// N × CreditShare credits per period the outage touches beyond what Redis counted (N × the
+	// amount when CreditReplicas is 1). The memory counts never merge back into Redis: once it
+	// answers, its count goes on from where it stopped.
+	CreditsCountInMemory CreditsFailureMode = "CountInMemory"
+)
+
+// CreditShare is what one of replicas replicas admits of amount credits per period when it
+// decides them in its own memory: amount / replicas rounded down, so that replicas replicas
+// together never admit more than amount, and at least 1, so that a key with fewer credits than
+// replicas is not refused everywhere (there, up to replicas − amount more are admitted).
+func CreditShare(amount int64, replicas int) int64 {
+	if replicas <= 1 {
+		return amount
+	}
+	return max(amount/int64(replicas), 1)
 }
 
 // New returns a Limiter.
@@ -82,7 +124,11 @@ func New(o Options) *Limiter {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultRedisTimeout
 	}
-	return &Limiter{memory: NewMemory(o.Clock), remote: o.Remote, timeout: o.Timeout, clock: o.Clock, log: o.Logger}
+	if o.CreditsOnRedisFailure == "" {
+		o.CreditsOnRedisFailure = CreditsRefuse
+	}
+	return &Limiter{memory: NewMemory(o.Clock), remote: o.Remote, timeout: o.Timeout, clock: o.Clock, log: o.Logger,
+		creditsOnFailure: o.CreditsOnRedisFailure, creditReplicas: int64(max(o.CreditReplicas, 1))}
 }
 
 // Decision is a Result and where it was decided.
@@ -126,10 +172,17 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy) Decision {
 }
 
 func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decision {
-	if degraded && p.Credits != nil {
-		// In memory, each replica would count the credits again from zero: refused rather than
-		// sold twice.
-		return Decision{Result: Result{RetryAfter: RemoteRetry, Credits: CreditResult{Unavailable: true}}, Store: StoreRedis, Degraded: true}
+	if p.Credits != nil {
+		if degraded && l.creditsOnFailure != CreditsCountInMemory {
+			// In memory, each replica would count the credits again from zero: refused rather
+			// than sold twice.
+			creditsRefused.Inc()
+			return Decision{Result: Result{RetryAfter: RemoteRetry, Credits: CreditResult{Unavailable: true}}, Store: StoreRedis, Degraded: true}
+		}
+		if degraded {
+			creditFallbacks.Inc()
+		}
+		p = l.shared(p)
 	}
 	res, _ := l.memory.Allow(ctx, p)
 	if degraded {
@@ -140,6 +193,19 @@ func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decisi
 		limitedMemory.Inc()
 	}
 	return Decision{Result: res, Store: StoreMemory, Degraded: degraded}
+}
+
+// shared is p with this replica's CreditShare of its credits, p itself when the replica has
+// them all. The copy lives for one decision and names the same counts: a replica's count is one,
+// whatever share it is held to.
+func (l *Limiter) shared(p *Policy) *Policy {
+	if l.creditReplicas == 1 {
+		return p
+	}
+	q, c := *p, *p.Credits
+	c.Amount = CreditShare(c.Amount, int(l.creditReplicas))
+	q.Credits = &c
+	return &q
 }
 
 func (l *Limiter) remoteFailed(err error, now int64) {
@@ -155,7 +221,7 @@ func (l *Limiter) remoteFailed(err error, now int64) {
 	last := l.loggedAt.Load()
 	if now-last >= int64(logEvery) && l.loggedAt.CompareAndSwap(last, now) {
 		l.log.Error(err, "the rate-limit Redis did not answer; deciding in memory, each replica on its own, until it does",
-			"timeout", l.timeout, "decidedInMemorySinceLastLine", l.sinceLog.Swap(0))
+			"timeout", l.timeout, "decidedInMemorySinceLastLine", l.sinceLog.Swap(0), "creditsOnRedisFailure", l.creditsOnFailure)
 	}
 }
 

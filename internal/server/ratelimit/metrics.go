@@ -19,3 +19,10 @@ var (
 	storeTimeouts = storeFailures.WithLabelValues(StoreRedis, "timeout")
 	storeErrors   = storeFailures.WithLabelValues(StoreRedis, "error")
 )
+
+// The credits' metrics while Redis fails (Options.CreditsOnRedisFailure): one counter for each
+// outcome, so that an outage's cost, refused requests or credits counted per replica, is seen.
+var (
+	creditsRefused  = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_credits_unavailable_total", Help: "Requests of keys with credits refused with 503 NOT_READY because Redis, which keeps the credits, was failing (creditsOnRedisFailure Refuse)."})
+	creditFallbacks = metrics.Registered.NewCounter(prometheus.CounterOpts{Name: "switchboard_api_credits_fallbacks_total", Help: "Requests of keys with credits decided in this replica's memory because Redis was failing (creditsOnRedisFailure CountInMemory)."})
+)
