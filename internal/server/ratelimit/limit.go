@@ -120,8 +120,8 @@ type Policy struct {
 	// Credits, when not nil, are the key's credits (NewCreditPolicy).
 	Credits *Credits
 
-	// creditsID prefixes the names of the key's credit counts.
-	creditsID string
+	// creditsID names the key's credit record, and creditsKind its schedule's (Schedule.Kind).
+	creditsID, creditsKind string
 	// rateless says the key has credits and no rate of its own (NewCreditPolicy).
 	rateless bool
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.
@@ -147,8 +147,11 @@ func budgetID(id string, l Limit) string {
 
 // Store decides requests against the budgets it keeps. Memory and Redis are the two stores.
 type Store interface {
-	// Allow decides one request of p's key now, taking one request from its budget if allowed.
-	Allow(ctx context.Context, p *Policy) (Result, error)
-	// Spent reads how many of p's credits period has spent, spending none.
-	Spent(ctx context.Context, p *Policy, period Period) (int64, error)
+	// Allow decides one request of p's key now, taking one request from its budget and, for a
+	// key with credits, cost credits, if allowed.
+	Allow(ctx context.Context, p *Policy, cost int64) (Result, error)
+	// Refund gives back to the credits of p's key what ch took.
+	Refund(ctx context.Context, p *Policy, ch Charge) error
+	// record reads the credit record of p's key, spending nothing.
+	record(ctx context.Context, p *Policy) (creditRecord, error)
 }
