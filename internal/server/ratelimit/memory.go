@@ -30,7 +30,7 @@ const memoryShards = 32
 
 type memoryShard struct {
 	mu      sync.Mutex
-	tat     map[string]int64         // Policy.ID → theoretical arrival time, unix nanoseconds
+	tat     map[string]int64          // Policy.ID → theoretical arrival time, unix nanoseconds
 	credits map[string]*memoryCredits // Policy.creditsID → the key's credit record
 }
 
