@@ -11,8 +11,7 @@
 // one github.com/go-redis/redis_rate runs in Redis, so both stores decide alike.
 //
 // A key may also have Credits, a number of requests per period of a calendar, decided with
-// its rate in one step and exact across replicas with Redis; see Credits for how, and for what
-// they do not do yet.
+// its rate in one step and exact across replicas with Redis; see Credits for how.
 package ratelimit
 
 import (
