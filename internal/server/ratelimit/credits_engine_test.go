@@ -60,7 +60,7 @@ func balanceOf(t *testing.T, s Store, p *Policy, clk *clocktesting.FakePassiveCl
 // TestCreditsCost: a request takes its cost; one costing more than remains is refused and takes
 // nothing, not even its rate token.
 func TestCreditsCost(t *testing.T) {
-	onEachStore(t, at(t, "UTC", "2026-06-10 12:00"), func(t *testing.T, s Store, clk *clocktesting.FakePassiveClock) {
+	onEachStore(t, at(t, "UTC", "2026-06-10 12:00"), func(t *testing.T, s Store, _ *clocktesting.FakePassiveClock) {
 		p := creditsPolicy(t, Limit{Requests: 5, Period: time.Hour, Burst: 5}, Credits{Amount: 10, Schedule: schedule(t, Daily, "UTC", 0, 0)})
 		for i, want := range []int64{6, 2} {
 			if res := charge(t, s, p, 4); !res.Allowed || res.Credits.Remaining != want || res.Credits.Charged.FromPeriod != 4 {

@@ -276,9 +276,10 @@ func (r *Redis) Refund(ctx context.Context, p *Policy, ch Charge) error {
 
 // record reads the credit record of p's key in Redis: one HMGET.
 func (r *Redis) record(ctx context.Context, p *Policy) (creditRecord, error) {
-	fields := append(recordFields[:len(recordFields):len(recordFields)], make([]string, len(p.Credits.Grants))...)
-	for i, g := range p.Credits.Grants {
-		fields[len(recordFields)+i] = "g:" + g.ID
+	fields := make([]string, 0, len(recordFields)+len(p.Credits.Grants))
+	fields = append(fields, recordFields...)
+	for _, g := range p.Credits.Grants {
+		fields = append(fields, "g:"+g.ID)
 	}
 	v, err := r.client.HMGet(ctx, redisKeyPrefix+p.creditsID, fields...).Result()
 	if err != nil {
