@@ -6,8 +6,9 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // could overflow. The server's limiter holds credits to it too.
 const CreditsMaxAmount = 1 << 40
 
-// CreditsRefill is how often a key's credits come back whole, on the calendar of its timeZone.
-// +kubebuilder:validation:Enum=Hourly;Daily;Weekly;Monthly
+// CreditsRefill is how often a key's credits come back: on the calendar of its timeZone, or
+// every interval from the key's first use.
+// +kubebuilder:validation:Enum=Hourly;Daily;Weekly;Monthly;Interval
 type CreditsRefill string
 
 // The refills of credits.
@@ -16,14 +17,58 @@ const (
 	CreditsDaily   CreditsRefill = "Daily"
 	CreditsWeekly  CreditsRefill = "Weekly"
 	CreditsMonthly CreditsRefill = "Monthly"
+	// CreditsInterval refills every credits.interval from the key's first charged request.
+	CreditsInterval CreditsRefill = "Interval"
 )
+
+// CreditsRollover is what becomes of a period's unspent credits.
+// +kubebuilder:validation:Enum=Reset;Add
+type CreditsRollover string
+
+// The rollovers of credits.
+const (
+	// CreditsReset starts every period with credits.amount: unspent credits are lost.
+	CreditsReset CreditsRollover = "Reset"
+	// CreditsAdd adds a period's unspent credits to the next one, up to credits.cap.
+	CreditsAdd CreditsRollover = "Add"
+)
+
+// CreditsMaxGrants bounds credits.grants.
+const CreditsMaxGrants = 8
+
+// CreditGrant is a one-off amount of credits, spent after the period's. The server counts what
+// it spent under its id: applying the same grant again (GitOps re-applies) adds nothing, and
+// removing it removes what it had left (a grant removed and added again is a new one).
+type CreditGrant struct {
+	// id names the grant among the key's: lowercase letters, digits and '-', up to 63.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ID string `json:"id"`
+
+	// amount is how many credits the grant gives, from 1 to 1099511627776 (2^40).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1099511627776
+	Amount int64 `json:"amount"`
+
+	// expiresAt is when what is left of the grant is gone; never when absent. Grants are spent
+	// earliest-expiring first.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+}
 
 // APIKeyCredits are how many requests a key may make per period of a calendar (a plan's
 // "100,000 requests a month"), beside its rate limit. Each request costs one credit, charged
-// when it is made; at zero, requests get 429 API_KEY_CREDITS_EXHAUSTED until the next period,
-// which starts with the whole amount again (unspent credits do not roll over).
+// when it is made; when too few are left, requests get 429 API_KEY_CREDITS_EXHAUSTED until the
+// next period, which starts with the whole amount again (with rollover: Add, plus what the
+// previous left, up to cap), grants spent after the period's credits.
 // +kubebuilder:validation:XValidation:rule="!has(self.weekday) || self.refill == 'Weekly'",message="credits.weekday is only for refill: Weekly"
 // +kubebuilder:validation:XValidation:rule="!has(self.dayOfMonth) || self.refill == 'Monthly'",message="credits.dayOfMonth is only for refill: Monthly"
+// +kubebuilder:validation:XValidation:rule="(self.refill == 'Interval') == has(self.interval)",message="credits.interval is required with refill: Interval, and only with it"
+// +kubebuilder:validation:XValidation:rule="(has(self.rollover) && self.rollover == 'Add') == has(self.cap)",message="credits.cap is required with rollover: Add, and only with it"
+// +kubebuilder:validation:XValidation:rule="!has(self.cap) || self.cap >= self.amount",message="credits.cap must be at least credits.amount"
 type APIKeyCredits struct {
 	// amount is how many requests each period admits, from 1 to 1099511627776 (2^40).
 	// +required
@@ -31,11 +76,40 @@ type APIKeyCredits struct {
 	// +kubebuilder:validation:Maximum=1099511627776
 	Amount int64 `json:"amount"`
 
-	// refill is when the credits come back whole: Hourly (on the hour), Daily (at midnight),
+	// refill is when the credits come back: Hourly (on the hour), Daily (at midnight),
 	// Weekly (at midnight starting weekday) or Monthly (at midnight starting dayOfMonth), on
-	// the clock of timeZone.
+	// the clock of timeZone; or Interval, every interval from the key's first charged request.
 	// +required
 	Refill CreditsRefill `json:"refill"`
+
+	// interval is how long a period of refill: Interval lasts, from 1m to 8784h, written like
+	// 720h or 90m. Its first period starts at the key's first charged request; with the
+	// rate-limit Redis the start is kept there, without it in each server replica's memory (a
+	// restart starts a new period at the next request).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+[hms])+$') && duration(self) >= duration('1m') && duration(self) <= duration('8784h')",message="credits.interval is from 1m to 8784h, written like 720h or 90m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// rollover is what becomes of a period's unspent credits: Reset (the default) loses them;
+	// Add carries them into the next period, whose credits are then min(cap, amount + unspent),
+	// idle periods adding up to cap.
+	// +optional
+	// +kubebuilder:default=Reset
+	Rollover CreditsRollover `json:"rollover,omitempty"`
+
+	// cap bounds a period's credits with rollover: Add (required with it), from amount to
+	// 1099511627776 (2^40).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1099511627776
+	Cap *int64 `json:"cap,omitempty"`
+
+	// grants are one-off credits, up to 8, each with an id, spent after the period's credits.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=8
+	Grants []CreditGrant `json:"grants,omitempty"`
 
 	// timeZone is the IANA time zone of the calendar, e.g. Europe/Paris; UTC when absent. A
 	// day across a daylight saving time change lasts 23 or 25 hours.

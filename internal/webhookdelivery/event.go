@@ -131,8 +131,9 @@ const (
 	maxURLChars    = 2048
 	// maxPeriodChars is status.credits.period's MaxLength.
 	maxPeriodChars = 32
-	// maxCredits is the largest count of credits a period holds (v1alpha1.CreditsMaxAmount).
-	maxCredits = 1 << 40
+	// maxCredits is the largest count of credits a period holds: a rollover's cap and eight
+	// grants, each at most v1alpha1.CreditsMaxAmount (2^40).
+	maxCredits = 9 << 40
 )
 
 // hintPattern is what a key hint looks like (apikey.Hint): a prefix, "_live_", four characters,

@@ -250,8 +250,12 @@ func TestCreditsMustAddUp(t *testing.T) {
 	if err := e.Validate(); err == nil {
 		t.Error("Validate accepts used 100 + remaining 0 for an amount of 1000")
 	}
-	e.Data.Credits.Used, e.Data.Credits.Amount = 1<<41, 1<<41
+	e.Data.Credits.Used, e.Data.Credits.Amount = 9<<40, 9<<40
+	if err := e.Validate(); err != nil {
+		t.Errorf("a period of a full cap and 8 full grants (9 × 2^40): %v", err)
+	}
+	e.Data.Credits.Used, e.Data.Credits.Amount = 9<<40+1, 9<<40+1
 	if err := e.Validate(); err == nil {
-		t.Error("Validate accepts an amount beyond 2^40")
+		t.Error("Validate accepts an amount beyond 9 × 2^40, what a cap and 8 grants hold")
 	}
 }

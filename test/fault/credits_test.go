@@ -210,7 +210,8 @@ func (rig *creditsRig) spend(t *testing.T, attempts int, during func(attempt int
 	return spent{answers: answers, took: time.Since(start)}
 }
 
-// spentInRedis is the key's count of spent credits in Redis: the one credit count there.
+// spentInRedis is the key's count of spent credits in Redis: the current period's, in the one
+// credit record there.
 func (rig *creditsRig) spentInRedis(t *testing.T) int {
 	t.Helper()
 	ctx := ctxFor(t, 10*time.Second)
@@ -218,10 +219,10 @@ func (rig *creditsRig) spentInRedis(t *testing.T) int {
 	defer func() { _ = c.Close() }()
 	var counts []string
 	for _, k := range c.Keys(ctx, "switchboard:*").Val() {
-		counts = append(counts, c.Get(ctx, k).Val())
+		counts = append(counts, c.HGet(ctx, k, "s").Val())
 	}
 	if len(counts) != 1 {
-		t.Fatalf("Redis holds credit counts %v, want one", counts)
+		t.Fatalf("Redis holds credit records spending %v, want one", counts)
 	}
 	n, err := strconv.Atoi(counts[0])
 	if err != nil {

@@ -199,7 +199,7 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	if key.RateLimit == nil {
 		return Verdict{auth: auth, Status: http.StatusOK}
 	}
-	d := c.keys.Allow(ctx, key.RateLimit)
+	d := c.keys.Allow(ctx, key.RateLimit, 1)
 	if key.RateLimit.Credits != nil {
 		countCredits(d.Result)
 	}

@@ -34,7 +34,7 @@ func init() {
 
 // usedShare is the index in usedShares of c's share of its period used.
 func usedShare(c *switchboardv1alpha1.APIKeyCreditsStatus) int {
-	amount := c.Used + c.Remaining // at most 2^41: ×100 does not overflow
+	amount := c.Used + c.Remaining // at most 9 × 2^40 (a cap and 8 grants): ×100 does not overflow
 	switch {
 	case c.Remaining <= 0:
 		return 4

@@ -44,12 +44,12 @@ func TestLimiterCreditReplicasInMemory(t *testing.T) {
 		replicas[i] = New(Options{Clock: clk, CreditReplicas: 3, Logger: logr.Discard()})
 	}
 	admitted := func(l *Limiter) int64 {
-		return hammer(t, func(ctx context.Context, p *Policy) (Result, error) { return l.Allow(ctx, p).Result, nil }, p, 4, 200)
+		return hammer(t, func(ctx context.Context, p *Policy, cost int64) (Result, error) { return l.Allow(ctx, p, cost).Result, nil }, p, 4, 200)
 	}
 	if got := admitted(replicas[0]); got != 33 {
 		t.Fatalf("one replica of 3 admitted %d of 100 credits, want its share, 33", got)
 	}
-	d := replicas[0].Allow(context.Background(), p)
+	d := replicas[0].Allow(context.Background(), p, 1)
 	if d.Allowed || !d.Credits.Exhausted || d.Credits.Remaining != 0 || d.Store != StoreMemory || d.Degraded {
 		t.Errorf("past its share: %+v, want exhausted in memory, not degraded", d)
 	}
@@ -76,7 +76,7 @@ func TestLimiterCreditReplicasNotWithRedis(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	l := New(Options{Remote: newRedis(t, srv.URL(), ""), CreditReplicas: 4, Logger: logr.Discard()})
 	p := creditPolicy(t, "uid-shares-redis", unlimited, 10, schedule(t, Daily, "UTC", 0, 0))
-	if got := hammer(t, func(ctx context.Context, p *Policy) (Result, error) { return l.Allow(ctx, p).Result, nil }, p, 2, 30); got != 10 {
+	if got := hammer(t, func(ctx context.Context, p *Policy, cost int64) (Result, error) { return l.Allow(ctx, p, cost).Result, nil }, p, 2, 30); got != 10 {
 		t.Errorf("with Redis, %d of 10 credits admitted, want all 10", got)
 	}
 }
@@ -107,7 +107,7 @@ func TestLimiterCreditsCountInMemoryRedisStoppedMidLoad(t *testing.T) {
 					if i == 5 {
 						<-stopped // every worker has been answered by Redis before it stops
 					}
-					results <- l.Allow(context.Background(), p)
+					results <- l.Allow(context.Background(), p, 1)
 				}
 			})
 		}
@@ -157,7 +157,7 @@ func TestLimiterCreditsCountInMemoryRedisStoppedMidLoad(t *testing.T) {
 	srv.Start()
 	testenv.Eventually(t, 10*time.Second, "Redis decides again", func() error {
 		clk.SetTime(clk.Now().Add(RemoteRetry))
-		if d := replicas[0].Allow(context.Background(), p); d.Store != StoreRedis || d.Degraded {
+		if d := replicas[0].Allow(context.Background(), p, 1); d.Store != StoreRedis || d.Degraded {
 			return fmt.Errorf("decided by %s, degraded %v", d.Store, d.Degraded)
 		}
 		return nil
@@ -173,7 +173,7 @@ func TestLimiterCreditsMemoryCountDoesNotMergeBack(t *testing.T) {
 	l := New(Options{Remote: newRedis(t, srv.URL(), ""), Clock: clk, Logger: logr.Discard(), CreditsOnRedisFailure: CreditsCountInMemory})
 	p := creditPolicy(t, "uid-no-merge", unlimited, 100, schedule(t, Daily, "UTC", 0, 0))
 	for range 10 {
-		if d := l.Allow(context.Background(), p); !d.Allowed || d.Store != StoreRedis {
+		if d := l.Allow(context.Background(), p, 1); !d.Allowed || d.Store != StoreRedis {
 			t.Fatalf("with Redis up: %+v", d)
 		}
 	}
@@ -184,13 +184,13 @@ func TestLimiterCreditsMemoryCountDoesNotMergeBack(t *testing.T) {
 	}
 	for i := range 5 {
 		// The first waits out the timeout; the next ones skip Redis for RemoteRetry.
-		if d := l.Allow(context.Background(), p); !d.Allowed || d.Store != StoreMemory || !d.Degraded || d.Credits.Remaining != 100-int64(i)-1 {
+		if d := l.Allow(context.Background(), p, 1); !d.Allowed || d.Store != StoreMemory || !d.Degraded || d.Credits.Remaining != 100-int64(i)-1 {
 			t.Fatalf("request %d with Redis paused: %+v, want admitted from memory, counted from 0 there", i, d)
 		}
 	}
 	testenv.Eventually(t, 10*time.Second, "Redis decides again", func() error {
 		clk.SetTime(clk.Now().Add(RemoteRetry))
-		d := l.Allow(context.Background(), p)
+		d := l.Allow(context.Background(), p, 1)
 		if d.Store != StoreRedis {
 			return fmt.Errorf("decided by %s", d.Store)
 		}
@@ -210,7 +210,7 @@ func TestLimiterCreditsRefusedAreCounted(t *testing.T) {
 	srv.Stop()
 	before := testutil.ToFloat64(creditsRefused)
 	for range 3 {
-		if d := l.Allow(context.Background(), p); d.Allowed || !d.Credits.Unavailable {
+		if d := l.Allow(context.Background(), p, 1); d.Allowed || !d.Credits.Unavailable {
 			t.Errorf("with Redis down and the default mode: %+v, want refused, unavailable", d)
 		}
 	}

@@ -39,7 +39,7 @@ func creditPolicy(t testing.TB, id string, l Limit, amount int64, s Schedule) *P
 
 // hammer has clients goroutines make attempts requests of p's key in s in all, and returns how
 // many were admitted.
-func hammer(t testing.TB, allow func(context.Context, *Policy) (Result, error), p *Policy, clients, attempts int) int64 {
+func hammer(t testing.TB, allow func(context.Context, *Policy, int64) (Result, error), p *Policy, clients, attempts int) int64 {
 	t.Helper()
 	var admitted, left atomic.Int64
 	left.Store(int64(attempts))
@@ -47,7 +47,7 @@ func hammer(t testing.TB, allow func(context.Context, *Policy) (Result, error), 
 	for range clients {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
-				res, err := allow(context.Background(), p)
+				res, err := allow(context.Background(), p, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -150,7 +150,7 @@ func TestCreditsRefillAtTheBoundary(t *testing.T) {
 				t.Fatalf("at the last nanosecond: %d admitted, last %+v; want the 1 left, then exhausted until the next one", n, last)
 			}
 			clk.SetTime(period.End)
-			first, err := st.Allow(context.Background(), p)
+			first, err := st.Allow(context.Background(), p, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,8 +176,8 @@ func TestRedisCreditsExactAcrossReplicas(t *testing.T) {
 		replicas[i] = New(Options{Remote: newRedisOn(t, srv.URL(), clk), Timeout: 10 * time.Second, Clock: clk, Logger: logr.Discard()})
 	}
 	var next atomic.Int64
-	allow := func(ctx context.Context, p *Policy) (Result, error) {
-		d := replicas[next.Add(1)%3].Allow(ctx, p)
+	allow := func(ctx context.Context, p *Policy, _ int64) (Result, error) {
+		d := replicas[next.Add(1)%3].Allow(ctx, p, 1)
 		if d.Store != StoreRedis || d.Degraded {
 			t.Errorf("decided by %s, degraded %v; want Redis", d.Store, d.Degraded)
 		}
@@ -191,8 +191,8 @@ func TestRedisCreditsExactAcrossReplicas(t *testing.T) {
 }
 
 // TestRedisCreditsLateDecrement: a request decided against the previous period after the
-// boundary (a replica whose clock is behind) counts on the previous period's count, never on
-// the new one's.
+// boundary (a replica whose clock is behind) counts on the previous period's numbers, never on
+// the new one's; one older than that is refused. The record expires an hour after its period.
 func TestRedisCreditsLateDecrement(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	s := schedule(t, Hourly, "UTC", 0, 0)
@@ -202,30 +202,31 @@ func TestRedisCreditsLateDecrement(t *testing.T) {
 	p := creditPolicy(t, "uid-late", unlimited, 5, s)
 	current := s.Period(now)
 	previous := s.Period(current.Start.Add(-time.Nanosecond))
+	older := s.Period(previous.Start.Add(-time.Nanosecond))
 
-	late, err := r.spendCredit(context.Background(), p, previous, now)
+	if res, err := r.Allow(context.Background(), p, 1); err != nil || !res.Allowed || res.Credits.Remaining != 4 {
+		t.Fatalf("the current period's first request: %+v, %v", res, err)
+	}
+	late, err := r.spendCredit(context.Background(), p, 2, now, &previous)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !late.Allowed || late.Credits.Remaining != 4 || !late.Credits.RefillAt.Equal(previous.End) {
-		t.Errorf("the late request: %+v, want counted on the previous period", late)
+	if !late.Allowed || late.Credits.Remaining != 3 || !late.Credits.RefillAt.Equal(previous.End) {
+		t.Errorf("the late request: %+v, want counted on the previous period (3 of 5 left)", late)
 	}
-	res, err := r.Allow(context.Background(), p)
+	if tooLate, err := r.spendCredit(context.Background(), p, 1, now, &older); err != nil || tooLate.Allowed || !tooLate.Credits.Exhausted {
+		t.Errorf("a request two periods late: %+v, %v; want refused", tooLate, err)
+	}
+	res, err := r.Allow(context.Background(), p, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Allowed || res.Credits.Remaining != 4 {
-		t.Errorf("the current period after a late request: %+v, want its whole balance (4 left after this one)", res)
+	if !res.Allowed || res.Credits.Remaining != 3 {
+		t.Errorf("the current period after a late request: %+v, want 3 left after this one (the late one took none of it)", res)
 	}
-	// The counts expire an hour after their period (Redis's clock is the real one).
-	for _, c := range []struct {
-		period Period
-		name   string
-	}{{previous, "previous"}, {current, "current"}} {
-		ttl, err := r.client.TTL(context.Background(), redisKeyPrefix+p.creditKey(c.period)).Result()
-		if want := time.Until(c.period.End.Add(creditsSlack)); err != nil || ttl < want-5*time.Second || ttl > want+time.Second {
-			t.Errorf("the %s period's count expires in %s (%v), want %s", c.name, ttl, err, want)
-		}
+	ttl, err := r.client.PTTL(context.Background(), redisKeyPrefix+p.creditsID).Result()
+	if want := current.End.Add(creditsSlack).Sub(now); err != nil || ttl < want-5*time.Second || ttl > want+time.Second {
+		t.Errorf("the record expires in %s (%v), want %s", ttl, err, want)
 	}
 }
 
@@ -235,16 +236,16 @@ func TestLimiterCreditsFailClosed(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	l := New(Options{Remote: newRedis(t, srv.URL(), ""), Logger: logr.Discard()})
 	withCredits := creditPolicy(t, "uid-closed", unlimited, 100, schedule(t, Daily, "UTC", 0, 0))
-	if d := l.Allow(context.Background(), withCredits); !d.Allowed || d.Store != StoreRedis {
+	if d := l.Allow(context.Background(), withCredits, 1); !d.Allowed || d.Store != StoreRedis {
 		t.Fatalf("with Redis up: %+v, want admitted by Redis", d)
 	}
 	srv.Stop()
 	for i := range 2 { // the failure, then within RemoteRetry of it
-		if d := l.Allow(context.Background(), withCredits); d.Allowed || !d.Credits.Unavailable || !d.Degraded || d.RetryAfter != RemoteRetry {
+		if d := l.Allow(context.Background(), withCredits, 1); d.Allowed || !d.Credits.Unavailable || !d.Degraded || d.RetryAfter != RemoteRetry {
 			t.Errorf("request %d with Redis down: %+v, want refused, credits unavailable, degraded, retry after %s", i, d, RemoteRetry)
 		}
 	}
-	if d := l.Allow(context.Background(), policy(t, "uid-open", 10, time.Minute, 10)); !d.Allowed || d.Store != StoreMemory {
+	if d := l.Allow(context.Background(), policy(t, "uid-open", 10, time.Minute, 10), 1); !d.Allowed || d.Store != StoreMemory {
 		t.Errorf("a key without credits with Redis down: %+v, want admitted from memory", d)
 	}
 }
@@ -258,10 +259,15 @@ func TestMemorySweepForgetsEndedPeriods(t *testing.T) {
 	if m.Len() != 1 {
 		t.Fatalf("within the period: %d entries, want its count", m.Len())
 	}
-	clk.SetTime(time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC))
+	clk.SetTime(time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC).Add(creditsSlack - time.Nanosecond))
+	m.Sweep()
+	if m.Len() != 1 {
+		t.Fatalf("within the slack after the period: %d entries, want its record", m.Len())
+	}
+	clk.SetTime(time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC).Add(creditsSlack))
 	m.Sweep()
 	if m.Len() != 0 {
-		t.Errorf("after the period: %d entries, want none", m.Len())
+		t.Errorf("after the period and its slack: %d entries, want none", m.Len())
 	}
 }
 
@@ -303,7 +309,7 @@ func BenchmarkAllow(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				for b.Loop() {
-					if _, err := store.s.Allow(context.Background(), p); err != nil {
+					if _, err := store.s.Allow(context.Background(), p, 1); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -313,14 +319,16 @@ func BenchmarkAllow(b *testing.B) {
 }
 
 func TestParseCreditsReplyRefusesOtherAnswers(t *testing.T) {
-	for _, v := range [][]any{nil, {int64(1), int64(0), "-1", "0.5"}, {int64(1), int64(0), "-1", "x", int64(0)}, {"1", int64(0), "-1", "0.5", int64(0)}} {
-		if _, _, err := parseCreditsReply(v); err == nil {
+	for _, v := range [][]any{nil, {int64(1), int64(0), "-1", "0.5"}, {int64(1), int64(0), "-1", "x", int64(0), int64(0), int64(0), int64(0), int64(0)},
+		{"1", int64(0), "-1", "0.5", int64(0), int64(0), int64(0), int64(0), int64(0)}, {int64(1), int64(0), "-1", "0.5", int64(0), "7", int64(0), int64(0), int64(0)}} {
+		if _, _, err := parseCreditsReply(v, 0); err == nil {
 			t.Errorf("parseCreditsReply(%v) succeeded", v)
 		}
 	}
-	res, spent, err := parseCreditsReply([]any{int64(1), int64(4), "-1", "0.5", int64(7)})
-	if err != nil || !res.Allowed || res.Remaining != 4 || res.RetryAfter != 0 || res.ResetAfter != 500*time.Millisecond || spent != 7 {
-		t.Errorf("parseCreditsReply: %+v, %d, %v", res, spent, err)
+	res, c, err := parseCreditsReply([]any{int64(1), int64(4), "-1", "0.5", int64(0), int64(7), int64(3), int64(0), int64(9), int64(2), int64(1)}, 1)
+	if err != nil || !res.Allowed || res.Remaining != 4 || res.RetryAfter != 0 || res.ResetAfter != 500*time.Millisecond ||
+		c.exhausted || c.remaining != 7 || c.index != 3 || c.fromPeriod != 2 || c.fromGrants[0] != 1 {
+		t.Errorf("parseCreditsReply: %+v, %+v, %v", res, c, err)
 	}
 }
 
@@ -336,7 +344,7 @@ func TestLimiterBalance(t *testing.T) {
 			l := New(o)
 			p := creditPolicy(t, "uid-balance-"+name, unlimited, 100, schedule(t, Daily, "UTC", 0, 0))
 			for range 63 {
-				if d := l.Allow(context.Background(), p); !d.Allowed {
+				if d := l.Allow(context.Background(), p, 1); !d.Allowed {
 					t.Fatalf("refused: %+v", d)
 				}
 			}

@@ -26,13 +26,13 @@ func TestCreditsHeaderFields(t *testing.T) {
 		{false, `"apikey";r=2;t=900, "credits";r=0;t=763200`},
 	}
 	for i, w := range want {
-		res, _ := m.Allow(context.Background(), p)
+		res, _ := m.Allow(context.Background(), p, 1)
 		policy, current := Fields(p, res)
 		if res.Allowed != w.allowed || policy != `"apikey";q=4;w=3600, "credits";q=2;w=2592000` || current != w.current {
 			t.Errorf("request %d: allowed %v, RateLimit-Policy %q, RateLimit %q; want %v, %q", i+1, res.Allowed, policy, current, w.allowed, w.current)
 		}
 	}
-	if res, _ := m.Allow(context.Background(), p); !res.Credits.Exhausted || Seconds(res.RetryAfter) != 763200 {
+	if res, _ := m.Allow(context.Background(), p, 1); !res.Credits.Exhausted || Seconds(res.RetryAfter) != 763200 {
 		t.Errorf("refused for credits: %+v, want exhausted with Retry-After 763200 s", res)
 	}
 
@@ -40,7 +40,7 @@ func TestCreditsHeaderFields(t *testing.T) {
 	if rateless.HasRate() || !p.HasRate() {
 		t.Errorf("HasRate: %v for credits alone, %v with a rate", rateless.HasRate(), p.HasRate())
 	}
-	res, _ := m.Allow(context.Background(), rateless)
+	res, _ := m.Allow(context.Background(), rateless, 1)
 	if policy, current := Fields(rateless, res); policy != `"credits";q=2;w=2592000` || current != `"credits";r=1;t=763200` {
 		t.Errorf("credits alone: RateLimit-Policy %q, RateLimit %q", policy, current)
 	}

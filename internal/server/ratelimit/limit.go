@@ -11,8 +11,7 @@
 // one github.com/go-redis/redis_rate runs in Redis, so both stores decide alike.
 //
 // A key may also have Credits, a number of requests per period of a calendar, decided with
-// its rate in one step and exact across replicas with Redis; see Credits for how, and for what
-// they do not do yet.
+// its rate in one step and exact across replicas with Redis; see Credits for how.
 package ratelimit
 
 import (
@@ -120,8 +119,8 @@ type Policy struct {
 	// Credits, when not nil, are the key's credits (NewCreditPolicy).
 	Credits *Credits
 
-	// creditsID prefixes the names of the key's credit counts.
-	creditsID string
+	// creditsID names the key's credit record, and creditsKind its schedule's (Schedule.Kind).
+	creditsID, creditsKind string
 	// rateless says the key has credits and no rate of its own (NewCreditPolicy).
 	rateless bool
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.
@@ -147,8 +146,11 @@ func budgetID(id string, l Limit) string {
 
 // Store decides requests against the budgets it keeps. Memory and Redis are the two stores.
 type Store interface {
-	// Allow decides one request of p's key now, taking one request from its budget if allowed.
-	Allow(ctx context.Context, p *Policy) (Result, error)
-	// Spent reads how many of p's credits period has spent, spending none.
-	Spent(ctx context.Context, p *Policy, period Period) (int64, error)
+	// Allow decides one request of p's key now, taking one request from its budget and, for a
+	// key with credits, cost credits, if allowed.
+	Allow(ctx context.Context, p *Policy, cost int64) (Result, error)
+	// Refund gives back to the credits of p's key what ch took.
+	Refund(ctx context.Context, p *Policy, ch Charge) error
+	// record reads the credit record of p's key, spending nothing.
+	record(ctx context.Context, p *Policy) (creditRecord, error)
 }

@@ -140,18 +140,20 @@ type Decision struct {
 	Degraded bool
 }
 
-// Allow decides one request of p's key. It never fails: whatever happens to Redis, memory
-// decides.
-func (l *Limiter) Allow(ctx context.Context, p *Policy) Decision {
+// Allow decides one request of p's key that costs cost credits, if the key has credits (held to
+// 1..MaxCost; a key without credits ignores it, and a request takes one rate token whatever its
+// cost). It never fails: whatever happens to Redis, memory decides.
+func (l *Limiter) Allow(ctx context.Context, p *Policy, cost int64) Decision {
+	cost = min(max(cost, 1), MaxCost)
 	if l.remote == nil {
-		return l.inMemory(ctx, p, false)
+		return l.inMemory(ctx, p, cost, false)
 	}
 	now := l.clock.Now().UnixNano()
 	if now < l.retryRemoteAt.Load() {
-		return l.inMemory(ctx, p, true)
+		return l.inMemory(ctx, p, cost, true)
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := l.remote.Allow(rctx, p)
+	res, err := l.remote.Allow(rctx, p, cost)
 	cancel()
 	if err == nil {
 		if l.degraded.Load() && l.degraded.CompareAndSwap(true, false) {
@@ -165,13 +167,29 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy) Decision {
 	}
 	if ctx.Err() != nil {
 		// The client went away: no answer is needed, and Redis is not to blame.
-		return l.inMemory(ctx, p, true)
+		return l.inMemory(ctx, p, cost, true)
 	}
 	l.remoteFailed(err, now)
-	return l.inMemory(ctx, p, true)
+	return l.inMemory(ctx, p, cost, true)
 }
 
-func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decision {
+// Refund gives back to p's key the credits d, an admitted decision of Allow, charged, to the
+// period and grants it charged (nothing once the record has moved two periods on): for a
+// request charged on success that failed. One script run in Redis, bounded by the timeout;
+// nothing for a key without credits or a decision that charged none.
+func (l *Limiter) Refund(ctx context.Context, p *Policy, d Decision) error {
+	if p == nil || p.Credits == nil || !d.Allowed || d.Credits.Charged.Total() == 0 {
+		return nil
+	}
+	if d.Store == StoreMemory {
+		return l.memory.Refund(ctx, l.shared(p), d.Credits.Charged)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return l.remote.Refund(ctx, p, d.Credits.Charged)
+}
+
+func (l *Limiter) inMemory(ctx context.Context, p *Policy, cost int64, degraded bool) Decision {
 	if p.Credits != nil {
 		if degraded && l.creditsOnFailure != CreditsCountInMemory {
 			// In memory, each replica would count the credits again from zero: refused rather
@@ -184,7 +202,7 @@ func (l *Limiter) inMemory(ctx context.Context, p *Policy, degraded bool) Decisi
 		}
 		p = l.shared(p)
 	}
-	res, _ := l.memory.Allow(ctx, p)
+	res, _ := l.memory.Allow(ctx, p, cost)
 	if degraded {
 		fallbacks.Inc()
 		l.sinceLog.Add(1)
@@ -202,8 +220,18 @@ func (l *Limiter) shared(p *Policy) *Policy {
 	if l.creditReplicas == 1 {
 		return p
 	}
+	n := int(l.creditReplicas)
 	q, c := *p, *p.Credits
-	c.Amount = CreditShare(c.Amount, int(l.creditReplicas))
+	c.Amount = CreditShare(c.Amount, n)
+	if c.Cap > 0 {
+		c.Cap = CreditShare(c.Cap, n)
+	}
+	if len(c.Grants) > 0 {
+		c.Grants = append([]Grant(nil), c.Grants...)
+		for i := range c.Grants {
+			c.Grants[i].Amount = CreditShare(c.Grants[i].Amount, n)
+		}
+	}
 	q.Credits = &c
 	return &q
 }

@@ -49,7 +49,7 @@ func TestLimiterMemoryOnly(t *testing.T) {
 	p := policy(t, "uid-memory", 2, time.Minute, 2)
 	before := testutil.ToFloat64(limitedMemory)
 	for i, wantAllowed := range []bool{true, true, false} {
-		d := l.Allow(context.Background(), p)
+		d := l.Allow(context.Background(), p, 1)
 		if d.Allowed != wantAllowed || d.Store != StoreMemory || d.Degraded {
 			t.Errorf("request %d: %+v, want allowed=%v from memory, not degraded", i, d, wantAllowed)
 		}
@@ -79,7 +79,7 @@ func TestLimiterRedisStoppedMidLoad(t *testing.T) {
 				if i == 50 {
 					<-stopped // every worker has seen Redis before it stops
 				}
-				results <- l.Allow(context.Background(), p)
+				results <- l.Allow(context.Background(), p, 1)
 			}
 		})
 	}
@@ -121,19 +121,19 @@ func TestLimiterRedisStoppedMidLoad(t *testing.T) {
 	}
 
 	// Memory now limits this replica on its own: the rest of the burst, counted here alone.
-	if d := l.Allow(context.Background(), p); d.Store != StoreMemory || !d.Degraded {
+	if d := l.Allow(context.Background(), p, 1); d.Store != StoreMemory || !d.Degraded {
 		t.Errorf("with Redis down: %+v, want a degraded decision from memory", d)
 	}
 
 	srv.Start()
 	// Within RemoteRetry, memory still decides without trying Redis.
-	if d := l.Allow(context.Background(), p); d.Store != StoreMemory {
+	if d := l.Allow(context.Background(), p, 1); d.Store != StoreMemory {
 		t.Errorf("within RemoteRetry of the failure: decided by %s, want memory", d.Store)
 	}
 	clk.SetTime(clk.Now().Add(RemoteRetry))
 	testenv.Eventually(t, 10*time.Second, "Redis decides again", func() error {
 		clk.SetTime(clk.Now().Add(RemoteRetry))
-		if d := l.Allow(context.Background(), p); d.Store != StoreRedis || d.Degraded {
+		if d := l.Allow(context.Background(), p, 1); d.Store != StoreRedis || d.Degraded {
 			return fmt.Errorf("decided by %s, degraded %v", d.Store, d.Degraded)
 		}
 		return nil
@@ -150,7 +150,7 @@ func TestLimiterSlowRedis(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	l := New(Options{Remote: newRedis(t, srv.URL(), ""), Timeout: DefaultRedisTimeout, Clock: clk, Logger: logr.Discard()})
 	p := policy(t, "uid-slow", 10, time.Minute, 10)
-	if d := l.Allow(context.Background(), p); d.Store != StoreRedis {
+	if d := l.Allow(context.Background(), p, 1); d.Store != StoreRedis {
 		t.Fatalf("before the pause: decided by %s, want redis", d.Store)
 	}
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -159,7 +159,7 @@ func TestLimiterSlowRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	timeouts := testutil.ToFloat64(storeTimeouts)
-	d := l.Allow(context.Background(), p)
+	d := l.Allow(context.Background(), p, 1)
 	if d.Store != StoreMemory || !d.Degraded || !d.Allowed {
 		t.Errorf("with Redis paused: %+v, want allowed, degraded, from memory", d)
 	}
@@ -175,7 +175,7 @@ func TestLimiterClientGone(t *testing.T) {
 	l := New(Options{Remote: newRedis(t, srv.URL(), ""), Logger: logr.Discard()})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	l.Allow(ctx, policy(t, "uid-gone", 10, time.Minute, 10))
+	l.Allow(ctx, policy(t, "uid-gone", 10, time.Minute, 10), 1)
 	if l.Degraded() {
 		t.Error("a cancelled request made the limiter skip Redis")
 	}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"hash/maphash"
+	"maps"
 	"sync"
 	"time"
 
@@ -29,14 +30,14 @@ const memoryShards = 32
 
 type memoryShard struct {
 	mu      sync.Mutex
-	tat     map[string]int64        // Policy.ID → theoretical arrival time, unix nanoseconds
-	credits map[string]creditsSpent // Policy.creditKey → the period's count
+	tat     map[string]int64          // Policy.ID → theoretical arrival time, unix nanoseconds
+	credits map[string]*memoryCredits // Policy.creditsID → the key's credit record
 }
 
-// creditsSpent is the count of one key's credits in one period.
-type creditsSpent struct {
-	spent int64
-	end   int64 // the period's end, unix nanoseconds: when Sweep forgets it
+// memoryCredits is a credit record and when Sweep forgets it.
+type memoryCredits struct {
+	creditRecord
+	expires int64 // unix nanoseconds; 0 for never (a grant that never expires)
 }
 
 // NewMemory returns an empty store that reads the time from c.
@@ -44,18 +45,19 @@ func NewMemory(c clock.PassiveClock) *Memory {
 	m := &Memory{clock: c, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].tat = map[string]int64{}
-		m.shards[i].credits = map[string]creditsSpent{}
+		m.shards[i].credits = map[string]*memoryCredits{}
 	}
 	return m
 }
 
-// Allow decides one request of p's key, rate and credits under one lock. It never fails.
-func (m *Memory) Allow(_ context.Context, p *Policy) (Result, error) {
+// Allow decides one request of p's key costing cost credits, rate and credits under one lock.
+// It never fails.
+func (m *Memory) Allow(_ context.Context, p *Policy, cost int64) (Result, error) {
 	now := m.clock.Now()
-	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
 	if p.Credits != nil {
-		return s.allowWithCredits(p, now), nil
+		return m.creditShard(p).allowWithCredits(p, cost, now, nil), nil
 	}
+	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
 	s.mu.Lock()
 	tat, res := decide(s.tat[p.ID], now.UnixNano(), p.Limit)
 	if res.Allowed {
@@ -65,32 +67,71 @@ func (m *Memory) Allow(_ context.Context, p *Policy) (Result, error) {
 	return res, nil
 }
 
-func (s *memoryShard) allowWithCredits(p *Policy, now time.Time) Result {
-	period := p.Credits.Schedule.Period(now)
-	key := p.creditKey(period)
+// creditShard is the shard of p's key, which has credits: its counter's, so that keys sharing a
+// counter share a lock. The key's TAT is kept there too.
+func (m *Memory) creditShard(p *Policy) *memoryShard {
+	return &m.shards[maphash.String(m.seed, p.creditsID)%memoryShards]
+}
+
+// allowWithCredits decides at now; at, when set, is the period to charge instead of now's (a
+// test's late request).
+func (s *memoryShard) allowWithCredits(p *Policy, cost int64, now time.Time, at *Period) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tat, res := decide(s.tat[p.ID], now.UnixNano(), p.Limit)
-	count := s.credits[key]
-	res = p.withCredits(res, count.spent, period, now)
+	stored := s.credits[p.creditsID]
+	var rec creditRecord
+	if stored != nil {
+		rec = stored.creditRecord
+	}
+	rec, period := p.settle(rec, now, at)
+	enough, remaining, ch := p.take(&rec, period, cost, now, res.Allowed)
+	res = p.withCredits(res, enough, remaining, period, now)
 	if res.Allowed {
+		res.Credits.Charged = ch
 		s.tat[p.ID] = tat
-		s.credits[key] = creditsSpent{spent: count.spent + 1, end: period.End.UnixNano()}
+		if stored == nil {
+			stored = &memoryCredits{}
+			s.credits[p.creditsID] = stored
+		}
+		p.forgetGrants(&rec, now)
+		stored.creditRecord = rec
+		stored.expires = 0
+		if d, forever := p.keep(period, now); !forever {
+			stored.expires = now.Add(d).UnixNano()
+		}
 	}
 	return res
 }
 
-// Spent reads how many of p's credits period has spent in this process. It never fails.
-func (m *Memory) Spent(_ context.Context, p *Policy, period Period) (int64, error) {
-	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
+// Refund gives back what ch, a charge of p's key, took. It never fails.
+func (m *Memory) Refund(_ context.Context, p *Policy, ch Charge) error {
+	s := m.creditShard(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.credits[p.creditKey(period)].spent, nil
+	if stored := s.credits[p.creditsID]; stored != nil && stored.kind == p.creditsKind {
+		p.refund(&stored.creditRecord, ch)
+	}
+	return nil
+}
+
+// record reads the credit record of p's key in this process. It never fails.
+func (m *Memory) record(_ context.Context, p *Policy) (creditRecord, error) {
+	s := m.creditShard(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored := s.credits[p.creditsID]
+	if stored == nil {
+		return creditRecord{}, nil
+	}
+	rec := stored.creditRecord
+	rec.grants = maps.Clone(rec.grants)
+	return rec, nil
 }
 
 // Sweep forgets the keys whose budget is whole again: a TAT in the past decides exactly as no
 // TAT does, so memory holds only the keys used within their last burst's worth of time; and the
-// credit counts of ended periods, which no request reads again.
+// credit records kept past their period (Policy.keep) and no longer needed.
 func (m *Memory) Sweep() {
 	now := m.clock.Now().UnixNano()
 	for i := range m.shards {
@@ -101,8 +142,8 @@ func (m *Memory) Sweep() {
 				delete(s.tat, id)
 			}
 		}
-		for key, count := range s.credits {
-			if count.end <= now {
+		for key, rec := range s.credits {
+			if rec.expires != 0 && rec.expires <= now {
 				delete(s.credits, key)
 			}
 		}

@@ -25,7 +25,7 @@ func spend(t testing.TB, s Store, p *Policy, n int) (int, Result) {
 	allowed := 0
 	var last Result
 	for range n {
-		res, err := s.Allow(context.Background(), p)
+		res, err := s.Allow(context.Background(), p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestMemoryConcurrentExactBurst(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				if res, _ := m.Allow(context.Background(), p); res.Allowed {
+				if res, _ := m.Allow(context.Background(), p, 1); res.Allowed {
 					allowed.Add(1)
 				}
 			}

@@ -89,9 +89,9 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 }
 
 // Allow decides one request of p's key in Redis: one script run, its credits' too.
-func (r *Redis) Allow(ctx context.Context, p *Policy) (Result, error) {
+func (r *Redis) Allow(ctx context.Context, p *Policy, cost int64) (Result, error) {
 	if p.Credits != nil {
-		return r.allowWithCredits(ctx, p)
+		return r.allowWithCredits(ctx, p, cost)
 	}
 	res, err := r.limiter.Allow(ctx, redisKeyPrefix+p.ID, redis_rate.Limit{
 		Rate:   int(p.Requests),

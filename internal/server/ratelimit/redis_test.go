@@ -33,7 +33,7 @@ func TestRedisSharedBudget(t *testing.T) {
 		if i%2 == 1 {
 			s = b
 		}
-		res, err := s.Allow(context.Background(), p)
+		res, err := s.Allow(context.Background(), p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestRedisRecovers(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("a fresh key got %d of 3", n)
 	}
-	res, err := r.Allow(context.Background(), p)
+	res, err := r.Allow(context.Background(), p, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestRedisPassword(t *testing.T) {
 	if n, _ := spend(t, newRedis(t, srv.URL(), "s3cret-from-a-Secret"), p, 1); n != 1 {
 		t.Errorf("with the password: %d allowed, want 1", n)
 	}
-	_, err := newRedis(t, srv.URL(), "").Allow(context.Background(), p)
+	_, err := newRedis(t, srv.URL(), "").Allow(context.Background(), p, 1)
 	if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Errorf("without the password: %v, want a NOAUTH error", err)
 	}

@@ -43,7 +43,7 @@ func LevelOf(c *switchboardv1alpha1.APIKeyCreditsStatus) switchboardv1alpha1.Cre
 	switch {
 	case c.Remaining <= 0:
 		return switchboardv1alpha1.CreditsExhausted
-	case c.Used*100 >= amount*90: // at most 2^40×100: no overflow
+	case c.Used*100 >= amount*90: // at most 9 × 2^40 × 100 (a cap and 8 grants): no overflow
 		return switchboardv1alpha1.CreditsUsed90
 	case c.Used*100 >= amount*80:
 		return switchboardv1alpha1.CreditsUsed80
