@@ -28,7 +28,7 @@ import (
 //
 // An APIKey's spec.credits are read into one (internal/server/keyindex). What they do not do
 // yet: the rollover is Reset only (Add up to a cap needs the previous
-// periods' balances); a request costs one credit; there are no grants, shared pools, or fixed
+// periods' balances); a request costs one credit; there are no grants or fixed
 // intervals from a key's first use.
 type Credits struct {
 	// Amount is how many requests each period admits.
@@ -82,6 +82,31 @@ func NewCreditPolicy(id string, l Limit, c Credits) (*Policy, error) {
 	// keeps it too (the count is of credits spent), so an upgraded plan gets the difference.
 	p.creditsID = id + "/credits/"
 	return p, nil
+}
+
+// NewPoolCreditPolicy is NewCreditPolicy for the key with UID id that spends the credits c of a
+// pool shared with other keys, whose UID is pool: its rate stays its own, its credits are
+// counted under the pool's UID, so every key of the pool spends one count, in the same step as
+// its rate. The UID, never the name: a pool deleted and created again starts afresh.
+func NewPoolCreditPolicy(id, pool string, l Limit, c Credits) (*Policy, error) {
+	if pool == "" {
+		return nil, errors.New("a pool's credits need the ID of the pool")
+	}
+	p, err := NewCreditPolicy(id, l, c)
+	if err != nil {
+		return nil, err
+	}
+	p.creditsID, p.pooled = pool+"/credits/", true
+	return p, nil
+}
+
+// shardID chooses the memory shard that decides p's requests: the key's budget, or for a key
+// of a pool the pool's count, so that every key of the pool is decided under one lock.
+func (p *Policy) shardID() string {
+	if p.pooled {
+		return p.creditsID
+	}
+	return p.ID
 }
 
 // creditsOnlyRate is the rate a key with credits and no rate is decided with, so that one step

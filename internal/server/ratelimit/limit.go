@@ -122,6 +122,9 @@ type Policy struct {
 
 	// creditsID prefixes the names of the key's credit counts.
 	creditsID string
+	// pooled says creditsID is a credit pool's, which other keys' policies count on too
+	// (NewPoolCreditPolicy).
+	pooled bool
 	// rateless says the key has credits and no rate of its own (NewCreditPolicy).
 	rateless bool
 	// policyField is the RateLimit-Policy field value, shared by every response of the key.

@@ -52,7 +52,7 @@ func NewMemory(c clock.PassiveClock) *Memory {
 // Allow decides one request of p's key, rate and credits under one lock. It never fails.
 func (m *Memory) Allow(_ context.Context, p *Policy) (Result, error) {
 	now := m.clock.Now()
-	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
+	s := &m.shards[maphash.String(m.seed, p.shardID())%memoryShards]
 	if p.Credits != nil {
 		return s.allowWithCredits(p, now), nil
 	}
@@ -82,7 +82,7 @@ func (s *memoryShard) allowWithCredits(p *Policy, now time.Time) Result {
 
 // Spent reads how many of p's credits period has spent in this process. It never fails.
 func (m *Memory) Spent(_ context.Context, p *Policy, period Period) (int64, error) {
-	s := &m.shards[maphash.String(m.seed, p.ID)%memoryShards]
+	s := &m.shards[maphash.String(m.seed, p.shardID())%memoryShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.credits[p.creditKey(period)].spent, nil
