@@ -3,9 +3,11 @@ package keycheck
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -21,6 +23,20 @@ const (
 	msgCreditsExhausted   = "The key's credits for this period are spent; they refill at "
 	msgCreditsUnavailable = "The server cannot count this API key's credits: the Redis that keeps them does not answer; retry after the number of seconds in Retry-After."
 )
+
+// msgCreditPoolMissing is the refusal of a key whose spec.creditPool names a pool that does not
+// exist: it has no credits to spend, rather than credits without end (the platform that named
+// the pool meant it to be counted). Retry-After is creditPoolRetry: the pool may be created.
+const (
+	msgCreditPoolMissing = " does not exist in the key's namespace, so the key has no credits to spend."
+	creditPoolRetry      = time.Minute
+)
+
+// refusedForMissingPool is the refusal of key, whose credit pool does not exist.
+func refusedForMissingPool(auth authOutcome, key *keyindex.Key) Verdict {
+	return Verdict{auth: auth, Status: http.StatusTooManyRequests, Code: apicode.KeyCreditsExhausted,
+		Message: "The key's credit pool " + strconv.Quote(key.CreditPool) + msgCreditPoolMissing, retryAfter: creditPoolRetry}
+}
 
 // refusedForCredits turns v, a refusal of the key's limiter, into the credits' refusal when
 // they, rather than the rate, refused it.
