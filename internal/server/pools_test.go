@@ -9,7 +9,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/switchboard-dev/switchboard/api/config/v1alpha1"
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 )
@@ -17,7 +19,8 @@ import (
 // TestCreditPools: through the real API server, two keys naming an APIKeyCreditPool of 3
 // credits get 3 answers between them, then 429 API_KEY_CREDITS_EXHAUSTED; a key of another
 // namespace naming a pool of that name gets nothing from it (429 saying its pool does not
-// exist, Retry-After 60, as the OpenAPI document describes); the pool deleted and created again
+// exist, Retry-After 60, as the OpenAPI document describes); a key's status.credits is the
+// pool's balance, whoever spent it; the pool deleted and created again
 // under the same name is a new count (its UID's), whole again.
 func TestCreditPools(t *testing.T) {
 	doc := loadDocument(t)
@@ -36,7 +39,8 @@ func TestCreditPools(t *testing.T) {
 	k1, k2 := newKey(t, ns, "one", spec), newKey(t, ns, "two", spec)
 	stranger := newKey(t, other, "stranger", spec)
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC))
-	s := startServer(t, nil, noFailureLimit(nil), Deps{Clock: clk}, true)
+	lastUsed := configv1alpha1.LastUsed{Interval: &metav1.Duration{Duration: time.Second}}
+	s := startServer(t, nil, noFailureLimit(&sc{LastUsed: lastUsed}), Deps{Clock: clk, LastUsedFlush: 200 * time.Millisecond}, true)
 
 	// Until the server knows the pool, the keys are refused for it, spending nothing.
 	const policy = `"apikey";q=100;w=3600, "credits";q=3;w=2592000`
@@ -59,6 +63,21 @@ func TestCreditPools(t *testing.T) {
 	if err := doc.checkResponse("/v1/connections", "GET", resp); err != nil {
 		t.Error(err)
 	}
+
+	// A third key of the pool, first used now: its status.credits is the pool's balance, all
+	// spent by the two others.
+	third := newKey(t, ns, "three", spec)
+	if resp := firstAnswer(t, s, third.Key, nil); resp.errorCode(t) != apicode.KeyCreditsExhausted {
+		t.Errorf("a third key of the spent pool: %d %s", resp.Status, resp.Body)
+	}
+	eventually(t, "the third key's status.credits to show the pool's balance", func() bool {
+		var ak switchboardv1alpha1.APIKey
+		if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(third.APIKey), &ak); err != nil {
+			t.Fatal(err)
+		}
+		c := ak.Status.Credits
+		return c != nil && c.Used == 3 && c.Remaining == 0 && c.PeriodEnd.Time.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	})
 
 	// Deleted and created again under the same name: a new UID, a whole new count.
 	if err := env.Client.Delete(ctx(t), gold); err != nil {
