@@ -85,3 +85,37 @@ type APIKeyCreditsStatus struct {
 	// +required
 	ObservedAt metav1.Time `json:"observedAt"`
 }
+
+// CreditAlertLevel is how much of a period's credits a key used, as far as the credit events
+// go: the thresholds at which apikey.credits_low (80 %, 90 %) and apikey.credits_exhausted are
+// sent.
+// +kubebuilder:validation:Enum=Under80;Used80;Used90;Exhausted
+type CreditAlertLevel string
+
+// The levels of credit use, in order.
+const (
+	CreditsUnder80   CreditAlertLevel = "Under80"
+	CreditsUsed80    CreditAlertLevel = "Used80"
+	CreditsUsed90    CreditAlertLevel = "Used90"
+	CreditsExhausted CreditAlertLevel = "Exhausted"
+)
+
+// APIKeyCreditAlerts is the operator's record of the credit events it sent for a key: the
+// period of status.credits it last saw and the furthest level reached in it. The API server
+// may not write it (the server status policy), so a re-reconcile or an operator restart sends
+// nothing twice.
+type APIKeyCreditAlerts struct {
+	// period is the status.credits period the record is of.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	Period string `json:"period"`
+
+	// periodEnd is when that period ends: a status.credits of an earlier end is older than the
+	// record and changes nothing.
+	// +required
+	PeriodEnd metav1.Time `json:"periodEnd"`
+
+	// level is the furthest the period's use went as status.credits showed it.
+	// +required
+	Level CreditAlertLevel `json:"level"`
+}

@@ -172,6 +172,12 @@ type APIKeyStatus struct {
 	// +optional
 	Credits *APIKeyCreditsStatus `json:"credits,omitempty"`
 
+	// creditAlerts is how far the operator's credit events (apikey.credits_low,
+	// apikey.credits_exhausted, apikey.credits_refilled) went in the period of status.credits
+	// last seen, written by the operator alone so that each is sent once per period.
+	// +optional
+	CreditAlerts *APIKeyCreditAlerts `json:"creditAlerts,omitempty"`
+
 	// keyIssuedAt is when the current key was issued.
 	// +optional
 	KeyIssuedAt *metav1.Time `json:"keyIssuedAt,omitempty"`

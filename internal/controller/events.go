@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/creditalerts"
 )
 
 // What wakes a reconcile. A tenant may update its objects as often as it likes; an update that
@@ -18,7 +19,8 @@ import (
 // MeaningfulUpdate lets through the updates of APIKeys, Connections and Secrets that change
 // something the reconcilers read: the spec (generation), deletion, finalizers, owner references,
 // the status the operator writes (but an APIKey's lastUsedAt and previousKeyUse, which the server
-// writes: the decisions that read them wake on a timer), and a Secret's type, switchboard's labels and its data. Labels and annotations
+// writes: the decisions that read them wake on a timer; and its credits, also the server's,
+// unless they cross a threshold of the credit events or start a period), and a Secret's type, switchboard's labels and its data. Labels and annotations
 // that switchboard does not own, managed fields and the resource version do not count. Creates
 // and deletes always count.
 var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -40,7 +42,10 @@ var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) boo
 		a, b := old.Status, n.Status
 		a.LastUsedAt, b.LastUsedAt = nil, nil
 		a.PreviousKeyUse, b.PreviousKeyUse = nil, nil
-		return !equality.Semantic.DeepEqual(a, b)
+		// status.credits changes at every write of the server; only a balance that moves the
+		// credit events' record (a threshold, a new period) needs the operator.
+		a.Credits, b.Credits = nil, nil
+		return !equality.Semantic.DeepEqual(a, b) || creditalerts.Due(n.Status.CreditAlerts, n.Status.Credits)
 	case *switchboardv1alpha1.Connection:
 		n, ok := n.(*switchboardv1alpha1.Connection)
 		return !ok || !equality.Semantic.DeepEqual(old.Status, n.Status)

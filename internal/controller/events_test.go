@@ -10,8 +10,9 @@ import (
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
 
-// TestMeaningfulUpdateOfAPIKeyStatus: the server's writes (lastUsedAt, previousKeyUse) wake no
-// reconcile; the operator's own status does.
+// TestMeaningfulUpdateOfAPIKeyStatus: the server's writes (lastUsedAt, previousKeyUse, credits
+// that cross no threshold) wake no reconcile; the operator's own status does, and credits that
+// cross a threshold of the credit events.
 func TestMeaningfulUpdateOfAPIKeyStatus(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
 	tests := []struct {
@@ -23,6 +24,12 @@ func TestMeaningfulUpdateOfAPIKeyStatus(t *testing.T) {
 		{"previousKeyUse", func(s *switchboardv1alpha1.APIKeyStatus) {
 			s.PreviousKeyUse = &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: 1, LastUsedAt: at}
 		}, false},
+		{"credits below a threshold", func(s *switchboardv1alpha1.APIKeyStatus) {
+			s.Credits = &switchboardv1alpha1.APIKeyCreditsStatus{Period: "M1", PeriodEnd: at, Used: 10, Remaining: 90, ObservedAt: at}
+		}, false},
+		{"credits past 80 %", func(s *switchboardv1alpha1.APIKeyStatus) {
+			s.Credits = &switchboardv1alpha1.APIKeyCreditsStatus{Period: "M1", PeriodEnd: at, Used: 80, Remaining: 20, ObservedAt: at}
+		}, true},
 		{"keyGeneration", func(s *switchboardv1alpha1.APIKeyStatus) { s.KeyGeneration = 2 }, true},
 		{"conditions", func(s *switchboardv1alpha1.APIKeyStatus) {
 			s.Conditions = []metav1.Condition{{Type: switchboardv1alpha1.ConditionReady}}

@@ -37,12 +37,28 @@ const (
 	KeyExpired EventType = "apikey.expired"
 	// KeyLeaked: a verified report found a key where it should not be (data.url).
 	KeyLeaked EventType = "apikey.leaked"
+	// KeyCreditsLow: the key used 80 %, then 90 %, of its period's credits (data.credits,
+	// thresholdPercent says which); once each per period.
+	KeyCreditsLow EventType = "apikey.credits_low"
+	// KeyCreditsExhausted: the key has no credits left in its period; once per period.
+	KeyCreditsExhausted EventType = "apikey.credits_exhausted"
+	// KeyCreditsRefilled: a new period began for a key whose previous one reached 80 %;
+	// data.credits is the new period's balance; once per period.
+	KeyCreditsRefilled EventType = "apikey.credits_refilled"
 )
 
 // EventTypes lists every EventType, in the order of a key's life.
 var EventTypes = []EventType{
 	KeyCreated, KeyRevealed, KeyRotated, KeyRenewed, KeyExpiring, KeyUnused, KeyRevoked, KeyExpired, KeyLeaked,
+	KeyCreditsLow, KeyCreditsExhausted, KeyCreditsRefilled,
 }
+
+// creditTypes are the events that carry data.credits.
+var creditTypes = []EventType{KeyCreditsLow, KeyCreditsExhausted, KeyCreditsRefilled}
+
+// CreditThresholds are the percentages of a period's credits at which apikey.credits_low is
+// sent, in order.
+var CreditThresholds = []int{80, 90}
 
 // Event is the payload of a delivery, in the shape the specification recommends. A
 // receiver reads data by type; each type's schema is Schema(type).
@@ -76,6 +92,25 @@ type KeyData struct {
 	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
 	// ExpiresAt is when the key ends (expiring and expired).
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Credits is the key's credit balance (the credit events only).
+	Credits *CreditsData `json:"credits,omitempty"`
+}
+
+// CreditsData is a key's credit balance in a period, as the API server counted it
+// (status.credits) when it wrote it last.
+type CreditsData struct {
+	// Period names the period (status.credits.period).
+	Period string `json:"period"`
+	// PeriodEnd is when the period ends and the credits refill.
+	PeriodEnd time.Time `json:"periodEnd"`
+	// Used and Remaining are the credits spent and left in the period when counted.
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+	// Amount is the period's credits, Used + Remaining: spec.credits.amount as the server
+	// applied it.
+	Amount int64 `json:"amount"`
+	// ThresholdPercent is the threshold crossed, 80 or 90 (credits_low only).
+	ThresholdPercent int `json:"thresholdPercent,omitempty"`
 }
 
 // Message is one delivery's content: the same on every attempt, so that a receiver that
@@ -94,6 +129,10 @@ const MaxBodyBytes = 20 << 10
 const (
 	maxReasonChars = 1024
 	maxURLChars    = 2048
+	// maxPeriodChars is status.credits.period's MaxLength.
+	maxPeriodChars = 32
+	// maxCredits is the largest count of credits a period holds (v1alpha1.CreditsMaxAmount).
+	maxCredits = 1 << 40
 )
 
 // hintPattern is what a key hint looks like (apikey.Hint): a prefix, "_live_", four characters,
@@ -176,10 +215,42 @@ func (e Event) Validate() error {
 			errs = append(errs, fmt.Errorf("expiresAt: only in %s and %s", KeyExpiring, KeyExpired))
 		}
 	}
+	errs = append(errs, validateCredits(e.Type, d.Credits)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("event %s: %w", e.Type, err)
 	}
 	return nil
+}
+
+// validateCredits checks data.credits: present in the credit events alone, a period, counts
+// within bounds that add up, and a threshold in credits_low alone.
+func validateCredits(t EventType, c *CreditsData) []error {
+	if !slices.Contains(creditTypes, t) {
+		if c != nil {
+			return []error{fmt.Errorf("credits: only in %s, %s and %s", KeyCreditsLow, KeyCreditsExhausted, KeyCreditsRefilled)}
+		}
+		return nil
+	}
+	if c == nil {
+		return []error{errors.New("credits: the key's balance")}
+	}
+	var errs []error
+	if c.Period == "" || len(c.Period) > maxPeriodChars {
+		errs = append(errs, fmt.Errorf("credits.period: 1 to %d characters", maxPeriodChars))
+	}
+	if c.PeriodEnd.IsZero() {
+		errs = append(errs, errors.New("credits.periodEnd: when the period ends"))
+	}
+	if c.Used < 0 || c.Remaining < 0 || c.Amount < 1 || c.Amount > maxCredits || c.Used+c.Remaining != c.Amount {
+		errs = append(errs, fmt.Errorf("credits: used %d and remaining %d do not add up to an amount of 1 to %d (%d)", c.Used, c.Remaining, int64(maxCredits), c.Amount))
+	}
+	switch {
+	case t == KeyCreditsLow && !slices.Contains(CreditThresholds, c.ThresholdPercent):
+		errs = append(errs, fmt.Errorf("credits.thresholdPercent: one of %v", CreditThresholds))
+	case t != KeyCreditsLow && c.ThresholdPercent != 0:
+		errs = append(errs, fmt.Errorf("credits.thresholdPercent: only in %s", KeyCreditsLow))
+	}
+	return errs
 }
 
 // Known says whether t is one of EventTypes.

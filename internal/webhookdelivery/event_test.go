@@ -176,6 +176,17 @@ func TestWrongPayloadsDoNotValidate(t *testing.T) {
 		{"a previous hint elsewhere", KeyCreated, func(_, d map[string]any) { d["previousKeyHint"] = "sb_live_AbCd…wxyz" }},
 		{"lastUsedAt that is no date-time", KeyExpired, func(_, d map[string]any) { d["lastUsedAt"] = "never" }},
 		{"a reason too long", KeyRevoked, func(_, d map[string]any) { d["reason"] = strings.Repeat("é", 1025) }},
+		{"credits_low without credits", KeyCreditsLow, func(_, d map[string]any) { delete(d, "credits") }},
+		{"credits_low without a threshold", KeyCreditsLow, func(_, d map[string]any) { delete(d["credits"].(map[string]any), "thresholdPercent") }},
+		{"credits_low at a threshold of its own", KeyCreditsLow, func(_, d map[string]any) { d["credits"].(map[string]any)["thresholdPercent"] = 85 }},
+		{"a threshold in credits_exhausted", KeyCreditsExhausted, func(_, d map[string]any) { d["credits"].(map[string]any)["thresholdPercent"] = 90 }},
+		{"credits elsewhere", KeyRevoked, func(_, d map[string]any) {
+			d["credits"] = map[string]any{"period": "M1", "periodEnd": "2026-12-01T00:00:00Z", "used": 1, "remaining": 0, "amount": 1}
+		}},
+		{"a negative balance", KeyCreditsExhausted, func(_, d map[string]any) { d["credits"].(map[string]any)["remaining"] = -1 }},
+		{"no period end", KeyCreditsRefilled, func(_, d map[string]any) { delete(d["credits"].(map[string]any), "periodEnd") }},
+		{"a period too long", KeyCreditsRefilled, func(_, d map[string]any) { d["credits"].(map[string]any)["period"] = strings.Repeat("M", 33) }},
+		{"a field of its own in credits", KeyCreditsLow, func(_, d map[string]any) { d["credits"].(map[string]any)["key"] = key }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p map[string]any
@@ -223,5 +234,24 @@ func TestNewMessageNeverCarriesAKey(t *testing.T) {
 	e.Type = "apikey.borrowed"
 	if _, err := NewMessage("msg_1", e); err == nil {
 		t.Error("NewMessage accepted an unknown type")
+	}
+}
+
+// TestCreditsMustAddUp: a balance whose used and remaining do not make its amount is refused
+// (the schema cannot say it; Validate does), and so is one beyond the largest amount.
+func TestCreditsMustAddUp(t *testing.T) {
+	e := Event{Type: KeyCreditsExhausted, Timestamp: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC),
+		Data: KeyData{Namespace: "team-a", Name: "billing-api", KeyGeneration: 1, KeyHint: "sb_live_AbCd…wxyz",
+			Credits: &CreditsData{Period: "M1", PeriodEnd: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Used: 100, Remaining: 0, Amount: 100}}}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("a balance that adds up: %v", err)
+	}
+	e.Data.Credits.Amount = 1000
+	if err := e.Validate(); err == nil {
+		t.Error("Validate accepts used 100 + remaining 0 for an amount of 1000")
+	}
+	e.Data.Credits.Used, e.Data.Credits.Amount = 1<<41, 1<<41
+	if err := e.Validate(); err == nil {
+		t.Error("Validate accepts an amount beyond 2^40")
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/creditalerts"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/grace"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
@@ -183,6 +184,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if readiness.Mirror(ctx, s, d, &f, p) {
 		f.Restored = true
 	}
+	// The credit events' record follows the balance the server wrote (Transitions tells the
+	// change).
+	key.Status.CreditAlerts = creditalerts.Next(key.Status.CreditAlerts, key.Status.Credits)
 	if f.Life.Renewal {
 		// Counted from the last status, for people and alerts only: nothing is decided from it;
 		// the back-off is the controller's, on the error.

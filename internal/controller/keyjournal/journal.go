@@ -57,6 +57,13 @@ func EventID(uid types.UID, t webhookdelivery.EventType, gen int64) string {
 	return "evt_" + digest(string(uid), string(t), strconv.FormatInt(gen, 10))
 }
 
+// PeriodEventID is the id of the credit event of type t for the credits period period of the
+// APIKey of UID uid, at threshold percent (0 but for apikey.credits_low): once per period and
+// threshold, whichever key generation is current.
+func PeriodEventID(uid types.UID, t webhookdelivery.EventType, period string, percent int) string {
+	return "evt_" + digest(string(uid), string(t), "period", period, strconv.Itoa(percent))
+}
+
 // MessageID is the webhook-id of event eventID's delivery to the KeyWebhook of UID webhook:
 // one per event and endpoint, the same on every attempt and after any crash.
 func MessageID(webhook types.UID, eventID string) string {

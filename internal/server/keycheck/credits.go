@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
@@ -24,6 +27,34 @@ const (
 	msgCreditsUnavailable = "The server cannot count this API key's credits: the Redis that keeps them does not answer; retry after the number of seconds in Retry-After."
 )
 
+// The credits' decisions, by result and never by key (a tenant's number of keys must not be the
+// number of series); switchboard_api_credit_keys (internal/server/lastused) says how far into
+// their periods the keys are.
+var (
+	creditsCharged = metrics.Registered.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_credits_charged_total",
+		Help: "Requests of keys with credits decided by their credits, by result: admitted (a credit spent), exhausted (429 API_KEY_CREDITS_EXHAUSTED) or unavailable (503: the Redis that counts them did not answer). Requests the rate refused first are not counted.",
+	}, []string{"result"})
+
+	// Resolved once: counting costs no lookup and no allocation on the request path.
+	chargedAdmitted    = creditsCharged.WithLabelValues("admitted")
+	chargedExhausted   = creditsCharged.WithLabelValues("exhausted")
+	chargedUnavailable = creditsCharged.WithLabelValues("unavailable")
+)
+
+// countCredits counts the credits' part of r, the limiter's decision on a request of a key
+// with credits.
+func countCredits(r ratelimit.Result) {
+	switch {
+	case r.Credits.Exhausted:
+		chargedExhausted.Inc()
+	case r.Credits.Unavailable:
+		chargedUnavailable.Inc()
+	case r.Allowed:
+		chargedAdmitted.Inc()
+	}
+}
+
 // msgCreditPoolMissing is the refusal of a key whose spec.creditPool names a pool that does not
 // exist: it has no credits to spend, rather than credits without end (the platform that named
 // the pool meant it to be counted). Retry-After is creditPoolRetry: the pool may be created.
@@ -34,6 +65,7 @@ const (
 
 // refusedForMissingPool is the refusal of key, whose credit pool does not exist.
 func refusedForMissingPool(auth authOutcome, key *keyindex.Key) Verdict {
+	chargedExhausted.Inc() // a 429 API_KEY_CREDITS_EXHAUSTED as any other
 	return Verdict{auth: auth, Status: http.StatusTooManyRequests, Code: apicode.KeyCreditsExhausted,
 		Message: "The key's credit pool " + strconv.Quote(key.CreditPool) + msgCreditPoolMissing, retryAfter: creditPoolRetry}
 }

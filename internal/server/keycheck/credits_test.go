@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -21,6 +22,7 @@ func TestKeyCredits(t *testing.T) {
 	idx, keys := testIndex(t, switchboardv1alpha1.APIKeySpec{
 		Credits: &switchboardv1alpha1.APIKeyCredits{Amount: 2, Refill: switchboardv1alpha1.CreditsDaily, TimeZone: "UTC"}})
 	c := testChecker(t, idx)
+	admitted, exhausted := testutil.ToFloat64(chargedAdmitted), testutil.ToFloat64(chargedExhausted)
 	decide := func() Verdict {
 		return c.Decide(context.Background(), &Request{Authorization: bearerOf(keys[0]), Now: testNow})
 	}
@@ -41,6 +43,12 @@ func TestKeyCredits(t *testing.T) {
 		h.Get("Retry-After") != "72000" || h.Get("Ratelimit") != `"credits";r=0;t=72000` {
 		t.Errorf("past the credits: %d %s %q, header %v", v.Status, v.Code, v.Message, h)
 	}
+	if a, e := testutil.ToFloat64(chargedAdmitted)-admitted, testutil.ToFloat64(chargedExhausted)-exhausted; a != 2 || e != 1 {
+		t.Errorf("switchboard_api_credits_charged_total counted %v admitted and %v exhausted, want 2 and 1", a, e)
+	}
+	if problems, err := testutil.CollectAndLint(creditsCharged); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", problems, err)
+	}
 }
 
 // TestKeyCreditsFailClosed: with a Redis that does not answer, a key with credits gets 503
@@ -58,6 +66,7 @@ func TestKeyCreditsFailClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unavailable, admitted := testutil.ToFloat64(chargedUnavailable), testutil.ToFloat64(chargedAdmitted)
 	v := c.Decide(context.Background(), &Request{Authorization: bearerOf(keys[0]), Now: testNow})
 	h := http.Header{}
 	v.SetRateLimitHeaders(h)
@@ -68,5 +77,9 @@ func TestKeyCreditsFailClosed(t *testing.T) {
 	}
 	if v := c.Decide(context.Background(), &Request{Authorization: bearerOf(keys[1]), Now: testNow}); !v.Allowed() {
 		t.Errorf("a rate alone without Redis: %d %s, want decided in memory", v.Status, v.Code)
+	}
+	// The key with a rate alone has no credits to count.
+	if u, a := testutil.ToFloat64(chargedUnavailable)-unavailable, testutil.ToFloat64(chargedAdmitted)-admitted; u != 1 || a != 0 {
+		t.Errorf("switchboard_api_credits_charged_total counted %v unavailable and %v admitted, want 1 and 0", u, a)
 	}
 }

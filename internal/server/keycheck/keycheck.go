@@ -198,6 +198,9 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 		return Verdict{auth: auth, Status: http.StatusOK}
 	}
 	d := c.keys.Allow(ctx, key.RateLimit)
+	if key.RateLimit.Credits != nil {
+		countCredits(d.Result)
+	}
 	v := Verdict{auth: auth, Status: http.StatusOK, policy: key.RateLimit, result: d.Result}
 	if !d.Allowed {
 		v.Status, v.Code, v.Message, v.retryAfter = http.StatusTooManyRequests, apicode.KeyRateLimited, msgKeyRateLimited, d.RetryAfter

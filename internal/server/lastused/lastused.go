@@ -51,6 +51,8 @@ type Writer struct {
 	write func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error
 	// balance reads a key's credits without spending any; nil: none are written.
 	balance func(ctx context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error)
+	// shares are the balances written, for switchboard_api_credit_keys.
+	shares creditShares
 	// seed breaks ties between equally stale keys differently on each replica, so that
 	// replicas over budget do not all pick the same keys.
 	seed maphash.Seed
@@ -114,7 +116,10 @@ func (u *Writer) budget() int {
 // tick even if the API server is slow: what it did not write is due again at the next one.
 func (u *Writer) flush(ctx context.Context, limit *rate.Limiter) {
 	now := u.clock.Now()
-	plan := u.schedule(u.index.Keys(), now)
+	keys := u.index.Keys()
+	plan := u.schedule(keys, now)
+	// After the writes, which record the balances they wrote.
+	defer u.shares.publish(keys, now)
 	lastUsedBacklog.Set(float64(plan.backlog))
 	lastUsedStaleness.Set(plan.staleness.Seconds())
 	ctx, cancel := context.WithTimeout(ctx, u.tick)
@@ -144,6 +149,9 @@ func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 		usage.MarkWritten(d.used, writtenAt)
 		if d.prevAt.Generation != 0 {
 			usage.MarkPreviousWritten(d.prev)
+		}
+		if credits != nil {
+			u.shares.record(d.key.UID, credits)
 		}
 		lastUsedWrites.WithLabelValues("ok").Inc()
 	case apierrors.IsNotFound(err):

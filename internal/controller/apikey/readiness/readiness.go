@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/creditalerts"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/grace"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
@@ -278,6 +279,18 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 			t.key.Data.LastUsedAt = ptr.To(after.Status.LastUsedAt.UTC())
 		}
 	}
+	for _, a := range creditalerts.Alerts(before.Status.CreditAlerts, after.Status.CreditAlerts, after.Status.Credits, hint) {
+		eventType, action := corev1.EventTypeNormal, "RefillCredits"
+		if a.Warning {
+			eventType, action = corev1.EventTypeWarning, "WarnCredits"
+		}
+		t := event(eventType, a.Reason, action, "%s", a.Message)
+		t.key = keyEvent(a.Type, t.note)
+		t.key.Timestamp, t.key.Data.Credits = a.At, &a.Data
+		if after.Status.LastUsedAt != nil {
+			t.key.Data.LastUsedAt = ptr.To(after.Status.LastUsedAt.UTC())
+		}
+	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
 	if was, is := objstatus.ConditionReason(before.Status.Conditions, ready), objstatus.ConditionReason(after.Status.Conditions, ready); was != is {
 		switch is {
@@ -326,7 +339,8 @@ func endOf(key *switchboardv1alpha1.APIKey, f *Findings) *time.Time {
 }
 
 // KeyEvents are the key events of ts, each with its id (keyjournal.EventID of the APIKey, the
-// type and the key generation): the same transition computed again is the same event. An event
+// type and the key generation; for a credit event keyjournal.PeriodEventID, of its period and
+// threshold): the same transition computed again is the same event. An event
 // of no key generation (none was issued) has no key to speak of and is left out.
 func KeyEvents(key *switchboardv1alpha1.APIKey, ts []Transition) []keyjournal.Event {
 	var out []keyjournal.Event
@@ -334,7 +348,11 @@ func KeyEvents(key *switchboardv1alpha1.APIKey, ts []Transition) []keyjournal.Ev
 		if t.key.Type == "" || t.key.Data.KeyGeneration < 1 {
 			continue
 		}
-		out = append(out, keyjournal.Event{ID: keyjournal.EventID(key.UID, t.key.Type, t.key.Data.KeyGeneration), Event: t.key})
+		id := keyjournal.EventID(key.UID, t.key.Type, t.key.Data.KeyGeneration)
+		if c := t.key.Data.Credits; c != nil {
+			id = keyjournal.PeriodEventID(key.UID, t.key.Type, c.Period, c.ThresholdPercent)
+		}
+		out = append(out, keyjournal.Event{ID: id, Event: t.key})
 	}
 	return out
 }
