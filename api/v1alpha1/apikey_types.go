@@ -8,6 +8,7 @@ import (
 // operator and shown once: it is never part of the spec or the status. That a revoked key
 // stays revoked is a rule of the APIKey itself, so that removing the whole spec cannot undo it.
 // +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.revoked) || !self.revoked || (has(oldSelf.rotation) && oldSelf.rotation == self.rotation)",message="a revoked key cannot be rotated: create a new APIKey instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.credits) || !has(self.creditPool)",message="a key spends either its own credits or a creditPool's, not both"
 type APIKeySpec struct {
 	// description says what the key is for, so that its owner recognises it in lists.
 	// +optional
@@ -52,6 +53,15 @@ type APIKeySpec struct {
 	// +optional
 	RateLimit *APIKeyRateLimit `json:"rateLimit,omitempty"`
 	Credits   *APIKeyCredits   `json:"credits,omitempty"`
+
+	// creditPool names an APIKeyCreditPool of the key's namespace whose credits the key spends
+	// with every other key naming it, instead of credits of its own (not with spec.credits).
+	// A pool that does not exist has no credits to spend: the key's requests get 429
+	// API_KEY_CREDITS_EXHAUSTED saying so, until it does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	CreditPool string `json:"creditPool,omitempty"`
 
 	// allowedSourceRanges are the client addresses the key may be used from (at most 32 CIDRs);
 	// from elsewhere, requests get 403 SOURCE_NOT_ALLOWED. Empty or absent means anywhere.

@@ -25,7 +25,8 @@ var (
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion, &Connection{}, &ConnectionList{}, &APIKey{}, &APIKeyList{}, &LeakReport{}, &LeakReportList{},
-		&KeyWebhook{}, &KeyWebhookList{}, &WebhookOutbox{}, &WebhookOutboxList{}, &APIKeyHistory{}, &APIKeyHistoryList{}, &APIKeyRole{}, &APIKeyRoleList{})
+		&KeyWebhook{}, &KeyWebhookList{}, &WebhookOutbox{}, &WebhookOutboxList{}, &APIKeyHistory{}, &APIKeyHistoryList{}, &APIKeyRole{}, &APIKeyRoleList{},
+		&APIKeyCreditPool{}, &APIKeyCreditPoolList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

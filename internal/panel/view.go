@@ -152,7 +152,8 @@ type keyRow struct {
 	ExpiringMessage string
 	Unused          bool
 	UnusedMessage   string
-	// Credits is the balance the API server last wrote ("37 of 100 credits left"), and
+	// Credits is the balance the API server last wrote ("37 of 100 credits left", "… in pool
+	// team" for a key spending an APIKeyCreditPool's), and
 	// CreditsRefill when its period ends; empty for a key without a balance written.
 	Credits       string
 	CreditsRefill timeView
@@ -217,6 +218,9 @@ func newKeyRow(k *switchboardv1alpha1.APIKey, now time.Time) keyRow {
 	lifecycleOfRow(&row, k, now)
 	if c := k.Status.Credits; c != nil && now.Before(c.PeriodEnd.Time) {
 		row.Credits = fmt.Sprintf("%d of %d credits left", c.Remaining, c.Used+c.Remaining)
+		if k.Spec.CreditPool != "" {
+			row.Credits += " in pool " + k.Spec.CreditPool
+		}
 		row.CreditsRefill = viewTime(&c.PeriodEnd, now, "")
 	}
 	return row

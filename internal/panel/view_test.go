@@ -195,6 +195,10 @@ func TestKeyRowShowsTheCredits(t *testing.T) {
 	if row := newKeyRow(k, now); row.Credits != "37 of 100 credits left" || row.CreditsRefill.Text != "in 1 week" {
 		t.Fatalf("credits %q, refill %q", row.Credits, row.CreditsRefill.Text)
 	}
+	k.Spec.CreditPool = "team"
+	if row := newKeyRow(k, now); row.Credits != "37 of 100 credits left in pool team" {
+		t.Fatalf("a key of a pool: credits %q", row.Credits)
+	}
 	k.Status.Credits.PeriodEnd = metav1.NewTime(now.Add(-time.Hour))
 	if row := newKeyRow(k, now); row.Credits != "" {
 		t.Fatalf("an ended period shows %q", row.Credits)

@@ -176,6 +176,9 @@ type keyReportPolicy struct {
 	// wrote (status.credits, with lastUsedAt).
 	CreditsPerPeriod int64                                    `json:"creditsPerPeriod,omitempty"`
 	Credits          *switchboardv1alpha1.APIKeyCreditsStatus `json:"credits,omitempty"`
+	// CreditPool is spec.creditPool: the APIKeyCreditPool whose credits the key spends with
+	// others, whose balance Credits then is.
+	CreditPool string `json:"creditPool,omitempty"`
 }
 
 // keyReportEvent is one Event about the APIKey.
@@ -213,7 +216,7 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 		Delivery: keyReportDelivery{SecretName: k.Spec.SecretName},
 		Reveal:   revealOf(k, state),
 		Policy: keyReportPolicy{
-			RateLimit: keyclient.FormatRateLimit(k.Spec.RateLimit), Credits: st.Credits,
+			RateLimit: keyclient.FormatRateLimit(k.Spec.RateLimit), Credits: st.Credits, CreditPool: k.Spec.CreditPool,
 		},
 		Conditions: sortedConditions(k.Status.Conditions),
 		Events:     []keyReportEvent{},

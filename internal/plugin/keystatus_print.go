@@ -69,7 +69,7 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 	line("  Rate limit", "%s", cmp.Or(r.Policy.RateLimit, "none"))
 	line("  Source ranges", "%s", cmp.Or(strings.Join(r.Policy.AllowedSourceRanges, ", "), "anywhere"))
 	line("  Audiences", "%s", cmp.Or(strings.Join(r.Policy.Audiences, ", "), "every audience"))
-	if r.Policy.CreditsPerPeriod != 0 || r.Policy.Credits != nil {
+	if r.Policy.CreditsPerPeriod != 0 || r.Policy.Credits != nil || r.Policy.CreditPool != "" {
 		line("  Credits", "%s", creditsText(r.Policy, now))
 	}
 
@@ -112,8 +112,16 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 
 // when is an instant as RFC 3339 with how long from now: "2026-12-01T10:00:00Z (in 5d)".
 // creditsText is the balance as the API server last wrote it, or that the period it counted
-// has ended since (the next use writes the new one).
+// has ended since (the next use writes the new one); for a key of a pool, the pool's, named.
 func creditsText(p keyReportPolicy, now time.Time) string {
+	if p.CreditPool != "" {
+		pool := "pool " + p.CreditPool + ", shared: "
+		if p.Credits == nil {
+			return pool + "none counted yet"
+		}
+		p.CreditPool = ""
+		return pool + creditsText(p, now)
+	}
 	c := p.Credits
 	switch {
 	case c == nil:

@@ -160,6 +160,16 @@ func TestKeyReportShowsTheCredits(t *testing.T) {
 		t.Errorf("-o json carries %+v (%v), want 100 a period, 63 used and 37 remaining: %s", report.Policy, err, raw)
 	}
 
+	// A key of a pool: the balance is the pool's, named beside it.
+	k.Spec.Credits, k.Spec.CreditPool = nil, "team"
+	if out := text(); !strings.Contains(out, "pool team, shared: 37 of 100 left this period (refill at 2026-11-30T12:00:00Z") {
+		t.Errorf("a key of a pool lacks the pool's name or balance:\n%s", out)
+	}
+	if raw, _ := json.Marshal(newKeyReport(k, now)); !strings.Contains(string(raw), `"creditPool":"team"`) {
+		t.Errorf("-o json lacks the pool: %s", raw)
+	}
+	k.Spec.Credits, k.Spec.CreditPool = &switchboardv1alpha1.APIKeyCredits{Amount: 100, Refill: switchboardv1alpha1.CreditsMonthly}, ""
+
 	k.Status.Credits.PeriodEnd = *at(-time.Hour)
 	if out := text(); !strings.Contains(out, "refilled at 2026-11-22T11:00:00Z") {
 		t.Errorf("an ended period is shown as current:\n%s", out)

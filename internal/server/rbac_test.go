@@ -98,7 +98,7 @@ func serviceAccountConfig(t *testing.T, secrets bool, grants ...grant) *rest.Con
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: systemNamespace}}
 	create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}})
 	create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "apikeyroles", "connections"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "apikeyroles", "apikeycreditpools", "connections"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status"}, Verbs: []string{"patch"}},
 	}})
 	create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,

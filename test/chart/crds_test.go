@@ -28,7 +28,7 @@ import (
 // its templates: the chart users installed until then, whose CRDs Helm made without ownership.
 const chartBeforeTemplatedCRDs = "7ebe9a6"
 
-var switchboardCRDs = []string{"apikeyhistories.switchboard.dev", "apikeyroles.switchboard.dev", "apikeys.switchboard.dev", "connections.switchboard.dev", "keywebhooks.switchboard.dev", "leakreports.switchboard.dev", "webhookoutboxes.switchboard.dev"}
+var switchboardCRDs = []string{"apikeycreditpools.switchboard.dev", "apikeyhistories.switchboard.dev", "apikeyroles.switchboard.dev", "apikeys.switchboard.dev", "connections.switchboard.dev", "keywebhooks.switchboard.dev", "leakreports.switchboard.dev", "webhookoutboxes.switchboard.dev"}
 
 // crdsOfOldChart are the CRDs the chart of chartBeforeTemplatedCRDs had in its crds/.
 var crdsOfOldChart = []string{"apikeys.switchboard.dev", "connections.switchboard.dev"}

@@ -4,10 +4,12 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
@@ -108,11 +111,56 @@ func TestCreditsExactWithRedisKilled(t *testing.T) {
 	}
 }
 
-// creditsRig is a redis-server, bin/switchboard servers sharing it, and a key with credits.
+// TestCreditPoolNeverOverdrawn: two keys name one APIKeyCreditPool of 10,000 credits a month, and
+// 64 clients spread over three servers on one Redis spend them in 50,000 attempts, every key on
+// every server: exactly 10,000 are admitted between the two keys, every other answer is 429
+// API_KEY_CREDITS_EXHAUSTED, and Redis holds one count, the pool's. A key of another namespace
+// naming a pool of the same name gets nothing from it: every server refuses it, saying its pool
+// does not exist.
+func TestCreditPoolNeverOverdrawn(t *testing.T) {
+	const amount, attempts = 10_000, 50_000
+	rig := newCreditsRig(t)
+	ns := env.Namespace(t, "credit-pool")
+	pool := &switchboardv1alpha1.APIKeyCreditPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"},
+		Spec: switchboardv1alpha1.APIKeyCreditPoolSpec{Credits: switchboardv1alpha1.APIKeyCredits{Amount: amount, Refill: switchboardv1alpha1.CreditsMonthly}}}
+	if err := env.Client.Create(ctxFor(t, 10*time.Second), pool); err != nil {
+		t.Fatal(err)
+	}
+	spec := switchboardv1alpha1.APIKeySpec{CreditPool: "team"}
+	rig.keys = []string{issueWith(t, ns, "one", spec), issueWith(t, ns, "two", spec)}
+	stranger := issueWith(t, env.Namespace(t, "credit-pool-other"), "stranger", spec)
+	rig.startServers(t)
+	got := rig.spend(t, attempts, nil)
+	t.Logf("%d attempts by 2 keys of a pool in %s: %v", attempts, got.took.Round(time.Millisecond), got.answers)
+	want := map[string]int{"200": amount, "429 " + apicode.KeyCreditsExhausted: attempts - amount}
+	if fmt.Sprint(got.answers) != fmt.Sprint(want) {
+		t.Errorf("answers %v, want %v", got.answers, want)
+	}
+	for _, url := range rig.urls {
+		var r response
+		testenv.Eventually(t, time.Minute, "the server knowing the stranger's key at "+url, func() error {
+			var err error
+			if r, err = call(url, "Bearer "+stranger); err == nil && r.status == http.StatusUnauthorized {
+				err = errors.New("401")
+			}
+			return err
+		})
+		if r.status != http.StatusTooManyRequests || r.code != apicode.KeyCreditsExhausted || !strings.Contains(string(r.body), `credit pool \"team\" does not exist`) {
+			t.Errorf("the key of another namespace naming the pool, at %s: %d %s", url, r.status, r.body)
+		}
+	}
+	if spent := rig.spentInRedis(t); spent != amount {
+		t.Errorf("Redis counts %d credits spent, want %d", spent, amount)
+	}
+}
+
+// creditsRig is a redis-server, bin/switchboard servers sharing it, and keys with credits (their
+// own, or a pool's).
 type creditsRig struct {
 	redis *testenv.Redis
+	kc    string
 	urls  []string
-	key   string
+	keys  []string
 	// probes are the credits the servers' first answers spent while the test waited for them.
 	probes int
 }
@@ -121,33 +169,50 @@ type creditsRig struct {
 // with redisArgs and creditsReplicas servers on it, each of which has answered the key once.
 func startCreditsRig(t *testing.T, name string, amount int64, redisArgs ...string) *creditsRig {
 	t.Helper()
+	rig := newCreditsRig(t, redisArgs...)
+	rig.keys = []string{issueWith(t, env.Namespace(t, name), "plan", switchboardv1alpha1.APIKeySpec{
+		Credits: &switchboardv1alpha1.APIKeyCredits{Amount: amount, Refill: switchboardv1alpha1.CreditsMonthly}})}
+	rig.startServers(t)
+	return rig
+}
+
+// newCreditsRig starts the operator and redis-server with redisArgs: a rig without keys or
+// servers yet.
+func newCreditsRig(t *testing.T, redisArgs ...string) *creditsRig {
+	t.Helper()
 	ensureSystemNamespace(t)
 	kc := kubeconfig(t, env.Config, apiServerHostPort(t))
 	startOperator(t, "operator", kc, "--leader-elect=false")
-	rig := &creditsRig{redis: testenv.StartRedis(t, redisArgs...)}
-	rig.key = issueWith(t, env.Namespace(t, name), "plan", switchboardv1alpha1.APIKeySpec{
-		Credits: &switchboardv1alpha1.APIKeyCredits{Amount: amount, Refill: switchboardv1alpha1.CreditsMonthly}})
+	return &creditsRig{redis: testenv.StartRedis(t, redisArgs...), kc: kc}
+}
+
+// startServers starts creditsReplicas servers on the rig's Redis and waits until each has
+// answered each key once.
+func (rig *creditsRig) startServers(t *testing.T) {
+	t.Helper()
 	for range creditsReplicas {
-		_, api, _ := startServer(t, kc, "--auth-failure-rate=0", "--rate-limit-redis="+rig.redis.URL(),
+		_, api, _ := startServer(t, rig.kc, "--auth-failure-rate=0", "--rate-limit-redis="+rig.redis.URL(),
 			"--rate-limit-redis-timeout="+creditsRedisTimeout)
 		rig.urls = append(rig.urls, api+"/v1/connections")
 	}
-	// The key is known with its credits at once (both are its APIKey's): the first answer
-	// that is not 401 is the first credit spent.
+	// Until a server knows a key and its credits, it answers 401 (or, for a key of a pool it
+	// does not know yet, 429 saying so), spending nothing: the first 200 is the first credit
+	// spent.
 	for _, url := range rig.urls {
-		testenv.Eventually(t, time.Minute, "the server answering the key at "+url, func() error {
-			r, err := call(url, "Bearer "+rig.key)
-			if err != nil {
-				return err
-			}
-			if r.status != http.StatusOK {
-				return fmt.Errorf("%d %s", r.status, r.code)
-			}
-			rig.probes++
-			return nil
-		})
+		for _, key := range rig.keys {
+			testenv.Eventually(t, time.Minute, "the server answering the key at "+url, func() error {
+				r, err := call(url, "Bearer "+key)
+				if err != nil {
+					return err
+				}
+				if r.status != http.StatusOK {
+					return fmt.Errorf("%d %s", r.status, r.code)
+				}
+				rig.probes++
+				return nil
+			})
+		}
 	}
-	return rig
 }
 
 // unavailableBackoff is how long a client refused 503 waits before its next attempt, as a
@@ -162,8 +227,8 @@ type spent struct {
 	took    time.Duration
 }
 
-// spend makes attempts requests with the key from creditsClients clients, client i on the
-// server i mod creditsReplicas, each on its kept-alive connection, calling during (if not nil)
+// spend makes attempts requests from creditsClients clients, client i with the key i mod the
+// rig's keys on the server i mod creditsReplicas (so every key reaches every server), each on its kept-alive connection, calling during (if not nil)
 // before each attempt with its number (from 1) and the count of 200s so far. The servers'
 // probes count as attempts and admissions.
 func (rig *creditsRig) spend(t *testing.T, attempts int, during func(attempt int, admitted *atomic.Int64)) spent {
@@ -177,7 +242,7 @@ func (rig *creditsRig) spend(t *testing.T, attempts int, during func(attempt int
 	var clients sync.WaitGroup
 	for i := range creditsClients {
 		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-		url := rig.urls[i%len(rig.urls)]
+		url, key := rig.urls[i%len(rig.urls)], rig.keys[i%len(rig.keys)]
 		clients.Go(func() {
 			defer c.CloseIdleConnections()
 			mine := map[string]int{}
@@ -185,7 +250,7 @@ func (rig *creditsRig) spend(t *testing.T, attempts int, during func(attempt int
 				if during != nil {
 					during(n, &admitted)
 				}
-				r, err := callWith(c, url, "Bearer "+rig.key)
+				r, err := callWith(c, url, "Bearer "+key)
 				switch {
 				case err != nil:
 					mine["error: "+err.Error()]++
@@ -210,8 +275,8 @@ func (rig *creditsRig) spend(t *testing.T, attempts int, during func(attempt int
 	return spent{answers: answers, took: time.Since(start)}
 }
 
-// spentInRedis is the key's count of spent credits in Redis: the current period's, in the one
-// credit record there.
+// spentInRedis is the count of spent credits in Redis: the current period's, in the one credit
+// record there, the key's or its pool's.
 func (rig *creditsRig) spentInRedis(t *testing.T) int {
 	t.Helper()
 	ctx := ctxFor(t, 10*time.Second)

@@ -25,6 +25,9 @@ const (
 	// RoleWebhook checks the APIKeyRoles whose rules have path templates or conditions, for the
 	// same reason.
 	RoleWebhook = "permissions.apikeyroles.switchboard.dev"
+	// PoolWebhook checks the time zone of APIKeyCreditPools' credits, as RenewalWebhook does a
+	// key's: admitted while the operator is down (the server counts an unknown zone in UTC).
+	PoolWebhook = "credits.apikeycreditpools.switchboard.dev"
 )
 
 // MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
@@ -37,9 +40,11 @@ var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
 		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
 	PermissionsWebhook: {Name: "has-permission-paths-or-conditions", Expression: "has(object.spec.permissions) && object.spec.permissions.exists(r, has(r.paths) || has(r.condition))"},
 	RoleWebhook:        {Name: "has-rule-paths-or-conditions", Expression: "has(object.spec.rules) && object.spec.rules.exists(r, has(r.paths) || has(r.condition))"},
+	// The API server defaults the zone to UTC before any webhook: the others are sent.
+	PoolWebhook: {Name: "has-credits-time-zone-but-utc", Expression: "has(object.spec.credits) && has(object.spec.credits.timeZone) && object.spec.credits.timeZone != 'UTC'"},
 }
 
-// Configuration is the ValidatingWebhookConfiguration name that sends APIKeys and APIKeyRoles to the webhook
+// Configuration is the ValidatingWebhookConfiguration name that sends APIKeys, APIKeyRoles and APIKeyCreditPools to the webhook
 // at clientConfig (its caBundle left to the operator's replicas to fill).
 func Configuration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	webhook := func(name, resource string, policy admissionregistrationv1.FailurePolicyType) admissionregistrationv1.ValidatingWebhook {
@@ -61,6 +66,7 @@ func Configuration(name string, clientConfig admissionregistrationv1.WebhookClie
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{webhook(CronWebhook, "apikeys", admissionregistrationv1.Fail), webhook(RenewalWebhook, "apikeys", admissionregistrationv1.Ignore),
-			webhook(PermissionsWebhook, "apikeys", admissionregistrationv1.Fail), webhook(RoleWebhook, "apikeyroles", admissionregistrationv1.Fail)},
+			webhook(PermissionsWebhook, "apikeys", admissionregistrationv1.Fail), webhook(RoleWebhook, "apikeyroles", admissionregistrationv1.Fail),
+			webhook(PoolWebhook, "apikeycreditpools", admissionregistrationv1.Ignore)},
 	}
 }

@@ -2,10 +2,33 @@ package keyadmission
 
 import (
 	"fmt"
+	"net/http"
 	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 )
+
+// handlePool admits or refuses an APIKeyCreditPool: the time zone of its credits, as a key's.
+func (v *Validator) handlePool(req admission.Request) admission.Response {
+	var pool, old switchboardv1alpha1.APIKeyCreditPool
+	if err := v.decoder.Decode(req, &pool); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	oldSpec := switchboardv1alpha1.APIKeySpec{}
+	if req.Operation == admissionv1.Update {
+		if err := v.decoder.DecodeRaw(req.OldObject, &old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		oldSpec.Credits = &old.Spec.Credits
+	}
+	if msg := creditsZone(&switchboardv1alpha1.APIKeySpec{Credits: &pool.Spec.Credits}, &oldSpec); msg != "" {
+		return admission.Denied(msg)
+	}
+	return admission.Allowed("")
+}
 
 // creditsZone says what is wrong with the time zone of spec.credits, whose calendar the server
 // counts in it (old is the stored spec on an update, else empty); "" when nothing is, or when

@@ -61,3 +61,32 @@ func TestWebhookRefusesCreditsTimeZone(t *testing.T) {
 		t.Fatalf("an update that leaves the zone alone: %v", err)
 	}
 }
+
+// TestWebhookRefusesCreditPoolTimeZone: an APIKeyCreditPool's credits are held to the same zones
+// as a key's: one that names none is refused, saying so (on create and on a change of the zone);
+// real zones are admitted, and so is an update that leaves the zone alone.
+func TestWebhookRefusesCreditPoolTimeZone(t *testing.T) {
+	ns := sys.Namespace(t, "pools")
+	waitForWebhook(t, ns)
+	pool := func(name, zone string) *switchboardv1alpha1.APIKeyCreditPool {
+		return &switchboardv1alpha1.APIKeyCreditPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: switchboardv1alpha1.APIKeyCreditPoolSpec{Credits: switchboardv1alpha1.APIKeyCredits{Amount: 1000, Refill: switchboardv1alpha1.CreditsMonthly, TimeZone: zone}}}
+	}
+	if err := sys.Client.Create(testContext(t), pool("paris", "Europe/Paris")); err != nil {
+		t.Fatalf("a pool in Europe/Paris refused: %v", err)
+	}
+	const mars = `spec.credits.timeZone: "Mars/Olympus" is not a time zone of the IANA database`
+	if err := sys.Client.Create(testContext(t), pool("mars", "Mars/Olympus")); err == nil || !strings.Contains(err.Error(), mars) {
+		t.Fatalf("a pool on Mars: %v, want a refusal with %q", err, mars)
+	}
+	got := &switchboardv1alpha1.APIKeyCreditPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paris"}}
+	patch := func(p string) error {
+		return sys.Client.Patch(testContext(t), got, client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	if err := patch(`{"spec":{"credits":{"timeZone":"Europe/Atlantis"}}}`); err == nil || !strings.Contains(err.Error(), "Europe/Atlantis") {
+		t.Fatalf("changing the pool's zone to none: %v, want a refusal", err)
+	}
+	if err := patch(`{"spec":{"credits":{"amount":2000}}}`); err != nil {
+		t.Fatalf("an update that leaves the zone alone: %v", err)
+	}
+}

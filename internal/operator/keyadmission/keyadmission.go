@@ -8,7 +8,8 @@
 //   - a lifecycle that renews a key more often than the operator's minimum interval between
 //     renewals (--min-renewal-interval: internal/controller/apikey/renewalinterval), a
 //     platform setting CEL does not know;
-//   - a credits' time zone that is not an IANA zone (CEL checks only its shape).
+//   - a credits' time zone that is not an IANA zone (CEL checks only its shape), a key's or an
+//     APIKeyCreditPool's.
 //
 // The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew, have credits, or
 // have path templates or conditions in their permissions (matchConditions): other APIKeys never
@@ -63,10 +64,13 @@ func Handler(c clock.PassiveClock, minRenewal renewalinterval.Minimum) *admissio
 		turns: newTurns(checksRunning, checksPerNamespace, maxTurnWait)}}
 }
 
-// Handle admits or refuses one APIKey or APIKeyRole.
+// Handle admits or refuses one APIKey, APIKeyRole or APIKeyCreditPool.
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind == "APIKeyRole" {
+	switch req.Kind.Kind {
+	case "APIKeyRole":
 		return v.handleRole(req)
+	case "APIKeyCreditPool":
+		return v.handlePool(req)
 	}
 	var key switchboardv1alpha1.APIKey
 	if err := v.decoder.Decode(req, &key); err != nil {

@@ -42,6 +42,7 @@ import (
 //   - APIKeys: a cachedAPIKey: identity and the index's Key (revocation, deletion, expiry,
 //     selector, policy, last use), built once here;
 //   - APIKeyRoles: identity and the rules, compiled once here;
+//   - APIKeyCreditPools: identity and the credits, read once here;
 //   - Connections: identity, labels and the /v1 JSON, encoded here once. The object the cache
 //     keeps is a cachedConnection, not the Connection: its spec would be a second copy of the JSON.
 
@@ -121,9 +122,10 @@ func newInformers(cfg *rest.Config, opts *Options) (cache.Cache, error) {
 				Field:      fields.OneTermEqualSelector("type", string(keysecret.TypeHash)),
 				Transform:  compactHashSecret,
 			},
-			&switchboardv1alpha1.APIKey{}:     {Transform: compactAPIKey},
-			&switchboardv1alpha1.APIKeyRole{}: {Transform: compactAPIKeyRole},
-			&switchboardv1alpha1.Connection{}: {Transform: compactConnection},
+			&switchboardv1alpha1.APIKey{}:           {Transform: compactAPIKey},
+			&switchboardv1alpha1.APIKeyRole{}:       {Transform: compactAPIKeyRole},
+			&switchboardv1alpha1.APIKeyCreditPool{}: {Transform: compactAPIKeyCreditPool},
+			&switchboardv1alpha1.Connection{}:       {Transform: compactConnection},
 		},
 	})
 }
@@ -141,6 +143,7 @@ func RESTMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 		{corev1.SchemeGroupVersion.WithKind("Secret"), "secrets", "secret"},
 		{switchboardv1alpha1.GroupVersion.WithKind("APIKey"), "apikeys", "apikey"},
 		{switchboardv1alpha1.GroupVersion.WithKind("APIKeyRole"), "apikeyroles", "apikeyrole"},
+		{switchboardv1alpha1.GroupVersion.WithKind("APIKeyCreditPool"), "apikeycreditpools", "apikeycreditpool"},
 		{switchboardv1alpha1.GroupVersion.WithKind("Connection"), "connections", "connection"},
 		{switchboardv1alpha1.GroupVersion.WithKind("LeakReport"), "leakreports", "leakreport"},
 	} {
@@ -205,6 +208,10 @@ type cachedAPIKey = cached[*keyindex.Key]
 // refusing everything).
 type cachedAPIKeyRole = cached[*permission.Rules]
 
+// cachedAPIKeyCreditPool keeps of an APIKeyCreditPool its credits, read (nil, with err, when
+// they cannot be: no key may spend them).
+type cachedAPIKeyCreditPool = cached[*keyindex.CreditPool]
+
 // cachedConnection keeps of a Connection the index's Conn (nil while the Connection has no
 // status.id, or when it cannot be encoded, then with err).
 type cachedConnection = cached[*keyindex.Conn]
@@ -233,6 +240,9 @@ var compactAPIKey = compact(keyindex.NewKey)
 var compactAPIKeyRole = compact(func(r *switchboardv1alpha1.APIKeyRole) (*permission.Rules, error) {
 	return permission.CompileRole(r.Name, r.Spec.Rules)
 })
+
+// compactAPIKeyCreditPool turns an APIKeyCreditPool into its cachedAPIKeyCreditPool.
+var compactAPIKeyCreditPool = compact(keyindex.ReadCreditPool)
 
 // compactConnection turns a Connection into its cachedConnection, encoding its /v1 JSON. It is
 // idempotent, as transforms must be.
@@ -268,6 +278,7 @@ func registerIndex(ctx context.Context, informers cache.Informers, idx *keyindex
 		{&corev1.Secret{}, feedHashSecrets(idx, log)},
 		{&switchboardv1alpha1.APIKey{}, feedAPIKeys(idx, log)},
 		{&switchboardv1alpha1.APIKeyRole{}, feedAPIKeyRoles(idx, log)},
+		{&switchboardv1alpha1.APIKeyCreditPool{}, feedAPIKeyCreditPools(idx, log)},
 		{&switchboardv1alpha1.Connection{}, feedConnections(idx, log)},
 	}
 	regs := make([]toolscache.ResourceEventHandlerRegistration, 0, len(feeds))
@@ -341,6 +352,15 @@ func feedAPIKeyRoles(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEv
 			log.Error(r.err, "APIKeyRole has rules that do not compile; the keys naming it are allowed nothing", "namespace", r.Namespace, "name", r.Name)
 		}
 	}, func(r *cachedAPIKeyRole) { idx.DeleteRole(r.Namespace, r.Name) })
+}
+
+func feedAPIKeyCreditPools(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {
+	return feed(func(p *cachedAPIKeyCreditPool) {
+		idx.PutCreditPool(p.Namespace, p.Name, p.entry)
+		if p.err != nil {
+			log.Error(p.err, "APIKeyCreditPool has credits the CRD's schema refuses; they are enforced as the strictest reading", "namespace", p.Namespace, "name", p.Name)
+		}
+	}, func(p *cachedAPIKeyCreditPool) { idx.DeleteCreditPool(p.Namespace, p.Name) })
 }
 
 func feedConnections(idx *keyindex.Index, log logr.Logger) toolscache.ResourceEventHandler {

@@ -3,12 +3,14 @@ package keycheck
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/internal/metrics"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
+	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -51,6 +53,21 @@ func countCredits(r ratelimit.Result) {
 	case r.Allowed:
 		chargedAdmitted.Inc()
 	}
+}
+
+// msgCreditPoolMissing is the refusal of a key whose spec.creditPool names a pool that does not
+// exist: it has no credits to spend, rather than credits without end (the platform that named
+// the pool meant it to be counted). Retry-After is creditPoolRetry: the pool may be created.
+const (
+	msgCreditPoolMissing = " does not exist in the key's namespace, so the key has no credits to spend."
+	creditPoolRetry      = time.Minute
+)
+
+// refusedForMissingPool is the refusal of key, whose credit pool does not exist.
+func refusedForMissingPool(auth authOutcome, key *keyindex.Key) Verdict {
+	chargedExhausted.Inc() // a 429 API_KEY_CREDITS_EXHAUSTED as any other
+	return Verdict{auth: auth, Status: http.StatusTooManyRequests, Code: apicode.KeyCreditsExhausted,
+		Message: "The key's credit pool " + strconv.Quote(key.CreditPool) + msgCreditPoolMissing, retryAfter: creditPoolRetry}
 }
 
 // refusedForCredits turns v, a refusal of the key's limiter, into the credits' refusal when

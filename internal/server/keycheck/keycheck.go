@@ -196,6 +196,9 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 			return v
 		}
 	}
+	if key.CreditPoolMissing {
+		return refusedForMissingPool(auth, key)
+	}
 	if key.RateLimit == nil {
 		return Verdict{auth: auth, Status: http.StatusOK}
 	}

@@ -108,6 +108,13 @@ type Key struct {
 	// Permissions is joined from again when a role changes.
 	ownPermissions  *permission.Rules
 	permissionRoles []string
+	// CreditPool is spec.creditPool: the APIKeyCreditPool of the key's namespace whose credits
+	// RateLimit spends (joined by the index, pools.go); "" when none. CreditPoolMissing says
+	// the key names one the index does not hold: it has no credits to spend.
+	CreditPool        string
+	CreditPoolMissing bool
+	// ownRate is the policy of spec.rateLimit alone (nil: none), which a pool's credits join.
+	ownRate *ratelimit.Policy
 
 	usage *Usage
 }
@@ -216,6 +223,8 @@ type Index struct {
 	conns        map[string]*nsState                // namespace → its Connections
 	roles        map[roleRef]*permission.Rules      // the APIKeyRoles, compiled
 	roleKeys     map[roleRef]map[types.UID]struct{} // an APIKeyRole → the keys that name it
+	pools        map[poolRef]*CreditPool            // the APIKeyCreditPools, read
+	poolKeys     map[poolRef]map[types.UID]struct{} // an APIKeyCreditPool → the keys that name it
 }
 
 // New returns an empty index.
@@ -230,6 +239,8 @@ func New() *Index {
 		conns:        map[string]*nsState{},
 		roles:        map[roleRef]*permission.Rules{},
 		roleKeys:     map[roleRef]map[types.UID]struct{}{},
+		pools:        map[poolRef]*CreditPool{},
+		poolKeys:     map[poolRef]map[types.UID]struct{}{},
 	}
 }
 

@@ -219,7 +219,8 @@ func (x *Index) PutKey(key *Key) {
 		key.usage = u
 	}
 	x.unlinkRolesLocked(x.keys[key.UID])
-	x.keys[key.UID] = x.withRolesLocked(key)
+	x.unlinkPoolLocked(x.keys[key.UID])
+	x.keys[key.UID] = x.withPoolLocked(x.withRolesLocked(key))
 }
 
 // selectorKeyNothing is the SelectorKey of a selector that matches nothing. labels.Nothing()
@@ -231,6 +232,7 @@ func (x *Index) DeleteAPIKey(uid types.UID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.unlinkRolesLocked(x.keys[uid])
+	x.unlinkPoolLocked(x.keys[uid])
 	delete(x.keys, uid)
 	delete(x.usage, uid)
 }

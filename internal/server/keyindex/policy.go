@@ -30,7 +30,16 @@ func setPolicy(key *Key, k *switchboardv1alpha1.APIKey) error {
 			key.RateLimit = p
 		}
 	}
-	errs = append(errs, setCredits(key, k))
+	if key.CreditPool = k.Spec.CreditPool; key.CreditPool != "" {
+		// The pool's credits are joined by the index (pools.go): the key's own are not read,
+		// which the CRD refuses beside a pool.
+		key.ownRate = key.RateLimit
+		if k.Spec.Credits != nil {
+			errs = append(errs, errorf("APIKey %s/%s: credits and creditPool: spending the pool's credits alone", k.Namespace, k.Name))
+		}
+	} else {
+		errs = append(errs, setCredits(key, k))
+	}
 	if len(k.Spec.AllowedSourceRanges) > 0 {
 		key.SourcesRestricted = true
 		for _, c := range k.Spec.AllowedSourceRanges {

@@ -43,8 +43,8 @@ type Credits struct {
 	Cap int64
 	// Grants are one-off credits spent after the period's, earliest-expiring first.
 	Grants []Grant
-	// Counter names the credit record: the APIKey's UID when empty; a pool's name makes its
-	// keys share one.
+	// Counter names the credit record: the APIKey's UID when empty; a pool's UID makes its
+	// keys share one (NewPoolCreditPolicy).
 	Counter string
 }
 
@@ -183,6 +183,18 @@ func (p *Policy) withCredits(res Result, enough bool, remaining int64, period Pe
 		res.ResetAfter -= time.Duration(p.interval())
 	}
 	return res
+}
+
+// NewPoolCreditPolicy is NewCreditPolicy for the key with UID id that spends the credits c of a
+// pool shared with other keys, whose UID is pool: its rate stays its own, its credits are
+// counted on the pool's record (Counter), so every key of the pool spends one count, in the
+// same step as its rate. The UID, never the name: a pool deleted and created again starts afresh.
+func NewPoolCreditPolicy(id, pool string, l Limit, c Credits) (*Policy, error) {
+	if pool == "" {
+		return nil, errors.New("a pool's credits need the ID of the pool")
+	}
+	c.Counter = pool
+	return NewCreditPolicy(id, l, c)
 }
 
 // creditsOnlyRate is the rate a key with credits and no rate is decided with, so that one step

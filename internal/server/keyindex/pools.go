@@ -1,0 +1,127 @@
+package keyindex
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
+)
+
+// An APIKey that names an APIKeyCreditPool (spec.creditPool) spends the pool's credits with
+// every other key naming it: its policy keeps its own rate and counts its credits under the
+// pool's UID (ratelimit.NewPoolCreditPolicy). As with roles, the index keeps each pool read
+// (the feed reads it once per change) and which keys name it, so that a pool's change builds
+// again the policies of those keys alone, and no request reads a pool. A key names a pool of
+// its own namespace only: the namespace is the key's, never a tenant's choice.
+
+// CreditPool is what the index takes from an APIKeyCreditPool: its UID, which names its count,
+// and its credits as the limiter reads them.
+type CreditPool struct {
+	uid     types.UID
+	credits ratelimit.Credits
+}
+
+// poolRef names an APIKeyCreditPool of a key's namespace.
+type poolRef struct{ namespace, name string }
+
+// ReadCreditPool reads an APIKeyCreditPool, without the index: a cache transform reads it once
+// per watch event. Its credits are read as an APIKey's spec.credits are (setCredits), erring as
+// they do on the side of the keys doing less; the error says what was read so.
+func ReadCreditPool(p *switchboardv1alpha1.APIKeyCreditPool) (*CreditPool, error) {
+	// setCredits reads an APIKey: the pool's credits are read by the same code, so that they
+	// mean to a pool exactly what they mean to a key.
+	as := &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{Credits: &p.Spec.Credits}}
+	as.Namespace, as.Name, as.UID = p.Namespace, p.Name, p.UID
+	key := &Key{}
+	err := setCredits(key, as)
+	if err != nil {
+		err = errorf("%s", strings.Replace(strings.TrimPrefix(err.Error(), "keyindex: "), "APIKey ", "APIKeyCreditPool ", 1))
+	}
+	if key.RateLimit == nil || key.RateLimit.Credits == nil {
+		return nil, err
+	}
+	return &CreditPool{uid: p.UID, credits: *key.RateLimit.Credits}, err
+}
+
+// PutCreditPool adds or replaces the APIKeyCreditPool namespace/name (nil: one whose credits
+// cannot be read, which no key may spend), and publishes again every key that names it.
+func (x *Index) PutCreditPool(namespace, name string, pool *CreditPool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ref := poolRef{namespace, name}
+	if pool == nil {
+		delete(x.pools, ref)
+	} else {
+		x.pools[ref] = pool
+	}
+	x.republishPoolLocked(ref)
+}
+
+// DeleteCreditPool removes the APIKeyCreditPool namespace/name: the keys that name it have no
+// credits to spend until it is back (a new pool, a new UID, a new count).
+func (x *Index) DeleteCreditPool(namespace, name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ref := poolRef{namespace, name}
+	delete(x.pools, ref)
+	x.republishPoolLocked(ref)
+}
+
+// republishPoolLocked publishes again, as a new Key, every key that names ref.
+func (x *Index) republishPoolLocked(ref poolRef) {
+	for uid := range x.poolKeys[ref] {
+		if k := x.keys[uid]; k != nil {
+			x.keys[uid] = x.spendPoolLocked(k)
+		}
+	}
+}
+
+// withPoolLocked is key as published: key itself when it names no pool, else a copy that spends
+// the pool's credits, and which the index records as naming it.
+func (x *Index) withPoolLocked(key *Key) *Key {
+	if key.CreditPool == "" {
+		return key
+	}
+	ref := poolRef{key.Namespace, key.CreditPool}
+	if x.poolKeys[ref] == nil {
+		x.poolKeys[ref] = map[types.UID]struct{}{}
+	}
+	x.poolKeys[ref][key.UID] = struct{}{}
+	return x.spendPoolLocked(key)
+}
+
+// spendPoolLocked is a copy of key whose RateLimit is its own rate with its pool's credits, or,
+// when the pool does not exist, its own rate alone and CreditPoolMissing: fail closed, since a
+// key with no pool to count on would otherwise have no credits to stop it.
+func (x *Index) spendPoolLocked(key *Key) *Key {
+	out := *key
+	out.RateLimit, out.CreditPoolMissing = key.ownRate, true
+	pool := x.pools[poolRef{key.Namespace, key.CreditPool}]
+	if pool == nil {
+		return &out
+	}
+	var rate ratelimit.Limit
+	if key.ownRate != nil {
+		rate = key.ownRate.Limit
+	}
+	p, err := ratelimit.NewPoolCreditPolicy(string(key.UID), string(pool.uid), rate, pool.credits)
+	if err != nil { // ReadCreditPool read credits within bounds: not expected, and failing closed
+		return &out
+	}
+	out.RateLimit, out.CreditPoolMissing = p, false
+	return &out
+}
+
+// unlinkPoolLocked forgets that key (nil: none) names its pool.
+func (x *Index) unlinkPoolLocked(key *Key) {
+	if key == nil || key.CreditPool == "" {
+		return
+	}
+	ref := poolRef{key.Namespace, key.CreditPool}
+	delete(x.poolKeys[ref], key.UID)
+	if len(x.poolKeys[ref]) == 0 {
+		delete(x.poolKeys, ref)
+	}
+}
