@@ -177,7 +177,10 @@ func TestChartConfigChangeRollsPods(t *testing.T) {
 		{"operator.revealTTL=2h", []string{"operator"}},
 		{"panel.maxSessions=5", []string{"panel"}},
 		{"keyPrefix=acme", []string{"server", "operator"}},
-		{"server.replicas=5", nil},
+		// Each replica sells its share of a key's credits without Redis
+		// (rateLimitCredits.replicas): a new count rolls the servers onto their new share.
+		{"server.replicas=5", []string{"server"}},
+		{"server.podDisruptionBudget.minAvailable=2", nil},
 	} {
 		got := checksums(tt.set)
 		for _, c := range []string{"server", "operator", "panel"} {
