@@ -60,10 +60,11 @@ type CreditGrant struct {
 }
 
 // APIKeyCredits are how many requests a key may make per period of a calendar (a plan's
-// "100,000 requests a month"), beside its rate limit. Each request costs one credit, charged
-// when it is made; when too few are left, requests get 429 API_KEY_CREDITS_EXHAUSTED until the
-// next period, which starts with the whole amount again (with rollover: Add, plus what the
-// previous left, up to cap), grants spent after the period's credits.
+// "100,000 requests a month"), beside its rate limit. A request costs one credit unless costs
+// say otherwise, charged when it is admitted (or on success, by charge); when too few are left,
+// requests get 429 API_KEY_CREDITS_EXHAUSTED until the next period, which starts with the
+// whole amount again (with rollover: Add, plus what the previous left, up to cap), grants
+// spent after the period's credits.
 // +kubebuilder:validation:XValidation:rule="!has(self.weekday) || self.refill == 'Weekly'",message="credits.weekday is only for refill: Weekly"
 // +kubebuilder:validation:XValidation:rule="!has(self.dayOfMonth) || self.refill == 'Monthly'",message="credits.dayOfMonth is only for refill: Monthly"
 // +kubebuilder:validation:XValidation:rule="(self.refill == 'Interval') == has(self.interval)",message="credits.interval is required with refill: Interval, and only with it"
@@ -129,6 +130,69 @@ type APIKeyCredits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=31
 	DayOfMonth int32 `json:"dayOfMonth,omitempty"`
+
+	// costs are what a request costs, by route (at most 16): the first cost whose methods,
+	// paths and audiences all match a request sets its cost; a request no cost matches costs 1.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Costs []CreditCost `json:"costs,omitempty"`
+
+	// charge is when a request is charged: OnRequest (the default) when it is admitted, or
+	// OnSuccess, when its answer is a success (2xx). OnSuccess applies on /v1, where the server
+	// answers; through a gateway (ext_authz, forward-auth) the server never sees the answer, so
+	// a request is charged when it is admitted there.
+	// +optional
+	// +kubebuilder:default=OnRequest
+	Charge CreditsCharge `json:"charge,omitempty"`
+}
+
+// Bounds of credits.costs: how many, and the most one request can cost.
+const (
+	MaxCreditCosts = 16
+	CreditsMaxCost = 1_000_000
+)
+
+// CreditsCharge is when a request is charged its credits.
+// +kubebuilder:validation:Enum=OnRequest;OnSuccess
+type CreditsCharge string
+
+// The charges of credits.
+const (
+	ChargeOnRequest CreditsCharge = "OnRequest"
+	ChargeOnSuccess CreditsCharge = "OnSuccess"
+)
+
+// CreditCost is what requests matching a route cost, matched as a permission rule is (without
+// a condition or source ranges): every field given must match, and an absent one matches any.
+type CreditCost struct {
+	// credits is what a matching request costs, from 0 (free) to 1000000.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	Credits int64 `json:"credits"`
+
+	// methods are the request methods the cost matches (at most 7); empty or absent means any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	Methods []HTTPMethod `json:"methods,omitempty"`
+
+	// paths are the path templates the cost matches (at most 4, each at most 256 characters
+	// and 16 segments), written as a permission rule's paths, such as /v1/connections/{id};
+	// empty or absent means any path.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^/`
+	Paths []string `json:"paths,omitempty"`
+
+	// audiences are the APIs the cost matches (at most 16); empty or absent means any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Audiences []Audience `json:"audiences,omitempty"`
 }
 
 // APIKeyCreditsStatus is a key's credit balance as the API server counted it, written with

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -231,16 +230,7 @@ func methodIndex(m string) int {
 // does. Its path is matched percent-decoded. Without conditions or percent-encoding it does not
 // allocate.
 func (rs *Rules) Decide(req Request) Decision {
-	path := req.Path
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
-	unclean := !clean(path)
-	if !unclean && strings.IndexByte(path, '%') >= 0 {
-		// Matched as the server behind the gateway reads it: /v1/conn%65ctions is /v1/connections.
-		decoded, err := url.PathUnescape(path)
-		path, unclean = decoded, err != nil
-	}
+	path, unclean := matchedPath(req.Path)
 	conditions := 0 // evaluated so far: at most MaxPermissionConditions a request
 	if d, ok := decide(rs.rules, &req, path, unclean, &conditions); ok {
 		return d

@@ -18,30 +18,32 @@ const (
 	// which the server counts in UTC when it cannot load them: admitted while the operator is
 	// down.
 	RenewalWebhook = "renewals.apikeys.switchboard.dev"
-	// PermissionsWebhook checks APIKeys whose permissions have path templates or conditions,
-	// which only it can check: refused while the operator is down, since the server would
-	// refuse every request of a key whose rules do not compile.
+	// PermissionsWebhook checks APIKeys whose permissions have path templates or conditions, or
+	// whose credits' costs have path templates, which only it can check: refused while the
+	// operator is down, since the server would refuse every request of a key whose rules do not
+	// compile (and charge the most for one whose costs do not).
 	PermissionsWebhook = "permissions.apikeys.switchboard.dev"
 	// RoleWebhook checks the APIKeyRoles whose rules have path templates or conditions, for the
 	// same reason.
 	RoleWebhook = "permissions.apikeyroles.switchboard.dev"
-	// PoolWebhook checks the time zone of APIKeyCreditPools' credits, as RenewalWebhook does a
-	// key's: admitted while the operator is down (the server counts an unknown zone in UTC).
+	// PoolWebhook checks the time zone and the costs' path templates of APIKeyCreditPools'
+	// credits, as RenewalWebhook does a key's: admitted while the operator is down (the server
+	// counts an unknown zone in UTC, and charges the largest cost for costs it cannot compile).
 	PoolWebhook = "credits.apikeycreditpools.switchboard.dev"
 )
 
 // MatchConditions send each webhook its APIKeys, by the name of the condition: those with a
 // cron window, those without one that renew or have credits (renewalWindows need renewBefore
 // or renewBeforePercentage, which the API server checks before any webhook), and those whose
-// permissions have path templates or conditions. APIKeys with none of these reach none.
+// permissions have path templates or conditions or whose costs have path templates. APIKeys with none of these reach none.
 var MatchConditions = map[string]admissionregistrationv1.MatchCondition{
 	CronWebhook: {Name: "has-cron-windows", Expression: "has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron))"},
 	RenewalWebhook: {Name: "renews-or-counts-credits-without-cron-windows", Expression: "(has(object.spec.renewBefore) || has(object.spec.renewBeforePercentage) || has(object.spec.credits)) && " +
 		"!(has(object.spec.renewalWindows) && object.spec.renewalWindows.exists(w, has(w.cron)))"},
-	PermissionsWebhook: {Name: "has-permission-paths-or-conditions", Expression: "has(object.spec.permissions) && object.spec.permissions.exists(r, has(r.paths) || has(r.condition))"},
+	PermissionsWebhook: {Name: "has-path-templates-or-conditions", Expression: "has(object.spec.permissions) && object.spec.permissions.exists(r, has(r.paths) || has(r.condition)) || has(object.spec.credits) && has(object.spec.credits.costs) && object.spec.credits.costs.exists(c, has(c.paths))"},
 	RoleWebhook:        {Name: "has-rule-paths-or-conditions", Expression: "has(object.spec.rules) && object.spec.rules.exists(r, has(r.paths) || has(r.condition))"},
 	// The API server defaults the zone to UTC before any webhook: the others are sent.
-	PoolWebhook: {Name: "has-credits-time-zone-but-utc", Expression: "has(object.spec.credits) && has(object.spec.credits.timeZone) && object.spec.credits.timeZone != 'UTC'"},
+	PoolWebhook: {Name: "has-credits-time-zone-but-utc-or-cost-paths", Expression: "has(object.spec.credits) && (has(object.spec.credits.timeZone) && object.spec.credits.timeZone != 'UTC' || has(object.spec.credits.costs) && object.spec.credits.costs.exists(c, has(c.paths)))"},
 }
 
 // Configuration is the ValidatingWebhookConfiguration name that sends APIKeys, APIKeyRoles and APIKeyCreditPools to the webhook

@@ -90,3 +90,33 @@ func TestWebhookRefusesCreditPoolTimeZone(t *testing.T) {
 		t.Fatalf("an update that leaves the zone alone: %v", err)
 	}
 }
+
+// TestWebhookRefusesCreditCosts: a key whose costs have a path template the server could not
+// parse is refused, naming the cost, and an update that leaves the costs alone is admitted.
+func TestWebhookRefusesCreditCosts(t *testing.T) {
+	ns := sys.Namespace(t, "costs")
+	waitForWebhook(t, ns)
+	withCosts := func(name string, costs ...switchboardv1alpha1.CreditCost) *switchboardv1alpha1.APIKey {
+		k := &switchboardv1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		k.Spec.SecretName = name + "-key"
+		k.Spec.Credits = &switchboardv1alpha1.APIKeyCredits{Amount: 1000, Refill: switchboardv1alpha1.CreditsMonthly, Costs: costs}
+		return k
+	}
+	good := withCosts("priced", switchboardv1alpha1.CreditCost{Credits: 10, Methods: []switchboardv1alpha1.HTTPMethod{"POST"}, Paths: []string{"/v1/connections/{id}"}})
+	if err := sys.Client.Create(testContext(t), good); err != nil {
+		t.Fatalf("costs with a good template refused: %v", err)
+	}
+	bad := withCosts("mispriced", switchboardv1alpha1.CreditCost{Credits: 1}, switchboardv1alpha1.CreditCost{Credits: 10, Paths: []string{"/v1/{id"}})
+	if err := sys.Client.Create(testContext(t), bad); err == nil || !strings.Contains(err.Error(), `spec.credits.costs[1]: path "/v1/{id"`) {
+		t.Fatalf("costs with a template that does not parse: %v, want a refusal naming costs[1]", err)
+	}
+	patch := func(p string) error {
+		return sys.Client.Patch(testContext(t), good, client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	if err := patch(`{"spec":{"credits":{"costs":[{"credits":3,"paths":["/v1/{"]}]}}}`); err == nil || !strings.Contains(err.Error(), "spec.credits.costs[0]") {
+		t.Fatalf("changing the costs to a bad template: %v, want a refusal", err)
+	}
+	if err := patch(`{"spec":{"description":"changed"}}`); err != nil {
+		t.Fatalf("an update that leaves the costs alone: %v", err)
+	}
+}

@@ -8,8 +8,8 @@
 //   - a lifecycle that renews a key more often than the operator's minimum interval between
 //     renewals (--min-renewal-interval: internal/controller/apikey/renewalinterval), a
 //     platform setting CEL does not know;
-//   - a credits' time zone that is not an IANA zone (CEL checks only its shape), a key's or an
-//     APIKeyCreditPool's.
+//   - a credits' time zone that is not an IANA zone (CEL checks only its shape), and costs whose
+//     path templates do not parse, a key's or an APIKeyCreditPool's.
 //
 // The chart's ValidatingWebhookConfiguration sends it only APIKeys that renew, have credits, or
 // have path templates or conditions in their permissions (matchConditions): other APIKeys never
@@ -82,7 +82,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
-	if msg := creditsZone(&key.Spec, &old.Spec); msg != "" {
+	if msg := creditsRefusal(&key.Spec, &old.Spec); msg != "" {
 		return admission.Denied(msg)
 	}
 	if req.Operation == admissionv1.Update {

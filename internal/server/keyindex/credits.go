@@ -8,6 +8,7 @@ import (
 	"time"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -36,7 +37,20 @@ func setCredits(key *Key, k *switchboardv1alpha1.APIKey) error {
 		return errorf("APIKey %s/%s: credits: %v", k.Namespace, k.Name, perr)
 	}
 	key.RateLimit = p
-	return err
+	return errors.Join(err, setCosts(key, k.Spec.Credits, "APIKey "+k.Namespace+"/"+k.Name))
+}
+
+// setCosts reads what a request of key costs, and when it is charged, from spec (the key's
+// credits, or its pool's, named by what): costs that do not compile charge every request the
+// largest of them.
+func setCosts(key *Key, spec *switchboardv1alpha1.APIKeyCredits, what string) error {
+	key.ChargeOnSuccess = spec.Charge == switchboardv1alpha1.ChargeOnSuccess
+	costs, err := permission.CompileCosts(spec.Costs)
+	key.Costs = costs
+	if err != nil {
+		return errorf("%s: credits: %v; charging every request the largest cost", what, err)
+	}
+	return nil
 }
 
 // Credits reads spec, an APIKey's (or a pool's) credits, into the limiter's, counted under

@@ -93,6 +93,11 @@ type Key struct {
 	// RateLimit is spec.rateLimit and spec.credits, ready for the limiter; nil (neither) means
 	// the request path does not consult the limiter at all.
 	RateLimit *ratelimit.Policy
+	// Costs are spec.credits.costs, compiled: what a request costs; nil, 1 credit each.
+	Costs *permission.Costs
+	// ChargeOnSuccess is spec.credits.charge OnSuccess: /v1 gives back the credits of a request
+	// whose answer is not a success.
+	ChargeOnSuccess bool
 	// SourcesRestricted says spec.allowedSourceRanges is not empty: only SourceRanges may use
 	// the key. It is kept apart from SourceRanges so that ranges that fail to parse restrict the
 	// key to nothing rather than free it to anywhere.
