@@ -33,13 +33,20 @@ const (
 var (
 	creditsCharged = metrics.Registered.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_api_credits_charged_total",
-		Help: "Requests of keys with credits decided by their credits, by result: admitted (a credit spent), exhausted (429 API_KEY_CREDITS_EXHAUSTED) or unavailable (503: the Redis that counts them did not answer). Requests the rate refused first are not counted.",
+		Help: "Requests of keys with credits decided by their credits, by result: admitted (credits spent), exhausted (429 API_KEY_CREDITS_EXHAUSTED), unavailable (503: the Redis that counts them did not answer) or refunded (admitted, charged on success, and given back: the answer was not a success). Requests the rate refused first are not counted.",
 	}, []string{"result"})
 
 	// Resolved once: counting costs no lookup and no allocation on the request path.
 	chargedAdmitted    = creditsCharged.WithLabelValues("admitted")
 	chargedExhausted   = creditsCharged.WithLabelValues("exhausted")
 	chargedUnavailable = creditsCharged.WithLabelValues("unavailable")
+	// chargedRefunded counts the admitted requests given their credits back (charge OnSuccess).
+	chargedRefunded = creditsCharged.WithLabelValues("refunded")
+
+	refundsLost = metrics.Registered.NewCounter(prometheus.CounterOpts{
+		Name: "switchboard_api_credits_refunds_lost_total",
+		Help: "Refunds of requests charged on success whose answer was not a success, lost because the Redis that counts the credits did not answer: those requests stay charged.",
+	})
 )
 
 // countCredits counts the credits' part of r, the limiter's decision on a request of a key
@@ -72,8 +79,11 @@ func refusedForMissingPool(auth authOutcome, key *keyindex.Key) Verdict {
 
 // refusedForCredits turns v, a refusal of the key's limiter, into the credits' refusal when
 // they, rather than the rate, refused it.
-func (v *Verdict) refusedForCredits() {
+func (v *Verdict) refusedForCredits(cost int64) {
 	switch c := v.result.Credits; {
+	case c.Exhausted && cost > 1:
+		v.Code, v.Message = apicode.KeyCreditsExhausted, "The key has "+strconv.FormatInt(c.Remaining, 10)+" credits left for this period and this request costs "+
+			strconv.FormatInt(cost, 10)+"; they refill at "+c.RefillAt.Format(time.RFC3339)+"."
 	case c.Exhausted:
 		v.Code, v.Message = apicode.KeyCreditsExhausted, msgCreditsExhausted+c.RefillAt.Format(time.RFC3339)+"."
 	case c.Unavailable:
@@ -85,4 +95,25 @@ func (v *Verdict) refusedForCredits() {
 // writer (internal/server/lastused), not for requests.
 func (c *Checker) CreditBalance(ctx context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error) {
 	return c.keys.Balance(ctx, p)
+}
+
+// Settle completes the charge of v, an admitted request, once its answer is known: the key's
+// spec.credits.charge OnSuccess gives back what it was charged when the answer is not a
+// success (2xx), and v's RateLimit fields, when written after, count it back. For /v1, which
+// answers the request itself; a gateway's request is charged when admitted, the server never
+// seeing its answer. A refund Redis does not answer (within the limiter's timeout) is lost: the
+// request stays charged, never the other way round. Settling twice refunds once.
+func (c *Checker) Settle(ctx context.Context, v *Verdict, status int) {
+	key := v.Key()
+	charged := v.result.Credits.Charged
+	if key == nil || !key.ChargeOnSuccess || !v.Allowed() || charged.Total() == 0 || status >= 200 && status < 300 {
+		return
+	}
+	if err := c.keys.Refund(ctx, v.policy, ratelimit.Decision{Result: v.result, Store: v.store}); err != nil {
+		refundsLost.Inc()
+		return
+	}
+	v.result.Credits.Remaining += charged.Total()
+	v.result.Credits.Charged = ratelimit.Charge{}
+	chargedRefunded.Inc()
 }

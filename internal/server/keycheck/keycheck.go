@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
@@ -202,14 +203,18 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	if key.RateLimit == nil {
 		return Verdict{auth: auth, Status: http.StatusOK}
 	}
-	d := c.keys.Allow(ctx, key.RateLimit, 1)
+	cost := int64(1)
+	if key.Costs != nil {
+		cost = key.Costs.Of(permission.Request{Method: req.Method, Path: req.Path, Audience: req.Audience})
+	}
+	d := c.keys.Allow(ctx, key.RateLimit, cost)
 	if key.RateLimit.Credits != nil {
 		countCredits(d.Result)
 	}
-	v := Verdict{auth: auth, Status: http.StatusOK, policy: key.RateLimit, result: d.Result}
+	v := Verdict{auth: auth, Status: http.StatusOK, policy: key.RateLimit, result: d.Result, store: d.Store}
 	if !d.Allowed {
 		v.Status, v.Code, v.Message, v.retryAfter = http.StatusTooManyRequests, apicode.KeyRateLimited, msgKeyRateLimited, d.RetryAfter
-		v.refusedForCredits()
+		v.refusedForCredits(cost)
 	}
 	return v
 }

@@ -42,6 +42,8 @@ type Verdict struct {
 	// the key's limiter made carries them, allowed or not.
 	policy *ratelimit.Policy
 	result ratelimit.Result
+	// store is the limiter's store that decided result: where a refund goes (Checker.Settle).
+	store string
 	// permissionRule and permissionText, when permissionText is set, are the permissions rule
 	// that refused the request.
 	permissionRule string

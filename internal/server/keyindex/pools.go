@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
 )
 
@@ -21,6 +22,9 @@ import (
 type CreditPool struct {
 	uid     types.UID
 	credits ratelimit.Credits
+	// costs and chargeOnSuccess are its credits' costs and charge, which its keys follow.
+	costs           *permission.Costs
+	chargeOnSuccess bool
 }
 
 // poolRef names an APIKeyCreditPool of a key's namespace.
@@ -42,7 +46,7 @@ func ReadCreditPool(p *switchboardv1alpha1.APIKeyCreditPool) (*CreditPool, error
 	if key.RateLimit == nil || key.RateLimit.Credits == nil {
 		return nil, err
 	}
-	return &CreditPool{uid: p.UID, credits: *key.RateLimit.Credits}, err
+	return &CreditPool{uid: p.UID, credits: *key.RateLimit.Credits, costs: key.Costs, chargeOnSuccess: key.ChargeOnSuccess}, err
 }
 
 // PutCreditPool adds or replaces the APIKeyCreditPool namespace/name (nil: one whose credits
@@ -111,6 +115,7 @@ func (x *Index) spendPoolLocked(key *Key) *Key {
 		return &out
 	}
 	out.RateLimit, out.CreditPoolMissing = p, false
+	out.Costs, out.ChargeOnSuccess = pool.costs, pool.chargeOnSuccess
 	return &out
 }
 

@@ -64,8 +64,8 @@ const (
 	MaxCredits = switchboardv1alpha1.CreditsMaxAmount
 	// MaxGrants bounds Grants.
 	MaxGrants = 8
-	// MaxCost bounds what one request may cost; Allow holds a cost to 1..MaxCost.
-	MaxCost = 1_000_000
+	// MaxCost bounds what one request may cost; Allow holds a cost to 0..MaxCost.
+	MaxCost = switchboardv1alpha1.CreditsMaxCost
 )
 
 const (

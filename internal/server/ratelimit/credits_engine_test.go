@@ -77,6 +77,30 @@ func TestCreditsCost(t *testing.T) {
 	})
 }
 
+// TestCreditsFreeRequest: a request costing 0 takes its rate token and no credit, and is
+// admitted with no credit left; the rate still refuses it when spent.
+func TestCreditsFreeRequest(t *testing.T) {
+	onEachStore(t, at(t, "UTC", "2026-06-10 12:00"), func(t *testing.T, s Store, clk *clocktesting.FakePassiveClock) {
+		p := creditsPolicy(t, Limit{Requests: 3, Period: time.Hour, Burst: 3}, Credits{Amount: 1, Schedule: schedule(t, Daily, "UTC", 0, 0)})
+		if res := charge(t, s, p, 1); !res.Allowed || res.Credits.Remaining != 0 {
+			t.Fatalf("the one credit: %+v", res)
+		}
+		if res := charge(t, s, p, 0); !res.Allowed || res.Credits.Exhausted || res.Credits.Charged.Total() != 0 || res.Remaining != 1 {
+			t.Errorf("a free request with no credit left: %+v, want admitted, nothing charged, 1 rate token left", res)
+		}
+		if res := charge(t, s, p, 1); res.Allowed || !res.Credits.Exhausted {
+			t.Errorf("a paid request with no credit left: %+v, want refused for credits", res)
+		}
+		charge(t, s, p, 0)
+		if res := charge(t, s, p, 0); res.Allowed || res.Credits.Exhausted {
+			t.Errorf("a free request past the rate: %+v, want refused by the rate", res)
+		}
+		if b := balanceOf(t, s, p, clk); b.Used != 1 {
+			t.Errorf("after free requests: %+v, want 1 used", b)
+		}
+	})
+}
+
 // TestCreditsRefund: a refund gives back exactly what the charge took, to the period and the
 // grant it took it from, and to the previous period after a refill.
 func TestCreditsRefund(t *testing.T) {

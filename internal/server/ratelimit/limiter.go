@@ -141,10 +141,11 @@ type Decision struct {
 }
 
 // Allow decides one request of p's key that costs cost credits, if the key has credits (held to
-// 1..MaxCost; a key without credits ignores it, and a request takes one rate token whatever its
-// cost). It never fails: whatever happens to Redis, memory decides.
+// 0..MaxCost: a request costing 0 is free, admitted by the rate alone even with no credits left;
+// a key without credits ignores it, and a request takes one rate token whatever its cost). It
+// never fails: whatever happens to Redis, memory decides.
 func (l *Limiter) Allow(ctx context.Context, p *Policy, cost int64) Decision {
-	cost = min(max(cost, 1), MaxCost)
+	cost = min(max(cost, 0), MaxCost)
 	if l.remote == nil {
 		return l.inMemory(ctx, p, cost, false)
 	}

@@ -95,6 +95,11 @@ func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start ti
 		hint = v.Hint()
 	}
 	countAuth(&v)
+	routed := rt == routeIDConnections && routes[rt].allows(r.Method)
+	if !routed {
+		// A key charged on success gets its credits back before its RateLimit fields are written.
+		a.checker.Settle(r.Context(), &v, http.StatusNotFound)
+	}
 	h := w.Header()
 	// The RateLimit fields go on every answer the key's limiter decided.
 	v.SetRateLimitHeaders(h)
@@ -110,7 +115,7 @@ func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start ti
 	if !allowed(w, r, rt) {
 		return hint
 	}
-	a.listConnections(w, r, v.Key())
+	a.checker.Settle(r.Context(), &v, a.listConnections(w, r, v.Key()))
 	return hint
 }
 

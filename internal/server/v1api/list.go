@@ -78,12 +78,13 @@ func decodeCursor(s string) (id, name string, ok bool) {
 // listConnections answers GET /v1/connections for key. Without a page, the list memoized for
 // the namespace's snapshot (or for the key's selector) is written; a page is described per
 // request (its items, ETag and length) and written item by item. Either way the bytes written
-// are the index's pre-encoded Connections, shared: no request builds a body of its own.
-func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) {
+// are the index's pre-encoded Connections, shared: no request builds a body of its own. It
+// returns the status it answered.
+func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyindex.Key) int {
 	p, problem := parsePage(r.URL.RawQuery)
 	if problem != "" {
 		apierror.Write(w, http.StatusBadRequest, apicode.InvalidParameter, problem)
-		return
+		return http.StatusBadRequest
 	}
 	snap := a.index.Connections(key.Namespace)
 	var list *List
@@ -113,7 +114,7 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 				concurrencyRefused.Inc()
 				w.Header().Set("Retry-After", "1")
 				apierror.Write(w, http.StatusTooManyRequests, apicode.TooManyConcurrent, msgTooManyConcurrent)
-				return
+				return http.StatusTooManyRequests
 			}
 			defer inFlight.Add(-n)
 		}
@@ -130,13 +131,14 @@ func (a *api) listConnections(w http.ResponseWriter, r *http.Request, key *keyin
 	}
 	if notModified {
 		w.WriteHeader(http.StatusNotModified)
-		return
+		return http.StatusNotModified
 	}
 	hdr["Content-Length"] = list.LengthHeader
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_ = list.writeTo(w)
 	}
+	return http.StatusOK
 }
 
 // uncountedBody is the largest response not counted in flight. net/http copies a body this small
