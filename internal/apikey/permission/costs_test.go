@@ -48,7 +48,7 @@ func TestCostsOf(t *testing.T) {
 // TestCompileCostsRefuses: what the CRD would refuse is refused here too, naming the cost.
 func TestCompileCostsRefuses(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name    string
 		costs   []switchboardv1alpha1.CreditCost
 		want    string
 		dearest int64

@@ -44,7 +44,9 @@ func TestLimiterCreditReplicasInMemory(t *testing.T) {
 		replicas[i] = New(Options{Clock: clk, CreditReplicas: 3, Logger: logr.Discard()})
 	}
 	admitted := func(l *Limiter) int64 {
-		return hammer(t, func(ctx context.Context, p *Policy, cost int64) (Result, error) { return l.Allow(ctx, p, cost).Result, nil }, p, 4, 200)
+		return hammer(t, func(ctx context.Context, p *Policy, cost int64) (Result, error) {
+			return l.Allow(ctx, p, cost).Result, nil
+		}, p, 4, 200)
 	}
 	if got := admitted(replicas[0]); got != 33 {
 		t.Fatalf("one replica of 3 admitted %d of 100 credits, want its share, 33", got)
@@ -76,7 +78,9 @@ func TestLimiterCreditReplicasNotWithRedis(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	l := New(Options{Remote: newRedis(t, srv.URL(), ""), CreditReplicas: 4, Logger: logr.Discard()})
 	p := creditPolicy(t, "uid-shares-redis", unlimited, 10, schedule(t, Daily, "UTC", 0, 0))
-	if got := hammer(t, func(ctx context.Context, p *Policy, cost int64) (Result, error) { return l.Allow(ctx, p, cost).Result, nil }, p, 2, 30); got != 10 {
+	if got := hammer(t, func(ctx context.Context, p *Policy, cost int64) (Result, error) {
+		return l.Allow(ctx, p, cost).Result, nil
+	}, p, 2, 30); got != 10 {
 		t.Errorf("with Redis, %d of 10 credits admitted, want all 10", got)
 	}
 }
