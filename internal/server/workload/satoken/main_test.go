@@ -150,17 +150,20 @@ var errNotYet error = notYet{}
 // aud, valid for 10 minutes (the least it issues).
 func (w *workload) token(t testing.TB, aud string) string {
 	t.Helper()
-	tr, err := clientset.CoreV1().ServiceAccounts(w.ns).CreateToken(ctxFor(t), w.sa.Name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			Audiences:         []string{aud},
-			ExpirationSeconds: ptr.To[int64](600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: w.pod.Name, UID: w.pod.UID},
-		},
-	}, metav1.CreateOptions{})
+	bound := &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: w.pod.Name, UID: w.pod.UID}
+	tr, err := clientset.CoreV1().ServiceAccounts(w.ns).CreateToken(ctxFor(t), w.sa.Name, tokenRequest(aud, bound), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr.Status.Token
+}
+
+// tokenRequest asks for a token for aud, valid for 10 minutes (the least the API server
+// issues), bound to the object bound if any.
+func tokenRequest(aud string, bound *authenticationv1.BoundObjectReference) *authenticationv1.TokenRequest {
+	return &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{aud}, ExpirationSeconds: ptr.To[int64](600), BoundObjectRef: bound,
+	}}
 }
 
 // payload decodes a token's claims without verifying them: the test's view of what the API
