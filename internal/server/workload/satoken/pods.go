@@ -19,9 +19,9 @@ type Pods interface {
 }
 
 // PodInformer is Pods on a metadata-only informer of pods, keeping of each pod its namespace,
-// name, UID and resource version. Its memory is one small object per pod watched: about 500
-// bytes with a typical name (TestPodInformerMemory measures it; 10,000 pods take about 5 MB),
-// whatever labels, annotations and managed fields the pods carry.
+// name, UID and resource version. Its memory is one small object per pod watched, whatever
+// labels, annotations and managed fields the pods carry: 473 bytes for a Deployment's pod
+// (TestPodInformerMemory measures it; 10,000 pods take 4.5 MiB).
 //
 // It needs list and watch of pods in the namespace it watches (all, when namespace is "").
 // Until it has synced (HasSynced) every pod looks gone: the server must wait for the sync

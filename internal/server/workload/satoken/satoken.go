@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unsafe"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -55,7 +56,8 @@ type Options struct {
 	// CacheMaxAge is how long a verified token is trusted without verifying it again, if it
 	// does not expire sooner (DefaultCacheMaxAge when 0).
 	CacheMaxAge time.Duration
-	// MaxCached bounds the verified tokens kept (DefaultMaxCached when 0).
+	// MaxCached bounds the verified tokens kept (DefaultMaxCached when 0). Each takes about
+	// 470 bytes: 29.5 MiB for 65,536 (TestCacheMemory measures it).
 	MaxCached int
 }
 
@@ -144,7 +146,7 @@ func (v *Verifier) Cached() int { return v.cache.len() }
 // Verify returns the workload token was issued to, or an *Error saying why it is refused. ctx
 // bounds a fetch of the cluster's keys, the only call it may make.
 func (v *Verifier) Verify(ctx context.Context, token string) (Workload, error) {
-	sum := sha256.Sum256([]byte(token))
+	sum := tokenSum(token)
 	now := v.clock.Now()
 	if e, found, expired := v.cache.get(&sum, now); found {
 		if err := v.alive(&sum, e.workload); err != nil {
@@ -164,6 +166,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Workload, error) {
 	}
 	v.cache.put(&sum, entry{workload: w, expires: expires, until: earliest(expires, now.Add(v.cacheMaxAge))})
 	return w, nil
+}
+
+// tokenSum is the SHA-256 of token, read in place: []byte(token) would copy the token to the
+// heap (about 1 KB) on every verification, cached ones too.
+func tokenSum(token string) [sha256.Size]byte {
+	return sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token))) //nolint:gosec // read only, by a function that keeps nothing
 }
 
 func (v *Verifier) alive(sum *[sha256.Size]byte, w Workload) error {
