@@ -5,7 +5,9 @@ package satoken_test
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,4 +202,42 @@ func measure(b *testing.B, verify func() error) {
 	b.StopTimer()
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// Verifications at once, cached, first-sight and refused, while the clock moves and the keys
+// are fetched again, answer each as alone (run with -race).
+func TestConcurrentVerifications(t *testing.T) {
+	w := newWorkload(t)
+	tokens := []string{w.token(t, audience), w.token(t, audience), w.token(t, audience)}
+	clk := clocktesting.NewFakeClock(issuedAt(t, tokens[0]))
+	v, _ := newVerifier(t, clk, satoken.Options{MaxCached: 2, RefetchInterval: time.Second})
+	garbage := sign(t, rsaSigner(t, "unknown"), payload(t, tokens[0]))
+	ctx := ctxFor(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				if g == 0 && i%10 == 0 {
+					clk.Step(time.Second)
+				}
+				if _, err := v.Verify(ctx, tokens[(g+i)%3]); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := v.Verify(ctx, garbage); satoken.ReasonOf(err) != satoken.ReasonUnknownKey {
+					errs <- fmt.Errorf("garbage: %w", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := v.Cached(); n > 2 {
+		t.Errorf("%d cached; want at most 2", n)
+	}
 }
