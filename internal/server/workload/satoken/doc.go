@@ -4,7 +4,8 @@
 //
 // A token is checked against the cluster's own published keys (the API server's OIDC
 // discovery, read through the server's client at start and again, at most once per
-// Options.RefetchInterval, when a token names a key not seen yet), for the audience switchboard
+// Options.RefetchInterval, when a token names a key not seen yet or the keys are older than
+// Options.KeyMaxAge, so a key rotated out stops being trusted), for the audience switchboard
 // is configured with, the discovery's issuer, its times on an injected clock with a small
 // leeway, and its kubernetes.io claims; the pod it was issued to must still exist with the same
 // UID (Pods, fed by an informer). A verified token is cached by its SHA-256 until it expires or

@@ -56,9 +56,14 @@ type keySource struct {
 }
 
 // refresh fetches the key set unless one was attempted less than minInterval ago, and returns
-// the current set (nil while none was ever fetched) with the last fetch's error.
-func (s *keySource) refresh(ctx context.Context, force bool) (*keySet, error) {
-	s.mu.Lock()
+// the current set (nil while none was ever fetched) with the last fetch's error. Without wait,
+// it returns the current set at once when another fetch is under way.
+func (s *keySource) refresh(ctx context.Context, force, wait bool) (*keySet, error) {
+	if wait {
+		s.mu.Lock()
+	} else if !s.mu.TryLock() {
+		return s.current.Load(), nil
+	}
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	if !force && !s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < s.minInterval {
@@ -75,16 +80,27 @@ func (s *keySource) refresh(ctx context.Context, force bool) (*keySet, error) {
 	return s.current.Load(), err
 }
 
-// key returns the key named kid and the issuer it signs for, fetching the set again when kid is
-// not in it or it is stale (within the fetch budget).
+// key returns the key named kid and the issuer it signs for. When kid is not in the set, the
+// set is fetched again (within the fetch budget) and kid looked for in the new one. When the
+// set is stale it is fetched again too, but a verification that finds another fetch under way
+// uses the key it has rather than wait.
 func (s *keySource) key(ctx context.Context, kid string) (jose.JSONWebKey, string, error) {
 	set := s.current.Load()
 	if set != nil {
-		if k, ok := set.keys[kid]; ok && s.clock.Since(set.fetchedAt) < s.maxAge {
-			return k, set.issuer, nil
+		if k, ok := set.keys[kid]; ok {
+			if s.clock.Since(set.fetchedAt) < s.maxAge {
+				return k, set.issuer, nil
+			}
+			if fresh, _ := s.refresh(ctx, false, false); fresh != nil {
+				set = fresh
+			}
+			if k, ok := set.keys[kid]; ok {
+				return k, set.issuer, nil
+			}
+			return jose.JSONWebKey{}, "", errors.New("the cluster no longer publishes this key")
 		}
 	}
-	set, err := s.refresh(ctx, false)
+	set, err := s.refresh(ctx, false, true)
 	if set == nil {
 		if err == nil {
 			err = errors.New("not fetched yet")

@@ -197,3 +197,53 @@ func TestUnusableKeysAreRefused(t *testing.T) {
 		t.Fatalf("Start: %v; want no usable signing key", err)
 	}
 }
+
+// A key the cluster stops publishing (rotated out) is not trusted past KeyMaxAge, nor a token
+// it signed past CacheMaxAge; tokens of the new key are.
+func TestRotatedOutKeyIsDropped(t *testing.T) {
+	w := newWorkload(t)
+	oldKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const issuer = "https://oidc.cluster.example"
+	s := &keyServer{issuer: issuer, keys: []jose.JSONWebKey{{Key: oldKey.Public(), KeyID: "old"}}}
+	iat := time.Unix(1_800_000_000, 0)
+	clk := clocktesting.NewFakeClock(iat)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := satoken.New(satoken.Options{Audience: audience, Client: cs.Discovery().RESTClient(), Pods: pods, Clock: clk,
+		KeyMaxAge: 5 * time.Minute, CacheMaxAge: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Start(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	signed := func(key *ecdsa.PrivateKey, kid string) string {
+		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sign(t, signer, claimsFor(w, issuer, iat))
+	}
+	cached, unseen := signed(oldKey, "old"), signed(oldKey, "old")
+	if _, err := v.Verify(ctxFor(t), cached); err != nil {
+		t.Fatal(err)
+	}
+	s.set(func(s *keyServer) { s.keys = []jose.JSONWebKey{{Key: newKey.Public(), KeyID: "new"}} })
+	clk.Step(5*time.Minute + time.Second)
+	refused(t, v, cached, satoken.ReasonUnknownKey)
+	refused(t, v, unseen, satoken.ReasonUnknownKey)
+	if _, err := v.Verify(ctxFor(t), signed(newKey, "new")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -133,7 +133,7 @@ func orDefault[T time.Duration | int](v, def T) T {
 
 // Start fetches the cluster's issuer and keys.
 func (v *Verifier) Start(ctx context.Context) error {
-	_, err := v.keys.refresh(ctx, true)
+	_, err := v.keys.refresh(ctx, true, true)
 	return err
 }
 
@@ -146,6 +146,10 @@ func (v *Verifier) Cached() int { return v.cache.len() }
 // Verify returns the workload token was issued to, or an *Error saying why it is refused. ctx
 // bounds a fetch of the cluster's keys, the only call it may make.
 func (v *Verifier) Verify(ctx context.Context, token string) (Workload, error) {
+	if len(token) > MaxTokenBytes {
+		// Refused before it is hashed: its size is the caller's, not bounded here otherwise.
+		return Workload{}, &Error{Reason: ReasonMalformed, TokenHash: "-", Detail: "longer than the largest token accepted"}
+	}
 	sum := tokenSum(token)
 	now := v.clock.Now()
 	if e, found, expired := v.cache.get(&sum, now); found {
@@ -218,9 +222,6 @@ type ref struct {
 // verify checks token's signature and claims, and returns its workload and expiry (with the
 // leeway).
 func (v *Verifier) verify(ctx context.Context, sum *[sha256.Size]byte, token string, now time.Time) (Workload, time.Time, error) {
-	if len(token) > MaxTokenBytes {
-		return Workload{}, time.Time{}, refuse(sum, ReasonMalformed, "longer than the largest token accepted")
-	}
 	alg, err := headerAlgorithm(token)
 	if err != nil {
 		return Workload{}, time.Time{}, refuse(sum, ReasonMalformed, err.Error())
