@@ -43,7 +43,8 @@ var Reasons = []Reason{ReasonMalformed, ReasonBadSignature, ReasonUnknownKey, Re
 // hex digits of the token's SHA-256 to tell refusals of one token from another's.
 type Error struct {
 	Reason Reason
-	// TokenHash is the first 8 hex digits of the token's SHA-256.
+	// TokenHash is the first 8 hex digits of the token's SHA-256 ("-" for a token refused for
+	// its size, before it is hashed).
 	TokenHash string
 	// Detail says more, in words of this package or from verified claims (a pod's name).
 	Detail string
