@@ -52,7 +52,17 @@ type APIKeySpec struct {
 	// 429 API_KEY_RATE_LIMITED. Absent means no limit.
 	// +optional
 	RateLimit *APIKeyRateLimit `json:"rateLimit,omitempty"`
-	Credits   *APIKeyCredits   `json:"credits,omitempty"`
+
+	// credits are how many requests the key may make per period of a calendar, beside its
+	// rate; past them, requests get 429 API_KEY_CREDITS_EXHAUSTED. Absent means no credits.
+	// +optional
+	Credits *APIKeyCredits `json:"credits,omitempty"`
+
+	// binding ties the key to the workloads that may present it: presented by any other, or
+	// without a proof of who presents it, it is reported (mode ReportOnly) or refused with 403
+	// API_KEY_WRONG_WORKLOAD (mode Enforce). Absent means a bearer key, valid from anywhere.
+	// +optional
+	Binding *APIKeyBinding `json:"binding,omitempty"`
 
 	// creditPool names an APIKeyCreditPool of the key's namespace whose credits the key spends
 	// with every other key naming it, instead of credits of its own (not with spec.credits).

@@ -41,6 +41,8 @@ type Hashes struct {
 	// operator has acted on; zero when none is recorded or the record does not parse. It
 	// authenticates nothing: it tells the leak receiver that a report of it was recorded.
 	Leaked apikey.Hash
+	// Binding is the binding the key is held to (DataBinding); nil for a bearer key.
+	Binding *Binding
 }
 
 // ParseHash reads a hash Secret strictly: anything it does not fully understand is an error,
@@ -64,6 +66,11 @@ func ParseHash(s *corev1.Secret) (Hashes, error) {
 	if raw := s.Data[DataNotAfter]; len(raw) > 0 {
 		if h.NotAfter, err = time.Parse(time.RFC3339, string(raw)); err != nil {
 			return Hashes{}, fmt.Errorf("hash Secret %s: %s: %w", s.Name, DataNotAfter, err)
+		}
+	}
+	if raw := s.Data[DataBinding]; len(raw) > 0 {
+		if h.Binding, err = ParseBinding(raw); err != nil {
+			return Hashes{}, fmt.Errorf("hash Secret %s: %w", s.Name, err)
 		}
 	}
 	// Any value, even one that does not parse, revokes: a revocation is never half-understood.

@@ -425,3 +425,22 @@ func TestRecordOfRenewalAndEarlyEnd(t *testing.T) {
 		t.Fatal("a rotation's record still says renewal")
 	}
 }
+
+// TestParseHashBinding: a hash Secret carries its key's binding, and one whose binding does not
+// parse authenticates nothing, rather than a bound key becoming a bearer key.
+func TestParseHashBinding(t *testing.T) {
+	s := keysecret.NewHash(testKey(), "system", 1, apikey.Sum("1"))
+	s.Data[keysecret.DataBinding] = keysecret.Binding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: []string{"web"}}.Encode()
+	h, err := keysecret.ParseHash(s)
+	if err != nil || h.Binding == nil || h.Binding.Mode != switchboardv1alpha1.BindingEnforce || len(h.Binding.ServiceAccounts) != 1 {
+		t.Fatalf("a bound key's hash Secret: %+v, %v", h.Binding, err)
+	}
+	s.Data[keysecret.DataBinding] = []byte(`{"mode":"Off"}`)
+	if _, err := keysecret.ParseHash(s); err == nil {
+		t.Error("a hash Secret whose binding does not parse is accepted")
+	}
+	delete(s.Data, keysecret.DataBinding)
+	if h, err := keysecret.ParseHash(s); err != nil || h.Binding != nil {
+		t.Errorf("a bearer key's hash Secret: %+v, %v", h.Binding, err)
+	}
+}

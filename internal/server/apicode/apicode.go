@@ -25,6 +25,9 @@ const (
 	TooManyConcurrent = "TOO_MANY_CONCURRENT_REQUESTS"
 	// KeyCreditsExhausted: the key's spec.credits for this period are spent.
 	KeyCreditsExhausted = "API_KEY_CREDITS_EXHAUSTED"
+	// KeyWrongWorkload: the key's spec.binding (mode Enforce) binds it to workloads, and the
+	// request proved it comes from none of them; the message never says which are bound.
+	KeyWrongWorkload = "API_KEY_WRONG_WORKLOAD"
 	// BodyNotAllowed: the request carried a body, which no /v1 route reads (the front door
 	// refuses it before any handler, and closes the connection).
 	BodyNotAllowed = "BODY_NOT_ALLOWED"
