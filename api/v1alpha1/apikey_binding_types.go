@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // BindingMode is what a binding does to a request that does not prove it comes from a bound
 // workload.
 // +kubebuilder:validation:Enum=ReportOnly;Enforce
@@ -67,4 +69,60 @@ type APIKeyBinding struct {
 	// +kubebuilder:validation:items:MaxLength=43
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9_-]{43}$`
 	PublicKeys []string `json:"publicKeys,omitempty"`
+}
+
+// MaxBindingPresenters bounds status.binding.presenters.
+const MaxBindingPresenters = 8
+
+// APIKeyBindingStatus is who presented a bound key lately, as one server replica counted since
+// it started (the replica that wrote it last): enough to turn enforcement on knowing what it
+// would refuse.
+type APIKeyBindingStatus struct {
+	// presenters are the presenters seen most recently (at most 8), bound or not.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Presenters []BindingPresenter `json:"presenters,omitempty"`
+
+	// misuses counts the requests that proved no bound workload.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Misuses int64 `json:"misuses,omitempty"`
+
+	// lastMisuseAt is when the last of them was seen.
+	// +optional
+	LastMisuseAt *metav1.Time `json:"lastMisuseAt,omitempty"`
+
+	// observedAt is when the server read the counts.
+	// +required
+	ObservedAt metav1.Time `json:"observedAt"`
+}
+
+// BindingPresenter is one presenter of a key: who proved it was (or that it proved nothing),
+// from where, and whether the binding allows it.
+type BindingPresenter struct {
+	// principal is who the request proved it came from: system:serviceaccount:NS:NAME (a
+	// ServiceAccount token), a SPIFFE ID (a mesh's peer), jwk:THUMBPRINT (a DPoP-shaped proof),
+	// or "" when it proved nothing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=320
+	Principal string `json:"principal,omitempty"`
+
+	// address is the client's address, as the server knows it ("" when it cannot).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Address string `json:"address,omitempty"`
+
+	// bound says the binding allows this presenter.
+	// +required
+	Bound bool `json:"bound"`
+
+	// requests counts its requests.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Requests int64 `json:"requests"`
+
+	// lastSeen is when its last request was seen.
+	// +required
+	LastSeen metav1.Time `json:"lastSeen"`
 }

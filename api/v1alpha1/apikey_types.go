@@ -182,6 +182,11 @@ type APIKeyStatus struct {
 	// +optional
 	Credits *APIKeyCreditsStatus `json:"credits,omitempty"`
 
+	// binding is who presented the key, as the API server saw it, for a key with spec.binding:
+	// written by the server with lastUsedAt (same patch, same write budget).
+	// +optional
+	Binding *APIKeyBindingStatus `json:"binding,omitempty"`
+
 	// creditAlerts is how far the operator's credit events (apikey.credits_low,
 	// apikey.credits_exhausted, apikey.credits_refilled) went in the period of status.credits
 	// last seen, written by the operator alone so that each is sent once per period.

@@ -78,7 +78,7 @@ func installServerStatusPolicy(t *testing.T, ns, sa string, key *switchboardv1al
 		if err == nil {
 			return errors.New("a keyHint patch went through")
 		}
-		if !strings.Contains(err.Error(), "may change status.lastUsedAt, status.previousKeyUse and status.credits of an APIKey and nothing else") {
+		if !strings.Contains(err.Error(), "may change status.lastUsedAt, status.previousKeyUse, status.credits and status.binding of an APIKey and nothing else") {
 			t.Fatalf("refused for another reason: %v", err)
 		}
 		return nil
@@ -206,7 +206,7 @@ func TestServerCannotRevokeOrExtendWithoutThePolicy(t *testing.T) {
 }
 
 // TestServerStatusPolicyNamesEveryField: the shipped policy compares every field of
-// APIKeyStatus but lastUsedAt, previousKeyUse and credits, so a field added to the type cannot be written by the server
+// APIKeyStatus but lastUsedAt, previousKeyUse, credits and binding, so a field added to the type cannot be written by the server
 // until someone decides it may.
 func TestServerStatusPolicyNamesEveryField(t *testing.T) {
 	policy, _ := serverStatusPolicy(t)
@@ -224,7 +224,7 @@ func TestServerStatusPolicyNamesEveryField(t *testing.T) {
 	for i := range typ.NumField() {
 		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 		clause := fmt.Sprintf("object.?status.?%s == oldObject.?status.?%s", name, name)
-		if name == "lastUsedAt" || name == "previousKeyUse" || name == "credits" {
+		if name == "lastUsedAt" || name == "previousKeyUse" || name == "credits" || name == "binding" {
 			if strings.Contains(expr, "."+name) {
 				t.Errorf("the policy constrains %s, which the server writes", name)
 			}
