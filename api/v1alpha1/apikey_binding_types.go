@@ -126,3 +126,26 @@ type BindingPresenter struct {
 	// +required
 	LastSeen metav1.Time `json:"lastSeen"`
 }
+
+// ConditionWorkloadBinding says whether the binding the API server enforces for a key (the
+// record the operator resolves from spec.binding) is what spec.binding asks for; absent for a
+// key without spec.binding.
+const ConditionWorkloadBinding = "WorkloadBinding"
+
+// The reasons of ConditionWorkloadBinding.
+const (
+	// ReasonBindingRecorded (True): the record holds every workload spec.binding names.
+	ReasonBindingRecorded = "Recorded"
+	// ReasonBindingPending (False): the record is not written yet (no key issued, or a change
+	// not yet written).
+	ReasonBindingPending = "Pending"
+	// ReasonConsumersNotReadable (False): switchboard may not read the pods of the key's
+	// namespace, so the record holds no consumer's ServiceAccount.
+	ReasonConsumersNotReadable = "ConsumersNotReadable"
+	// ReasonBindingBounded (False): more ServiceAccounts than a record holds; the first ones,
+	// sorted, are recorded.
+	ReasonBindingBounded = "ServiceAccountsBounded"
+	// ReasonConsumersNotDelivered (False): spec.binding.consumers, but the key is revealed, not
+	// delivered into a Secret (spec.secretName): no pod can be found to read it.
+	ReasonConsumersNotDelivered = "NotDelivered"
+)

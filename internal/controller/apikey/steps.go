@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/binding"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/grace"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
@@ -58,11 +59,19 @@ func (r *Reconciler) observe(ctx context.Context, env *keystate.Env, req types.N
 			return nil, fmt.Errorf("reading the delivery Secret: %w", err)
 		}
 	}
-	if rec := s.Record(); grace.NeedsConsumers(s, rec) {
-		s.Consumers = grace.ReadConsumers(ctx, r.APIReader, key, rec.IssuedAt)
+	graceNeeds, bindingNeeds := grace.NeedsConsumers(s, s.Record()), binding.NeedsPods(key)
+	if graceNeeds {
+		s.Consumers = grace.ReadConsumers(ctx, r.APIReader, key, s.Record().IssuedAt)
 		// Watched from now on (a change wakes this key), unless the namespace does not let it.
 		s.Consumers.Watched = s.Consumers.Unreadable == "" && r.pods.Want(req)
-	} else {
+	}
+	if bindingNeeds {
+		if s.Bound, err = binding.ReadConsumers(ctx, r.APIReader, key); err != nil {
+			return nil, err
+		}
+		s.Bound.Watched = s.Bound.Unreadable == "" && r.pods.Want(req)
+	}
+	if !graceNeeds && !bindingNeeds {
 		r.pods.Release(req)
 	}
 	var reveals corev1.SecretList
@@ -136,12 +145,13 @@ var policies = slices.Concat(
 	issuing.Policies,
 	lifecycle.Policies,
 	issuing.RecordPolicies,
+	binding.Policies,
 	grace.Policies,
 	issuing.RevealPolicies,
 )
 
 // observers read each concern's facts, after those they all share (keystate.Observe).
-var observers = []keystate.Observer{lifecycle.Observe, grace.Observe, leak.Observe, issuing.Observe}
+var observers = []keystate.Observer{lifecycle.Observe, grace.Observe, leak.Observe, issuing.Observe, binding.Observe}
 
 // plan, the second step of a reconcile, is a pure function of what was observed: it reads the
 // facts the status reports (each concern its own) and asks the concerns' chains of named

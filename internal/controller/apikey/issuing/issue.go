@@ -13,6 +13,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/apikey"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/binding"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 )
@@ -64,11 +65,13 @@ func (i Issue) Do(ctx context.Context, env *keystate.Env, s *keystate.State, d k
 	}
 	rec.IssuedAt = now.Truncate(time.Second)
 	rec.NotAfter, _ = keystate.WantNotAfter(key, rec.IssuedAt)
-	hash, err := ensureHash(ctx, env, key, s.Hash, gen, plaintext, rec, now, i.Grace)
+	bound := binding.Want(s)
+	hash, err := ensureHash(ctx, env, key, s.Hash, gen, plaintext, rec, bound, now, i.Grace)
 	if err != nil {
 		return out, err
 	}
 	s.Hash = hash
+	out.BindingRecorded = binding.Holds(hash, bound)
 	out.Published, out.LifeChanged = true, true
 
 	key.Status.KeyGeneration = gen
@@ -313,11 +316,12 @@ func keySecretReplaced(env *keystate.Env, key *switchboardv1alpha1.APIKey, name 
 }
 
 // ensureHash makes the hash Secret hash plaintext as key generation gen and record its issue
-// (rec: hint, rotation handled, reveal deadline or delivery). existing is the hash Secret as
+// (rec: hint, rotation handled, reveal deadline or delivery) and the binding record (bound,
+// nil: none), in the same write: a bound key is never a bearer key for a moment. existing is the hash Secret as
 // the reconcile knows it (nil: none). Moving from an older generation is a rotation: the old
 // hash becomes previous.sha256 until the grace period ends. A hash Secret that already hashes
 // gen, or a newer one, hashes a key that may be in use: it is never replaced.
-func ensureHash(ctx context.Context, env *keystate.Env, key *switchboardv1alpha1.APIKey, existing *corev1.Secret, gen int64, plaintext string, rec keysecret.Issued, now time.Time, grace time.Duration) (*corev1.Secret, error) {
+func ensureHash(ctx context.Context, env *keystate.Env, key *switchboardv1alpha1.APIKey, existing *corev1.Secret, gen int64, plaintext string, rec keysecret.Issued, bound *keysecret.Binding, now time.Time, grace time.Duration) (*corev1.Secret, error) {
 	sum := apikey.Sum(plaintext)
 	name := keysecret.HashName(key.UID)
 	if existing == nil {
@@ -325,6 +329,7 @@ func ensureHash(ctx context.Context, env *keystate.Env, key *switchboardv1alpha1
 		// was left by an interrupted run (or the cache was behind), one request instead of two.
 		secret := keysecret.NewHash(key, env.SystemNamespace, gen, sum)
 		keysecret.SetIssued(secret, rec)
+		binding.Set(secret, bound)
 		err := env.Client.Create(ctx, secret)
 		if err == nil {
 			return secret, nil
@@ -356,6 +361,7 @@ func ensureHash(ctx context.Context, env *keystate.Env, key *switchboardv1alpha1
 	if err := env.Patch(ctx, existing, func() {
 		keysecret.SetCurrent(existing, key, gen, sum, keepPreviousUntil)
 		keysecret.SetIssued(existing, rec)
+		binding.Set(existing, bound)
 	}); err != nil {
 		return nil, fmt.Errorf("updating hash Secret %s/%s: %w", env.SystemNamespace, name, err)
 	}

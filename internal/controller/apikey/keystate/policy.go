@@ -140,6 +140,8 @@ type Outcome struct {
 	// LeakRolled: it rolled (or found it may not roll) the workloads reading its delivery Secret.
 	LeakRefused bool
 	LeakRolled  bool
+	// BindingRecorded: the action wrote the binding record the observation wanted.
+	BindingRecorded bool
 	// After is how soon to look again (0: when the observation says).
 	After time.Duration
 }

@@ -46,6 +46,10 @@ type State struct {
 	// key, read only when the old key's grace may end on evidence (grace.NeedsConsumers); nil:
 	// not read.
 	Consumers *Consumers
+	// Bound are the ServiceAccounts of the pods of the key's namespace that read its delivery
+	// Secret, read only when spec.binding asks for its consumers (binding.NeedsPods); nil: not
+	// read.
+	Bound *BoundConsumers
 
 	// Confirmed says which parts were read from the API server rather than the cache, by
 	// confirm: an absence read there is an absence, one read from the cache may be the cache
@@ -62,6 +66,18 @@ type Consumers struct {
 	// Holders name the pods that take the Secret by environment variable or subPath and started
 	// before the new key was written, as "kind/workload: pod/name".
 	Holders []string
+	// Watched: a change of the namespace's pods wakes the key (internal/controller/apikey/podwatch).
+	Watched bool
+}
+
+// BoundConsumers is what a reconcile read of the pods of a key's namespace that read its
+// delivery Secret, for spec.binding.consumers.
+type BoundConsumers struct {
+	// Unreadable says why the namespace's pods could not be read ("" when they were): the
+	// tenant has not bound switchboard the Role that lets it.
+	Unreadable string
+	// ServiceAccounts are the names of those pods' ServiceAccounts, sorted, each once.
+	ServiceAccounts []string
 	// Watched: a change of the namespace's pods wakes the key (internal/controller/apikey/podwatch).
 	Watched bool
 }
@@ -169,6 +185,8 @@ type Observation struct {
 	Life Life
 	// Grace is what the evidence says of the old key's grace (grace's).
 	Grace GraceEvidence
+	// Binding is spec.binding resolved into the record the server enforces (binding's).
+	Binding BindingFinding
 	// Wake is the soonest time alone changes a fact or a decision.
 	Wake Requeue
 }
@@ -269,6 +287,20 @@ type GraceEvidence struct {
 	Ended bool
 	// Reason and Message are the GraceEvidence condition's.
 	Reason, Message string
+}
+
+// BindingFinding is spec.binding resolved into the record the server enforces (internal/
+// controller/apikey/binding reads it), for its policy and the WorkloadBinding condition.
+type BindingFinding struct {
+	// Known: spec.binding was resolved (the rest was read).
+	Known bool
+	// Want is the record the hash Secret should hold (nil: none, a bearer key); Recorded says
+	// it holds it.
+	Want     *keysecret.Binding
+	Recorded bool
+	// Reason and Message are the WorkloadBinding condition's, True when Healthy.
+	Reason, Message string
+	Healthy         bool
 }
 
 // Requeue keeps the soonest of several wake-up delays.

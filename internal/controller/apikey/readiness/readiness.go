@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/binding"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/creditalerts"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/grace"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/issuing"
@@ -60,6 +61,10 @@ type Findings struct {
 	Leak        *leak.Finding
 	LeakRefused bool
 	LeakRolled  bool
+	// Binding is spec.binding resolved (the observation's); BindingRecorded says the action
+	// wrote its record.
+	Binding         keystate.BindingFinding
+	BindingRecorded bool
 }
 
 // FindingsOf is what the status reports of an APIKey observed as obs after decision d was
@@ -71,6 +76,7 @@ func FindingsOf(obs *keystate.Observation, d keystate.Decision, out keystate.Out
 		Revoked: obs.Revoked || !out.RevokedAt.IsZero(), RevokedAt: obs.RevokedAt, Expired: obs.Expired,
 		Issuing: out.Issuing, Issued: out.Issued, LostHint: out.LostHint, Restored: out.Restored,
 		Conflict: obs.Conflict, Hash: obs.Hash, Reveal: obs.Reveal, Life: life, Grace: obs.Grace,
+		Binding: obs.Binding, BindingRecorded: out.BindingRecorded,
 	}
 	if !out.RevokedAt.IsZero() {
 		f.RevokedAt = out.RevokedAt
@@ -140,6 +146,7 @@ func SetConditions(key *switchboardv1alpha1.APIKey, f *Findings, systemNamespace
 	lifecycle.SetConditions(key, ended, &f.Life, f.Issued && f.Issuing > 1)
 	leak.SetCondition(key, f.Leak)
 	grace.SetCondition(key, ended, &f.Grace)
+	binding.SetCondition(key, &f.Binding, f.BindingRecorded)
 	issuing.SetRevealedCondition(key, f.Reveal)
 }
 
@@ -290,6 +297,12 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 		if after.Status.LastUsedAt != nil {
 			t.key.Data.LastUsedAt = ptr.To(after.Status.LastUsedAt.UTC())
 		}
+	}
+	const workloadBinding = switchboardv1alpha1.ConditionWorkloadBinding
+	if was, is := objstatus.ConditionReason(before.Status.Conditions, workloadBinding), objstatus.ConditionReason(after.Status.Conditions, workloadBinding); was != is &&
+		objstatus.ConditionStatus(after.Status.Conditions, workloadBinding) == metav1.ConditionFalse && is != switchboardv1alpha1.ReasonBindingPending {
+		// What the binding cannot record (consumers unreadable, too many): told once, as it starts.
+		event(corev1.EventTypeWarning, "Binding"+is, "BindKey", "%s", f.Binding.Message)
 	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
 	if was, is := objstatus.ConditionReason(before.Status.Conditions, ready), objstatus.ConditionReason(after.Status.Conditions, ready); was != is {
