@@ -1,6 +1,6 @@
 // Package apikey is the APIKey controller. It hosts the concerns below it, each a package with
 // its own chain of named policies over one observed state (keystate): objectlife, leak,
-// issuing, lifecycle, grace, and readiness, which alone computes Ready. One reconcile asks them
+// issuing, lifecycle, grace, binding, and readiness, which alone computes Ready. One reconcile asks them
 // in turn: observe, plan and confirm (steps.go), then act, the status written once, at the end.
 // It never writes an APIKey's spec.
 package apikey

@@ -132,7 +132,7 @@ func TestPolicies(t *testing.T) {
 			s: bindingState(&switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingEnforce, Consumers: true, ServiceAccounts: []string{"web"}}, webRecord,
 				&keystate.BoundConsumers{Unreadable: "forbidden to list pods"}), want: webRecord, reason: switchboardv1alpha1.ReasonConsumersNotReadable},
 		{name: "too many consumers: bounded, and the condition says so",
-			s:    bindingState(consumers, nil, &keystate.BoundConsumers{ServiceAccounts: saNames("c", 70)}),
+			s:     bindingState(consumers, nil, &keystate.BoundConsumers{ServiceAccounts: saNames("c", 70)}),
 			write: true, want: &keysecret.Binding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: saNames("c", 64)}, reason: switchboardv1alpha1.ReasonBindingBounded},
 		{name: "no hash Secret found: nothing written (the issue writes it)", s: keystatetest.Delivered(func(s *keystate.State) {
 			s.Key.Spec.Binding, s.Hash = web, nil

@@ -1,5 +1,6 @@
 // Package podwatch wakes the operator when the pods of a namespace change, for the namespaces
-// whose APIKeys wait for their consumers to restart (spec.graceEndsWhenUnusedFor): one
+// whose APIKeys wait for their consumers to restart (spec.graceEndsWhenUnusedFor) or bind
+// them (spec.binding.consumers: a consumer's pod started or gone changes the binding): one
 // metadata-only watch of pods per such namespace, started when the first key there asks and
 // stopped when the last one no longer does. It keeps nothing of a pod but its name, and decides
 // nothing: each change only names the keys to look again, which read the pods from the API
