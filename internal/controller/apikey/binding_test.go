@@ -4,12 +4,14 @@ package apikey_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -17,6 +19,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
+	"github.com/switchboard-dev/switchboard/internal/testenv"
 )
 
 // The binding's record (spec.binding resolved by the operator into the hash Secret, which the
@@ -190,5 +193,48 @@ func TestBindingFollowsConsumers(t *testing.T) {
 	// web recorded, web removed, the record removed: three writes.
 	if n := writes(); n != 3 {
 		t.Fatalf("%d writes of the hash Secret for three changes of the binding", n)
+	}
+}
+
+// TestBindingConsumersUnderTheShippedGrant: the operator with its shipped rights (config/rbac:
+// none on pods). In the namespace that bound switchboard-consumer-reader, the consumer's
+// ServiceAccount is recorded, woken by its pod's creation; in the one that did not, the record
+// holds the named ServiceAccount only and WorkloadBinding says why, with a Warning Event.
+func TestBindingConsumersUnderTheShippedGrant(t *testing.T) {
+	t.Parallel()
+	system := env.Namespace(t, "binding-system")
+	optedIn, notOptedIn := env.Namespace(t, "binding-in"), env.Namespace(t, "binding-out")
+	cfg := shippedOperatorIdentity(t, system)
+	for _, role := range clusterRolesIn(t, filepath.Join(testenv.RepoRoot(), "config", "rbac", "consumer_reader_role.yaml")) {
+		if err := env.Client.Create(testCtx(t), role); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.Create(testCtx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: optedIn, Name: "switchboard-consumer-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: system, Name: "switchboard-operator"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "switchboard-consumer-reader"}}); err != nil {
+		t.Fatal(err)
+	}
+	op := startOperatorAs(t, cfg, nil, system, optedIn, notOptedIn)
+	in := &keyTest{t: t, ns: optedIn, system: system, op: op}
+	out := &keyTest{t: t, ns: notOptedIn, system: system, op: op}
+	keys := map[*keyTest]*switchboardv1alpha1.APIKey{}
+	for _, kt := range []*keyTest{in, out} {
+		createServiceAccount(t, kt.ns, "web")
+		keys[kt] = kt.waitIssued(kt.create("bound", func(k *switchboardv1alpha1.APIKey) {
+			k.Spec.SecretName = "app-key"
+			k.Spec.Binding = &switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingReportOnly, Consumers: true, ServiceAccounts: []string{"named"}}
+		}), 1)
+		kt.waitBinding(keys[kt], "the named ServiceAccount", &keysecret.Binding{Mode: switchboardv1alpha1.BindingReportOnly, ServiceAccounts: []string{"named"}})
+		createReader(t, kt.ns, "web", "web", "app-key")
+	}
+	in.waitBinding(keys[in], "web recorded under the tenant's grant", &keysecret.Binding{Mode: switchboardv1alpha1.BindingReportOnly, ServiceAccounts: []string{"named", "web"}})
+	got := out.waitFor(keys[out], "WorkloadBinding ConsumersNotReadable", func(k *switchboardv1alpha1.APIKey) error {
+		return hasCondition(k.Status.Conditions, switchboardv1alpha1.ConditionWorkloadBinding, metav1.ConditionFalse, switchboardv1alpha1.ReasonConsumersNotReadable)
+	})
+	out.waitEvent(got, "Binding"+switchboardv1alpha1.ReasonConsumersNotReadable, "switchboard-consumer-reader")
+	out.quiet(keys[out])
+	if b, err := out.bindingOf(keys[out]); err != nil || !reflect.DeepEqual(b, &keysecret.Binding{Mode: switchboardv1alpha1.BindingReportOnly, ServiceAccounts: []string{"named"}}) {
+		t.Fatalf("the namespace that granted nothing: recorded %+v (%v)", b, err)
 	}
 }

@@ -162,6 +162,22 @@ func TestPlan(t *testing.T) {
 			s.Hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())
 			s.Hash.Data[keysecret.DataPreviousValidUntil] = []byte(planNow.Add(-time.Second).Format(time.RFC3339))
 		}), planned{do: "dropPrevious", found: readiness.Findings{Hash: keystate.HashFound}}},
+		// The binding record: after the record of issue, before the old key's grace.
+		{"spec.binding not recorded: record it", delivered(func(s *state) {
+			s.Key.Spec.Binding = &switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: []string{"web"}}
+		}), planned{do: "record", found: readiness.Findings{Hash: keystate.HashFound}}},
+		{"spec.binding not recorded, the record incomplete: the record first", delivered(func(s *state) {
+			s.Key.Spec.Binding = &switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: []string{"web"}}
+			s.Hash = keysecret.NewHash(s.Key, "system", 2, apikey.Sum("h2"))
+		}), planned{do: "completeRecord", found: readiness.Findings{Hash: keystate.HashFound}}},
+		{"spec.binding not recorded, the previous key's grace ended: the binding first", delivered(func(s *state) {
+			s.Key.Spec.Binding = &switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: []string{"web"}}
+			s.Hash.Data[keysecret.DataPreviousHash] = []byte(apikey.Sum("h1").String())
+			s.Hash.Data[keysecret.DataPreviousValidUntil] = []byte(planNow.Add(-time.Second).Format(time.RFC3339))
+		}), planned{do: "record", found: readiness.Findings{Hash: keystate.HashFound}}},
+		{"a binding record without spec.binding: remove it", delivered(func(s *state) {
+			s.Hash.Data[keysecret.DataBinding] = keysecret.Binding{Mode: switchboardv1alpha1.BindingEnforce}.Encode()
+		}), planned{do: "record", found: readiness.Findings{Hash: keystate.HashFound}}},
 		// The one-time reveal.
 		{"reveal pending: wake at its recorded deadline", with(nil), planned{found: readiness.Findings{Hash: keystate.HashFound}, after: 30 * time.Minute}},
 		{"a forged later deadline in the status changes nothing", with(func(s *state) { s.Key.Status.RevealExpiresAt = &future }),
