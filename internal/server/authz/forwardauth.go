@@ -142,7 +142,7 @@ type forwardedProofs struct{ r *http.Request }
 func (f forwardedProofs) WorkloadToken() string {
 	return keycheck.One(f.r.Header[keycheck.HeaderWorkloadToken])
 }
-func (f forwardedProofs) DPoP() string        { return keycheck.One(f.r.Header[keycheck.HeaderDPoP]) }
+func (f forwardedProofs) DPoP() string        { return keycheck.One(keycheck.DPoPValues(f.r.Header)) }
 func (forwardedProofs) PeerPrincipal() string { return "" }
 func (f forwardedProofs) URL() string {
 	h := f.r.Header
@@ -163,6 +163,6 @@ type nginxProofs struct{ r *http.Request }
 func (n nginxProofs) WorkloadToken() string {
 	return keycheck.One(n.r.Header[keycheck.HeaderWorkloadToken])
 }
-func (n nginxProofs) DPoP() string        { return keycheck.One(n.r.Header[keycheck.HeaderDPoP]) }
+func (n nginxProofs) DPoP() string        { return keycheck.One(keycheck.DPoPValues(n.r.Header)) }
 func (nginxProofs) PeerPrincipal() string { return "" }
 func (n nginxProofs) URL() string         { return keycheck.One(n.r.Header["X-Original-Url"]) }

@@ -45,7 +45,12 @@ const (
 	HeaderWorkloadToken = "Switchboard-Workload-Token"
 	// HeaderDPoP carries a DPoP-shaped proof.
 	HeaderDPoP = dpop.HeaderName
+	// canonicalDPoP is HeaderDPoP as an http.Header keys it (textproto's canonical form).
+	canonicalDPoP = "Dpop"
 )
+
+// DPoPValues are the values of a request's DPoP field.
+func DPoPValues(h http.Header) []string { return h[canonicalDPoP] }
 
 const msgWrongWorkload = "This API key is bound to workloads, and the request carries no proof of its workload, or one the key does not accept: send the workload's ServiceAccount token in the " +
 	HeaderWorkloadToken + " header, or a DPoP proof in the DPoP header signed by a key the binding names."
@@ -84,7 +89,7 @@ type HTTPProofs struct{ Request *http.Request }
 func (h HTTPProofs) WorkloadToken() string { return One(h.Request.Header[HeaderWorkloadToken]) }
 
 // DPoP is Proofs.DPoP.
-func (h HTTPProofs) DPoP() string { return One(h.Request.Header[HeaderDPoP]) }
+func (h HTTPProofs) DPoP() string { return One(DPoPValues(h.Request.Header)) }
 
 // URL is Proofs.URL, without the trusted proxies' word (the decision adds it: forwardedURL).
 func (h HTTPProofs) URL() string {

@@ -95,7 +95,7 @@ func TestBindingEnforce(t *testing.T) {
 		t.Fatal(err)
 	}
 	binding := keysecret.Binding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: []string{"web"},
-		SPIFFEIDs: []string{"spiffe://cluster.local/ns/tenant/sa/mesh", "spiffe://cluster.local/ns/tenant/sa/spiffed"},
+		SPIFFEIDs:  []string{"spiffe://cluster.local/ns/tenant/sa/mesh", "spiffe://cluster.local/ns/tenant/sa/spiffed"},
 		PublicKeys: []string{dpoptest.Thumbprint(&signer.PublicKey)}}
 	oneAnHour := switchboardv1alpha1.APIKeySpec{RateLimit: &switchboardv1alpha1.APIKeyRateLimit{Requests: 1, Period: metav1.Duration{Duration: time.Hour}}}
 	idx, keys := boundIndex(t, oneAnHour, binding)
@@ -269,5 +269,12 @@ func BenchmarkDecideBound(b *testing.B) {
 		if v := c.Decide(context.Background(), &req); !v.Allowed() {
 			b.Fatal(v.Code)
 		}
+	}
+}
+
+// TestHeaderKeys: the header fields are looked up as http.Header keys them.
+func TestHeaderKeys(t *testing.T) {
+	if canonicalDPoP != http.CanonicalHeaderKey(HeaderDPoP) || HeaderWorkloadToken != http.CanonicalHeaderKey(HeaderWorkloadToken) {
+		t.Errorf("%q and %q are not the canonical keys of %q and %q", canonicalDPoP, HeaderWorkloadToken, HeaderDPoP, HeaderWorkloadToken)
 	}
 }
