@@ -114,7 +114,6 @@ func TestBindingEnforce(t *testing.T) {
 		}
 		return p
 	}
-	replayed := proof(signer, http.MethodGet, apiURL)
 	ask := func(p Proofs) Verdict {
 		return c.Decide(context.Background(), &Request{Authorization: bearerOf(key), Method: http.MethodGet, Path: "/v1/connections", Now: testNow, Proofs: p})
 	}
@@ -155,7 +154,7 @@ func TestBindingEnforce(t *testing.T) {
 	idx, keys = boundIndex(t, switchboardv1alpha1.APIKeySpec{}, binding)
 	key = keys[0]
 	c = boundChecker(t, idx, tokens)
-	replayed = proof(signer, http.MethodGet, apiURL)
+	replayed := proof(signer, http.MethodGet, apiURL)
 	for _, p := range []struct {
 		name   string
 		proofs Proofs
