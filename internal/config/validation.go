@@ -78,6 +78,7 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 	errs = append(errs, positiveDuration(c.LastUsed.Interval, field.NewPath("lastUsed", "interval"))...)
 	errs = append(errs, greaterThanZero(c.LastUsed.WritesPerSecond, field.NewPath("lastUsed", "writesPerSecond"))...)
 	errs = append(errs, validateShutdown(&c.Shutdown)...)
+	errs = append(errs, validateBinding(&c.Binding, field.NewPath("binding"))...)
 
 	grpc := field.NewPath("authz", "grpc")
 	g := c.Authz.GRPC
@@ -99,6 +100,22 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 
 	if c.Panel != nil {
 		errs = append(errs, validatePanelSettings(&c.Panel.PanelSettings, field.NewPath("panel"))...)
+	}
+	return errs
+}
+
+// trustDomain is a SPIFFE trust domain's name (the SPIFFE ID standard, section 2.1).
+var trustDomain = regexp.MustCompile(`^[a-z0-9._-]{1,255}$`)
+
+// validateBinding checks the settings of the workloads' proofs: an audience a token can carry,
+// and a trust domain a SPIFFE ID can name.
+func validateBinding(b *configv1alpha1.WorkloadBinding, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a := b.TokenAudience; a == "" || len(a) > 253 || strings.ContainsAny(a, " \t\r\n,") {
+		errs = append(errs, field.Invalid(path.Child("tokenAudience"), a, "must be one audience: 1 to 253 characters, no spaces or commas"))
+	}
+	if !trustDomain.MatchString(b.TrustDomain) {
+		errs = append(errs, field.Invalid(path.Child("trustDomain"), b.TrustDomain, "must be a SPIFFE trust domain: lower-case letters, digits, '.', '_' and '-'"))
 	}
 	return errs
 }

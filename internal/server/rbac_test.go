@@ -100,6 +100,9 @@ func serviceAccountConfig(t *testing.T, secrets bool, grants ...grant) *rest.Con
 	create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys", "apikeyroles", "apikeycreditpools", "connections"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"switchboard.dev"}, Resources: []string{"apikeys/status"}, Verbs: []string{"patch"}},
+		// binding.serviceAccountTokens (on by default)
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+		{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}},
 	}})
 	create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})

@@ -76,6 +76,10 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 	if err != nil {
 		return err
 	}
+	workloads, err := h.newWorkloadTokens()
+	if err != nil {
+		return err
+	}
 	checker, err := keycheck.New(keycheck.Config{
 		Index: feed.Index(), Ready: &synced, KeyPrefix: c.KeyPrefix, Clock: h.deps.Clock,
 		TrustedProxies: h.proxies, PeersAreProxies: c.PeersAreProxies,
@@ -83,6 +87,7 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 		RateLimitRedis: c.RateLimitRedis.URL, RateLimitRedisPassword: redisPassword,
 		RateLimitRedisTimeout: c.RateLimitRedis.Timeout.Duration, Logger: log.WithName("rate-limit"),
 		CreditsOnRedisFailure: c.RateLimitCredits.OnRedisFailure, CreditReplicas: int(*c.RateLimitCredits.Replicas),
+		Tokens: workloads.tokens(), TrustDomain: c.Binding.TrustDomain,
 	})
 	if err != nil {
 		return err
@@ -100,7 +105,7 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 		case draining.Load():
 			return errors.New("shutting down")
 		case !synced.Load():
-			return errors.New("the index has not synced")
+			return errors.New("the index (and, with binding.serviceAccountTokens, the pods) has not synced")
 		}
 		return nil
 	}); err != nil {
@@ -151,7 +156,8 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 			mgrFailed <- fmt.Errorf("running the cache: %w", err)
 		}
 	}()
-	go waitSynced(mgrCtx, feed.HasSynced, &synced, onSynced, log)
+	go workloads.run(mgrCtx, h)
+	go waitSynced(mgrCtx, func() bool { return feed.HasSynced() && workloads.hasSynced() }, &synced, onSynced, log)
 	go lastused.New(feed.Index(), mgr.GetClient(), lastused.Options{
 		Clock: h.deps.Clock, Interval: c.LastUsed.Interval.Duration, Flush: h.deps.LastUsedFlush, WriteRate: *c.LastUsed.WritesPerSecond,
 		Logger: log.WithName("last-used"), CreditBalance: checker.CreditBalance,
@@ -224,8 +230,8 @@ func waitSynced(ctx context.Context, hasSynced func() bool, synced *atomic.Bool,
 			return
 		}
 		if time.Now().After(nextLog) {
-			// Usually RBAC: the server must list and watch Connections and APIKeys cluster-wide
-			// and Secrets in the system namespace.
+			// Usually RBAC: the server must list and watch Connections and APIKeys cluster-wide,
+			// Secrets in the system namespace, and pods (binding.serviceAccountTokens).
 			log.Info("still waiting for the cache to sync; /v1 answers 503", "waited", time.Since(start).Round(time.Second))
 			nextLog = time.Now().Add(30 * time.Second)
 		}

@@ -52,6 +52,10 @@ const (
 	// DefaultLastUsedInterval and DefaultLastUsedWritesPerSecond pace status.lastUsedAt writes.
 	DefaultLastUsedInterval        = time.Minute
 	DefaultLastUsedWritesPerSecond = 20.0
+	// DefaultBindingTokenAudience is the audience of the ServiceAccount tokens that prove a
+	// workload; DefaultBindingTrustDomain the SPIFFE trust domain of their workloads.
+	DefaultBindingTokenAudience = "switchboard.dev"
+	DefaultBindingTrustDomain   = "cluster.local"
 	// DefaultShutdownDelay and DefaultShutdownTimeout: readiness fails, then requests drain.
 	DefaultShutdownDelay   = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
@@ -168,6 +172,9 @@ func SetDefaults_ServerConfiguration(c *ServerConfiguration) {
 	setDefault(&c.RateLimitCredits.Replicas, DefaultCreditReplicas)
 	setDuration(&c.LastUsed.Interval, DefaultLastUsedInterval)
 	setDefault(&c.LastUsed.WritesPerSecond, DefaultLastUsedWritesPerSecond)
+	setDefault(&c.Binding.ServiceAccountTokens, true)
+	setEmpty(&c.Binding.TokenAudience, DefaultBindingTokenAudience)
+	setEmpty(&c.Binding.TrustDomain, DefaultBindingTrustDomain)
 	SetDefaults_Shutdown(&c.Shutdown)
 	setDefault(&c.Authz.GRPC.MaxMessageBytes, DefaultAuthzGRPCMaxMessageBytes)
 	setDefault(&c.Authz.HTTP.MaxConnections, DefaultAuthzHTTPMaxConnections)

@@ -56,6 +56,9 @@ type ServerConfiguration struct {
 	RateLimitCredits RateLimitCredits `json:"rateLimitCredits"`
 	// lastUsed paces the writes of keys' status.lastUsedAt.
 	LastUsed LastUsed `json:"lastUsed"`
+	// binding is how the server checks the workloads that present keys bound to them (APIKey
+	// spec.binding).
+	Binding WorkloadBinding `json:"binding"`
 
 	// Shutdown is how the listeners stop.
 	Shutdown `json:",inline"`
@@ -125,6 +128,22 @@ type LastUsed struct {
 	// writesPerSecond bounds this replica's status.lastUsedAt writes (default 20); over budget,
 	// the stalest keys are written first.
 	WritesPerSecond *float64 `json:"writesPerSecond,omitempty"`
+}
+
+// WorkloadBinding is how the server checks the workloads that present bound keys.
+type WorkloadBinding struct {
+	// serviceAccountTokens verifies the ServiceAccount tokens presented with bound keys
+	// (Switchboard-Workload-Token; default true): the server watches the metadata of every pod
+	// (a token is good while its pod lives) and reads the cluster's ServiceAccount issuer
+	// discovery (its signing keys), and is ready once it has listed the pods. false: no token
+	// proves a workload.
+	ServiceAccountTokens *bool `json:"serviceAccountTokens,omitempty"`
+	// tokenAudience is the audience a token must be issued for (default "switchboard.dev"): the
+	// audience of the pods' projected token volume.
+	TokenAudience string `json:"tokenAudience,omitempty"`
+	// trustDomain is the SPIFFE trust domain a token's workload is named in when a binding
+	// lists SPIFFE IDs (default "cluster.local", Istio's).
+	TrustDomain string `json:"trustDomain,omitempty"`
 }
 
 // Authz configures the gateways' listeners: Envoy's ext_authz (gRPC) and forward-auth (HTTP).

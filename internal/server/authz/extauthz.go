@@ -115,6 +115,7 @@ func (s *ExtAuthz) Check(ctx context.Context, in *authv3.CheckRequest) (*authv3.
 		Method:        h.GetMethod(),
 		Path:          h.GetPath(),
 		Now:           s.checker.Now(start),
+		Proofs:        extAuthzProofs{attrs},
 	}
 	if peer := socketAddress(attrs.GetSource()); peer.IsValid() {
 		req.Addr, req.AddrKnown = s.checker.ClientAddressFrom(peer, headerValues(h, "x-forwarded-for")), true
@@ -242,4 +243,30 @@ func headerValues(h *authv3.AttributeContext_HttpRequest, name string) []string 
 // socketAddress is the address of an ext_authz peer; the zero Addr when it has none.
 func socketAddress(p *authv3.AttributeContext_Peer) netip.Addr {
 	return clientaddr.Parse(p.GetAddress().GetSocketAddress().GetAddress())
+}
+
+// extAuthzProofs are the proofs of the request Envoy checks: the client's
+// Switchboard-Workload-Token and DPoP header fields, the URL from the attributes' scheme, host
+// and path, and the peer principal Envoy authenticated by mutual TLS (attributes.source.principal,
+// as Istio sets it: spiffe://<trust domain>/ns/<namespace>/sa/<name>). The principal comes from
+// the gateway, never from a header a client sends: it is worth what the gateway is, which is why
+// only gateways may reach this port (authz.grpc.gateways).
+type extAuthzProofs struct{ attrs *authv3.AttributeContext }
+
+func (e extAuthzProofs) WorkloadToken() string {
+	return keycheck.One(headerValues(e.attrs.GetRequest().GetHttp(), "switchboard-workload-token"))
+}
+
+func (e extAuthzProofs) DPoP() string {
+	return keycheck.One(headerValues(e.attrs.GetRequest().GetHttp(), "dpop"))
+}
+
+func (e extAuthzProofs) PeerPrincipal() string { return e.attrs.GetSource().GetPrincipal() }
+
+func (e extAuthzProofs) URL() string {
+	h := e.attrs.GetRequest().GetHttp()
+	if h.GetHost() == "" || h.GetScheme() == "" {
+		return ""
+	}
+	return h.GetScheme() + "://" + h.GetHost() + h.GetPath()
 }

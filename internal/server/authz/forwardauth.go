@@ -63,6 +63,11 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: audience, Now: f.checker.Now(start)}
 	req.Method, req.Path = originalRequest(r.Header, nginx)
+	if nginx {
+		req.Proofs = nginxProofs{r}
+	} else {
+		req.Proofs = forwardedProofs{r}
+	}
 	v := f.checker.Decide(r.Context(), &req)
 	h := w.Header()
 	h["X-Content-Type-Options"] = headerNoSniff
@@ -127,3 +132,37 @@ func forwardAuthRoute(path string) (audience string, nginx, ok bool) {
 	}
 	return rest, nginx, true
 }
+
+// forwardedProofs are the proofs of the request a forward-auth gateway checks: the client's
+// Switchboard-Workload-Token and DPoP, which the gateway forwards with its header fields, and
+// the URL it addressed, from X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-Uri (Traefik,
+// Caddy); "" when the gateway does not tell the host.
+type forwardedProofs struct{ r *http.Request }
+
+func (f forwardedProofs) WorkloadToken() string {
+	return keycheck.One(f.r.Header[keycheck.HeaderWorkloadToken])
+}
+func (f forwardedProofs) DPoP() string        { return keycheck.One(keycheck.DPoPValues(f.r.Header)) }
+func (forwardedProofs) PeerPrincipal() string { return "" }
+func (f forwardedProofs) URL() string {
+	h := f.r.Header
+	proto, host := keycheck.One(h["X-Forwarded-Proto"]), keycheck.One(h["X-Forwarded-Host"])
+	if host == "" {
+		return ""
+	}
+	if proto == "" {
+		proto = "https"
+	}
+	return proto + "://" + host + keycheck.One(h["X-Forwarded-Uri"])
+}
+
+// nginxProofs are forwardedProofs in NGINX's mode, where the URL is X-Original-URL, which its
+// configuration sets from $scheme://$http_host$request_uri (docs/gateways.md).
+type nginxProofs struct{ r *http.Request }
+
+func (n nginxProofs) WorkloadToken() string {
+	return keycheck.One(n.r.Header[keycheck.HeaderWorkloadToken])
+}
+func (n nginxProofs) DPoP() string        { return keycheck.One(keycheck.DPoPValues(n.r.Header)) }
+func (nginxProofs) PeerPrincipal() string { return "" }
+func (n nginxProofs) URL() string         { return keycheck.One(n.r.Header["X-Original-Url"]) }

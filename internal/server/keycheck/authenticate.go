@@ -23,6 +23,8 @@ type authOutcome struct {
 	// wellFormed is the presented key when apikey.Parse accepted it (so it is short and
 	// plain), kept only to compute its hint for the access log. A foreign token is never kept.
 	wellFormed string
+	// binding is the key's binding (nil: a bearer key), recorded with its hash.
+	binding *keyindex.Binding
 }
 
 // authenticate runs parse → checksum → SHA-256 → one index lookup → state check on the values
@@ -43,9 +45,9 @@ func authenticate(idx *keyindex.Index, prefix string, values []string, now time.
 		return authOutcome{code: apicode.APIKeyInvalid, result: keyindex.Unknown, headerPresent: true}
 	}
 	sum := apikey.Sum(token)
-	key, result, prev := idx.LookupGeneration(&sum, now)
+	key, result, prev, binding := idx.LookupBound(&sum, now)
 	if result != keyindex.OK {
 		return authOutcome{code: apicode.APIKeyInvalid, result: result, headerPresent: true, wellFormed: token}
 	}
-	return authOutcome{key: key, previousGeneration: prev, headerPresent: true, wellFormed: token}
+	return authOutcome{key: key, previousGeneration: prev, headerPresent: true, wellFormed: token, binding: binding}
 }

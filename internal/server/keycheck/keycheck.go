@@ -7,7 +7,7 @@
 // The steps, in order:
 //
 //	ready gate → strict Bearer parse → checksum → SHA-256 → one index lookup → failure limiter
-//	(failures only) → audience → source ranges → permissions → rate limit
+//	(failures only) → binding → audience → source ranges → permissions → rate limit
 //
 // Authentication comes before the failure limiter so that a valid key is answered whatever
 // others sharing its address have done (docs/security.md, section 3), and before the policy so
@@ -34,6 +34,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/server/apicode"
 	"github.com/switchboard-dev/switchboard/internal/server/keyindex"
 	"github.com/switchboard-dev/switchboard/internal/server/ratelimit"
+	"github.com/switchboard-dev/switchboard/internal/server/workload/dpop"
 )
 
 const (
@@ -88,7 +89,17 @@ type Config struct {
 	CreditReplicas        int
 	// Logger receives the rate limiter's lines about Redis.
 	Logger logr.Logger
+
+	// Tokens verifies the ServiceAccount tokens presented with keys bound to workloads; nil:
+	// no token proves anything (binding.go).
+	Tokens TokenVerifier
+	// TrustDomain is the SPIFFE trust domain a token's workload is named in when a binding
+	// lists SPIFFE IDs (DefaultTrustDomain when empty).
+	TrustDomain string
 }
+
+// DefaultTrustDomain is Istio's default trust domain.
+const DefaultTrustDomain = "cluster.local"
 
 // Checker makes the decision. It is safe for concurrent use.
 type Checker struct {
@@ -101,6 +112,10 @@ type Checker struct {
 	keys            *ratelimit.Limiter
 	trusted         []netip.Prefix
 	peersAreProxies bool
+	// tokens, trustDomain and proofs prove the workload presenting a bound key (binding.go).
+	tokens      TokenVerifier
+	trustDomain string
+	proofs      *dpop.Verifier
 }
 
 // New returns the Checker of c, or what is wrong with c.
@@ -114,6 +129,9 @@ func New(c Config) (*Checker, error) {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
+	if c.TrustDomain == "" {
+		c.TrustDomain = DefaultTrustDomain
+	}
 	keys, err := newKeyLimiter(&c)
 	if err != nil {
 		return nil, err
@@ -122,6 +140,7 @@ func New(c Config) (*Checker, error) {
 		index: c.Index, prefix: c.KeyPrefix, clock: c.Clock, ready: c.Ready,
 		failures: newFailureLimiter(c.FailureRate, c.FailureBurst, c.FailureClients),
 		keys:     keys, trusted: c.TrustedProxies, peersAreProxies: c.PeersAreProxies,
+		tokens: c.Tokens, trustDomain: c.TrustDomain, proofs: dpop.NewVerifier(dpop.Options{Clock: c.Clock}),
 	}, nil
 }
 
@@ -152,6 +171,9 @@ type Request struct {
 	Method, Path string
 	// Now is the time the key is judged at (Checker.Now of the request's start).
 	Now time.Time
+	// Proofs are what the request carries to prove which workload presents it, read only for
+	// a key bound to workloads (binding.go); nil: none.
+	Proofs Proofs
 }
 
 // Now is the time a request that began at start is judged at: start itself on the real clock
@@ -179,6 +201,11 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 	key.Usage().Touch(req.Now)
 	if auth.previousGeneration > 0 {
 		key.Usage().TouchPrevious(auth.previousGeneration, req.Now)
+	}
+	if auth.binding != nil {
+		if v, refused := c.bound(ctx, &auth, req); refused {
+			return v
+		}
 	}
 	if !key.AllowsAudience(req.Audience) {
 		return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.AudienceNotAllowed, Message: msgAudienceNotAllowed}

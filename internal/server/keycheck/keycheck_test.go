@@ -328,7 +328,10 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	for name, key := range map[string]string{"policy=none": keys[0], "policy=sources+rate": keys[len(keys)-1], "policy=32rules": keys[len(keys)-2]} {
 		b.Run(name, func(b *testing.B) {
-			req := Request{Authorization: bearerOf(key), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true, Method: http.MethodGet, Path: "/v1/connections"}
+			// The proofs as /v1 hands them over: a key without a binding never reads them.
+			r := httptest.NewRequest(http.MethodGet, "/v1/connections", nil)
+			req := Request{Authorization: bearerOf(key), Addr: netip.MustParseAddr("192.0.2.1"), AddrKnown: true, Method: http.MethodGet, Path: "/v1/connections",
+				Proofs: HTTPProofs{Request: r}}
 			b.ReportAllocs()
 			for b.Loop() {
 				req.Now = c.Now(time.Now())

@@ -137,6 +137,9 @@ type Usage struct {
 	prevMu            sync.Mutex // orders the updates of prevGen and prevUsed together
 	prevWrittenGen    int64      // under prevMu: what this server last wrote to status.previousKeyUse
 	prevWritten       int64
+
+	// binding is the record of a bound key's presenters (binding.go).
+	binding bindingUse
 }
 
 // PreviousUse is one use of an old key generation.
@@ -210,6 +213,8 @@ type hashRef struct {
 	generation int64
 	// revoked: the hash Secret records the operator's revocation of the key.
 	revoked bool
+	// binding is the binding the hash Secret records (nil: a bearer key), shared by its refs.
+	binding *Binding
 	// others are the refs of other hash Secrets that hold the same hash. While there are any,
 	// the hash authenticates nobody (Duplicate); when they go, the remaining one counts again.
 	others []hashRef

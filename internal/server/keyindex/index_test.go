@@ -2,6 +2,7 @@ package keyindex
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -299,3 +300,43 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 func sumOf(key string) apikey.Hash { return apikey.Sum(key) }
+
+// TestLookupBound: the binding recorded in a hash Secret comes with its hashes, current and
+// previous; a hash Secret without one is a bearer key's; one whose record does not parse
+// authenticates nothing.
+func TestLookupBound(t *testing.T) {
+	current, previous := mustKey(t), mustKey(t)
+	x := New()
+	if err := putAPIKey(x, apiKey("u1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	s := hashSecret("u1", current, previous, now.Add(time.Hour))
+	s.Data[keysecret.DataBinding] = keysecret.Binding{Mode: switchboardv1alpha1.BindingEnforce, ServiceAccounts: []string{"web"},
+		SPIFFEIDs: []string{"spiffe://cluster.local/ns/tenant/sa/mesh"}, PublicKeys: []string{strings.Repeat("A", 43)}}.Encode()
+	if err := putHashSecret(x, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{current, previous} {
+		h := apikey.Sum(key)
+		_, res, _, b := x.LookupBound(&h, now)
+		if res != OK || b == nil || !b.Enforce || !b.AllowsServiceAccount("web") || b.AllowsServiceAccount("api") ||
+			!b.AllowsSPIFFEID("spiffe://cluster.local/ns/tenant/sa/mesh") || len(b.PublicKeys) != 1 {
+			t.Errorf("lookup: %v, binding %+v", res, b)
+		}
+	}
+	delete(s.Data, keysecret.DataBinding)
+	if err := putHashSecret(x, s); err != nil {
+		t.Fatal(err)
+	}
+	h := apikey.Sum(current)
+	if _, res, _, b := x.LookupBound(&h, now); res != OK || b != nil {
+		t.Errorf("without a record: %v, binding %+v", res, b)
+	}
+	s.Data[keysecret.DataBinding] = []byte(`{"mode":"Sometimes"}`)
+	if err := putHashSecret(x, s); err == nil {
+		t.Error("a record that does not parse was taken")
+	}
+	if res := lookup(x, current, now); res != Unknown {
+		t.Errorf("a key whose binding record does not parse: %v, want unknown", res)
+	}
+}

@@ -43,12 +43,14 @@ func ReadHashSecret(s *corev1.Secret) *HashSecret {
 	if err != nil {
 		return &HashSecret{name: s.Name, err: errorf("%v", err)}
 	}
-	out := &HashSecret{name: s.Name, leaked: h.Leaked, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter, revoked: h.Revoked || h.CurrentLeaked}}}}
+	binding := compileBinding(h.Binding)
+	out := &HashSecret{name: s.Name, leaked: h.Leaked, entries: []hashEntry{{hash: h.Current, ref: hashRef{uid: h.UID, secret: s.Name, validUntil: h.NotAfter,
+		revoked: h.Revoked || h.CurrentLeaked, binding: binding}}}}
 	if h.HasPrevious { // never the current hash: ParseHash says so
 		// Generations go up by one per issue (internal/controller/apikey), so the previous
 		// key is the one before the current; a hash Secret without a generation has none to say.
 		out.entries = append(out.entries, hashEntry{hash: h.Previous, ref: hashRef{uid: h.UID, secret: s.Name, previous: true,
-			validUntil: h.PreviousValidUntil, revoked: h.Revoked, generation: max(h.Generation-1, 0)}})
+			validUntil: h.PreviousValidUntil, revoked: h.Revoked, generation: max(h.Generation-1, 0), binding: binding}})
 	}
 	return out
 }

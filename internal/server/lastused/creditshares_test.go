@@ -37,7 +37,7 @@ func TestCreditKeysGauge(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(now)
 	w := testWriter(now, 1000)
 	w.index, w.clock = idx, clock
-	w.write = func(context.Context, *keyindex.Key, time.Time, keyindex.PreviousUse, *switchboardv1alpha1.APIKeyCreditsStatus) error {
+	w.write = func(context.Context, *keyindex.Key, time.Time, keyindex.PreviousUse, *switchboardv1alpha1.APIKeyCreditsStatus, *switchboardv1alpha1.APIKeyBindingStatus) error {
 		return nil
 	}
 	w.balance = func(_ context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error) {

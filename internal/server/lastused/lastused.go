@@ -1,5 +1,6 @@
 // Package lastused writes APIKeys' status.lastUsedAt (and status.previousKeyUse, the last use
-// of the old key during a rotation's grace, and status.credits, the balance) from the index's record of use, in batches and
+// of the old key during a rotation's grace, status.credits, the balance, and status.binding, a
+// bound key's presenters) from the index's record of use, in batches and
 // within a write budget, off the request path: a request only stores a timestamp in memory
 // (keyindex.Usage.Touch).
 package lastused
@@ -46,9 +47,9 @@ type Writer struct {
 	timeout  time.Duration // per patch
 	log      logr.Logger
 	// write stores at as the key's status.lastUsedAt, prev (when its Generation is not 0)
-	// as its status.previousKeyUse and credits (when not nil) as its status.credits
-	// (patchLastUsed in production).
-	write func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error
+	// as its status.previousKeyUse, credits (when not nil) as its status.credits and binding
+	// (when not nil) as its status.binding (patchLastUsed in production).
+	write func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus, binding *switchboardv1alpha1.APIKeyBindingStatus) error
 	// balance reads a key's credits without spending any; nil: none are written.
 	balance func(ctx context.Context, p *ratelimit.Policy) (ratelimit.Balance, bool, error)
 	// shares are the balances written, for switchboard_api_credit_keys.
@@ -84,8 +85,8 @@ func New(idx *keyindex.Index, c client.Client, o Options) *Writer {
 		index: idx, clock: o.Clock, log: o.Logger, seed: maphash.MakeSeed(),
 		interval: o.Interval, tick: o.Flush, rate: o.WriteRate, timeout: 10 * time.Second, balance: o.CreditBalance,
 	}
-	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error {
-		return patchLastUsed(ctx, c, k, at, prev, credits)
+	u.write = func(ctx context.Context, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus, binding *switchboardv1alpha1.APIKeyBindingStatus) error {
+		return patchLastUsed(ctx, c, k, at, prev, credits, binding)
 	}
 	return u
 }
@@ -137,8 +138,9 @@ func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 	defer cancel()
 	readAt := u.clock.Now()
 	credits := u.credits(ctx, d.key, readAt)
-	err := u.write(ctx, d.key, d.at, d.prevAt, credits)
 	usage := d.key.Usage()
+	binding, seen := bindingStatus(usage, readAt)
+	err := u.write(ctx, d.key, d.at, d.prevAt, credits, binding)
 	switch {
 	case err == nil:
 		// Credits are written as counted at readAt, which due compares with the last use.
@@ -152,6 +154,9 @@ func (u *Writer) writeOne(ctx context.Context, d dueWrite) {
 		}
 		if credits != nil {
 			u.shares.record(d.key.UID, credits)
+		}
+		if binding != nil {
+			usage.BindingSeen().MarkWritten(&seen)
 		}
 		lastUsedWrites.WithLabelValues("ok").Inc()
 	case apierrors.IsNotFound(err):
@@ -254,7 +259,8 @@ func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 	used := usage.LastUsed()
 	written := usage.LastWritten()
 	prev, prevAt := previousDue(k, usage)
-	if used.IsZero() || !used.After(written) && prev.Generation == 0 && !u.uncountedUses(k, usage) {
+	bindingDue := unwrittenBinding(usage)
+	if used.IsZero() || !used.After(written) && prev.Generation == 0 && !u.uncountedUses(k, usage) && !bindingDue {
 		return dueWrite{}, false
 	}
 	if at := usage.WrittenAt(); !at.IsZero() && now.Sub(at) < u.interval {
@@ -263,7 +269,7 @@ func (u *Writer) due(k *keyindex.Key, now time.Time) (dueWrite, bool) {
 	at := used.Truncate(time.Second)
 	// Another replica (or this one, before a restart) may have written it recently; but not
 	// the credits this replica has counted since, which its write carries.
-	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval && prev.Generation == 0 && !u.writesCredits(k) {
+	if !k.LastUsedAt.IsZero() && at.Sub(k.LastUsedAt) < u.interval && prev.Generation == 0 && !u.writesCredits(k) && !bindingDue {
 		return dueWrite{}, false
 	}
 	if at.Before(k.LastUsedAt) {
@@ -313,20 +319,53 @@ func previousDue(k *keyindex.Key, usage *keyindex.Usage) (use, at keyindex.Previ
 	return use, at
 }
 
+// bindingStatus is the status.binding of a bound key's presenters as this replica saw them, read
+// at now, with the record read (nil, for a key no bound request used).
+func bindingStatus(usage *keyindex.Usage, now time.Time) (*switchboardv1alpha1.APIKeyBindingStatus, keyindex.BindingSnapshot) {
+	b := usage.BindingSeen()
+	if b == nil {
+		return nil, keyindex.BindingSnapshot{}
+	}
+	snap := b.Snapshot()
+	// Most recent first: the order a reader wants, and the same record always writes the same.
+	slices.SortStableFunc(snap.Presenters, func(a, b keyindex.PresenterUse) int { return b.LastSeen.Compare(a.LastSeen) })
+	out := &switchboardv1alpha1.APIKeyBindingStatus{Misuses: snap.Misuses, ObservedAt: metav1.NewTime(now),
+		Presenters: make([]switchboardv1alpha1.BindingPresenter, 0, len(snap.Presenters))}
+	if !snap.LastMisuse.IsZero() {
+		out.LastMisuseAt = &metav1.Time{Time: snap.LastMisuse}
+	}
+	for _, p := range snap.Presenters {
+		bp := switchboardv1alpha1.BindingPresenter{Principal: p.Principal(), Bound: p.Bound, Requests: p.Requests, LastSeen: metav1.NewTime(p.LastSeen)}
+		if p.Address.IsValid() {
+			bp.Address = p.Address.String()
+		}
+		out.Presenters = append(out.Presenters, bp)
+	}
+	return out, snap
+}
+
+// unwrittenBinding says requests of a bound key were recorded since its status.binding was last
+// written: each is counted, where lastUsedAt records one use a second.
+func unwrittenBinding(usage *keyindex.Usage) bool {
+	b := usage.BindingSeen()
+	return b != nil && b.Unwritten()
+}
+
 // patchLastUsed merges status.lastUsedAt, status.previousKeyUse when prev has a generation,
-// status.credits when given, and nothing else. The status subresource ignores
+// status.credits and status.binding when given, and nothing else. The status subresource ignores
 // metadata, so the patch cannot carry a UID precondition: the writer only patches keys the
 // index still holds by UID, which leaves a window of one informer event for an APIKey deleted
 // and re-created under the same name to receive its predecessor's last use.
-func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus) error {
+func patchLastUsed(ctx context.Context, c client.Client, k *keyindex.Key, at time.Time, prev keyindex.PreviousUse, credits *switchboardv1alpha1.APIKeyCreditsStatus, binding *switchboardv1alpha1.APIKeyBindingStatus) error {
 	var patch struct {
 		Status struct {
 			LastUsedAt     metav1.Time                               `json:"lastUsedAt"`
 			PreviousKeyUse *switchboardv1alpha1.APIKeyPreviousKeyUse `json:"previousKeyUse,omitempty"`
 			Credits        *switchboardv1alpha1.APIKeyCreditsStatus  `json:"credits,omitempty"`
+			Binding        *switchboardv1alpha1.APIKeyBindingStatus  `json:"binding,omitempty"`
 		} `json:"status"`
 	}
-	patch.Status.LastUsedAt, patch.Status.Credits = metav1.NewTime(at), credits
+	patch.Status.LastUsedAt, patch.Status.Credits, patch.Status.Binding = metav1.NewTime(at), credits, binding
 	if prev.Generation != 0 {
 		patch.Status.PreviousKeyUse = &switchboardv1alpha1.APIKeyPreviousKeyUse{KeyGeneration: prev.Generation, LastUsedAt: metav1.NewTime(prev.At)}
 	}

@@ -89,7 +89,7 @@ func allowed(w http.ResponseWriter, r *http.Request, rt route) bool {
 // audience, then the route and the list.
 func (a *api) serveV1(w http.ResponseWriter, r *http.Request, rt route, start time.Time, wantHint bool) (hint string) {
 	req := keycheck.Request{Authorization: r.Header["Authorization"], HTTP: r, Audience: a.audience, Now: a.checker.Now(start),
-		Method: r.Method, Path: r.URL.EscapedPath()}
+		Method: r.Method, Path: r.URL.EscapedPath(), Proofs: keycheck.HTTPProofs{Request: r}}
 	v := a.checker.Decide(r.Context(), &req)
 	if wantHint {
 		hint = v.Hint()

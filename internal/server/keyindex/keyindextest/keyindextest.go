@@ -36,3 +36,13 @@ func PutKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey, key string) error 
 		Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String())},
 	}))
 }
+
+// PutBoundKey is PutKey with the binding record b in the hash Secret, as the operator writes
+// it for a key with spec.binding.
+func PutBoundKey(x *keyindex.Index, k *switchboardv1alpha1.APIKey, key string, b keysecret.Binding) error {
+	return errors.Join(PutAPIKey(x, k), PutHashSecret(x, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: keysecret.HashName(k.UID), Labels: map[string]string{keysecret.LabelAPIKeyUID: string(k.UID)}},
+		Type:       keysecret.TypeHash,
+		Data:       map[string][]byte{keysecret.DataHash: []byte(apikey.Sum(key).String()), keysecret.DataBinding: b.Encode()},
+	}))
+}

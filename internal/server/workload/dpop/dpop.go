@@ -382,6 +382,17 @@ type Request struct {
 	// Thumbprint is the RFC 7638 SHA-256 thumbprint, base64url, of the public key the API key
 	// is bound to.
 	Thumbprint string
+	// Thumbprints are more public keys the API key is bound to, any of which may sign the proof.
+	Thumbprints []string
+}
+
+// bound says the proof's thumbprint is one r binds, comparing in constant time.
+func (r *Request) bound(thumbprint string) bool {
+	found := r.Thumbprint != "" && subtle.ConstantTimeCompare([]byte(thumbprint), []byte(r.Thumbprint)) == 1
+	for _, t := range r.Thumbprints {
+		found = found || t != "" && subtle.ConstantTimeCompare([]byte(thumbprint), []byte(t)) == 1
+	}
+	return found
 }
 
 // Options configure a Verifier.
@@ -424,7 +435,7 @@ func (v *Verifier) Verify(header string, r Request) (*Proof, error) {
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare([]byte(p.Thumbprint), []byte(r.Thumbprint)) != 1 || r.Thumbprint == "" {
+	if !r.bound(p.Thumbprint) {
 		return nil, refuse(ReasonWrongKey, "jwk is not the key bound")
 	}
 	if err := p.verifySignature(); err != nil {

@@ -579,3 +579,22 @@ func TestWindowIsConfigurable(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyAnyBoundKey: a key bound to several public keys accepts a proof of any of them
+// (Request.Thumbprints), and of no other.
+func TestVerifyAnyBoundKey(t *testing.T) {
+	v := dpop.NewVerifier(dpop.Options{Clock: clocktesting.NewFakePassiveClock(now)})
+	r := dpop.Request{Method: "GET", URL: target, KeyHash: apikey.Sum(apiKey),
+		Thumbprints: []string{dpoptest.Thumbprint(&otherECKey.PublicKey), dpoptest.Thumbprint(edKey.Public())}}
+	for name, key := range map[string]crypto.Signer{"the first": otherECKey, "the second": edKey} {
+		if _, err := v.Verify(mustMake(t, key, claims()), r); err != nil {
+			t.Errorf("a proof of %s bound key: %v", name, err)
+		}
+	}
+	if _, err := v.Verify(mustMake(t, ecKey, claims()), r); dpop.ReasonOf(err) != dpop.ReasonWrongKey {
+		t.Errorf("a proof of a key not bound: %v, want wrong_key", err)
+	}
+	if _, err := v.Verify(mustMake(t, ecKey, claims()), dpop.Request{Method: "GET", URL: target, KeyHash: apikey.Sum(apiKey), Thumbprints: []string{""}}); dpop.ReasonOf(err) != dpop.ReasonWrongKey {
+		t.Errorf("a binding of an empty thumbprint: %v, want wrong_key", err)
+	}
+}
