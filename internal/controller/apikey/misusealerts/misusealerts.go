@@ -18,9 +18,11 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -99,8 +101,9 @@ type Alert struct {
 // after was made from: one when after is a new record (none otherwise). mode is the binding's
 // mode as the operator recorded it for the server, hint the key's status.keyHint.
 func Alerts(before, after *switchboardv1alpha1.APIKeyMisuseAlerts, b *switchboardv1alpha1.APIKeyBindingStatus, mode switchboardv1alpha1.BindingMode, hint string) []Alert {
-	if after == nil || after == before || b == nil || b.LastMisuseAt == nil || !b.LastMisuseAt.Equal(&after.LastMisuseAt) {
-		return nil
+	if after == nil || b == nil || b.LastMisuseAt == nil || !b.LastMisuseAt.Equal(&after.LastMisuseAt) ||
+		before != nil && before.ReportedAt.Equal(&after.ReportedAt) && before.LastMisuseAt.Equal(&after.LastMisuseAt) {
+		return nil // no new record (before is a copy of the status before: compared, not its address)
 	}
 	if mode == "" {
 		mode = switchboardv1alpha1.BindingReportOnly
@@ -131,6 +134,23 @@ func Alerts(before, after *switchboardv1alpha1.APIKeyMisuseAlerts, b *switchboar
 	}
 	return []Alert{{At: data.LastMisuseAt, Data: data, Message: fmt.Sprintf(
 		"key %s was presented %d %s by workloads its binding does not name (%s), %s", hint, data.Misuses, times, effect, last)}}
+}
+
+// ModeOf is the mode of key's binding the events report: the one the operator recorded for the
+// server in hash Secret hash (what the server applied), else spec.binding's (the record not
+// written yet), else ReportOnly. It is reported, never decided from.
+func ModeOf(key *switchboardv1alpha1.APIKey, hash *corev1.Secret) switchboardv1alpha1.BindingMode {
+	if hash != nil {
+		if raw := hash.Data[keysecret.DataBinding]; len(raw) > 0 {
+			if b, err := keysecret.ParseBinding(raw); err == nil {
+				return b.Mode
+			}
+		}
+	}
+	if key != nil && key.Spec.Binding != nil && key.Spec.Binding.Mode != "" {
+		return key.Spec.Binding.Mode
+	}
+	return switchboardv1alpha1.BindingReportOnly
 }
 
 // unbound are b's presenters the binding does not name, the most recent first.

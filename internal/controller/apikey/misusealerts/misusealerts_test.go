@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
+	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/webhookdelivery"
 )
 
@@ -69,7 +71,8 @@ func TestMisuseAlertsPlan(t *testing.T) {
 			case tc.want != nil && (got == nil || got.ReportedMisuses != tc.want.ReportedMisuses || !got.LastMisuseAt.Equal(&tc.want.LastMisuseAt) || !got.ReportedAt.Equal(&tc.want.ReportedAt)):
 				t.Fatalf("the record is %+v, want %+v", got, tc.want)
 			}
-			alerts := Alerts(tc.rec, got, tc.b, switchboardv1alpha1.BindingReportOnly, "sb_live_AbCd…wxyz")
+			// The controller compares a copy of the status before with the status after.
+			alerts := Alerts(tc.rec.DeepCopy(), got, tc.b, switchboardv1alpha1.BindingReportOnly, "sb_live_AbCd…wxyz")
 			if tc.counted == 0 {
 				if len(alerts) != 0 {
 					t.Fatalf("events %+v, want none", alerts)
@@ -117,7 +120,7 @@ func TestMisuseAlertsAtMostOncePerInterval(t *testing.T) {
 	reconcile := func(b *switchboardv1alpha1.APIKeyBindingStatus, now time.Time) {
 		reconciles++
 		after := Next(rec, b, now)
-		for _, a := range Alerts(rec, after, b, switchboardv1alpha1.BindingEnforce, "sb_live_AbCd…wxyz") {
+		for _, a := range Alerts(rec.DeepCopy(), after, b, switchboardv1alpha1.BindingEnforce, "sb_live_AbCd…wxyz") {
 			sent = append(sent, now)
 			counted += a.Data.Misuses
 			if !strings.Contains(a.Message, "refused: Enforce") {
@@ -160,5 +163,28 @@ func TestMisuseAlertsAtMostOncePerInterval(t *testing.T) {
 	}
 	if reconciles > 2*len(sent)+1 {
 		t.Errorf("%d reconciles for %d events: the server's writes woke the operator", reconciles, len(sent))
+	}
+}
+
+// TestModeOf: the events report the mode the operator recorded for the server, over the spec's
+// (a change the record does not carry yet); a record that does not parse is not reported from.
+func TestModeOf(t *testing.T) {
+	key := &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{Binding: &switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingEnforce, Consumers: true}}}
+	recorded := &corev1.Secret{Data: map[string][]byte{keysecret.DataBinding: keysecret.Binding{Mode: switchboardv1alpha1.BindingReportOnly}.Encode()}}
+	broken := &corev1.Secret{Data: map[string][]byte{keysecret.DataBinding: []byte(`{"mode":"Audit"}`)}}
+	for _, tc := range []struct {
+		name string
+		key  *switchboardv1alpha1.APIKey
+		hash *corev1.Secret
+		want switchboardv1alpha1.BindingMode
+	}{
+		{"the record's", key, recorded, switchboardv1alpha1.BindingReportOnly},
+		{"no record yet: the spec's", key, &corev1.Secret{}, switchboardv1alpha1.BindingEnforce},
+		{"a record that does not parse: the spec's", key, broken, switchboardv1alpha1.BindingEnforce},
+		{"neither", &switchboardv1alpha1.APIKey{}, nil, switchboardv1alpha1.BindingReportOnly},
+	} {
+		if got := ModeOf(tc.key, tc.hash); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
