@@ -232,8 +232,8 @@ func TestKeyReportShowsTheBinding(t *testing.T) {
 		{"system:serviceaccount:shop:checkout", "10.244.1.17  1200      2m ago     yes"},
 		{"no proof", "203.0.113.7  7         3m ago     no"},
 	} {
-		line := out[strings.Index(out, row.start):]
-		line = line[:strings.Index(line, "\n")]
+		_, line, _ := strings.Cut(out, row.start)
+		line, _, _ = strings.Cut(line, "\n")
 		if !strings.Contains(strings.Join(strings.Fields(line), " "), strings.Join(strings.Fields(row.want), " ")) {
 			t.Errorf("the row of %s is %q, want %q", row.start, line, row.want)
 		}
