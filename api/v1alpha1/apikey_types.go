@@ -193,6 +193,12 @@ type APIKeyStatus struct {
 	// +optional
 	CreditAlerts *APIKeyCreditAlerts `json:"creditAlerts,omitempty"`
 
+	// misuseAlerts is the last apikey.misused event the operator sent for a misuse that
+	// status.binding counted, written by the operator alone so that each misuse is reported
+	// once and the events of a key come at most once an interval.
+	// +optional
+	MisuseAlerts *APIKeyMisuseAlerts `json:"misuseAlerts,omitempty"`
+
 	// keyIssuedAt is when the current key was issued.
 	// +optional
 	KeyIssuedAt *metav1.Time `json:"keyIssuedAt,omitempty"`

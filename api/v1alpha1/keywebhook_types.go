@@ -12,7 +12,7 @@ import (
 
 // KeyEventType names a key event a KeyWebhook can subscribe to: the Standard Webhooks event
 // type of its payloads (internal/webhookdelivery.EventType).
-// +kubebuilder:validation:Enum=apikey.created;apikey.revealed;apikey.rotated;apikey.renewed;apikey.expiring;apikey.unused;apikey.revoked;apikey.expired;apikey.leaked;apikey.credits_low;apikey.credits_exhausted;apikey.credits_refilled
+// +kubebuilder:validation:Enum=apikey.created;apikey.revealed;apikey.rotated;apikey.renewed;apikey.expiring;apikey.unused;apikey.revoked;apikey.expired;apikey.leaked;apikey.credits_low;apikey.credits_exhausted;apikey.credits_refilled;apikey.misused
 type KeyEventType string
 
 // Bounds of a KeyWebhook, as the markers state them.
@@ -51,7 +51,7 @@ type KeyWebhookSpec struct {
 	// eventTypes are the events delivered; all of them when empty.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=12
+	// +kubebuilder:validation:MaxItems=13
 	EventTypes []KeyEventType `json:"eventTypes,omitempty"`
 
 	// signingSecretRef names the Secret holding the "whsec_" secrets each delivery is signed

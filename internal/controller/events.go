@@ -8,6 +8,7 @@ import (
 
 	switchboardv1alpha1 "github.com/switchboard-dev/switchboard/api/v1alpha1"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/creditalerts"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/misusealerts"
 )
 
 // What wakes a reconcile. A tenant may update its objects as often as it likes; an update that
@@ -19,8 +20,9 @@ import (
 // MeaningfulUpdate lets through the updates of APIKeys, Connections and Secrets that change
 // something the reconcilers read: the spec (generation), deletion, finalizers, owner references,
 // the status the operator writes (but an APIKey's lastUsedAt and previousKeyUse, which the server
-// writes: the decisions that read them wake on a timer; and its credits, also the server's,
-// unless they cross a threshold of the credit events or start a period), and a Secret's type, switchboard's labels and its data. Labels and annotations
+// writes: the decisions that read them wake on a timer; and its credits and binding, also the
+// server's, unless they cross a threshold of the credit events or start a period, or carry a
+// misuse to report), and a Secret's type, switchboard's labels and its data. Labels and annotations
 // that switchboard does not own, managed fields and the resource version do not count. Creates
 // and deletes always count.
 var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -45,7 +47,11 @@ var MeaningfulUpdate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) boo
 		// status.credits changes at every write of the server; only a balance that moves the
 		// credit events' record (a threshold, a new period) needs the operator.
 		a.Credits, b.Credits = nil, nil
-		return !equality.Semantic.DeepEqual(a, b) || creditalerts.Due(n.Status.CreditAlerts, n.Status.Credits)
+		// So does status.binding: only a misuse to report now needs the operator (those of an
+		// interval not over wait for its wake).
+		a.Binding, b.Binding = nil, nil
+		return !equality.Semantic.DeepEqual(a, b) || creditalerts.Due(n.Status.CreditAlerts, n.Status.Credits) ||
+			misusealerts.Due(n.Status.MisuseAlerts, n.Status.Binding)
 	case *switchboardv1alpha1.Connection:
 		n, ok := n.(*switchboardv1alpha1.Connection)
 		return !ok || !equality.Semantic.DeepEqual(old.Status, n.Status)

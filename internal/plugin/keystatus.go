@@ -31,8 +31,9 @@ func newKeyStatusCommand(o *Options) *cobra.Command {
 			"conditions with their reasons and messages, its recent Events, the current key (hint and\n" +
 			"generation) with when it was issued, when it ends and when it is renewed, when it was last used,\n" +
 			"its delivery Secret and whether that Secret exists, its one-time reveal, failed renewals, and\n" +
-			"what it may do (rate limit, source ranges, audiences). It never shows a key. Parts you may not\n" +
-			"read (Events, the delivery Secret) say so and the rest is shown.",
+			"what it may do (rate limit, source ranges, audiences, credits), and for a key bound to workloads\n" +
+			"its binding's mode, who presented it lately (bound or not) and its misuses. It never shows a key.\n" +
+			"Parts you may not read (Events, the delivery Secret) say so and the rest is shown.",
 		Example: "  kubectl switchboard key status ci -n demo\n" +
 			"  kubectl switchboard key status ci -n demo -o yaml",
 	}, func(ctx context.Context, c client.Client, key *switchboardv1alpha1.APIKey) (any, func() error, error) {
@@ -94,11 +95,14 @@ type keyReport struct {
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 	RevokedAt *metav1.Time `json:"revokedAt,omitempty"`
 
-	Key        keyReportKey       `json:"key"`
-	Lifecycle  keyReportLifecycle `json:"lifecycle"`
-	Delivery   keyReportDelivery  `json:"delivery"`
-	Reveal     keyReportReveal    `json:"reveal"`
-	Policy     keyReportPolicy    `json:"policy"`
+	Key       keyReportKey       `json:"key"`
+	Lifecycle keyReportLifecycle `json:"lifecycle"`
+	Delivery  keyReportDelivery  `json:"delivery"`
+	Reveal    keyReportReveal    `json:"reveal"`
+	Policy    keyReportPolicy    `json:"policy"`
+	// Binding is the key's binding to workloads and who presented it lately (nil: a bearer key
+	// the server saw no presenter of).
+	Binding    *keyReportBinding  `json:"binding,omitempty"`
 	Conditions []metav1.Condition `json:"conditions"`
 	Events     []keyReportEvent   `json:"events"`
 	// EventsError says why the Events could not be read ("" when they were).
@@ -181,6 +185,48 @@ type keyReportPolicy struct {
 	CreditPool string `json:"creditPool,omitempty"`
 }
 
+// keyReportBinding is what spec.binding names and what the API server last wrote of who
+// presented the key (status.binding), with the operator's last misuse event.
+type keyReportBinding struct {
+	// Mode is spec.binding.mode ("" when the binding was removed since the server counted).
+	Mode            string   `json:"mode,omitempty"`
+	Consumers       bool     `json:"consumers,omitempty"`
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	SPIFFEIDs       []string `json:"spiffeIDs,omitempty"`
+	PublicKeys      []string `json:"publicKeys,omitempty"`
+	// Presenters are who presented the key lately, the most recent first; Misuses counts the
+	// requests that proved no bound workload, the last at LastMisuseAt; ObservedAt is when the
+	// server counted (all nil or zero: no count written yet).
+	Presenters   []switchboardv1alpha1.BindingPresenter `json:"presenters"`
+	Misuses      int64                                  `json:"misuses"`
+	LastMisuseAt *metav1.Time                           `json:"lastMisuseAt,omitempty"`
+	ObservedAt   *metav1.Time                           `json:"observedAt,omitempty"`
+	// MisuseReportedAt is when the operator last sent apikey.misused (status.misuseAlerts).
+	MisuseReportedAt *metav1.Time `json:"misuseReportedAt,omitempty"`
+}
+
+// bindingOf is k's binding report, nil for a key without spec.binding or status.binding.
+func bindingOf(k *switchboardv1alpha1.APIKey) *keyReportBinding {
+	spec, st := k.Spec.Binding, k.Status.Binding
+	if spec == nil && st == nil {
+		return nil
+	}
+	b := &keyReportBinding{Presenters: []switchboardv1alpha1.BindingPresenter{}}
+	if spec != nil {
+		b.Mode, b.Consumers = string(spec.Mode), spec.Consumers
+		b.ServiceAccounts, b.SPIFFEIDs, b.PublicKeys = spec.ServiceAccounts, spec.SPIFFEIDs, spec.PublicKeys
+	}
+	if st != nil {
+		b.Presenters = append(b.Presenters, st.Presenters...)
+		sort.SliceStable(b.Presenters, func(i, j int) bool { return b.Presenters[j].LastSeen.Before(&b.Presenters[i].LastSeen) })
+		b.Misuses, b.LastMisuseAt, b.ObservedAt = st.Misuses, st.LastMisuseAt, st.ObservedAt.DeepCopy()
+	}
+	if a := k.Status.MisuseAlerts; a != nil {
+		b.MisuseReportedAt = a.ReportedAt.DeepCopy()
+	}
+	return b
+}
+
 // keyReportEvent is one Event about the APIKey.
 type keyReportEvent struct {
 	Type      string      `json:"type"`
@@ -218,6 +264,7 @@ func newKeyReport(k *switchboardv1alpha1.APIKey, now time.Time) *keyReport {
 		Policy: keyReportPolicy{
 			RateLimit: keyclient.FormatRateLimit(k.Spec.RateLimit), Credits: st.Credits, CreditPool: k.Spec.CreditPool,
 		},
+		Binding:    bindingOf(k),
 		Conditions: sortedConditions(k.Status.Conditions),
 		Events:     []keyReportEvent{},
 	}

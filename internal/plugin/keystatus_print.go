@@ -73,9 +73,21 @@ func printKeyReport(out io.Writer, r *keyReport, now time.Time) error {
 		line("  Credits", "%s", creditsText(r.Policy, now))
 	}
 
+	if b := r.Binding; b != nil {
+		fmt.Fprintln(w, "Binding:")
+		line("  Mode", "%s", bindingModeText(b.Mode))
+		line("  Bound to", "%s", boundToText(b))
+		line("  Misuses", "%s", misusesText(b, now))
+	}
+
 	// The tables are aligned on their own, not with the labels above.
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	if b := r.Binding; b != nil {
+		if err := printPresenters(out, b, now); err != nil {
+			return err
+		}
 	}
 	w = printers.GetNewTabWriter(out)
 	if len(r.Conditions) == 0 {
@@ -131,6 +143,72 @@ func creditsText(p keyReportPolicy, now time.Time) string {
 	}
 	return fmt.Sprintf("%d of %d left this period (refill at %s; counted %s)",
 		c.Remaining, c.Used+c.Remaining, when(&c.PeriodEnd, now, "-"), when(&c.ObservedAt, now, "-"))
+}
+
+// bindingModeText says what the mode does to a request that proves no bound workload.
+func bindingModeText(mode string) string {
+	switch switchboardv1alpha1.BindingMode(mode) {
+	case switchboardv1alpha1.BindingReportOnly:
+		return mode + " (a request that proves no bound workload is admitted, counted and reported)"
+	case switchboardv1alpha1.BindingEnforce:
+		return mode + " (a request that proves no bound workload is refused: 403 API_KEY_WRONG_WORKLOAD)"
+	}
+	return "none (spec.binding removed; the counts below are from before)"
+}
+
+// boundToText lists what the binding names.
+func boundToText(b *keyReportBinding) string {
+	var parts []string
+	if b.Consumers {
+		parts = append(parts, "the pods reading its delivery Secret")
+	}
+	if len(b.ServiceAccounts) > 0 {
+		parts = append(parts, "ServiceAccounts "+strings.Join(b.ServiceAccounts, ", "))
+	}
+	if len(b.SPIFFEIDs) > 0 {
+		parts = append(parts, "SPIFFE IDs "+strings.Join(b.SPIFFEIDs, ", "))
+	}
+	if len(b.PublicKeys) > 0 {
+		parts = append(parts, "public keys "+strings.Join(b.PublicKeys, ", "))
+	}
+	return cmp.Or(strings.Join(parts, "; "), "-")
+}
+
+// misusesText is how many requests proved no bound workload and when the last was, as the API
+// server last counted, with the operator's last report of them.
+func misusesText(b *keyReportBinding, now time.Time) string {
+	if b.ObservedAt == nil {
+		return "none counted yet (the API server writes the counts with lastUsedAt)"
+	}
+	if b.Misuses == 0 {
+		return "none"
+	}
+	s := fmt.Sprintf("%d, the last %s", b.Misuses, when(b.LastMisuseAt, now, "-"))
+	if b.MisuseReportedAt != nil {
+		s += "; last reported (apikey.misused) " + when(b.MisuseReportedAt, now, "-")
+	}
+	return s
+}
+
+// printPresenters writes who presented the key lately, one row each, the most recent first.
+func printPresenters(out io.Writer, b *keyReportBinding, now time.Time) error {
+	w := printers.GetNewTabWriter(out)
+	switch {
+	case b.ObservedAt == nil:
+	case len(b.Presenters) == 0:
+		fmt.Fprintf(w, "Presented by (last period):\tnobody (counted %s)\n", when(b.ObservedAt, now, "-"))
+	default:
+		fmt.Fprintf(w, "Presented by (last period, counted %s):\n", when(b.ObservedAt, now, "-"))
+		fmt.Fprintln(w, "  PRINCIPAL\tADDRESS\tREQUESTS\tLAST SEEN\tBOUND")
+		for _, p := range b.Presenters {
+			bound := "no"
+			if p.Bound {
+				bound = "yes"
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%d\t%s\t%s\n", cmp.Or(p.Principal, "no proof"), orDash(p.Address), p.Requests, ago(&p.LastSeen, now), bound)
+		}
+	}
+	return w.Flush()
 }
 
 func when(t *metav1.Time, now time.Time, none string) string {

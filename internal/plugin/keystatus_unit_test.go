@@ -179,3 +179,97 @@ func TestKeyReportShowsTheCredits(t *testing.T) {
 		t.Errorf("a key with credits and no balance yet:\n%s", out)
 	}
 }
+
+// TestKeyReportShowsTheBinding: a bound key's report says its mode and what it is bound to, the
+// misuses the API server counted and when the operator last reported them, and who presented
+// it lately, the most recent first, each with its principal ("no proof" when it proved
+// nothing), address, requests, when last seen and whether bound; -o json carries the same.
+func TestKeyReportShowsTheBinding(t *testing.T) {
+	k := &switchboardv1alpha1.APIKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "payments", CreationTimestamp: *at(-48 * time.Hour)},
+		Spec: switchboardv1alpha1.APIKeySpec{SecretName: "payments-key",
+			Binding: &switchboardv1alpha1.APIKeyBinding{Mode: switchboardv1alpha1.BindingReportOnly, Consumers: true, ServiceAccounts: []string{"batch"}}},
+		Status: switchboardv1alpha1.APIKeyStatus{KeyGeneration: 1},
+	}
+	text := func() string {
+		var out strings.Builder
+		if err := printKeyReport(&out, newKeyReport(k, now), now); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	out := text()
+	for _, want := range []string{"Binding:", "ReportOnly (a request that proves no bound workload is admitted", "the pods reading its delivery Secret; ServiceAccounts batch", "none counted yet"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("before any count, lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Presented by") {
+		t.Errorf("presenters shown before the server counted any:\n%s", out)
+	}
+
+	k.Status.Binding = &switchboardv1alpha1.APIKeyBindingStatus{ObservedAt: *at(-time.Minute), Misuses: 7, LastMisuseAt: at(-3 * time.Minute),
+		Presenters: []switchboardv1alpha1.BindingPresenter{
+			{Principal: "", Address: "203.0.113.7", Bound: false, Requests: 7, LastSeen: *at(-3 * time.Minute)},
+			{Principal: "system:serviceaccount:shop:checkout", Address: "10.244.1.17", Bound: true, Requests: 1200, LastSeen: *at(-2 * time.Minute)},
+		}}
+	k.Status.MisuseAlerts = &switchboardv1alpha1.APIKeyMisuseAlerts{ReportedMisuses: 7, LastMisuseAt: *at(-3 * time.Minute), ReportedAt: *at(-2 * time.Minute)}
+	out = text()
+	for _, want := range []string{
+		"7, the last 2026-11-22T11:57:00Z (3m ago); last reported (apikey.misused) 2026-11-22T11:58:00Z",
+		"Presented by (last period, counted 2026-11-22T11:59:00Z",
+		"PRINCIPAL",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	checkout, noProof := strings.Index(out, "system:serviceaccount:shop:checkout"), strings.Index(out, "no proof")
+	if checkout < 0 || noProof < checkout {
+		t.Errorf("the presenters are not listed the most recent first:\n%s", out)
+	}
+	for _, row := range []struct{ start, want string }{
+		{"system:serviceaccount:shop:checkout", "10.244.1.17  1200      2m ago     yes"},
+		{"no proof", "203.0.113.7  7         3m ago     no"},
+	} {
+		_, line, _ := strings.Cut(out, row.start)
+		line, _, _ = strings.Cut(line, "\n")
+		if !strings.Contains(strings.Join(strings.Fields(line), " "), strings.Join(strings.Fields(row.want), " ")) {
+			t.Errorf("the row of %s is %q, want %q", row.start, line, row.want)
+		}
+	}
+
+	raw, err := json.Marshal(newKeyReport(k, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Binding struct {
+			Mode       string
+			Misuses    int64
+			Presenters []struct {
+				Principal, Address string
+				Bound              bool
+				Requests           int64
+			}
+			MisuseReportedAt *time.Time
+		} `json:"binding"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		t.Fatal(err)
+	}
+	b := report.Binding
+	if b.Mode != "ReportOnly" || b.Misuses != 7 || len(b.Presenters) != 2 || b.Presenters[1].Principal != "" || b.Presenters[1].Bound ||
+		b.Presenters[0].Requests != 1200 || b.MisuseReportedAt == nil {
+		t.Errorf("-o json carries %+v: %s", b, raw)
+	}
+
+	k.Spec.Binding.Mode = switchboardv1alpha1.BindingEnforce
+	if out := text(); !strings.Contains(out, "refused: 403 API_KEY_WRONG_WORKLOAD") {
+		t.Errorf("Enforce is not said:\n%s", out)
+	}
+	k.Spec.Binding, k.Status.Binding, k.Status.MisuseAlerts = nil, nil, nil
+	if out := text(); strings.Contains(out, "Binding:") {
+		t.Errorf("a bearer key shows a binding:\n%s", out)
+	}
+}

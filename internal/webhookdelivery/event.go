@@ -45,12 +45,15 @@ const (
 	// KeyCreditsRefilled: a new period began for a key whose previous one reached 80 %;
 	// data.credits is the new period's balance; once per period.
 	KeyCreditsRefilled EventType = "apikey.credits_refilled"
+	// KeyMisused: a bound key was presented by workloads its binding does not name (data.misuse:
+	// how many times since the previous apikey.misused, by whom); at most once an interval.
+	KeyMisused EventType = "apikey.misused"
 )
 
 // EventTypes lists every EventType, in the order of a key's life.
 var EventTypes = []EventType{
 	KeyCreated, KeyRevealed, KeyRotated, KeyRenewed, KeyExpiring, KeyUnused, KeyRevoked, KeyExpired, KeyLeaked,
-	KeyCreditsLow, KeyCreditsExhausted, KeyCreditsRefilled,
+	KeyCreditsLow, KeyCreditsExhausted, KeyCreditsRefilled, KeyMisused,
 }
 
 // creditTypes are the events that carry data.credits.
@@ -94,6 +97,39 @@ type KeyData struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// Credits is the key's credit balance (the credit events only).
 	Credits *CreditsData `json:"credits,omitempty"`
+	// Misuse is who presented a bound key without being bound, and how often (misused only).
+	Misuse *MisuseData `json:"misuse,omitempty"`
+}
+
+// MisuseData is what an apikey.misused event reports of a bound key's misuses, as the API
+// server counted them (status.binding): never the key, never what the binding names.
+type MisuseData struct {
+	// Mode is the binding's mode: ReportOnly (the requests were admitted) or Enforce (refused
+	// with 403 API_KEY_WRONG_WORKLOAD).
+	Mode string `json:"mode"`
+	// Misuses counts the requests that proved no bound workload since the previous
+	// apikey.misused of the key (all of them for the first), at least 1.
+	Misuses int64 `json:"misuses"`
+	// LastMisuseAt is when the last of them was seen.
+	LastMisuseAt time.Time `json:"lastMisuseAt"`
+	// PreviousReportAt is when the previous apikey.misused of the key was sent (absent for the
+	// first).
+	PreviousReportAt *time.Time `json:"previousReportAt,omitempty"`
+	// Presenters are the presenters the binding does not name among those the server saw last
+	// (at most 8), the most recent first.
+	Presenters []MisusePresenter `json:"presenters,omitempty"`
+}
+
+// MisusePresenter is one presenter of a misuse: who it proved it was ("" when it proved
+// nothing) and from where.
+type MisusePresenter struct {
+	// Principal is system:serviceaccount:NS:NAME, a SPIFFE ID, jwk:THUMBPRINT, or "" (no proof).
+	Principal string `json:"principal"`
+	// Address is the client's address as the server knew it ("" when it did not).
+	Address string `json:"address"`
+	// Requests counts its requests the server saw; LastSeen is when the last was.
+	Requests int64     `json:"requests"`
+	LastSeen time.Time `json:"lastSeen"`
 }
 
 // CreditsData is a key's credit balance in a period, as the API server counted it
@@ -134,11 +170,23 @@ const (
 	// maxCredits is the largest count of credits a period holds: a rollover's cap and eight
 	// grants, each at most v1alpha1.CreditsMaxAmount (2^40).
 	maxCredits = 9 << 40
+	// The bounds of status.binding's presenters (v1alpha1): how many, a principal, an address.
+	maxMisusePresenters = 8
+	maxPrincipalChars   = 320
+	maxAddressChars     = 64
 )
 
 // hintPattern is what a key hint looks like (apikey.Hint): a prefix, "_live_", four characters,
 // "…", four characters. A whole key never matches it, so a payload that passes cannot carry one.
 var hintPattern = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}_live_[0-9A-Za-z]{4}…[0-9A-Za-z]{4}$`)
+
+// principalPattern is what a presenter's principal looks like (status.binding): a
+// ServiceAccount, a SPIFFE ID, a JWK thumbprint, or nothing. A key matches none of them.
+var principalPattern = regexp.MustCompile(`^(|system:serviceaccount:[a-z0-9.-]+:[a-z0-9.-]+|spiffe://[^\s]+|jwk:[A-Za-z0-9_-]{43})$`)
+
+// addressPattern is what a client's address looks like: an IPv4 or IPv6 address, perhaps with
+// a port or a zone.
+var addressPattern = regexp.MustCompile(`^[0-9A-Fa-f:.\[\]]*(%[0-9A-Za-z.-]+)?[\]:0-9]*$`)
 
 // namePattern is what a Kubernetes namespace or object name looks like (DNS subdomain).
 var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
@@ -217,6 +265,7 @@ func (e Event) Validate() error {
 		}
 	}
 	errs = append(errs, validateCredits(e.Type, d.Credits)...)
+	errs = append(errs, validateMisuse(e.Type, d.Misuse)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("event %s: %w", e.Type, err)
 	}
@@ -250,6 +299,41 @@ func validateCredits(t EventType, c *CreditsData) []error {
 		errs = append(errs, fmt.Errorf("credits.thresholdPercent: one of %v", CreditThresholds))
 	case t != KeyCreditsLow && c.ThresholdPercent != 0:
 		errs = append(errs, fmt.Errorf("credits.thresholdPercent: only in %s", KeyCreditsLow))
+	}
+	return errs
+}
+
+// validateMisuse checks data.misuse: present in apikey.misused alone, a mode, at least one
+// misuse and when, and presenters within status.binding's bounds.
+func validateMisuse(t EventType, m *MisuseData) []error {
+	if t != KeyMisused {
+		if m != nil {
+			return []error{fmt.Errorf("misuse: only in %s", KeyMisused)}
+		}
+		return nil
+	}
+	if m == nil {
+		return []error{errors.New("misuse: what the key's misuses were")}
+	}
+	var errs []error
+	if m.Mode != "ReportOnly" && m.Mode != "Enforce" {
+		errs = append(errs, errors.New("misuse.mode: ReportOnly or Enforce"))
+	}
+	if m.Misuses < 1 {
+		errs = append(errs, fmt.Errorf("misuse.misuses %d: at least 1", m.Misuses))
+	}
+	if m.LastMisuseAt.IsZero() {
+		errs = append(errs, errors.New("misuse.lastMisuseAt: when the last misuse was seen"))
+	}
+	if len(m.Presenters) > maxMisusePresenters {
+		errs = append(errs, fmt.Errorf("misuse.presenters: %d, at most %d", len(m.Presenters), maxMisusePresenters))
+	}
+	for i, p := range m.Presenters {
+		// Checked by shape and never quoted, like the hints.
+		if len(p.Principal) > maxPrincipalChars || !principalPattern.MatchString(p.Principal) ||
+			len(p.Address) > maxAddressChars || !addressPattern.MatchString(p.Address) || p.Requests < 0 || p.LastSeen.IsZero() {
+			errs = append(errs, fmt.Errorf("misuse.presenters[%d]: a principal (system:serviceaccount:NS:NAME, spiffe://…, jwk:THUMBPRINT or none) of at most %d characters, an address of at most %d, a count and when", i, maxPrincipalChars, maxAddressChars))
+		}
 	}
 	return errs
 }

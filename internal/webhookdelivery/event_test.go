@@ -187,6 +187,28 @@ func TestWrongPayloadsDoNotValidate(t *testing.T) {
 		{"no period end", KeyCreditsRefilled, func(_, d map[string]any) { delete(d["credits"].(map[string]any), "periodEnd") }},
 		{"a period too long", KeyCreditsRefilled, func(_, d map[string]any) { d["credits"].(map[string]any)["period"] = strings.Repeat("M", 33) }},
 		{"a field of its own in credits", KeyCreditsLow, func(_, d map[string]any) { d["credits"].(map[string]any)["key"] = key }},
+		{"misused without misuse", KeyMisused, func(_, d map[string]any) { delete(d, "misuse") }},
+		{"misuse elsewhere", KeyRevoked, func(_, d map[string]any) {
+			d["misuse"] = map[string]any{"mode": "Enforce", "misuses": 1, "lastMisuseAt": "2026-12-01T00:00:00Z"}
+		}},
+		{"no misuse counted", KeyMisused, func(_, d map[string]any) { d["misuse"].(map[string]any)["misuses"] = 0 }},
+		{"a mode of its own", KeyMisused, func(_, d map[string]any) { d["misuse"].(map[string]any)["mode"] = "Audit" }},
+		{"no lastMisuseAt", KeyMisused, func(_, d map[string]any) { delete(d["misuse"].(map[string]any), "lastMisuseAt") }},
+		{"a key for a principal", KeyMisused, func(_, d map[string]any) {
+			d["misuse"].(map[string]any)["presenters"].([]any)[0].(map[string]any)["principal"] = key
+		}},
+		{"a key for an address", KeyMisused, func(_, d map[string]any) {
+			d["misuse"].(map[string]any)["presenters"].([]any)[0].(map[string]any)["address"] = key
+		}},
+		{"nine presenters", KeyMisused, func(_, d map[string]any) {
+			m := d["misuse"].(map[string]any)
+			p := m["presenters"].([]any)
+			for len(p) < 9 {
+				p = append(p, p[0])
+			}
+			m["presenters"] = p
+		}},
+		{"a field of its own in misuse", KeyMisused, func(_, d map[string]any) { d["misuse"].(map[string]any)["key"] = key }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p map[string]any

@@ -32,6 +32,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/leak"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/misusealerts"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/podwatch"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/readiness"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/renewalinterval"
@@ -187,6 +188,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The credit events' record follows the balance the server wrote (Transitions tells the
 	// change).
 	key.Status.CreditAlerts = creditalerts.Next(key.Status.CreditAlerts, key.Status.Credits)
+	// So does the misuse events' record the misuses it counted, at most once an interval: the
+	// wake after it reports those the interval held back.
+	key.Status.MisuseAlerts = misusealerts.Next(key.Status.MisuseAlerts, key.Status.Binding, s.Now)
+	wake.At(misusealerts.WakeAt(key.Status.MisuseAlerts).Sub(s.Now))
+	f.BindingMode = misusealerts.ModeOf(key, s.Hash)
 	if f.Life.Renewal {
 		// Counted from the last status, for people and alerts only: nothing is decided from it;
 		// the back-off is the controller's, on the error.

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -62,6 +63,12 @@ func EventID(uid types.UID, t webhookdelivery.EventType, gen int64) string {
 // threshold, whichever key generation is current.
 func PeriodEventID(uid types.UID, t webhookdelivery.EventType, period string, percent int) string {
 	return "evt_" + digest(string(uid), string(t), "period", period, strconv.Itoa(percent))
+}
+
+// MisuseEventID is the id of the apikey.misused event of the APIKey of UID uid that reports the
+// misuses up to the one seen at lastMisuseAt (status.binding): the same misuses, the same event.
+func MisuseEventID(uid types.UID, lastMisuseAt time.Time) string {
+	return "evt_" + digest(string(uid), string(webhookdelivery.KeyMisused), "misuse", lastMisuseAt.UTC().Format(time.RFC3339Nano))
 }
 
 // MessageID is the webhook-id of event eventID's delivery to the KeyWebhook of UID webhook:

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/keystate"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/leak"
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/lifecycle"
+	"github.com/switchboard-dev/switchboard/internal/controller/apikey/misusealerts"
 	"github.com/switchboard-dev/switchboard/internal/controller/keyjournal"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/objstatus"
@@ -65,6 +66,8 @@ type Findings struct {
 	// wrote its record.
 	Binding         keystate.BindingFinding
 	BindingRecorded bool
+	// BindingMode is the mode of the key's binding the misuse events report (misusealerts.ModeOf).
+	BindingMode switchboardv1alpha1.BindingMode
 }
 
 // FindingsOf is what the status reports of an APIKey observed as obs after decision d was
@@ -304,6 +307,14 @@ func Transitions(before, after *switchboardv1alpha1.APIKey, f *Findings, now tim
 		// What the binding cannot record (consumers unreadable, too many): told once, as it starts.
 		event(corev1.EventTypeWarning, "Binding"+is, "BindKey", "%s", f.Binding.Message)
 	}
+	for _, a := range misusealerts.Alerts(before.Status.MisuseAlerts, after.Status.MisuseAlerts, after.Status.Binding, f.BindingMode, hint) {
+		t := event(corev1.EventTypeWarning, misusealerts.ReasonKeyMisused, "ReportMisuse", "%s", a.Message)
+		t.key = keyEvent(webhookdelivery.KeyMisused, t.note)
+		t.key.Timestamp, t.key.Data.Misuse = a.At, &a.Data
+		if after.Status.LastUsedAt != nil {
+			t.key.Data.LastUsedAt = ptr.To(after.Status.LastUsedAt.UTC())
+		}
+	}
 	const ready, revealed = switchboardv1alpha1.ConditionReady, switchboardv1alpha1.ConditionRevealed
 	if was, is := objstatus.ConditionReason(before.Status.Conditions, ready), objstatus.ConditionReason(after.Status.Conditions, ready); was != is {
 		switch is {
@@ -353,7 +364,7 @@ func endOf(key *switchboardv1alpha1.APIKey, f *Findings) *time.Time {
 
 // KeyEvents are the key events of ts, each with its id (keyjournal.EventID of the APIKey, the
 // type and the key generation; for a credit event keyjournal.PeriodEventID, of its period and
-// threshold): the same transition computed again is the same event. An event
+// threshold; for a misuse event keyjournal.MisuseEventID, of the last misuse it reports): the same transition computed again is the same event. An event
 // of no key generation (none was issued) has no key to speak of and is left out.
 func KeyEvents(key *switchboardv1alpha1.APIKey, ts []Transition) []keyjournal.Event {
 	var out []keyjournal.Event
@@ -364,6 +375,9 @@ func KeyEvents(key *switchboardv1alpha1.APIKey, ts []Transition) []keyjournal.Ev
 		id := keyjournal.EventID(key.UID, t.key.Type, t.key.Data.KeyGeneration)
 		if c := t.key.Data.Credits; c != nil {
 			id = keyjournal.PeriodEventID(key.UID, t.key.Type, c.Period, c.ThresholdPercent)
+		}
+		if m := t.key.Data.Misuse; m != nil {
+			id = keyjournal.MisuseEventID(key.UID, m.LastMisuseAt)
 		}
 		out = append(out, keyjournal.Event{ID: id, Event: t.key})
 	}
