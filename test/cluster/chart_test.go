@@ -27,6 +27,7 @@ func TestChart(t *testing.T) {
 		{"pods as the chart says", testPodsAsDeclared, false},
 		{"panel through its Service", testPanel, false},
 		{"client flow through the Service", testClientFlow, false},
+		{"keys bound to a workload", testWorkloadBinding, true},
 		{"leaked key: refused, replaced, its Deployment rolled", testLeakRollout, true},
 		{"renewal windows through the webhook", testRenewalWindowWebhook, true},
 		{"automatic renewal under load", testRenewalUnderLoad, false},
