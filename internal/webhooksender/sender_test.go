@@ -109,9 +109,12 @@ func TestGoneDisablesUntilTheSpecChanges(t *testing.T) {
 
 	// The tenant points the subscription elsewhere: the spec changes, deliveries resume.
 	gone = false
+	// A patch of the spec alone, as kubectl would: the status controller writes the object's
+	// status meanwhile, which an Update of the whole object would conflict with.
 	k := keyWebhook(t, kw)
+	before := k.DeepCopy()
 	k.Spec.URL = rcv.URL + "/v2"
-	if err := env.Client.Update(context.Background(), k); err != nil {
+	if err := env.Client.Patch(context.Background(), k, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the endpoint enabled again", func() error {
