@@ -112,7 +112,7 @@ func validSPIFFEID(id string) bool {
 		return false
 	}
 	for i := range len(domain) {
-		if c := domain[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if !domainChar(domain[i]) {
 			return false
 		}
 	}
@@ -122,6 +122,16 @@ func validSPIFFEID(id string) bool {
 		}
 	}
 	return true
+}
+
+// domainChar says c may appear in a SPIFFE trust domain.
+func domainChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// keyChar says c may appear in an XFCC key.
+func keyChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
 // pathChar says c may appear in a SPIFFE ID's path (segments separated by '/').
@@ -185,7 +195,7 @@ func (p *parser) key() (string, error) {
 		if c == '=' {
 			break
 		}
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !keyChar(c) {
 			return "", ErrMalformed
 		}
 		p.i++
