@@ -25,8 +25,9 @@ const (
 // APIKeyBinding names the workloads that may present a key. A request proves who presents it
 // with one of: a projected ServiceAccount token of switchboard's audience in the
 // Switchboard-Workload-Token header (a pod of the key's namespace whose ServiceAccount is
-// bound), the peer principal a mesh's mutual TLS authenticated (ext_authz, a bound SPIFFE ID),
-// or a DPoP-shaped proof signed by a bound public key (the DPoP header). What the server
+// bound), the peer principal a mesh's mutual TLS authenticated (a bound SPIFFE ID: ext_authz's,
+// or an edge proxy's client-certificate header the server is configured to read from its
+// trusted proxies), or a DPoP-shaped proof signed by a bound public key (the DPoP header). What the server
 // enforces is what the operator recorded in the key's record in its own namespace, never what
 // a tenant writes elsewhere.
 // +kubebuilder:validation:XValidation:rule="(has(self.consumers) && self.consumers) || has(self.serviceAccounts) || has(self.spiffeIDs) || has(self.publicKeys)",message="binding names no workload: set consumers, serviceAccounts, spiffeIDs or publicKeys"

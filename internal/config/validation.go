@@ -107,8 +107,11 @@ func ValidateServerConfiguration(c *configv1alpha1.ServerConfiguration) field.Er
 // trustDomain is a SPIFFE trust domain's name (the SPIFFE ID standard, section 2.1).
 var trustDomain = regexp.MustCompile(`^[a-z0-9._-]{1,255}$`)
 
+// headerName is an HTTP field name (RFC 9110 section 5.1, a token), of a length a proxy sets.
+var headerName = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
+
 // validateBinding checks the settings of the workloads' proofs: an audience a token can carry,
-// and a trust domain a SPIFFE ID can name.
+// a trust domain a SPIFFE ID can name, a header name.
 func validateBinding(b *configv1alpha1.WorkloadBinding, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if a := b.TokenAudience; a == "" || len(a) > 253 || strings.ContainsAny(a, " \t\r\n,") {
@@ -116,6 +119,9 @@ func validateBinding(b *configv1alpha1.WorkloadBinding, path *field.Path) field.
 	}
 	if !trustDomain.MatchString(b.TrustDomain) {
 		errs = append(errs, field.Invalid(path.Child("trustDomain"), b.TrustDomain, "must be a SPIFFE trust domain: lower-case letters, digits, '.', '_' and '-'"))
+	}
+	if h := b.ClientCertHeader; h != "" && !headerName.MatchString(h) {
+		errs = append(errs, field.Invalid(path.Child("clientCertHeader"), h, "must be empty (none is read) or a header name, such as X-Forwarded-Client-Cert: 1 to 128 letters, digits and !#$%&'*+-.^_`|~"))
 	}
 	return errs
 }

@@ -87,6 +87,7 @@ func bind(t *testing.T, k *keyFixture, b keysecret.Binding) {
 type proofs struct {
 	token, dpop string
 	peer        string // ext_authz's attributes.source.principal
+	xfcc        string // X-Forwarded-Client-Cert, as an edge proxy sets it
 }
 
 // bindingServer is an authorization server, asked over every protocol with proofs.
@@ -102,6 +103,9 @@ func (s bindingServer) ask(t *testing.T, protocol, key string, p proofs) (int, s
 		}
 		if p.dpop != "" {
 			h.Set(keycheck.HeaderDPoP, p.dpop)
+		}
+		if p.xfcc != "" {
+			h.Set(keycheck.DefaultClientCertHeader, p.xfcc)
 		}
 	}
 	switch protocol {
@@ -122,6 +126,9 @@ func (s bindingServer) ask(t *testing.T, protocol, key string, p proofs) (int, s
 		headers := map[string]string{":method": "GET", ":path": "/v1/connections", "authorization": "Bearer " + key}
 		if p.token != "" {
 			headers["switchboard-workload-token"] = p.token
+		}
+		if p.xfcc != "" {
+			headers["x-forwarded-client-cert"] = p.xfcc
 		}
 		resp, err := s.grpc.Check(ctx(t), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 			Source: &authv3.AttributeContext_Peer{Principal: p.peer, Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
@@ -212,6 +219,54 @@ func TestBindingEnforced(t *testing.T) {
 	}
 	status, code := s.ask(t, "ext_authz gRPC", k.Key, proofs{peer: "spiffe://cluster.local/ns/" + ns + "/sa/api"})
 	wantWrongWorkload(t, "another peer principal", "ext_authz gRPC", status, code)
+}
+
+// TestBindingClientCertHeader: a server that reads the edge's X-Forwarded-Client-Cert
+// (binding.clientCertHeader) answers a key bound to a SPIFFE ID over /v1 and forward-auth when
+// the header's nearest element names it and the request comes from a trusted proxy (here the
+// loopback, the tests' gateway); it refuses another SPIFFE ID, the same header from a peer it
+// does not trust, and the header where it reads none; ext_authz never reads the header (its
+// peer is attributes.source.principal).
+func TestBindingClientCertHeader(t *testing.T) {
+	ns := env.Namespace(t, "binding-xfcc")
+	newConnection(t, ns, "one", "conn_xfcc1", nil)
+	k := newKey(t, ns, "bound", switchboardv1alpha1.APIKeySpec{})
+	mesh := "spiffe://cluster.local/ns/" + ns + "/sa/mesh"
+	bind(t, k, keysecret.Binding{Mode: switchboardv1alpha1.BindingEnforce, SPIFFEIDs: []string{mesh}})
+	edge := func(uri string) string {
+		return "By=spiffe://cluster.local/ns/edge/sa/gateway;Hash=468ed33be74eee6556d90c0149c1309e9ba61d6425303443c0748a02dd8de688;Subject=\"CN=client\";URI=" + uri
+	}
+	start := func(trusted, header string) bindingServer {
+		c := noFailureLimit(&sc{TrustedProxies: []string{trusted}})
+		c.Binding.ClientCertHeader = header
+		s := bindingServer{startAuthzServer(t, c, Deps{}, true)}
+		eventually(t, "the binding enforced", func() bool {
+			status, _ := s.ask(t, "/v1", k.Key, proofs{})
+			return status == http.StatusForbidden
+		})
+		return s
+	}
+	reading := start("127.0.0.1/32", keycheck.DefaultClientCertHeader)
+	for _, protocol := range []string{"/v1", "forward-auth", "forward-auth nginx"} {
+		if status, code := reading.ask(t, protocol, k.Key, proofs{xfcc: edge(mesh)}); status != http.StatusOK {
+			t.Errorf("the bound SPIFFE ID from the trusted edge over %s: %d %s, want 200", protocol, status, code)
+		}
+		status, code := reading.ask(t, protocol, k.Key, proofs{xfcc: edge("spiffe://cluster.local/ns/" + ns + "/sa/api")})
+		wantWrongWorkload(t, "another SPIFFE ID", protocol, status, code)
+		status, code = reading.ask(t, protocol, k.Key, proofs{xfcc: edge(mesh) + "," + edge("spiffe://cluster.local/ns/"+ns+"/sa/api")})
+		wantWrongWorkload(t, "the bound SPIFFE ID in an earlier element", protocol, status, code)
+	}
+	status, code := reading.ask(t, "ext_authz gRPC", k.Key, proofs{xfcc: edge(mesh)})
+	wantWrongWorkload(t, "the header over ext_authz", "ext_authz gRPC", status, code)
+
+	untrusted := start("10.0.0.0/8", keycheck.DefaultClientCertHeader)
+	notReading := start("127.0.0.1/32", "")
+	for _, protocol := range []string{"/v1", "forward-auth", "forward-auth nginx"} {
+		status, code := untrusted.ask(t, protocol, k.Key, proofs{xfcc: edge(mesh)})
+		wantWrongWorkload(t, "the header from a peer not trusted", protocol, status, code)
+		status, code = notReading.ask(t, protocol, k.Key, proofs{xfcc: edge(mesh)})
+		wantWrongWorkload(t, "the header where none is read", protocol, status, code)
+	}
 }
 
 // TestBindingDPoP: over /v1, a key bound to a public key is answered with a proof that key

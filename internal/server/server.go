@@ -87,7 +87,7 @@ func Run(ctx context.Context, c *configv1alpha1.ServerConfiguration, deps Deps) 
 		RateLimitRedis: c.RateLimitRedis.URL, RateLimitRedisPassword: redisPassword,
 		RateLimitRedisTimeout: c.RateLimitRedis.Timeout.Duration, Logger: log.WithName("rate-limit"),
 		CreditsOnRedisFailure: c.RateLimitCredits.OnRedisFailure, CreditReplicas: int(*c.RateLimitCredits.Replicas),
-		Tokens: workloads.tokens(), TrustDomain: c.Binding.TrustDomain,
+		Tokens: workloads.tokens(), TrustDomain: c.Binding.TrustDomain, ClientCertHeader: c.Binding.ClientCertHeader,
 	})
 	if err != nil {
 		return err

@@ -238,6 +238,7 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{name: "image digest cut short", set: "image.digest=sha256:0123abcd", want: "/image/digest"},
 		{name: "image digest a tag", set: "image.digest=v0.1.0", want: "/image/digest"},
 		{name: "bad service type", set: "server.service.type=Internal", want: "/server/service/type"},
+		{name: "client-certificate header not a header name", set: "server.binding.clientCertHeader=X Client Cert", want: "/server/binding/clientCertHeader"},
 		{name: "trusted proxy not a CIDR", set: "server.trustedProxies[0]=proxy.local", want: "/server/trustedProxies/0"},
 		{name: "unknown log level", set: "server.logLevel=verbose", want: "/server/logLevel"},
 		{name: "ingress without hosts", set: "ingress.enabled=true,ingress.hosts=null,server.trustedProxies[0]=10.0.0.0/8", want: "/ingress"},

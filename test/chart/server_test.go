@@ -63,3 +63,15 @@ func TestHelmServerMemoryAndClientAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestHelmServerClientCertHeader: server.binding.clientCertHeader reaches the server's
+// configuration; by default it reads none.
+func TestHelmServerClientCertHeader(t *testing.T) {
+	if got := serverConfig(t, render(t, nil)).Binding.ClientCertHeader; got != "" {
+		t.Errorf("by default the server reads %q", got)
+	}
+	sets := []string{"server.binding.clientCertHeader=X-Forwarded-Client-Cert", "server.trustedProxies={10.1.2.3}"}
+	if got := serverConfig(t, render(t, sets)).Binding.ClientCertHeader; got != "X-Forwarded-Client-Cert" {
+		t.Errorf("clientCertHeader %q, want X-Forwarded-Client-Cert", got)
+	}
+}

@@ -144,6 +144,11 @@ type WorkloadBinding struct {
 	// trustDomain is the SPIFFE trust domain a token's workload is named in when a binding
 	// lists SPIFFE IDs (default "cluster.local", Istio's).
 	TrustDomain string `json:"trustDomain,omitempty"`
+	// clientCertHeader names the header in which an edge proxy that terminated mutual TLS tells
+	// the client's certificate in Envoy's format (X-Forwarded-Client-Cert); its URI SAN, a
+	// SPIFFE ID, is then the peer a binding's spiffeIDs are matched against on /v1 and
+	// forward-auth, read only from trustedProxies peers. Default "": none is read.
+	ClientCertHeader string `json:"clientCertHeader"`
 }
 
 // Authz configures the gateways' listeners: Envoy's ext_authz (gRPC) and forward-auth (HTTP).

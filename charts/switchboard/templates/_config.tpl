@@ -29,7 +29,7 @@ is ever here: the files name the mounted files that hold them.
   "maxConnectionsPerClient" (int64 $v.maxConnectionsPerClient)
   "authFailureLimit" (dict "burst" (int64 $v.authFailureBurst))
   "lastUsed" (dict "interval" $v.lastUsed.interval "writesPerSecond" (float64 $v.lastUsed.writesPerSecond))
-  "binding" (dict "serviceAccountTokens" $v.binding.serviceAccountTokens "tokenAudience" $v.binding.tokenAudience "trustDomain" $v.binding.trustDomain)
+  "binding" (dict "serviceAccountTokens" $v.binding.serviceAccountTokens "tokenAudience" $v.binding.tokenAudience "trustDomain" $v.binding.trustDomain "clientCertHeader" $v.binding.clientCertHeader)
 -}}
 {{- /* A rate of 0 asked for the default, as its flag did. */ -}}
 {{- if ne (float64 $v.authFailureRate) 0.0 }}{{ $_ := set $c.authFailureLimit "rate" (include "switchboard.bound" $v.authFailureRate | float64) }}{{ end -}}

@@ -23,11 +23,14 @@ import (
 //     verified (internal/server/workload/satoken: the cluster's keys, a live pod), issued in the
 //     key's namespace to a bound ServiceAccount, or whose workload's SPIFFE ID
 //     (spiffe://<trustDomain>/ns/<namespace>/sa/<name>) is bound;
-//   - the peer principal a gateway authenticated by mutual TLS, equal to a bound SPIFFE ID: read
-//     only from ext_authz's attributes (attributes.source.principal, which Istio sets), never
-//     from a header a client could send. Trusting it is trusting the gateway: whoever can call
-//     the ext_authz port can claim any principal, which is why that port is for gateways only
-//     (authz.grpc.gateways);
+//   - the peer principal a gateway authenticated by mutual TLS, equal to a bound SPIFFE ID: on
+//     ext_authz, its attributes (attributes.source.principal, which Istio sets); on /v1 and
+//     forward-auth, the SPIFFE ID in the client-certificate header an edge proxy sets, read only
+//     when the server is told its name (binding.clientCertHeader) and only from a peer in
+//     trustedProxies (clientcert.go). Never from a header a client talking to the server could
+//     send. Trusting it is trusting the gateway: whoever can call the ext_authz port can claim
+//     any principal, which is why that port is for gateways only (authz.grpc.gateways), and
+//     whoever is in trustedProxies can set the header;
 //   - a DPoP-shaped proof (the DPoP header) signed by a bound public key, for this method and
 //     URL, fresh, never seen before, whose ath is the presented key's SHA-256
 //     (internal/server/workload/dpop).
@@ -213,7 +216,11 @@ func (c *Checker) prove(ctx context.Context, b *keyindex.Binding, auth *authOutc
 			return
 		}
 	}
-	if peer := proofs.PeerPrincipal(); peer != "" {
+	peer := proofs.PeerPrincipal()
+	if peer == "" && req.HTTP != nil {
+		peer = c.forwardedPeer(req.HTTP)
+	}
+	if peer != "" {
 		*p = keyindex.Presenter{Kind: keyindex.PrincipalPeer, A: peer, Bound: b.AllowsSPIFFEID(peer)}
 		if p.Bound {
 			return

@@ -96,6 +96,11 @@ type Config struct {
 	// TrustDomain is the SPIFFE trust domain a token's workload is named in when a binding
 	// lists SPIFFE IDs (DefaultTrustDomain when empty).
 	TrustDomain string
+	// ClientCertHeader names the header in which an edge proxy that terminated mutual TLS
+	// tells the client's certificate, in Envoy's X-Forwarded-Client-Cert format; its SPIFFE ID
+	// is the peer of /v1's and forward-auth's requests from TrustedProxies (clientcert.go).
+	// "": none is read.
+	ClientCertHeader string
 }
 
 // DefaultTrustDomain is Istio's default trust domain.
@@ -116,6 +121,8 @@ type Checker struct {
 	tokens      TokenVerifier
 	trustDomain string
 	proofs      *dpop.Verifier
+	// clientCertHeader is Config.ClientCertHeader as http.Header keys it.
+	clientCertHeader string
 }
 
 // New returns the Checker of c, or what is wrong with c.
@@ -141,6 +148,7 @@ func New(c Config) (*Checker, error) {
 		failures: newFailureLimiter(c.FailureRate, c.FailureBurst, c.FailureClients),
 		keys:     keys, trusted: c.TrustedProxies, peersAreProxies: c.PeersAreProxies,
 		tokens: c.Tokens, trustDomain: c.TrustDomain, proofs: dpop.NewVerifier(dpop.Options{Clock: c.Clock}),
+		clientCertHeader: canonicalHeader(c.ClientCertHeader),
 	}, nil
 }
 
