@@ -72,8 +72,11 @@ type APIKeyBinding struct {
 	PublicKeys []string `json:"publicKeys,omitempty"`
 }
 
-// MaxBindingPresenters bounds status.binding.presenters.
-const MaxBindingPresenters = 8
+// Bounds of status.binding: its presenters, and a presenter's principal.
+const (
+	MaxBindingPresenters      = 8
+	MaxBindingPrincipalLength = 320
+)
 
 // APIKeyBindingStatus is who presented a bound key lately, as one server replica counted since
 // it started (the replica that wrote it last): enough to turn enforcement on knowing what it

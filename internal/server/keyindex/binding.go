@@ -104,17 +104,20 @@ type Presenter struct {
 	Bound bool
 }
 
-// Principal is p's principal as status.binding spells it.
+// Principal is p's principal as status.binding spells it, cut to the length the CRD allows
+// (a ServiceAccount's name may be 253 characters, a gateway's peer principal anything): a
+// principal too long must not fail the status patch that carries lastUsedAt too.
 func (p *Presenter) Principal() string {
+	var s string
 	switch p.Kind {
 	case PrincipalServiceAccount:
-		return "system:serviceaccount:" + p.A + ":" + p.B
+		s = "system:serviceaccount:" + p.A + ":" + p.B
 	case PrincipalPeer:
-		return p.A
+		s = p.A
 	case PrincipalPublicKey:
-		return "jwk:" + p.A
+		s = "jwk:" + p.A
 	}
-	return ""
+	return s[:min(len(s), switchboardv1alpha1.MaxBindingPrincipalLength)]
 }
 
 // PresenterUse is one presenter's record: who, how many requests, the last one's time.
@@ -140,6 +143,11 @@ type BindingUse struct {
 // Record records one request of p at now. It allocates nothing: a new presenter past the
 // bound takes the place of the least recent.
 func (b *BindingUse) Record(p *Presenter, now time.Time) {
+	// A gateway's principal may be as long as its request: what is kept is bounded (slicing a
+	// string allocates nothing).
+	q := *p
+	q.A, q.B = q.A[:min(len(q.A), switchboardv1alpha1.MaxBindingPrincipalLength)], q.B[:min(len(q.B), switchboardv1alpha1.MaxBindingPrincipalLength)]
+	p = &q
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.changes++
