@@ -2,8 +2,8 @@
 // throughput against a bare net/http handler serving the same bytes, latency at half the
 // maximum rate, revocation latency, the server's memory per cached Connection, page latency
 // in a large namespace, operator throughput, the hot path's Go benchmarks, the rate limiter's
-// cost, Envoy ext_authz over gRPC against an always-allow server, and what forward-auth adds
-// behind Caddy.
+// cost, Envoy ext_authz over gRPC against an always-allow server, what forward-auth adds
+// behind Caddy, and what credits and permissions, and workload binding's proofs, add to a check.
 //
 // It starts a real control plane (internal/testenv), runs bin/switchboard operator and
 // bin/switchboard server as separate processes, and drives them from this process with

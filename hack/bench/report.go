@@ -48,6 +48,8 @@ type report struct {
 
 	credits *creditsResult
 
+	binding *bindingResult
+
 	// ran names the steps this run measured; the report has a section for each.
 	ran map[string]bool
 	// only names the steps -only chose; none when the run measured every one.
@@ -93,6 +95,7 @@ func (r *report) parts() []reportPart {
 		{"authz", r.writeAuthz},
 		{"forwardauth", r.writeForwardAuth},
 		{"credits", r.writeCredits},
+		{"binding", r.writeBinding},
 	}
 }
 

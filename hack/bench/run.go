@@ -49,6 +49,7 @@ func steps(r *rig) []step {
 		{"authz", r.authz, []int{10}},             // Envoy ext_authz over gRPC (authz.go)
 		{"forwardauth", r.forwardAuth, []int{11}}, // forward-auth through Caddy (forwardauth.go)
 		{"credits", r.credits, []int{12}},         // credits and permissions in a check (credits.go)
+		{"binding", r.binding, []int{13}},         // workload binding's proofs in a check (binding.go)
 		{"scale", r.scale, []int{4, 5, 6, 7}},     // memory, start-up, operator throughput, lastUsedAt, footprint
 		{"hotpath", r.hotPath, []int{8}},
 	}
