@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,14 +31,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/controller/apikey/workloads"
 	"github.com/switchboard-dev/switchboard/internal/keysecret"
 	"github.com/switchboard-dev/switchboard/internal/objstatus"
-)
-
-// consumersRetry is how often a key whose namespace's pods are not watched (refused, or the
-// watcher full) reads them again; consumersResync how often one whose pods are watched does,
-// in case a change was missed.
-const (
-	consumersRetry  = 30 * time.Second
-	consumersResync = 10 * time.Minute
 )
 
 // podPage is how many pods one list request returns; maxPods bounds the pods of a namespace
@@ -184,11 +175,7 @@ func Observe(s *keystate.State, _ keystate.Params, obs *keystate.Observation) {
 	want, dropped := Resolve(key, s.Bound)
 	f := keystate.BindingFinding{Known: true, Want: want, Recorded: s.Hash != nil && Holds(s.Hash, want)}
 	if c := s.Bound; c != nil {
-		if c.Watched {
-			obs.Wake.At(consumersResync)
-		} else {
-			obs.Wake.At(consumersRetry)
-		}
+		obs.Wake.At(keystate.ConsumersRecheck(c.Watched))
 	}
 	if want != nil {
 		f.Reason, f.Message, f.Healthy = says(key, want, s.Bound, dropped)

@@ -66,12 +66,12 @@ func TestGraceEvidence(t *testing.T) {
 			s: graceState(true, func(s *keystate.State) {
 				s.Consumers = &keystate.Consumers{Unreadable: "forbidden to list Deployments"}
 			}),
-			active: true, reason: switchboardv1alpha1.ReasonWorkloadsNotReadable, wake: consumersRetry, contains: "switchboard-consumer-reader"},
+			active: true, reason: switchboardv1alpha1.ReasonWorkloadsNotReadable, wake: 30 * time.Second, contains: "switchboard-consumer-reader"},
 		{name: "delivered, quiet, a pod started before the new key",
 			s: graceState(true, func(s *keystate.State) {
 				s.Consumers = &keystate.Consumers{Holders: []string{"api-1 (deployment/api)"}}
 			}),
-			active: true, reason: switchboardv1alpha1.ReasonPodsHoldPreviousKey, wake: consumersRetry, contains: "pod api-1 (deployment/api) started before"},
+			active: true, reason: switchboardv1alpha1.ReasonPodsHoldPreviousKey, wake: 30 * time.Second, contains: "pod api-1 (deployment/api) started before"},
 		{name: "delivered, quiet, every pod restarted",
 			s:      graceState(true, func(s *keystate.State) { s.Consumers = &keystate.Consumers{} }),
 			active: true, moved: true, reason: switchboardv1alpha1.ReasonConsumersMoved, contains: "every pod"},

@@ -30,15 +30,6 @@ import (
 	"github.com/switchboard-dev/switchboard/internal/objstatus"
 )
 
-// consumersRetry is how often pods that still hold the old key, or a namespace whose workloads
-// switchboard may not read, are looked at again when nothing wakes the operator when they
-// change; consumersResync when their namespace's pods are watched (internal/controller/apikey/podwatch), and a
-// change wakes the key at once.
-const (
-	consumersRetry  = 30 * time.Second
-	consumersResync = 10 * time.Minute
-)
-
 // maxHoldersShown bounds the pods the GraceEvidence condition names.
 const maxHoldersShown = 10
 
@@ -109,16 +100,12 @@ func evidenceOf(s *keystate.State, rec *keysecret.Issued, wake *keystate.Requeue
 		e.Reason = switchboardv1alpha1.ReasonPodsHoldPreviousKey
 		e.Message = fmt.Sprintf("%s; the pods that take Secret %s are not read yet; its grace ends %s", used, key.Spec.SecretName, bound)
 	case s.Consumers.Unreadable != "":
-		wake.At(consumersRetry)
+		wake.At(keystate.ConsumersRecheck(false))
 		e.Reason = switchboardv1alpha1.ReasonWorkloadsNotReadable
 		e.Message = fmt.Sprintf("%s, but switchboard may not read the workloads and pods of namespace %s (%s): bind it the Role switchboard-consumer-reader there to let their restarts end the grace early; until then it ends %s",
 			used, key.Namespace, s.Consumers.Unreadable, bound)
 	case len(s.Consumers.Holders) > 0:
-		if s.Consumers.Watched {
-			wake.At(consumersResync)
-		} else {
-			wake.At(consumersRetry)
-		}
+		wake.At(keystate.ConsumersRecheck(s.Consumers.Watched))
 		e.Reason = switchboardv1alpha1.ReasonPodsHoldPreviousKey
 		e.Message = fmt.Sprintf("%s, but %s started before key generation %d was written at %s and take%s Secret %s by environment variable or subPath, so they still hold the old key: restart them (kubectl rollout restart); its grace ends when they have, %s",
 			used, holdersText(s.Consumers.Holders), rec.Generation, written, map[bool]string{true: "s", false: ""}[len(s.Consumers.Holders) == 1], key.Spec.SecretName, bound)

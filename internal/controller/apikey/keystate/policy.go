@@ -163,6 +163,22 @@ type Env struct {
 // StaleRetry is how soon a reconcile that found the cache behind the API server runs again.
 const StaleRetry = time.Second
 
+// ConsumersRecheck is how soon a key reads again the pods of its namespace that consume its
+// Secret (grace's evidence, binding's consumers): every consumersResync when they are watched
+// (internal/controller/apikey/podwatch wakes the key on a change at once; this is for one
+// missed), every consumersRetry when they are not (refused, or the watcher full).
+func ConsumersRecheck(watched bool) time.Duration {
+	if watched {
+		return consumersResync
+	}
+	return consumersRetry
+}
+
+const (
+	consumersRetry  = 30 * time.Second
+	consumersResync = 10 * time.Minute
+)
+
 // ConflictRetry is how often an APIKey whose delivery Secret is someone else's is looked at
 // again: that Secret is not in the cache (it lacks switchboard's label), so no event wakes us.
 const ConflictRetry = time.Minute
