@@ -230,11 +230,9 @@ type Index struct {
 	duplicates   int                      // hashes held by more than one hash Secret
 	keys         map[types.UID]*Key
 	usage        map[types.UID]*Usage
-	conns        map[string]*nsState                // namespace → its Connections
-	roles        map[roleRef]*permission.Rules      // the APIKeyRoles, compiled
-	roleKeys     map[roleRef]map[types.UID]struct{} // an APIKeyRole → the keys that name it
-	pools        map[poolRef]*CreditPool            // the APIKeyCreditPools, read
-	poolKeys     map[poolRef]map[types.UID]struct{} // an APIKeyCreditPool → the keys that name it
+	conns        map[string]*nsState      // namespace → its Connections
+	roles        named[*permission.Rules] // the APIKeyRoles, compiled, and the keys naming each
+	pools        named[*CreditPool]       // the APIKeyCreditPools, read, and the keys naming each
 }
 
 // New returns an empty index.
@@ -247,10 +245,8 @@ func New() *Index {
 		keys:         map[types.UID]*Key{},
 		usage:        map[types.UID]*Usage{},
 		conns:        map[string]*nsState{},
-		roles:        map[roleRef]*permission.Rules{},
-		roleKeys:     map[roleRef]map[types.UID]struct{}{},
-		pools:        map[poolRef]*CreditPool{},
-		poolKeys:     map[poolRef]map[types.UID]struct{}{},
+		roles:        newNamed[*permission.Rules](),
+		pools:        newNamed[*CreditPool](),
 	}
 }
 

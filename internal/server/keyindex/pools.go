@@ -27,9 +27,6 @@ type CreditPool struct {
 	chargeOnSuccess bool
 }
 
-// poolRef names an APIKeyCreditPool of a key's namespace.
-type poolRef struct{ namespace, name string }
-
 // ReadCreditPool reads an APIKeyCreditPool, without the index: a cache transform reads it once
 // per watch event. Its credits are read as an APIKey's spec.credits are (setCredits), erring as
 // they do on the side of the keys doing less; the error says what was read so.
@@ -54,13 +51,7 @@ func ReadCreditPool(p *switchboardv1alpha1.APIKeyCreditPool) (*CreditPool, error
 func (x *Index) PutCreditPool(namespace, name string, pool *CreditPool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	ref := poolRef{namespace, name}
-	if pool == nil {
-		delete(x.pools, ref)
-	} else {
-		x.pools[ref] = pool
-	}
-	x.republishPoolLocked(ref)
+	x.republishLocked(x.pools.set(namespace, name, pool, pool != nil), x.spendPoolLocked)
 }
 
 // DeleteCreditPool removes the APIKeyCreditPool namespace/name: the keys that name it have no
@@ -68,18 +59,7 @@ func (x *Index) PutCreditPool(namespace, name string, pool *CreditPool) {
 func (x *Index) DeleteCreditPool(namespace, name string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	ref := poolRef{namespace, name}
-	delete(x.pools, ref)
-	x.republishPoolLocked(ref)
-}
-
-// republishPoolLocked publishes again, as a new Key, every key that names ref.
-func (x *Index) republishPoolLocked(ref poolRef) {
-	for uid := range x.poolKeys[ref] {
-		if k := x.keys[uid]; k != nil {
-			x.keys[uid] = x.spendPoolLocked(k)
-		}
-	}
+	x.republishLocked(x.pools.set(namespace, name, nil, false), x.spendPoolLocked)
 }
 
 // withPoolLocked is key as published: key itself when it names no pool, else a copy that spends
@@ -88,11 +68,7 @@ func (x *Index) withPoolLocked(key *Key) *Key {
 	if key.CreditPool == "" {
 		return key
 	}
-	ref := poolRef{key.Namespace, key.CreditPool}
-	if x.poolKeys[ref] == nil {
-		x.poolKeys[ref] = map[types.UID]struct{}{}
-	}
-	x.poolKeys[ref][key.UID] = struct{}{}
+	x.pools.link(key.Namespace, key.UID, key.CreditPool)
 	return x.spendPoolLocked(key)
 }
 
@@ -102,7 +78,7 @@ func (x *Index) withPoolLocked(key *Key) *Key {
 func (x *Index) spendPoolLocked(key *Key) *Key {
 	out := *key
 	out.RateLimit, out.CreditPoolMissing = key.ownRate, true
-	pool := x.pools[poolRef{key.Namespace, key.CreditPool}]
+	pool, _ := x.pools.get(key.Namespace, key.CreditPool)
 	if pool == nil {
 		return &out
 	}
@@ -121,12 +97,7 @@ func (x *Index) spendPoolLocked(key *Key) *Key {
 
 // unlinkPoolLocked forgets that key (nil: none) names its pool.
 func (x *Index) unlinkPoolLocked(key *Key) {
-	if key == nil || key.CreditPool == "" {
-		return
-	}
-	ref := poolRef{key.Namespace, key.CreditPool}
-	delete(x.poolKeys[ref], key.UID)
-	if len(x.poolKeys[ref]) == 0 {
-		delete(x.poolKeys, ref)
+	if key != nil && key.CreditPool != "" {
+		x.pools.unlink(key.Namespace, key.UID, key.CreditPool)
 	}
 }

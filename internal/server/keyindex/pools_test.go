@@ -113,7 +113,7 @@ func TestCreditPools(t *testing.T) {
 	// A key that leaves the pool is published no more by the pool's changes, nor is one deleted.
 	naming("team-a", "k1", "")
 	x.DeleteAPIKey("k2")
-	if n := len(x.poolKeys[poolRef{"team-a", "gold"}]); n != 0 {
+	if n := len(x.pools.keys[objectRef{"team-a", "gold"}]); n != 0 {
 		t.Errorf("the pool still records %d keys naming it", n)
 	}
 	putPool(t, x, creditPool("team-a", "gold", "pool-uid-2", 10))

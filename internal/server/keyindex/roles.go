@@ -1,18 +1,11 @@
 package keyindex
 
-import (
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/switchboard-dev/switchboard/internal/apikey/permission"
-)
+import "github.com/switchboard-dev/switchboard/internal/apikey/permission"
 
 // An APIKey's permissions are its own rules, then the rules of the APIKeyRoles it names. The
 // index keeps each role compiled (the feed compiles it once per change) and which keys name it,
 // so that a role's change joins again only those keys' rules (permission.Join compiles
-// nothing), and no request reads a role.
-
-// roleRef names an APIKeyRole: a key names roles of its own namespace.
-type roleRef struct{ namespace, name string }
+// nothing), and no request reads a role (named.go).
 
 // PutRole adds or replaces the APIKeyRole namespace/name, its rules compiled (nil: none;
 // permission.CompileRole's refusal of everything when they do not compile), and publishes
@@ -20,9 +13,7 @@ type roleRef struct{ namespace, name string }
 func (x *Index) PutRole(namespace, name string, rules *permission.Rules) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	ref := roleRef{namespace, name}
-	x.roles[ref] = rules
-	x.republishLocked(ref)
+	x.republishLocked(x.roles.set(namespace, name, rules, true), x.joinRolesLocked)
 }
 
 // DeleteRole removes the APIKeyRole namespace/name: the keys that name it are allowed nothing
@@ -30,18 +21,7 @@ func (x *Index) PutRole(namespace, name string, rules *permission.Rules) {
 func (x *Index) DeleteRole(namespace, name string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	ref := roleRef{namespace, name}
-	delete(x.roles, ref)
-	x.republishLocked(ref)
-}
-
-// republishLocked publishes again, as a new Key, every key that names ref.
-func (x *Index) republishLocked(ref roleRef) {
-	for uid := range x.roleKeys[ref] {
-		if k := x.keys[uid]; k != nil {
-			x.keys[uid] = x.joinRolesLocked(k)
-		}
-	}
+	x.republishLocked(x.roles.set(namespace, name, nil, false), x.joinRolesLocked)
 }
 
 // withRolesLocked is key as published: key itself when it names no role, else a copy whose
@@ -50,13 +30,7 @@ func (x *Index) withRolesLocked(key *Key) *Key {
 	if len(key.permissionRoles) == 0 {
 		return key
 	}
-	for _, name := range key.permissionRoles {
-		ref := roleRef{key.Namespace, name}
-		if x.roleKeys[ref] == nil {
-			x.roleKeys[ref] = map[types.UID]struct{}{}
-		}
-		x.roleKeys[ref][key.UID] = struct{}{}
-	}
+	x.roles.link(key.Namespace, key.UID, key.permissionRoles...)
 	return x.joinRolesLocked(key)
 }
 
@@ -65,22 +39,14 @@ func (x *Index) withRolesLocked(key *Key) *Key {
 func (x *Index) joinRolesLocked(key *Key) *Key {
 	out := *key
 	out.Permissions = permission.WithRoles(key.ownPermissions, key.permissionRoles, func(name string) (*permission.Rules, bool) {
-		rules, ok := x.roles[roleRef{key.Namespace, name}]
-		return rules, ok
+		return x.roles.get(key.Namespace, name)
 	})
 	return &out
 }
 
 // unlinkRolesLocked forgets that key (nil: none) names its roles.
 func (x *Index) unlinkRolesLocked(key *Key) {
-	if key == nil {
-		return
-	}
-	for _, name := range key.permissionRoles {
-		ref := roleRef{key.Namespace, name}
-		delete(x.roleKeys[ref], key.UID)
-		if len(x.roleKeys[ref]) == 0 {
-			delete(x.roleKeys, ref)
-		}
+	if key != nil {
+		x.roles.unlink(key.Namespace, key.UID, key.permissionRoles...)
 	}
 }

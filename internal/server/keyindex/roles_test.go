@@ -86,7 +86,7 @@ func TestRoles(t *testing.T) {
 	naming("k1", nil, "reader")
 	x.DeleteAPIKey("k1")
 	role("reader", denyPost)
-	if len(x.Keys()) != 1 || len(x.roleKeys) != 0 {
-		t.Errorf("after the key's deletion: %d keys, %d roles named", len(x.Keys()), len(x.roleKeys))
+	if len(x.Keys()) != 1 || len(x.roles.keys) != 0 {
+		t.Errorf("after the key's deletion: %d keys, %d roles named", len(x.Keys()), len(x.roles.keys))
 	}
 }
