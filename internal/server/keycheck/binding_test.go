@@ -142,12 +142,21 @@ func TestBindingEnforce(t *testing.T) {
 			}
 		}
 	}
+	// None of them is a use of the key: lastUsedAt (unused keys' revocation, grace evidence)
+	// moves for a proven request alone.
+	indexed, _ := idx.Lookup(ptr(apikey.Sum(key)), testNow)
+	if used := indexed.Usage().LastUsed(); !used.IsZero() {
+		t.Errorf("refused for their workload, the requests marked the key used at %s", used)
+	}
 	// None of them spent the budget of one: the first proven request has it, the second not.
 	if v := ask(proofs{token: "web"}); !v.Allowed() {
 		t.Fatalf("web's token after the refusals: %d %s", v.Status, v.Code)
 	}
 	if v := ask(proofs{token: "web"}); v.Code != apicode.KeyRateLimited {
 		t.Fatalf("web's second request: %d %s, want the rate limit's 429", v.Status, v.Code)
+	}
+	if used := indexed.Usage().LastUsed(); !used.Equal(testNow) {
+		t.Errorf("after web's requests the key was last used at %s, want %s", used, testNow)
 	}
 
 	// Each proof, on a key without a budget.

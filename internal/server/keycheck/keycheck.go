@@ -206,14 +206,16 @@ func (c *Checker) Decide(ctx context.Context, req *Request) Verdict {
 		return c.refusal(auth, client, req.Now)
 	}
 	key := auth.key
+	if auth.binding != nil {
+		if v, refused := c.bound(ctx, &auth, req); refused {
+			// A wrong workload's request is no use of the key: it neither keeps the key
+			// "used" (revokeWhenUnusedFor) nor holds a rotation's grace open on evidence.
+			return v
+		}
+	}
 	key.Usage().Touch(req.Now)
 	if auth.previousGeneration > 0 {
 		key.Usage().TouchPrevious(auth.previousGeneration, req.Now)
-	}
-	if auth.binding != nil {
-		if v, refused := c.bound(ctx, &auth, req); refused {
-			return v
-		}
 	}
 	if !key.AllowsAudience(req.Audience) {
 		return Verdict{auth: auth, Status: http.StatusForbidden, Code: apicode.AudienceNotAllowed, Message: msgAudienceNotAllowed}
