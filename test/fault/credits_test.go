@@ -5,6 +5,7 @@ package fault
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -29,10 +30,11 @@ import (
 // plane and 64 clients share them, so each case makes 100,000 attempts, which takes about as
 // long as a case of this suite may. The numbers change nothing in what is proved: every credit
 // is decided in one Redis script, whatever the scale. The credits are monthly: a run across
-// midnight UTC starting a month would see them refill.
+// midnight UTC starting a month would see them refill. On a quiet machine, the issue's own
+// scale is `go test ./test/fault -run TestCreditsExactAcrossReplicas -credits.scale 10` (10⁶
+// attempts against 200,000 credits).
 const (
 	creditsClients  = 64
-	creditsAttempts = 100_000
 	creditsReplicas = 3
 	// creditsRedisTimeout replaces the 50 ms default: a Redis slowed by a busy CI would make
 	// some answers 503 NOT_READY (credits fail closed) and spend credits no one was sold, which
@@ -40,12 +42,15 @@ const (
 	creditsRedisTimeout = "5s"
 )
 
+// creditsScale multiplies TestCreditsExactAcrossReplicas's attempts and credits (1 in CI).
+var creditsScale = flag.Int("credits.scale", 1, "multiply TestCreditsExactAcrossReplicas's 100,000 attempts and 20,000 credits")
+
 // TestCreditsExactAcrossReplicas: three bin/switchboard servers share one redis-server, and 64
 // clients spread over them spend a key with 20,000 credits a month (and no rate) in 100,000
 // attempts: exactly 20,000 are admitted, every other answer is 429 API_KEY_CREDITS_EXHAUSTED.
 func TestCreditsExactAcrossReplicas(t *testing.T) {
-	const amount = 20_000
-	rig := startCreditsRig(t, "credits-exact", amount)
+	amount, creditsAttempts := 20_000**creditsScale, 100_000**creditsScale
+	rig := startCreditsRig(t, "credits-exact", int64(amount))
 	got := rig.spend(t, creditsAttempts, nil)
 	t.Logf("%d attempts in %s: %v", creditsAttempts, got.took.Round(time.Millisecond), got.answers)
 	want := map[string]int{"200": amount, "429 " + apicode.KeyCreditsExhausted: creditsAttempts - amount}
@@ -67,7 +72,7 @@ func TestCreditsExactAcrossReplicas(t *testing.T) {
 // credit is lost only with an answer lost, a request in flight at the kill whose script ran
 // but whose answer did not come back (the server answered 503), so at most one per client.
 func TestCreditsExactWithRedisKilled(t *testing.T) {
-	const amount = 50_000
+	const amount, creditsAttempts = 50_000, 100_000
 	rig := startCreditsRig(t, "credits-killed", amount, "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
 	// The kill and the restart are the test's own goroutine's (they may fail it); the clients
 	// keep sending meanwhile.
