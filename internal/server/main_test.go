@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -58,10 +57,7 @@ type testServer struct {
 func startServer(t testing.TB, cfg *rest.Config, c *sc, deps Deps, wait bool) *testServer {
 	t.Helper()
 	ensureSystemNamespace(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testenv.ListenLoopback(t)
 	deps.Listener = l
 	if deps.Logger.GetSink() == nil {
 		deps.Logger = testenv.Logger(t)

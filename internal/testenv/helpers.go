@@ -73,6 +73,36 @@ func FreeLoopback() (string, error) {
 	return "", errors.New("no loopback port that this process was not handed already, in 100 tries")
 }
 
+// ListenLoopback listens on a loopback port that FreeLoopback has not handed out: on port 0 the
+// kernel may give a listener the port FreeAddr just freed for another listener of the same
+// test (the probes' of the server whose API listens here, say), which that one would then fail
+// to bind. The test closes it when it ends, unless closed before.
+func ListenLoopback(t testing.TB) net.Listener {
+	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	var taken []net.Listener // held open while looking, so the kernel hands out another
+	defer func() {
+		for _, l := range taken {
+			_ = l.Close()
+		}
+	}()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := l.Addr().String(); !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		}
+		taken = append(taken, l)
+	}
+	t.Fatal("no loopback port that this process was not handed already, in 100 tries")
+	return nil
+}
+
 // HeaderBlockStatus sends addr's listener (over TLS, unverified, with useTLS) a GET of path
 // whose request line and headers take size bytes, and returns the answer's status: the front
 // door answers 431 past frontdoor.MaxHeaderBlock, where net/http's default takes 1 MiB.
