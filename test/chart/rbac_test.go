@@ -590,3 +590,38 @@ func TestWebhookSigningNamespace(t *testing.T) {
 		t.Errorf("a release namespace too long for the default signing namespace: %v", err)
 	}
 }
+
+// TestServerGrantsWhatBindingNeeds: the chart and config/rbac alike let the API server read
+// what its own objects are and what keys bound to workloads need by default
+// (binding.serviceAccountTokens): pods' metadata, listed and watched, and the cluster's issuer
+// discovery, without which the server never becomes ready (a kustomize install once lacked them).
+func TestServerGrantsWhatBindingNeeds(t *testing.T) {
+	want := []string{
+		" pods list", " pods watch",
+		"switchboard.dev apikeycreditpools list", "switchboard.dev apikeyroles watch", "switchboard.dev apikeys/status patch",
+	}
+	for source, objs := range renderings(t) {
+		role := rolesOf(t, objs, "ClusterRole")["switchboard-server"]
+		if role == nil {
+			t.Errorf("%s: no ClusterRole switchboard-server", source)
+			continue
+		}
+		got := grants(role.Rules)
+		for _, g := range want {
+			if !slices.Contains(got, g) {
+				t.Errorf("%s: the server's ClusterRole lacks %q: it grants\n%s", source, g, strings.Join(got, "\n"))
+			}
+		}
+		var urls []string
+		for _, r := range role.Rules {
+			if slices.Contains(r.Verbs, "get") {
+				urls = append(urls, r.NonResourceURLs...)
+			}
+		}
+		for _, u := range []string{"/.well-known/openid-configuration", "/openid/v1/jwks"} {
+			if !slices.Contains(urls, u) {
+				t.Errorf("%s: the server's ClusterRole does not let it get %s (has %v)", source, u, urls)
+			}
+		}
+	}
+}
