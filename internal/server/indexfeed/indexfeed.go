@@ -208,8 +208,8 @@ type cachedAPIKey = cached[*keyindex.Key]
 // refusing everything).
 type cachedAPIKeyRole = cached[*permission.Rules]
 
-// cachedAPIKeyCreditPool keeps of an APIKeyCreditPool its credits, read (nil, with err, when
-// they cannot be: no key may spend them).
+// cachedAPIKeyCreditPool keeps of an APIKeyCreditPool its credits, read (with err, when read
+// past what the CRD allows: the strictest reading).
 type cachedAPIKeyCreditPool = cached[*keyindex.CreditPool]
 
 // cachedConnection keeps of a Connection the index's Conn (nil while the Connection has no

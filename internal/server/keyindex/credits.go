@@ -37,20 +37,20 @@ func setCredits(key *Key, k *switchboardv1alpha1.APIKey) error {
 		return errorf("APIKey %s/%s: credits: %v", k.Namespace, k.Name, perr)
 	}
 	key.RateLimit = p
-	return errors.Join(err, setCosts(key, k.Spec.Credits, "APIKey "+k.Namespace+"/"+k.Name))
+	var cerr error
+	key.Costs, key.ChargeOnSuccess, cerr = readCosts(k.Spec.Credits, "APIKey "+k.Namespace+"/"+k.Name)
+	return errors.Join(err, cerr)
 }
 
-// setCosts reads what a request of key costs, and when it is charged, from spec (the key's
-// credits, or its pool's, named by what): costs that do not compile charge every request the
-// largest of them.
-func setCosts(key *Key, spec *switchboardv1alpha1.APIKeyCredits, what string) error {
-	key.ChargeOnSuccess = spec.Charge == switchboardv1alpha1.ChargeOnSuccess
+// readCosts reads what a request costs, and whether it is charged on success, from spec (a
+// key's credits, or a pool's, named by what): costs that do not compile charge every request
+// the largest of them.
+func readCosts(spec *switchboardv1alpha1.APIKeyCredits, what string) (*permission.Costs, bool, error) {
 	costs, err := permission.CompileCosts(spec.Costs)
-	key.Costs = costs
 	if err != nil {
-		return errorf("%s: credits: %v; charging every request the largest cost", what, err)
+		err = errorf("%s: credits: %v; charging every request the largest cost", what, err)
 	}
-	return nil
+	return costs, spec.Charge == switchboardv1alpha1.ChargeOnSuccess, err
 }
 
 // Credits reads spec, an APIKey's (or a pool's) credits, into the limiter's, counted under

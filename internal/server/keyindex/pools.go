@@ -1,7 +1,7 @@
 package keyindex
 
 import (
-	"strings"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -28,22 +28,19 @@ type CreditPool struct {
 }
 
 // ReadCreditPool reads an APIKeyCreditPool, without the index: a cache transform reads it once
-// per watch event. Its credits are read as an APIKey's spec.credits are (setCredits), erring as
-// they do on the side of the keys doing less; the error says what was read so.
+// per watch event. Its credits are read by the code that reads an APIKey's (Credits,
+// readCosts), so that they mean to a pool exactly what they mean to a key, erring as they do
+// on the side of the keys doing less; the error says what was read so.
 func ReadCreditPool(p *switchboardv1alpha1.APIKeyCreditPool) (*CreditPool, error) {
-	// setCredits reads an APIKey: the pool's credits are read by the same code, so that they
-	// mean to a pool exactly what they mean to a key.
-	as := &switchboardv1alpha1.APIKey{Spec: switchboardv1alpha1.APIKeySpec{Credits: &p.Spec.Credits}}
-	as.Namespace, as.Name, as.UID = p.Namespace, p.Name, p.UID
-	key := &Key{}
-	err := setCredits(key, as)
+	what := "APIKeyCreditPool " + p.Namespace + "/" + p.Name
+	c, err := Credits(&p.Spec.Credits, string(p.UID))
 	if err != nil {
-		err = errorf("%s", strings.Replace(strings.TrimPrefix(err.Error(), "keyindex: "), "APIKey ", "APIKeyCreditPool ", 1))
+		err = errorf("%s: %v", what, err)
 	}
-	if key.RateLimit == nil || key.RateLimit.Credits == nil {
-		return nil, err
-	}
-	return &CreditPool{uid: p.UID, credits: *key.RateLimit.Credits, costs: key.Costs, chargeOnSuccess: key.ChargeOnSuccess}, err
+	pool := &CreditPool{uid: p.UID, credits: c}
+	var cerr error
+	pool.costs, pool.chargeOnSuccess, cerr = readCosts(&p.Spec.Credits, what)
+	return pool, errors.Join(err, cerr)
 }
 
 // PutCreditPool adds or replaces the APIKeyCreditPool namespace/name (nil: one whose credits
